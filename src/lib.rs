@@ -1,0 +1,1 @@
+//! blz: a chunked, compressed, persistent array store.
