@@ -1,0 +1,515 @@
+//! Blosc 1.x chunks: compression and decompression through c-blosc 1.21 (vendored by
+//! `blosc-src`), using the context API only (no global state, a thread count per call), and
+//! validation of the 16-byte chunk header before any buffer is sized from it.
+//!
+//! Nothing here knows about files: callers wrap a [`CodecError`] with the file and chunk it
+//! came from.
+
+mod header;
+
+pub use header::{ChunkHeader, FLAG_BITSHUFFLE, FLAG_MEMCPYED, FLAG_SHUFFLE, HEADER_LEN};
+
+use std::ffi::c_void;
+use std::fmt;
+use std::str::FromStr;
+
+/// Largest uncompressed chunk c-blosc 1.x accepts.
+pub const MAX_BUFFERSIZE: usize = blosc_src::BLOSC_MAX_BUFFERSIZE as usize;
+/// Bytes c-blosc may add to a chunk beyond its uncompressed size (the header).
+pub const MAX_OVERHEAD: usize = blosc_src::BLOSC_MAX_OVERHEAD as usize;
+
+/// Why a chunk could not be compressed or decompressed.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{0}")]
+pub struct CodecError(pub String);
+
+/// The compressors c-blosc 1.x offers (all compiled in by blz).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Codec {
+    /// Blosc's own LZ77 codec: fast, modest ratios.
+    Blosclz,
+    /// LZ4: very fast; the default.
+    Lz4,
+    /// LZ4 high-compression: slower to write, same read speed as LZ4.
+    Lz4hc,
+    /// zlib (deflate).
+    Zlib,
+    /// Zstandard. c-blosc maps clevel `c` to zstd level `2c - 1`, so clevel 5 is zstd 9.
+    Zstd,
+}
+
+impl Codec {
+    /// Every codec.
+    pub const ALL: [Codec; 5] = [
+        Codec::Blosclz,
+        Codec::Lz4,
+        Codec::Lz4hc,
+        Codec::Zlib,
+        Codec::Zstd,
+    ];
+
+    /// The name c-blosc uses for the codec.
+    pub fn name(self) -> &'static str {
+        match self {
+            Codec::Blosclz => "blosclz",
+            Codec::Lz4 => "lz4",
+            Codec::Lz4hc => "lz4hc",
+            Codec::Zlib => "zlib",
+            Codec::Zstd => "zstd",
+        }
+    }
+
+    fn c_name(self) -> &'static [u8] {
+        match self {
+            Codec::Blosclz => b"blosclz\0",
+            Codec::Lz4 => b"lz4\0",
+            Codec::Lz4hc => b"lz4hc\0",
+            Codec::Zlib => b"zlib\0",
+            Codec::Zstd => b"zstd\0",
+        }
+    }
+
+    /// The codec named by the "compressor format" bits of a chunk header (lz4 and lz4hc share
+    /// a format, reported as lz4).
+    pub fn from_format(format: u8) -> Option<Codec> {
+        match format {
+            0 => Some(Codec::Blosclz),
+            1 => Some(Codec::Lz4),
+            3 => Some(Codec::Zlib),
+            4 => Some(Codec::Zstd),
+            _ => None,
+        }
+    }
+}
+
+impl fmt::Display for Codec {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+impl FromStr for Codec {
+    type Err = CodecError;
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        Codec::ALL
+            .into_iter()
+            .find(|c| c.name().eq_ignore_ascii_case(s))
+            .ok_or_else(|| {
+                CodecError(format!(
+                    "unknown codec {s:?} (expected blosclz, lz4, lz4hc, zlib or zstd)"
+                ))
+            })
+    }
+}
+
+/// The byte-reordering filter Blosc applies before compression.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Filter {
+    /// No reordering.
+    #[serde(rename = "noshuffle")]
+    NoShuffle,
+    /// Byte shuffle: groups the i-th byte of every element together.
+    Shuffle,
+    /// Bit shuffle: groups the i-th bit of every element together.
+    Bitshuffle,
+}
+
+impl Filter {
+    /// Every filter.
+    pub const ALL: [Filter; 3] = [Filter::NoShuffle, Filter::Shuffle, Filter::Bitshuffle];
+
+    /// The name used in metadata and on the command line.
+    pub fn name(self) -> &'static str {
+        match self {
+            Filter::NoShuffle => "noshuffle",
+            Filter::Shuffle => "shuffle",
+            Filter::Bitshuffle => "bitshuffle",
+        }
+    }
+
+    fn c_code(self) -> i32 {
+        match self {
+            Filter::NoShuffle => blosc_src::BLOSC_NOSHUFFLE as i32,
+            Filter::Shuffle => blosc_src::BLOSC_SHUFFLE as i32,
+            Filter::Bitshuffle => blosc_src::BLOSC_BITSHUFFLE as i32,
+        }
+    }
+}
+
+impl fmt::Display for Filter {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+impl FromStr for Filter {
+    type Err = CodecError;
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        match s.to_ascii_lowercase().as_str() {
+            "noshuffle" | "none" => Ok(Filter::NoShuffle),
+            "shuffle" | "byteshuffle" => Ok(Filter::Shuffle),
+            "bitshuffle" => Ok(Filter::Bitshuffle),
+            _ => Err(CodecError(format!(
+                "unknown filter {s:?} (expected noshuffle, shuffle or bitshuffle)"
+            ))),
+        }
+    }
+}
+
+/// How to compress a chunk.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct CompressParams {
+    /// The compressor.
+    pub codec: Codec,
+    /// Compression level 0 (store only) to 9.
+    pub clevel: u8,
+    /// The shuffle filter.
+    pub filter: Filter,
+    /// Element size in bytes (1-255); the shuffle filters work on elements of this size.
+    pub typesize: usize,
+    /// Blosc block size in bytes; 0 lets c-blosc choose.
+    pub blocksize: usize,
+    /// Threads c-blosc uses inside this one chunk.
+    pub nthreads: usize,
+}
+
+impl Default for CompressParams {
+    fn default() -> Self {
+        CompressParams {
+            codec: Codec::Lz4,
+            clevel: 5,
+            filter: Filter::Shuffle,
+            typesize: 8,
+            blocksize: 0,
+            nthreads: 1,
+        }
+    }
+}
+
+impl CompressParams {
+    /// Checks the parameters c-blosc would otherwise silently adjust or refuse.
+    ///
+    /// # Errors
+    /// A [`CodecError`] naming the bad parameter.
+    pub fn validate(&self) -> Result<(), CodecError> {
+        if self.clevel > 9 {
+            return Err(CodecError(format!(
+                "clevel {} out of range 0-9",
+                self.clevel
+            )));
+        }
+        if !(1..=255).contains(&self.typesize) {
+            return Err(CodecError(format!(
+                "typesize {} out of range 1-255",
+                self.typesize
+            )));
+        }
+        if self.blocksize > blosc_src::BLOSC_MAX_BLOCKSIZE as usize {
+            return Err(CodecError(format!(
+                "blocksize {} too large",
+                self.blocksize
+            )));
+        }
+        Ok(())
+    }
+}
+
+/// The c-blosc version compiled into blz.
+pub fn c_blosc_version() -> &'static str {
+    "1.21.6"
+}
+
+/// Compresses `src` into a new Blosc chunk.
+///
+/// # Errors
+/// A [`CodecError`] when the parameters are invalid or `src` is larger than
+/// [`MAX_BUFFERSIZE`].
+pub fn compress(params: &CompressParams, src: &[u8]) -> Result<Vec<u8>, CodecError> {
+    let mut out = Vec::new();
+    compress_into(params, src, &mut out)?;
+    Ok(out)
+}
+
+/// Compresses `src` into `dst` (cleared first; its allocation is reused). Returns the chunk
+/// length.
+///
+/// # Errors
+/// As [`compress`].
+pub fn compress_into(
+    params: &CompressParams,
+    src: &[u8],
+    dst: &mut Vec<u8>,
+) -> Result<usize, CodecError> {
+    params.validate()?;
+    if src.len() > MAX_BUFFERSIZE {
+        return Err(CodecError(format!(
+            "chunk of {} bytes exceeds Blosc's limit of {MAX_BUFFERSIZE}",
+            src.len()
+        )));
+    }
+    let cap = src.len() + MAX_OVERHEAD;
+    dst.clear();
+    dst.reserve(cap);
+    // SAFETY: `dst` has capacity for `cap` bytes and c-blosc writes at most `destsize` bytes
+    // (it returns 0 when the output would not fit, which cannot happen with this capacity);
+    // `src` is a valid slice of `src.len()` bytes; the codec name is NUL-terminated. We set
+    // the length only to the number of bytes c-blosc reports as written.
+    let n = unsafe {
+        blosc_src::blosc_compress_ctx(
+            i32::from(params.clevel),
+            params.filter.c_code(),
+            params.typesize,
+            src.len(),
+            src.as_ptr().cast::<c_void>(),
+            dst.as_mut_ptr().cast::<c_void>(),
+            cap,
+            params.codec.c_name().as_ptr().cast(),
+            params.blocksize,
+            params.nthreads.clamp(1, 256) as i32,
+        )
+    };
+    if n <= 0 {
+        return Err(CodecError(format!(
+            "c-blosc refused to compress {} bytes with {:?} (code {n})",
+            src.len(),
+            params
+        )));
+    }
+    let n = n as usize;
+    // SAFETY: c-blosc initialised the first `n <= cap` bytes.
+    unsafe { dst.set_len(n) };
+    Ok(n)
+}
+
+/// Checks that `chunk` is a well-formed Blosc 1.x chunk exactly `chunk.len()` bytes long and
+/// returns its header. Run before trusting any size in the header.
+///
+/// # Errors
+/// A [`CodecError`] describing the first inconsistency found.
+pub fn validate(chunk: &[u8]) -> Result<ChunkHeader, CodecError> {
+    let header = ChunkHeader::parse(chunk)?;
+    header.check_against(chunk.len())?;
+    let mut nbytes = 0usize;
+    // SAFETY: `chunk` is at least HEADER_LEN bytes (checked by parse) and c-blosc only reads
+    // the header; `nbytes` is a valid out-pointer.
+    let rc = unsafe {
+        blosc_src::blosc_cbuffer_validate(chunk.as_ptr().cast::<c_void>(), chunk.len(), &mut nbytes)
+    };
+    if rc != 0 || nbytes != header.nbytes as usize {
+        return Err(CodecError("c-blosc rejects the chunk header".into()));
+    }
+    Ok(header)
+}
+
+/// Decompresses a chunk into `dst`, which must be exactly the chunk's uncompressed size.
+///
+/// # Errors
+/// A [`CodecError`] when the chunk is malformed, `dst` has the wrong size or the compressed
+/// stream is corrupt.
+pub fn decompress_into(chunk: &[u8], dst: &mut [u8], nthreads: usize) -> Result<(), CodecError> {
+    let header = validate(chunk)?;
+    if dst.len() != header.nbytes as usize {
+        return Err(CodecError(format!(
+            "chunk holds {} bytes, destination has room for {}",
+            header.nbytes,
+            dst.len()
+        )));
+    }
+    if header.nbytes == 0 {
+        return Ok(());
+    }
+    // SAFETY: the header was validated against the buffer (cbytes equals the buffer length,
+    // so c-blosc's own bounds checks are against real memory); `dst` is writable for exactly
+    // `nbytes` bytes and c-blosc writes at most `destsize`.
+    let n = unsafe {
+        blosc_src::blosc_decompress_ctx(
+            chunk.as_ptr().cast::<c_void>(),
+            dst.as_mut_ptr().cast::<c_void>(),
+            dst.len(),
+            nthreads.clamp(1, 256) as i32,
+        )
+    };
+    if n < 0 || n as usize != dst.len() {
+        return Err(CodecError(format!(
+            "c-blosc failed to decompress the chunk (code {n})"
+        )));
+    }
+    Ok(())
+}
+
+/// Decompresses a chunk into a new buffer.
+///
+/// # Errors
+/// As [`decompress_into`].
+pub fn decompress(chunk: &[u8], nthreads: usize) -> Result<Vec<u8>, CodecError> {
+    let header = validate(chunk)?;
+    let mut out = vec![0u8; header.nbytes as usize];
+    decompress_into(chunk, &mut out, nthreads)?;
+    Ok(out)
+}
+
+/// Decompresses only the items `start..start + dst.len() / typesize` of a chunk (c-blosc
+/// decodes just the blocks that hold them).
+///
+/// # Errors
+/// A [`CodecError`] when the chunk is malformed or the range is outside it.
+pub fn getitem(chunk: &[u8], start: usize, dst: &mut [u8]) -> Result<(), CodecError> {
+    let header = validate(chunk)?;
+    let ts = header.typesize.max(1) as usize;
+    if dst.len() % ts != 0 {
+        return Err(CodecError(format!(
+            "destination of {} bytes is not a whole number of {ts}-byte items",
+            dst.len()
+        )));
+    }
+    let nitems = dst.len() / ts;
+    let end = start
+        .checked_add(nitems)
+        .and_then(|e| e.checked_mul(ts))
+        .ok_or_else(|| CodecError("item range overflows".into()))?;
+    if end > header.nbytes as usize {
+        return Err(CodecError(format!(
+            "items {start}..{} are outside the chunk of {} bytes",
+            start + nitems,
+            header.nbytes
+        )));
+    }
+    if nitems == 0 {
+        return Ok(());
+    }
+    // SAFETY: the header was validated against the buffer; the item range lies within the
+    // uncompressed size; `dst` has room for exactly `nitems * typesize` bytes.
+    let n = unsafe {
+        blosc_src::blosc_getitem(
+            chunk.as_ptr().cast::<c_void>(),
+            start as i32,
+            nitems as i32,
+            dst.as_mut_ptr().cast::<c_void>(),
+        )
+    };
+    if n < 0 || n as usize != dst.len() {
+        return Err(CodecError(format!(
+            "c-blosc failed to extract items (code {n})"
+        )));
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn sample(n: usize) -> Vec<u8> {
+        (0..n as u64)
+            .flat_map(|i| ((i as f64) * 0.25).to_le_bytes())
+            .collect()
+    }
+
+    #[test]
+    fn roundtrip_every_codec_and_filter() {
+        let src = sample(10_000);
+        for codec in Codec::ALL {
+            for filter in Filter::ALL {
+                for clevel in [0, 1, 5, 9] {
+                    let p = CompressParams {
+                        codec,
+                        clevel,
+                        filter,
+                        typesize: 8,
+                        ..Default::default()
+                    };
+                    let c = compress(&p, &src).unwrap();
+                    let h = validate(&c).unwrap();
+                    assert_eq!(h.nbytes as usize, src.len());
+                    assert_eq!(decompress(&c, 1).unwrap(), src, "{p:?}");
+                    assert_eq!(decompress(&c, 2).unwrap(), src, "{p:?}");
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn empty_chunk() {
+        let c = compress(&CompressParams::default(), &[]).unwrap();
+        assert_eq!(c.len(), HEADER_LEN);
+        assert_eq!(decompress(&c, 1).unwrap(), Vec::<u8>::new());
+    }
+
+    #[test]
+    fn getitem_reads_a_range() {
+        let src = sample(100_000);
+        let c = compress(&CompressParams::default(), &src).unwrap();
+        let mut out = vec![0u8; 8 * 10];
+        getitem(&c, 54_321, &mut out).unwrap();
+        assert_eq!(out, &src[54_321 * 8..54_331 * 8]);
+        assert!(getitem(&c, 99_995, &mut out).is_err());
+    }
+
+    #[test]
+    fn forced_blocksize_is_used() {
+        let src = sample(100_000);
+        // zstd does not split blocks per byte stream, so the forced size is stored as given
+        // (lz4 and blosclz multiply it by the typesize when they split).
+        let p = CompressParams {
+            codec: Codec::Zstd,
+            blocksize: 64 * 1024,
+            ..Default::default()
+        };
+        let c = compress(&p, &src).unwrap();
+        assert_eq!(validate(&c).unwrap().blocksize, 64 * 1024);
+        assert_eq!(decompress(&c, 1).unwrap(), src);
+    }
+
+    #[test]
+    fn bad_params_are_refused() {
+        let src = sample(10);
+        for p in [
+            CompressParams {
+                clevel: 10,
+                ..Default::default()
+            },
+            CompressParams {
+                typesize: 0,
+                ..Default::default()
+            },
+            CompressParams {
+                typesize: 256,
+                ..Default::default()
+            },
+        ] {
+            assert!(compress(&p, &src).is_err());
+        }
+    }
+
+    #[test]
+    fn truncated_or_altered_chunks_are_errors() {
+        let src = sample(10_000);
+        let c = compress(&CompressParams::default(), &src).unwrap();
+        assert!(decompress(&c[..c.len() - 1], 1).is_err());
+        assert!(decompress(&c[..10], 1).is_err());
+        let mut big = c.clone();
+        big[4..8].copy_from_slice(&u32::MAX.to_le_bytes());
+        assert!(decompress(&big, 1).is_err());
+        let mut v = c.clone();
+        v[0] = 3;
+        assert!(decompress(&v, 1).is_err());
+        let mut both = c.clone();
+        both[2] |= FLAG_SHUFFLE | FLAG_BITSHUFFLE;
+        assert!(decompress(&both, 1).is_err());
+        let mut wrong = vec![0u8; src.len() - 8];
+        assert!(decompress_into(&c, &mut wrong, 1).is_err());
+    }
+
+    #[test]
+    fn names_parse() {
+        for c in Codec::ALL {
+            assert_eq!(c.name().parse::<Codec>().unwrap(), c);
+        }
+        for f in Filter::ALL {
+            assert_eq!(f.name().parse::<Filter>().unwrap(), f);
+        }
+        assert!("snappy".parse::<Codec>().is_err());
+    }
+}

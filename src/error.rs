@@ -1,0 +1,168 @@
+//! The crate's error type: one enum whose variants carry what a person needs to act on it
+//! (which file, which chunk, what was expected and what was found).
+
+use std::path::{Path, PathBuf};
+
+/// Result alias used throughout blz.
+pub type Result<T, E = Error> = std::result::Result<T, E>;
+
+/// Every error blz reports.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum Error {
+    /// An operating-system I/O error on a named file or directory.
+    #[error("{op} {path}: {source}")]
+    Io {
+        /// What blz was doing (`read`, `write`, `open`, ...).
+        op: &'static str,
+        /// The file or directory concerned.
+        path: PathBuf,
+        /// The underlying error.
+        #[source]
+        source: std::io::Error,
+    },
+
+    /// A file header (superchunk, metadata section, journal, ...) that cannot be right.
+    #[error("{path}: invalid header: {reason}")]
+    InvalidHeader {
+        /// The file.
+        path: PathBuf,
+        /// What is wrong with it.
+        reason: String,
+    },
+
+    /// A Blosc chunk that is malformed or does not decompress.
+    #[error("{path}: chunk {chunk}: {reason}")]
+    InvalidChunk {
+        /// The file holding the chunk.
+        path: PathBuf,
+        /// The chunk's index within that file.
+        chunk: u64,
+        /// What is wrong with it.
+        reason: String,
+    },
+
+    /// A chunk (or metadata section) whose digest does not match its bytes.
+    #[error(
+        "{path}: chunk {chunk}: checksum mismatch ({algorithm}): stored {expected}, computed {got}"
+    )]
+    ChecksumMismatch {
+        /// The file holding the chunk.
+        path: PathBuf,
+        /// The chunk's index within that file (`u64::MAX` for the metadata section).
+        chunk: u64,
+        /// The checksum algorithm.
+        algorithm: &'static str,
+        /// The digest stored in the file, in hex.
+        expected: String,
+        /// The digest computed from the bytes read, in hex.
+        got: String,
+    },
+
+    /// A JSON metadata file (or metadata section) that is missing keys or malformed.
+    #[error("{path}: invalid metadata: {reason}")]
+    InvalidMetadata {
+        /// The file.
+        path: PathBuf,
+        /// What is wrong with it.
+        reason: String,
+    },
+
+    /// Compression failed (an argument c-blosc refused, or an output too large).
+    #[error("compression failed: {0}")]
+    Compress(String),
+
+    /// A chunk index past the end of a superchunk file.
+    #[error("{path}: chunk {chunk} out of range (file holds {nchunks} chunks)")]
+    ChunkOutOfRange {
+        /// The file.
+        path: PathBuf,
+        /// The requested chunk.
+        chunk: u64,
+        /// How many chunks the file holds.
+        nchunks: u64,
+    },
+
+    /// An index, slice or selection outside a dataset's shape.
+    #[error("{dataset}: {reason}")]
+    OutOfBounds {
+        /// The dataset (or file) concerned.
+        dataset: PathBuf,
+        /// Which index on which axis, and the extent.
+        reason: String,
+    },
+
+    /// A Rust element type or an input array whose dtype or shape does not fit the dataset.
+    #[error("{dataset}: {reason}")]
+    Mismatch {
+        /// The dataset concerned.
+        dataset: PathBuf,
+        /// What was expected and what was given.
+        reason: String,
+    },
+
+    /// Another process (or handle) holds the dataset's writer lock.
+    #[error("{path}: dataset is locked by another writer")]
+    Locked {
+        /// The lock file.
+        path: PathBuf,
+    },
+
+    /// The dataset was opened read-only and a write was attempted.
+    #[error("{path}: dataset is open read-only")]
+    ReadOnly {
+        /// The dataset.
+        path: PathBuf,
+    },
+
+    /// An argument that cannot be honoured (bad codec name, zero chunk size, bad column name...).
+    #[error("invalid argument: {0}")]
+    InvalidArgument(String),
+}
+
+impl Error {
+    /// Wraps an I/O error with the operation and path it concerns.
+    pub fn io(op: &'static str, path: impl AsRef<Path>, source: std::io::Error) -> Self {
+        Error::Io {
+            op,
+            path: path.as_ref().to_path_buf(),
+            source,
+        }
+    }
+
+    /// An [`Error::InvalidHeader`] for `path`.
+    pub fn header(path: impl AsRef<Path>, reason: impl Into<String>) -> Self {
+        Error::InvalidHeader {
+            path: path.as_ref().to_path_buf(),
+            reason: reason.into(),
+        }
+    }
+
+    /// An [`Error::InvalidMetadata`] for `path`.
+    pub fn metadata(path: impl AsRef<Path>, reason: impl Into<String>) -> Self {
+        Error::InvalidMetadata {
+            path: path.as_ref().to_path_buf(),
+            reason: reason.into(),
+        }
+    }
+
+    /// An [`Error::InvalidChunk`] for chunk `chunk` of `path`.
+    pub fn chunk(path: impl AsRef<Path>, chunk: u64, reason: impl Into<String>) -> Self {
+        Error::InvalidChunk {
+            path: path.as_ref().to_path_buf(),
+            chunk,
+            reason: reason.into(),
+        }
+    }
+
+    /// True when the error reports corrupt stored bytes (bad header, chunk or digest).
+    pub fn is_corruption(&self) -> bool {
+        matches!(
+            self,
+            Error::InvalidHeader { .. }
+                | Error::InvalidChunk { .. }
+                | Error::ChecksumMismatch { .. }
+                | Error::InvalidMetadata { .. }
+        )
+    }
+}

@@ -1,0 +1,122 @@
+//! The local (POSIX) backend: positional reads and writes on `std::fs::File`.
+
+use super::{OpenMode, Storage, StorageFile};
+use crate::error::{Error, Result};
+use std::fs::{File, OpenOptions};
+use std::os::unix::fs::FileExt;
+use std::path::{Path, PathBuf};
+
+/// Files on a locally mounted filesystem (a local disk, or a FUSE mount such as GlusterFS).
+#[derive(Debug, Default, Clone, Copy)]
+pub struct LocalStorage;
+
+struct LocalFile {
+    file: File,
+    path: PathBuf,
+}
+
+impl StorageFile for LocalFile {
+    fn len(&self) -> Result<u64> {
+        Ok(self
+            .file
+            .metadata()
+            .map_err(|e| Error::io("stat", &self.path, e))?
+            .len())
+    }
+
+    fn read_at(&self, offset: u64, buf: &mut [u8]) -> Result<()> {
+        self.file
+            .read_exact_at(buf, offset)
+            .map_err(|e| Error::io("read", &self.path, e))
+    }
+
+    fn write_at(&self, offset: u64, data: &[u8]) -> Result<()> {
+        self.file
+            .write_all_at(data, offset)
+            .map_err(|e| Error::io("write", &self.path, e))
+    }
+
+    fn set_len(&self, len: u64) -> Result<()> {
+        self.file
+            .set_len(len)
+            .map_err(|e| Error::io("truncate", &self.path, e))
+    }
+
+    fn sync(&self) -> Result<()> {
+        self.file
+            .sync_data()
+            .map_err(|e| Error::io("sync", &self.path, e))
+    }
+
+    fn path(&self) -> &Path {
+        &self.path
+    }
+}
+
+fn not_found_ok(r: std::io::Result<()>) -> std::io::Result<()> {
+    match r {
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(()),
+        other => other,
+    }
+}
+
+impl Storage for LocalStorage {
+    fn open(&self, path: &Path, mode: OpenMode) -> Result<Box<dyn StorageFile>> {
+        let mut opts = OpenOptions::new();
+        match mode {
+            OpenMode::Read => opts.read(true),
+            OpenMode::ReadWrite => opts.read(true).write(true),
+            OpenMode::Create => opts.read(true).write(true).create(true).truncate(true),
+        };
+        let file = opts.open(path).map_err(|e| Error::io("open", path, e))?;
+        Ok(Box::new(LocalFile {
+            file,
+            path: path.to_path_buf(),
+        }))
+    }
+
+    fn list(&self, dir: &Path) -> Result<Vec<String>> {
+        let mut names = Vec::new();
+        for entry in std::fs::read_dir(dir).map_err(|e| Error::io("list", dir, e))? {
+            let entry = entry.map_err(|e| Error::io("list", dir, e))?;
+            names.push(entry.file_name().to_string_lossy().into_owned());
+        }
+        names.sort();
+        Ok(names)
+    }
+
+    fn rename(&self, from: &Path, to: &Path) -> Result<()> {
+        std::fs::rename(from, to).map_err(|e| Error::io("rename", from, e))
+    }
+
+    fn remove_file(&self, path: &Path) -> Result<()> {
+        not_found_ok(std::fs::remove_file(path)).map_err(|e| Error::io("remove", path, e))
+    }
+
+    fn remove_dir_all(&self, path: &Path) -> Result<()> {
+        not_found_ok(std::fs::remove_dir_all(path)).map_err(|e| Error::io("remove", path, e))
+    }
+
+    fn create_dir_all(&self, path: &Path) -> Result<()> {
+        std::fs::create_dir_all(path).map_err(|e| Error::io("mkdir", path, e))
+    }
+
+    fn exists(&self, path: &Path) -> bool {
+        path.exists()
+    }
+
+    fn is_dir(&self, path: &Path) -> bool {
+        path.is_dir()
+    }
+
+    fn sync_dir(&self, dir: &Path) -> Result<()> {
+        let dir = if dir.as_os_str().is_empty() {
+            Path::new(".")
+        } else {
+            dir
+        };
+        File::open(dir)
+            .and_then(|d| d.sync_all())
+            .map_err(|e| Error::io("sync", dir, e))
+    }
+}

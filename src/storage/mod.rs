@@ -1,0 +1,144 @@
+//! Storage backends: everything blz reads or writes goes through [`Storage`] and
+//! [`StorageFile`], so a dataset can live on a local disk, a distributed filesystem mount or
+//! (later) an object store without the array code knowing.
+
+mod fault;
+mod local;
+
+pub use fault::FaultyStorage;
+pub use local::LocalStorage;
+
+use crate::error::{Error, Result};
+use std::path::Path;
+use std::sync::Arc;
+
+/// How a file is opened.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum OpenMode {
+    /// Existing file, reads only.
+    Read,
+    /// Existing file, reads and writes.
+    ReadWrite,
+    /// Create the file (truncating any existing one), reads and writes.
+    Create,
+}
+
+/// A file opened through a [`Storage`]. Offsets are absolute byte positions.
+pub trait StorageFile: Send + Sync {
+    /// Current length in bytes.
+    ///
+    /// # Errors
+    /// An I/O error from the backend.
+    fn len(&self) -> Result<u64>;
+    /// Fills `buf` from `offset`; reading past the end is an error.
+    ///
+    /// # Errors
+    /// An I/O error, or `UnexpectedEof` when the file is shorter than `offset + buf.len()`.
+    fn read_at(&self, offset: u64, buf: &mut [u8]) -> Result<()>;
+    /// Writes all of `data` at `offset`, growing the file if needed.
+    ///
+    /// # Errors
+    /// An I/O error from the backend.
+    fn write_at(&self, offset: u64, data: &[u8]) -> Result<()>;
+    /// Truncates or extends the file to `len` bytes.
+    ///
+    /// # Errors
+    /// An I/O error from the backend.
+    fn set_len(&self, len: u64) -> Result<()>;
+    /// Makes everything written so far durable.
+    ///
+    /// # Errors
+    /// An I/O error from the backend.
+    fn sync(&self) -> Result<()>;
+    /// The path the file was opened with (for error messages).
+    fn path(&self) -> &Path;
+}
+
+/// A place files live: a local directory tree, a distributed filesystem mount, ...
+pub trait Storage: Send + Sync + std::fmt::Debug {
+    /// Opens a file.
+    ///
+    /// # Errors
+    /// An I/O error (not found, permission denied, ...) naming the path.
+    fn open(&self, path: &Path, mode: OpenMode) -> Result<Box<dyn StorageFile>>;
+    /// Names of the entries of a directory (files and sub-directories), sorted.
+    ///
+    /// # Errors
+    /// An I/O error naming the directory.
+    fn list(&self, dir: &Path) -> Result<Vec<String>>;
+    /// Atomically replaces `to` with `from`.
+    ///
+    /// # Errors
+    /// An I/O error naming both paths.
+    fn rename(&self, from: &Path, to: &Path) -> Result<()>;
+    /// Removes a file; removing a missing file is not an error.
+    ///
+    /// # Errors
+    /// An I/O error other than not-found.
+    fn remove_file(&self, path: &Path) -> Result<()>;
+    /// Removes a directory and everything below it; a missing directory is not an error.
+    ///
+    /// # Errors
+    /// An I/O error other than not-found.
+    fn remove_dir_all(&self, path: &Path) -> Result<()>;
+    /// Creates a directory and its parents.
+    ///
+    /// # Errors
+    /// An I/O error naming the directory.
+    fn create_dir_all(&self, path: &Path) -> Result<()>;
+    /// True when a file or directory exists at `path`.
+    fn exists(&self, path: &Path) -> bool;
+    /// True when `path` is a directory.
+    fn is_dir(&self, path: &Path) -> bool;
+    /// Makes the directory's entries (creations, renames, removals) durable.
+    ///
+    /// # Errors
+    /// An I/O error naming the directory.
+    fn sync_dir(&self, dir: &Path) -> Result<()>;
+}
+
+/// The storage used when a caller names none: the local filesystem.
+pub fn local() -> Arc<dyn Storage> {
+    Arc::new(LocalStorage)
+}
+
+/// Reads a whole (small) file, refusing files larger than `limit` bytes.
+///
+/// # Errors
+/// An I/O error, or [`Error::InvalidMetadata`] when the file is larger than `limit`.
+pub fn read_small_file(storage: &dyn Storage, path: &Path, limit: u64) -> Result<Vec<u8>> {
+    let file = storage.open(path, OpenMode::Read)?;
+    let len = file.len()?;
+    if len > limit {
+        return Err(Error::metadata(
+            path,
+            format!("file is {len} bytes, more than the {limit} allowed"),
+        ));
+    }
+    let mut buf = vec![0u8; len as usize];
+    file.read_at(0, &mut buf)?;
+    Ok(buf)
+}
+
+/// Replaces `path` with `data` atomically: writes a temporary file beside it, syncs it,
+/// renames it over `path` and syncs the directory. A crash at any point leaves either the old
+/// or the new content at `path`, never a mix.
+///
+/// # Errors
+/// An I/O error naming the file.
+pub fn write_file_atomic(storage: &dyn Storage, path: &Path, data: &[u8]) -> Result<()> {
+    let name = path
+        .file_name()
+        .ok_or_else(|| Error::InvalidArgument(format!("{} has no file name", path.display())))?;
+    let mut tmp_name = name.to_os_string();
+    tmp_name.push(".tmp");
+    let tmp = path.with_file_name(tmp_name);
+    {
+        let file = storage.open(&tmp, OpenMode::Create)?;
+        file.write_at(0, data)?;
+        file.sync()?;
+    }
+    storage.rename(&tmp, path)?;
+    let dir = path.parent().unwrap_or_else(|| Path::new("."));
+    storage.sync_dir(dir)
+}
