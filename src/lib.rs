@@ -4,6 +4,7 @@
 //! [`blpk`] (superchunk files of many chunks, bloscpack format 3).
 
 pub mod blosc;
+pub mod blpk;
 pub mod error;
 pub mod storage;
 

@@ -1,0 +1,23 @@
+//! `blpk` superchunk files: the bloscpack format version 3 (header, optional metadata
+//! section, offsets table with room to append, Blosc chunks each followed by a digest), plus
+//! blz's extensions (per-chunk slack and relocated chunks, marked by option bit 3 so that
+//! bloscpack refuses such files rather than misreading them).
+//!
+//! The byte layout is described in `spec/blpk.md`.
+
+mod checksum;
+mod header;
+pub mod metadata;
+mod pack;
+mod reader;
+mod writer;
+
+pub use checksum::{hex, Checksum, DigestBytes, MAX_DIGEST_LEN};
+pub use header::{
+    FileHeader, FORMAT_VERSION, HEADER_LEN, MAGIC, OPT_KNOWN, OPT_METADATA, OPT_OFFSETS,
+    OPT_SCATTERED, OPT_VARLEN,
+};
+pub use metadata::{MetaCodec, MetadataHeader, MetadataParams};
+pub use pack::{compact, pack, unpack, PackOptions, PackSummary, DEFAULT_CHUNK_SIZE};
+pub use reader::{ChunkInfo, Layout, SuperchunkReader};
+pub use writer::{Placement, SuperchunkFile, SuperchunkWriter, Write, WriterOptions};

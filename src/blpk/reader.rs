@@ -1,0 +1,353 @@
+//! Reading superchunk files: random access to chunk `k` through the offsets table, with its
+//! digest verified on every read.
+
+use super::checksum::hex;
+use super::header::{FileHeader, HEADER_LEN, OPT_METADATA, OPT_OFFSETS};
+use super::metadata::{self, MetadataHeader, META_HEADER_LEN};
+use crate::blosc::{self, ChunkHeader};
+use crate::error::{Error, Result};
+use crate::storage::StorageFile;
+use std::path::{Path, PathBuf};
+
+/// The parsed front matter of a superchunk file: header, metadata and where each chunk lives.
+#[derive(Debug, Clone)]
+pub struct Layout {
+    /// The file header.
+    pub header: FileHeader,
+    /// The metadata section's header and document, if the file has one.
+    pub metadata: Option<(MetadataHeader, serde_json::Value)>,
+    /// File position of the offsets table (0 when the file has none).
+    pub offsets_pos: u64,
+    /// File position just after the offsets table: where chunk data may begin.
+    pub data_start: u64,
+    /// File position of each chunk's Blosc header, in chunk order.
+    pub offsets: Vec<u64>,
+    /// Length of the file when it was opened.
+    pub file_len: u64,
+}
+
+impl Layout {
+    /// Reads and checks the header, metadata section and offsets of a file.
+    ///
+    /// Every size read from the file is checked against the file's length before it sizes an
+    /// allocation, so a corrupt header cannot ask for terabytes.
+    ///
+    /// # Errors
+    /// [`Error::InvalidHeader`], [`Error::InvalidMetadata`] or [`Error::ChecksumMismatch`]
+    /// naming the file, or an I/O error.
+    pub fn read(file: &dyn StorageFile) -> Result<Layout> {
+        let path = file.path().to_path_buf();
+        let file_len = file.len()?;
+        let mut hbuf = [0u8; HEADER_LEN];
+        let n = file_len.min(HEADER_LEN as u64) as usize;
+        file.read_at(0, &mut hbuf[..n])?;
+        let header = FileHeader::decode(&hbuf[..n], &path)?;
+        let mut pos = HEADER_LEN as u64;
+        let metadata = if header.has(OPT_METADATA) {
+            let mut mb = [0u8; META_HEADER_LEN];
+            if pos + META_HEADER_LEN as u64 > file_len {
+                return Err(Error::metadata(
+                    &path,
+                    "file ends inside the metadata header",
+                ));
+            }
+            file.read_at(pos, &mut mb)?;
+            let mh = MetadataHeader::decode(&mb, &path)?;
+            let body_len = mh.section_len() - META_HEADER_LEN as u64;
+            if pos + mh.section_len() > file_len {
+                return Err(Error::metadata(
+                    &path,
+                    format!(
+                        "metadata section of {} bytes runs past the end of the {file_len}-byte file",
+                        mh.section_len()
+                    ),
+                ));
+            }
+            let mut body = vec![0u8; body_len as usize];
+            file.read_at(pos + META_HEADER_LEN as u64, &mut body)?;
+            let doc = metadata::decode_body(&mh, &body, &path)?;
+            pos += mh.section_len();
+            Some((mh, doc))
+        } else {
+            None
+        };
+        let nchunks = header.nchunks as u64;
+        let digest_len = header.checksum.len() as u64;
+        // Every chunk takes at least a Blosc header and a digest.
+        if nchunks > file_len.saturating_sub(pos) / (blosc::HEADER_LEN as u64 + digest_len) {
+            return Err(Error::header(
+                &path,
+                format!("{nchunks} chunks cannot fit in a {file_len}-byte file"),
+            ));
+        }
+        let (offsets_pos, data_start, offsets) = if header.has(OPT_OFFSETS) {
+            let slots = header.offset_slots();
+            let table_len = slots
+                .checked_mul(8)
+                .filter(|&l| l <= file_len.saturating_sub(pos))
+                .ok_or_else(|| {
+                    Error::header(
+                        &path,
+                        format!(
+                            "offsets table of {slots} slots runs past the end of the {file_len}-byte file"
+                        ),
+                    )
+                })?;
+            let data_start = pos + table_len;
+            let mut raw = vec![0u8; (nchunks * 8) as usize];
+            file.read_at(pos, &mut raw)?;
+            let mut offsets = Vec::with_capacity(nchunks as usize);
+            for (k, c) in raw.chunks_exact(8).enumerate() {
+                let mut a = [0u8; 8];
+                a.copy_from_slice(c);
+                let off = i64::from_le_bytes(a);
+                if off < data_start as i64
+                    || (off as u64).saturating_add(blosc::HEADER_LEN as u64 + digest_len) > file_len
+                {
+                    return Err(Error::header(
+                        &path,
+                        format!(
+                            "offset of chunk {k} ({off}) lies outside the chunk area {data_start}..{file_len}"
+                        ),
+                    ));
+                }
+                offsets.push(off as u64);
+            }
+            (pos, data_start, offsets)
+        } else {
+            // No table: chunks follow each other; walk their headers.
+            let mut offsets = Vec::with_capacity(nchunks as usize);
+            let mut at = pos;
+            for k in 0..nchunks {
+                if at + blosc::HEADER_LEN as u64 > file_len {
+                    return Err(Error::chunk(&path, k, "file ends before this chunk"));
+                }
+                let mut b = [0u8; blosc::HEADER_LEN];
+                file.read_at(at, &mut b)?;
+                let ch = ChunkHeader::parse(&b).map_err(|e| Error::chunk(&path, k, e.0))?;
+                offsets.push(at);
+                at += u64::from(ch.cbytes) + digest_len;
+            }
+            (0, pos, offsets)
+        };
+        Ok(Layout {
+            header,
+            metadata,
+            offsets_pos,
+            data_start,
+            offsets,
+            file_len,
+        })
+    }
+
+    /// For each chunk, the bytes from its start to the next chunk in file order (or the end
+    /// of the file): an upper bound on what reading it needs.
+    pub fn extents(&self) -> Vec<u64> {
+        let mut order: Vec<usize> = (0..self.offsets.len()).collect();
+        order.sort_by_key(|&k| self.offsets[k]);
+        let mut ext = vec![0u64; self.offsets.len()];
+        let mut next = self.file_len;
+        for &k in order.iter().rev() {
+            let off = self.offsets[k];
+            ext[k] = next.saturating_sub(off);
+            if off < next {
+                next = off;
+            }
+        }
+        ext
+    }
+}
+
+/// Read access to one superchunk file. Shareable across threads (`&self` reads).
+pub struct SuperchunkReader {
+    file: Box<dyn StorageFile>,
+    path: PathBuf,
+    layout: Layout,
+    extents: Vec<u64>,
+}
+
+impl std::fmt::Debug for SuperchunkReader {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("SuperchunkReader")
+            .field("path", &self.path)
+            .field("header", &self.layout.header)
+            .finish()
+    }
+}
+
+/// Where a chunk lives and how large it is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ChunkInfo {
+    /// File position of the chunk's Blosc header.
+    pub offset: u64,
+    /// The chunk's Blosc header.
+    pub header: ChunkHeader,
+}
+
+impl SuperchunkReader {
+    /// Opens a superchunk file for reading.
+    ///
+    /// # Errors
+    /// As [`Layout::read`].
+    pub fn open(file: Box<dyn StorageFile>) -> Result<SuperchunkReader> {
+        let layout = Layout::read(file.as_ref())?;
+        let extents = layout.extents();
+        Ok(SuperchunkReader {
+            path: file.path().to_path_buf(),
+            file,
+            layout,
+            extents,
+        })
+    }
+
+    /// The file's path.
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    /// The file header.
+    pub fn header(&self) -> &FileHeader {
+        &self.layout.header
+    }
+
+    /// The parsed layout.
+    pub fn layout(&self) -> &Layout {
+        &self.layout
+    }
+
+    /// The metadata document, if the file has one.
+    pub fn metadata(&self) -> Option<&serde_json::Value> {
+        self.layout.metadata.as_ref().map(|(_, d)| d)
+    }
+
+    /// Number of chunks.
+    pub fn nchunks(&self) -> u64 {
+        self.layout.offsets.len() as u64
+    }
+
+    fn offset(&self, k: u64) -> Result<(u64, u64)> {
+        let i = usize::try_from(k).unwrap_or(usize::MAX);
+        match (self.layout.offsets.get(i), self.extents.get(i)) {
+            (Some(&o), Some(&e)) => Ok((o, e)),
+            _ => Err(Error::ChunkOutOfRange {
+                path: self.path.clone(),
+                chunk: k,
+                nchunks: self.nchunks(),
+            }),
+        }
+    }
+
+    /// Reads chunk `k`'s Blosc header only.
+    ///
+    /// # Errors
+    /// [`Error::ChunkOutOfRange`], [`Error::InvalidChunk`] or an I/O error.
+    pub fn chunk_info(&self, k: u64) -> Result<ChunkInfo> {
+        let (offset, _) = self.offset(k)?;
+        let mut b = [0u8; blosc::HEADER_LEN];
+        self.file.read_at(offset, &mut b)?;
+        let header = ChunkHeader::parse(&b).map_err(|e| Error::chunk(&self.path, k, e.0))?;
+        Ok(ChunkInfo { offset, header })
+    }
+
+    /// Reads chunk `k`'s compressed bytes into `buf` (replacing its contents), after checking
+    /// its digest and its Blosc header. Only chunk `k`'s bytes are read.
+    ///
+    /// # Errors
+    /// [`Error::ChecksumMismatch`] naming the file, chunk and both digests;
+    /// [`Error::InvalidChunk`] for a malformed chunk; [`Error::ChunkOutOfRange`]; I/O errors.
+    pub fn read_chunk_into(&self, k: u64, buf: &mut Vec<u8>) -> Result<()> {
+        let (offset, extent) = self.offset(k)?;
+        let checksum = self.layout.header.checksum;
+        let dlen = checksum.len();
+        let hlen = blosc::HEADER_LEN;
+        // The largest chunk this file's chunk size allows, with its digest.
+        let max_chunk = (self
+            .layout
+            .header
+            .chunk_size
+            .max(self.layout.header.last_chunk))
+        .max(0) as u64
+            + hlen as u64
+            + dlen as u64;
+        buf.clear();
+        let mut read_len = if self.layout.header.chunk_size >= 0 && extent <= max_chunk + 4096 {
+            extent as usize
+        } else {
+            hlen
+        };
+        read_len = read_len.max(hlen.min(extent as usize));
+        buf.resize(read_len, 0);
+        self.file.read_at(offset, buf)?;
+        let ch = ChunkHeader::parse(buf).map_err(|e| Error::chunk(&self.path, k, e.0))?;
+        let cbytes = ch.cbytes as usize;
+        let need = cbytes
+            .checked_add(dlen)
+            .filter(|&n| n as u64 <= extent && cbytes >= hlen)
+            .ok_or_else(|| {
+                Error::chunk(
+                    &self.path,
+                    k,
+                    format!(
+                        "chunk claims {cbytes} bytes but only {} are available at offset {offset}",
+                        extent.saturating_sub(dlen as u64)
+                    ),
+                )
+            })?;
+        if need > buf.len() {
+            let have = buf.len();
+            buf.resize(need, 0);
+            self.file.read_at(offset + have as u64, &mut buf[have..])?;
+        }
+        let (data, rest) = buf.split_at(cbytes);
+        let stored = &rest[..dlen];
+        let got = checksum.digest(data);
+        if got.as_slice() != stored {
+            return Err(Error::ChecksumMismatch {
+                path: self.path.clone(),
+                chunk: k,
+                algorithm: checksum.name(),
+                expected: hex(stored),
+                got: hex(got.as_slice()),
+            });
+        }
+        buf.truncate(cbytes);
+        blosc::validate(buf).map_err(|e| Error::chunk(&self.path, k, e.0))?;
+        Ok(())
+    }
+
+    /// Reads and verifies chunk `k`, returning its compressed bytes.
+    ///
+    /// # Errors
+    /// As [`SuperchunkReader::read_chunk_into`].
+    pub fn read_chunk(&self, k: u64) -> Result<Vec<u8>> {
+        let mut buf = Vec::new();
+        self.read_chunk_into(k, &mut buf)?;
+        Ok(buf)
+    }
+
+    /// Reads, verifies and decompresses chunk `k` into `dst` (exactly its uncompressed size),
+    /// using `scratch` for the compressed bytes.
+    ///
+    /// # Errors
+    /// As [`SuperchunkReader::read_chunk_into`], and [`Error::InvalidChunk`] when it does not
+    /// decompress into `dst`.
+    pub fn decompress_chunk_into(
+        &self,
+        k: u64,
+        dst: &mut [u8],
+        scratch: &mut Vec<u8>,
+        nthreads: usize,
+    ) -> Result<()> {
+        self.read_chunk_into(k, scratch)?;
+        blosc::decompress_into(scratch, dst, nthreads).map_err(|e| Error::chunk(&self.path, k, e.0))
+    }
+
+    /// Reads, verifies and decompresses chunk `k` into a new buffer.
+    ///
+    /// # Errors
+    /// As [`SuperchunkReader::decompress_chunk_into`].
+    pub fn decompress_chunk(&self, k: u64) -> Result<Vec<u8>> {
+        let c = self.read_chunk(k)?;
+        blosc::decompress(&c, 1).map_err(|e| Error::chunk(&self.path, k, e.0))
+    }
+}

@@ -1,0 +1,517 @@
+//! Writing superchunk files. The writer keeps the file's layout in memory and turns each
+//! operation (append, replace, truncate) into a list of positioned writes, so that the caller
+//! decides how they reach the disk: directly and in a crash-safe order ([`SuperchunkFile`]),
+//! or through a dataset's journal.
+
+use super::header::{FileHeader, HEADER_LEN, OPT_METADATA, OPT_OFFSETS, OPT_SCATTERED};
+use super::metadata::{self, MetadataParams};
+use super::reader::Layout;
+use super::Checksum;
+use crate::blosc;
+use crate::error::{Error, Result};
+use crate::storage::StorageFile;
+use std::path::{Path, PathBuf};
+
+/// One positioned write.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Write {
+    /// File position.
+    pub offset: u64,
+    /// Bytes to write there.
+    pub data: Vec<u8>,
+}
+
+/// How a new superchunk file is laid out.
+#[derive(Debug, Clone)]
+pub struct WriterOptions {
+    /// Digest stored after each chunk.
+    pub checksum: Checksum,
+    /// Element size recorded in the header.
+    pub typesize: u8,
+    /// Whether the file has an offsets table (needed to append, replace or read at random
+    /// without scanning).
+    pub offsets: bool,
+    /// Offsets slots reserved for chunks appended later.
+    pub max_app_chunks: u64,
+    /// Bytes reserved after each chunk's digest so a modified chunk that grows a little can
+    /// be rewritten in place. Non-zero slack makes the file scattered (option bit 3).
+    pub slack: u32,
+    /// Mark the file scattered from the start even without slack.
+    pub scattered: bool,
+    /// Optional metadata document and how to store it.
+    pub metadata: Option<(serde_json::Value, MetadataParams)>,
+}
+
+impl Default for WriterOptions {
+    fn default() -> Self {
+        WriterOptions {
+            checksum: Checksum::Adler32,
+            typesize: 8,
+            offsets: true,
+            max_app_chunks: 0,
+            slack: 0,
+            scattered: false,
+            metadata: None,
+        }
+    }
+}
+
+/// Where a replaced chunk went.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Placement {
+    /// Rewritten over its old bytes (it fit in its slot).
+    InPlace,
+    /// Written at the end of the file; the old bytes are now dead space.
+    Relocated,
+}
+
+/// The in-memory layout of a superchunk file being written.
+#[derive(Debug, Clone)]
+pub struct SuperchunkWriter {
+    path: PathBuf,
+    header: FileHeader,
+    offsets_pos: u64,
+    data_start: u64,
+    /// Live chunks: offset and stored length (Blosc chunk + digest) of each.
+    chunks: Vec<(u64, u64)>,
+    alloc_end: u64,
+    slack: u64,
+}
+
+impl SuperchunkWriter {
+    /// Lays out a new file with no chunks; returns the writer and the writes that create the
+    /// header, metadata section and an offsets table of `max_app_chunks` empty slots.
+    ///
+    /// # Errors
+    /// [`Error::InvalidArgument`] for inconsistent options.
+    pub fn create(path: &Path, opts: &WriterOptions) -> Result<(SuperchunkWriter, Vec<Write>)> {
+        let scattered = opts.scattered || opts.slack > 0;
+        if !opts.offsets && (scattered || opts.max_app_chunks > 0) {
+            return Err(Error::InvalidArgument(
+                "slack, scattered chunks and appends need an offsets table".into(),
+            ));
+        }
+        let mut options = 0u8;
+        if opts.offsets {
+            options |= OPT_OFFSETS;
+        }
+        if scattered {
+            options |= OPT_SCATTERED;
+        }
+        let meta_section = match &opts.metadata {
+            Some((doc, p)) => {
+                options |= OPT_METADATA;
+                metadata::encode_section(doc, p)?
+            }
+            None => Vec::new(),
+        };
+        let header = FileHeader {
+            options,
+            checksum: opts.checksum,
+            typesize: opts.typesize,
+            chunk_size: 0,
+            last_chunk: 0,
+            nchunks: 0,
+            max_app_chunks: i64::try_from(opts.max_app_chunks)
+                .map_err(|_| Error::InvalidArgument("max_app_chunks too large".into()))?,
+        };
+        let offsets_pos = (HEADER_LEN + meta_section.len()) as u64;
+        let table_len = if opts.offsets {
+            opts.max_app_chunks * 8
+        } else {
+            0
+        };
+        let mut front = Vec::with_capacity(offsets_pos as usize + table_len as usize);
+        front.extend_from_slice(&header.encode());
+        front.extend_from_slice(&meta_section);
+        front.resize((offsets_pos + table_len) as usize, 0xff);
+        let data_start = offsets_pos + table_len;
+        let w = SuperchunkWriter {
+            path: path.to_path_buf(),
+            header,
+            offsets_pos: if opts.offsets { offsets_pos } else { 0 },
+            data_start,
+            chunks: Vec::new(),
+            alloc_end: data_start,
+            slack: u64::from(opts.slack),
+        };
+        Ok((
+            w,
+            vec![Write {
+                offset: 0,
+                data: front,
+            }],
+        ))
+    }
+
+    /// Takes up an existing file for writing. `slack` is the space to reserve after chunks
+    /// written from now on (0 keeps a plain file plain).
+    ///
+    /// # Errors
+    /// [`Error::InvalidArgument`] when the file has no offsets table; otherwise as
+    /// [`Layout::read`].
+    pub fn open(file: &dyn StorageFile, slack: u32) -> Result<SuperchunkWriter> {
+        let layout = Layout::read(file)?;
+        Self::from_layout(file, layout, slack)
+    }
+
+    /// As [`SuperchunkWriter::open`], from an already-read layout.
+    ///
+    /// # Errors
+    /// As [`SuperchunkWriter::open`].
+    pub fn from_layout(
+        file: &dyn StorageFile,
+        layout: Layout,
+        slack: u32,
+    ) -> Result<SuperchunkWriter> {
+        let path = file.path().to_path_buf();
+        if !layout.header.has(OPT_OFFSETS) {
+            return Err(Error::InvalidArgument(format!(
+                "{}: a file without an offsets table cannot be appended to or modified",
+                path.display()
+            )));
+        }
+        let dlen = layout.header.checksum.len() as u64;
+        let mut chunks = Vec::with_capacity(layout.offsets.len());
+        for (k, &off) in layout.offsets.iter().enumerate() {
+            let mut b = [0u8; blosc::HEADER_LEN];
+            file.read_at(off, &mut b)?;
+            let ch =
+                blosc::ChunkHeader::parse(&b).map_err(|e| Error::chunk(&path, k as u64, e.0))?;
+            chunks.push((off, u64::from(ch.cbytes) + dlen));
+        }
+        let slack = u64::from(slack);
+        let alloc_end = chunks
+            .iter()
+            .map(|&(o, l)| {
+                o + l
+                    + if layout.header.has(OPT_SCATTERED) {
+                        slack
+                    } else {
+                        0
+                    }
+            })
+            .max()
+            .unwrap_or(layout.data_start)
+            .max(layout.data_start);
+        Ok(SuperchunkWriter {
+            path,
+            header: layout.header,
+            offsets_pos: layout.offsets_pos,
+            data_start: layout.data_start,
+            chunks,
+            alloc_end,
+            slack,
+        })
+    }
+
+    /// The file's path.
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    /// The header as it stands after the planned operations.
+    pub fn header(&self) -> &FileHeader {
+        &self.header
+    }
+
+    /// Number of chunks.
+    pub fn nchunks(&self) -> u64 {
+        self.chunks.len() as u64
+    }
+
+    /// Offsets slots still free for appends.
+    pub fn free_slots(&self) -> u64 {
+        self.header.max_app_chunks as u64
+    }
+
+    /// File position after the last allocated byte: new chunks go here, and every byte the
+    /// committed layout uses lies before it.
+    pub fn alloc_end(&self) -> u64 {
+        self.alloc_end
+    }
+
+    /// File position and stored length (chunk + digest) of chunk `k`.
+    pub fn chunk_extent(&self, k: u64) -> Option<(u64, u64)> {
+        self.chunks.get(usize::try_from(k).ok()?).copied()
+    }
+
+    /// Sum of the stored lengths of all chunks (compressed bytes plus digests).
+    pub fn stored_bytes(&self) -> u64 {
+        self.chunks.iter().map(|&(_, l)| l).sum()
+    }
+
+    fn header_write(&self) -> Write {
+        Write {
+            offset: 0,
+            data: self.header.encode().to_vec(),
+        }
+    }
+
+    fn slot_write(&self, k: u64, value: i64) -> Write {
+        Write {
+            offset: self.offsets_pos + 8 * k,
+            data: value.to_le_bytes().to_vec(),
+        }
+    }
+
+    fn framed(&self, chunk: Vec<u8>, with_slack: bool) -> Vec<u8> {
+        let digest = self.header.checksum.digest(&chunk);
+        let mut data = chunk;
+        data.extend_from_slice(digest.as_slice());
+        if with_slack {
+            data.resize(data.len() + self.slack as usize, 0);
+        }
+        data
+    }
+
+    fn check_chunk(&self, chunk: &[u8]) -> Result<blosc::ChunkHeader> {
+        blosc::validate(chunk).map_err(|e| {
+            Error::chunk(
+                &self.path,
+                self.nchunks(),
+                format!("refusing to write: {}", e.0),
+            )
+        })
+    }
+
+    /// Plans appending a compressed chunk. Returns `Ok(None)` when no offsets slot is free
+    /// (the caller starts a new file); otherwise the writes, in crash-safe order: chunk and
+    /// digest (into free space past [`alloc_end`](Self::alloc_end)), then its offsets slot,
+    /// then the header.
+    ///
+    /// # Errors
+    /// [`Error::InvalidChunk`] when `chunk` is not a valid Blosc chunk.
+    pub fn plan_append(&mut self, chunk: Vec<u8>) -> Result<Option<Vec<Write>>> {
+        if self.header.max_app_chunks <= 0 {
+            return Ok(None);
+        }
+        let ch = self.check_chunk(&chunk)?;
+        let k = self.nchunks();
+        let scattered = self.header.has(OPT_SCATTERED);
+        let data = self.framed(chunk, scattered);
+        let stored = data.len() as u64 - if scattered { self.slack } else { 0 };
+        let offset = self.alloc_end;
+        let nbytes = ch.nbytes as i32;
+        // Keep chunk_size meaning "size of every chunk but the last": if the previous last
+        // chunk differs from it, the sizes are no longer uniform.
+        if k == 0 {
+            self.header.chunk_size = nbytes;
+        } else if self.header.last_chunk != self.header.chunk_size {
+            self.header.chunk_size = -1;
+        }
+        if k > 0 && self.header.chunk_size >= 0 && nbytes > self.header.chunk_size {
+            self.header.chunk_size = -1;
+        }
+        self.header.last_chunk = nbytes;
+        self.header.nchunks += 1;
+        self.header.max_app_chunks -= 1;
+        self.chunks.push((offset, stored));
+        self.alloc_end = offset + data.len() as u64;
+        Ok(Some(vec![
+            Write { offset, data },
+            self.slot_write(k, offset as i64),
+            self.header_write(),
+        ]))
+    }
+
+    /// Plans replacing chunk `k` with `chunk` (same uncompressed size, except for the last
+    /// chunk). It is rewritten in place when it fits in its slot (its old bytes plus any
+    /// slack or dead space up to the next chunk); otherwise it goes to the end of the file and
+    /// its offset changes. A replacement that changes the file from one a sequential reader
+    /// can follow marks it scattered (option bit 3).
+    ///
+    /// # Errors
+    /// [`Error::ChunkOutOfRange`], or [`Error::InvalidChunk`] for a malformed chunk.
+    pub fn plan_replace(&mut self, k: u64, chunk: Vec<u8>) -> Result<(Placement, Vec<Write>)> {
+        let ch = self.check_chunk(&chunk)?;
+        let (old_off, old_len) = self.chunk_extent(k).ok_or_else(|| Error::ChunkOutOfRange {
+            path: self.path.clone(),
+            chunk: k,
+            nchunks: self.nchunks(),
+        })?;
+        let scattered_before = self.header.has(OPT_SCATTERED);
+        let new_len = (chunk.len() + self.header.checksum.len()) as u64;
+        // The slot runs to the next chunk in file order, or to the allocation end.
+        let slot_end = self
+            .chunks
+            .iter()
+            .map(|&(o, _)| o)
+            .filter(|&o| o > old_off)
+            .min()
+            .unwrap_or(self.alloc_end);
+        let capacity = slot_end - old_off;
+        let mut writes = Vec::new();
+        let placement = if new_len == old_len || (scattered_before && new_len <= capacity) {
+            let data = self.framed(chunk, false);
+            writes.push(Write {
+                offset: old_off,
+                data,
+            });
+            self.chunks[k as usize] = (old_off, new_len);
+            Placement::InPlace
+        } else {
+            self.header.options |= OPT_SCATTERED;
+            let data = self.framed(chunk, true);
+            let offset = self.alloc_end;
+            self.alloc_end += data.len() as u64;
+            writes.push(Write { offset, data });
+            writes.push(self.slot_write(k, offset as i64));
+            self.chunks[k as usize] = (offset, new_len);
+            Placement::Relocated
+        };
+        if k + 1 == self.nchunks() {
+            self.header.last_chunk = ch.nbytes as i32;
+        }
+        if placement == Placement::Relocated || k + 1 == self.nchunks() || !scattered_before {
+            writes.push(self.header_write());
+        }
+        Ok((placement, writes))
+    }
+
+    /// Plans dropping every chunk from `n` on. Their slots become free again; the space they
+    /// used is reclaimed when it lies at the end of the file (the caller may then truncate the
+    /// file to [`alloc_end`](Self::alloc_end)).
+    pub fn plan_truncate(&mut self, n: u64) -> Vec<Write> {
+        let old = self.nchunks();
+        if n >= old {
+            return Vec::new();
+        }
+        let mut writes = Vec::new();
+        for k in n..old {
+            writes.push(self.slot_write(k, -1));
+        }
+        self.chunks.truncate(n as usize);
+        self.header.nchunks = n as i64;
+        self.header.max_app_chunks += (old - n) as i64;
+        self.header.last_chunk = if n == 0 { 0 } else { self.header.chunk_size };
+        let scattered = self.header.has(OPT_SCATTERED);
+        self.alloc_end = self
+            .chunks
+            .iter()
+            .map(|&(o, l)| o + l + if scattered { self.slack } else { 0 })
+            .max()
+            .unwrap_or(self.data_start)
+            .max(self.data_start);
+        writes.push(self.header_write());
+        writes
+    }
+}
+
+/// A superchunk file written directly (no journal): appends are crash-safe (a crash leaves
+/// the file readable up to its last completed append); in-place replacements are not atomic
+/// (a crash can tear the chunk, which its digest then reports).
+pub struct SuperchunkFile {
+    file: Box<dyn StorageFile>,
+    writer: SuperchunkWriter,
+    durable: bool,
+}
+
+impl SuperchunkFile {
+    /// Creates a new file (the storage file must be empty or freshly created).
+    ///
+    /// # Errors
+    /// As [`SuperchunkWriter::create`], and I/O errors.
+    pub fn create(file: Box<dyn StorageFile>, opts: &WriterOptions) -> Result<SuperchunkFile> {
+        let (writer, writes) = SuperchunkWriter::create(file.path(), opts)?;
+        let mut f = SuperchunkFile {
+            file,
+            writer,
+            durable: true,
+        };
+        f.file.set_len(0)?;
+        f.apply(writes)?;
+        Ok(f)
+    }
+
+    /// Opens an existing file for appending and modifying.
+    ///
+    /// # Errors
+    /// As [`SuperchunkWriter::open`].
+    pub fn open(file: Box<dyn StorageFile>, slack: u32) -> Result<SuperchunkFile> {
+        let writer = SuperchunkWriter::open(file.as_ref(), slack)?;
+        Ok(SuperchunkFile {
+            file,
+            writer,
+            durable: true,
+        })
+    }
+
+    /// With `durable` (the default), every operation syncs its new bytes before the writes
+    /// that expose them, and syncs again at its end, so it survives power loss; without it the
+    /// same order is kept (it survives the process being killed) and [`sync`](Self::sync) is
+    /// left to the caller, which is much faster for bulk writing.
+    pub fn set_durable(&mut self, durable: bool) {
+        self.durable = durable;
+    }
+
+    /// The layout being written.
+    pub fn writer(&self) -> &SuperchunkWriter {
+        &self.writer
+    }
+
+    /// Writes new bytes first and syncs them, then the writes that change what a reader sees
+    /// (offsets slots, header), so a crash never exposes a chunk that is not fully on disk.
+    fn apply(&mut self, writes: Vec<Write>) -> Result<()> {
+        let durable = self.durable;
+        let boundary = self.file.len()?;
+        let (fresh, patches): (Vec<_>, Vec<_>) =
+            writes.into_iter().partition(|w| w.offset >= boundary);
+        for w in &fresh {
+            self.file.write_at(w.offset, &w.data)?;
+        }
+        if durable && !fresh.is_empty() {
+            self.file.sync()?;
+        }
+        for w in &patches {
+            self.file.write_at(w.offset, &w.data)?;
+        }
+        if durable {
+            self.file.sync()?;
+        }
+        Ok(())
+    }
+
+    /// Appends a compressed chunk. Returns `false` (writing nothing) when no offsets slot is
+    /// left.
+    ///
+    /// # Errors
+    /// [`Error::InvalidChunk`] for a malformed chunk, and I/O errors.
+    pub fn append_chunk(&mut self, chunk: Vec<u8>) -> Result<bool> {
+        match self.writer.plan_append(chunk)? {
+            Some(w) => {
+                self.apply(w)?;
+                Ok(true)
+            }
+            None => Ok(false),
+        }
+    }
+
+    /// Replaces chunk `k`.
+    ///
+    /// # Errors
+    /// As [`SuperchunkWriter::plan_replace`], and I/O errors.
+    pub fn replace_chunk(&mut self, k: u64, chunk: Vec<u8>) -> Result<Placement> {
+        let (p, w) = self.writer.plan_replace(k, chunk)?;
+        self.apply(w)?;
+        Ok(p)
+    }
+
+    /// Drops every chunk from `n` on and truncates the file.
+    ///
+    /// # Errors
+    /// I/O errors.
+    pub fn truncate(&mut self, n: u64) -> Result<()> {
+        let w = self.writer.plan_truncate(n);
+        self.apply(w)?;
+        self.file.set_len(self.writer.alloc_end())
+    }
+
+    /// Makes everything written durable.
+    ///
+    /// # Errors
+    /// I/O errors.
+    pub fn sync(&self) -> Result<()> {
+        self.file.sync()
+    }
+}
