@@ -3,9 +3,15 @@
 //! Layers, from the bottom: [`storage`] (where bytes live), [`blosc`] (one compressed chunk),
 //! [`blpk`] (superchunk files of many chunks, bloscpack format 3).
 
+pub mod array;
 pub mod blosc;
 pub mod blpk;
+pub mod dtype;
 pub mod error;
+pub mod meta;
 pub mod storage;
+pub mod txn;
 
+pub use array::{CreateOptions, Dataset, Mode};
+pub use dtype::{DType, Element, Endianness};
 pub use error::{Error, Result};

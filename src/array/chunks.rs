@@ -1,0 +1,345 @@
+//! The chunks of one array (or one table column): which superchunk file holds chunk `k`,
+//! verified reads through cached [`SuperchunkReader`]s, and writes planned into a [`Txn`].
+
+use crate::blpk::{Checksum, SuperchunkReader, SuperchunkWriter, WriterOptions};
+use crate::error::{Error, Result};
+use crate::storage::{OpenMode, Storage};
+use crate::txn::Txn;
+use std::collections::{BTreeMap, HashMap};
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex};
+
+/// Where and how the chunks of one array are stored.
+pub(crate) struct ChunkStore {
+    storage: Arc<dyn Storage>,
+    root: PathBuf,
+    /// Data directory relative to the root (`data`, or `data/<column>`).
+    dir: PathBuf,
+    superchunksize: u64,
+    checksum: Checksum,
+    slack: u32,
+    typesize: u8,
+    readers: Mutex<HashMap<u64, Arc<SuperchunkReader>>>,
+}
+
+impl std::fmt::Debug for ChunkStore {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ChunkStore")
+            .field("dir", &self.dir)
+            .finish()
+    }
+}
+
+/// The superchunk file name of file number `f` (0-based): `__{f+1}__.bin`.
+pub fn superchunk_name(f: u64) -> String {
+    format!("__{}__.bin", f + 1)
+}
+
+impl ChunkStore {
+    pub(crate) fn new(
+        storage: Arc<dyn Storage>,
+        root: &Path,
+        dir: PathBuf,
+        superchunksize: u64,
+        checksum: Checksum,
+        slack: u32,
+        typesize: u8,
+    ) -> ChunkStore {
+        ChunkStore {
+            storage,
+            root: root.to_path_buf(),
+            dir,
+            superchunksize: superchunksize.max(1),
+            checksum,
+            slack,
+            typesize,
+            readers: Mutex::new(HashMap::new()),
+        }
+    }
+
+    /// The data directory, relative to the root.
+    pub(crate) fn dir(&self) -> &Path {
+        &self.dir
+    }
+
+    /// Chunks per superchunk file.
+    pub(crate) fn superchunksize(&self) -> u64 {
+        self.superchunksize
+    }
+
+    /// Path of superchunk file `f`, relative to the root.
+    pub(crate) fn file_rel(&self, f: u64) -> PathBuf {
+        self.dir.join(superchunk_name(f))
+    }
+
+    /// Absolute path of superchunk file `f`.
+    pub(crate) fn file_path(&self, f: u64) -> PathBuf {
+        self.root.join(self.file_rel(f))
+    }
+
+    /// Number of superchunk files `n` chunks occupy.
+    pub(crate) fn nfiles(&self, n: u64) -> u64 {
+        n.div_ceil(self.superchunksize)
+    }
+
+    /// Drops cached readers (after a commit changed the files).
+    pub(crate) fn invalidate(&self) {
+        if let Ok(mut r) = self.readers.lock() {
+            r.clear();
+        }
+    }
+
+    pub(crate) fn reader(&self, f: u64) -> Result<Arc<SuperchunkReader>> {
+        if let Some(r) = self.readers.lock().ok().and_then(|m| m.get(&f).cloned()) {
+            return Ok(r);
+        }
+        let file = self.storage.open(&self.file_path(f), OpenMode::Read)?;
+        let r = Arc::new(SuperchunkReader::open(file)?);
+        if let Ok(mut m) = self.readers.lock() {
+            m.insert(f, r.clone());
+        }
+        Ok(r)
+    }
+
+    fn locate(&self, k: u64) -> (u64, u64) {
+        (k / self.superchunksize, k % self.superchunksize)
+    }
+
+    /// Reads chunk `k`'s verified compressed bytes into `buf`. A reader whose cached layout
+    /// went stale (another handle committed since) is reloaded once before an error is
+    /// reported.
+    pub(crate) fn read_chunk(&self, k: u64, buf: &mut Vec<u8>) -> Result<()> {
+        let (f, j) = self.locate(k);
+        let r = self.reader(f)?;
+        match r.read_chunk_into(j, buf) {
+            Ok(()) => Ok(()),
+            Err(e) if e.is_corruption() || matches!(e, Error::ChunkOutOfRange { .. }) => {
+                if let Ok(mut m) = self.readers.lock() {
+                    m.remove(&f);
+                }
+                let r2 = self.reader(f)?;
+                r2.read_chunk_into(j, buf)
+            }
+            Err(e) => Err(e),
+        }
+    }
+
+    /// Reads and decompresses chunk `k` into `dst` (exactly a chunk's bytes).
+    pub(crate) fn decompress_chunk(
+        &self,
+        k: u64,
+        dst: &mut [u8],
+        scratch: &mut Vec<u8>,
+    ) -> Result<()> {
+        self.read_chunk(k, scratch)?;
+        let (f, j) = self.locate(k);
+        crate::blosc::decompress_into(scratch, dst, 1)
+            .map_err(|e| Error::chunk(self.file_path(f), j, e.0))
+    }
+
+    /// Reads only items `start..start + dst.len()/itemsize` of chunk `k` (c-blosc decodes the
+    /// blocks holding them).
+    pub(crate) fn getitem(
+        &self,
+        k: u64,
+        start: usize,
+        dst: &mut [u8],
+        scratch: &mut Vec<u8>,
+    ) -> Result<()> {
+        self.read_chunk(k, scratch)?;
+        let (f, j) = self.locate(k);
+        crate::blosc::getitem(scratch, start, dst)
+            .map_err(|e| Error::chunk(self.file_path(f), j, e.0))
+    }
+
+    /// Stored bytes (chunks and digests) of the first `n` chunks, by reading their headers.
+    pub(crate) fn stored_bytes(&self, n: u64) -> Result<u64> {
+        let mut total = 0;
+        for f in 0..self.nfiles(n) {
+            let r = self.reader(f)?;
+            let count = (n - f * self.superchunksize).min(self.superchunksize);
+            for j in 0..count {
+                total += u64::from(r.chunk_info(j)?.header.cbytes) + self.checksum.len() as u64;
+            }
+        }
+        Ok(total)
+    }
+
+    fn writer_options(&self) -> WriterOptions {
+        WriterOptions {
+            checksum: self.checksum,
+            typesize: self.typesize,
+            offsets: true,
+            max_app_chunks: self.superchunksize,
+            slack: self.slack,
+            scattered: self.slack > 0,
+            metadata: None,
+        }
+    }
+}
+
+/// The writes of one operation to one [`ChunkStore`], inside a [`Txn`].
+pub(crate) struct ChunkWrites<'s> {
+    store: &'s ChunkStore,
+    /// Chunks committed before the operation.
+    committed: u64,
+    /// Chunks after the operation so far.
+    count: u64,
+    /// From this chunk on, every chunk is rewritten in order (truncate, then append), which
+    /// keeps plain files plain.
+    rewrite_from: Option<u64>,
+    writers: BTreeMap<u64, (SuperchunkWriter, u64)>,
+    /// Change in stored bytes.
+    pub(crate) cbytes_delta: i64,
+}
+
+impl<'s> ChunkWrites<'s> {
+    /// Starts writing to a store that holds `committed` chunks. With `rewrite_from`, every
+    /// chunk from that index on will be put again, in order.
+    pub(crate) fn new(store: &'s ChunkStore, committed: u64, rewrite_from: Option<u64>) -> Self {
+        ChunkWrites {
+            store,
+            committed,
+            count: rewrite_from.map_or(committed, |r| r.min(committed)),
+            rewrite_from,
+            writers: BTreeMap::new(),
+            cbytes_delta: 0,
+        }
+    }
+
+    /// Chunks the store holds after the writes so far.
+    pub(crate) fn count(&self) -> u64 {
+        self.count
+    }
+
+    fn writer(&mut self, txn: &mut Txn<'_>, f: u64) -> Result<&mut SuperchunkWriter> {
+        if !self.writers.contains_key(&f) {
+            let s = self.store;
+            let rel = s.file_rel(f);
+            let exists = f * s.superchunksize < self.committed;
+            let w = if exists {
+                let file = txn.storage().open(&s.root.join(&rel), OpenMode::Read)?;
+                let mut w = SuperchunkWriter::open(file.as_ref(), s.slack)?;
+                let local_committed = (self.committed - f * s.superchunksize).min(s.superchunksize);
+                if w.nchunks() != local_committed {
+                    return Err(Error::header(
+                        s.root.join(&rel),
+                        format!(
+                            "file holds {} chunks, the dataset's committed size needs {local_committed}",
+                            w.nchunks()
+                        ),
+                    ));
+                }
+                txn.open_existing(&rel, w.alloc_end())?;
+                let before = w.stored_bytes();
+                if let Some(r) = self.rewrite_from {
+                    let first = f * s.superchunksize;
+                    if r < first + local_committed {
+                        let keep = r.saturating_sub(first);
+                        for wr in w.plan_truncate(keep) {
+                            txn.write(&rel, wr.offset, wr.data)?;
+                        }
+                    }
+                }
+                (w, before)
+            } else {
+                txn.create(&rel)?;
+                let (w, writes) = SuperchunkWriter::create(&s.file_path(f), &s.writer_options())?;
+                for wr in writes {
+                    txn.write(&rel, wr.offset, wr.data)?;
+                }
+                (w, 0)
+            };
+            self.writers.insert(f, w);
+        }
+        self.writers
+            .get_mut(&f)
+            .map(|(w, _)| w)
+            .ok_or_else(|| Error::InvalidArgument("superchunk writer missing".into()))
+    }
+
+    /// Puts compressed chunk `k`: replaces it if it exists (and is not being rewritten), or
+    /// appends it (`k` must then be the next chunk).
+    pub(crate) fn put(&mut self, txn: &mut Txn<'_>, k: u64, chunk: Vec<u8>) -> Result<()> {
+        let s = self.store;
+        let (f, j) = (k / s.superchunksize, k % s.superchunksize);
+        let rel = s.file_rel(f);
+        let rewriting = self.rewrite_from.is_some_and(|r| k >= r);
+        let exists = k < self.committed && !rewriting;
+        let count = self.count;
+        let w = self.writer(txn, f)?;
+        let writes = if exists {
+            w.plan_replace(j, chunk)?.1
+        } else {
+            if k != count {
+                return Err(Error::InvalidArgument(format!(
+                    "chunk {k} written out of order (next is {count})"
+                )));
+            }
+            w.plan_append(chunk)?.ok_or_else(|| {
+                Error::header(s.file_path(f), "superchunk file has no free offsets slot")
+            })?
+        };
+        for wr in writes {
+            txn.write(&rel, wr.offset, wr.data)?;
+        }
+        if !exists {
+            self.count += 1;
+        }
+        Ok(())
+    }
+
+    /// Drops every chunk from `n` on (files past the last one are removed at commit).
+    pub(crate) fn truncate(&mut self, txn: &mut Txn<'_>, n: u64) -> Result<()> {
+        let s = self.store;
+        if n >= self.count {
+            return Ok(());
+        }
+        let keep_files = s.nfiles(n);
+        for f in keep_files..s.nfiles(self.count) {
+            if f * s.superchunksize < self.committed {
+                // A committed file: count its bytes out, remove it at commit.
+                let (w, before) = match self.writers.remove(&f) {
+                    Some(x) => x,
+                    None => {
+                        let file = txn.storage().open(&s.file_path(f), OpenMode::Read)?;
+                        let w = SuperchunkWriter::open(file.as_ref(), s.slack)?;
+                        let b = w.stored_bytes();
+                        (w, b)
+                    }
+                };
+                let _ = w;
+                self.cbytes_delta -= before as i64;
+            } else {
+                self.writers.remove(&f);
+            }
+            txn.remove(&s.file_rel(f));
+        }
+        if n % s.superchunksize != 0 || n == 0 && keep_files > 0 {
+            let f = n / s.superchunksize;
+            let rel = s.file_rel(f);
+            let w = self.writer(txn, f)?;
+            for wr in w.plan_truncate(n % s.superchunksize) {
+                txn.write(&rel, wr.offset, wr.data)?;
+            }
+        }
+        self.count = n;
+        Ok(())
+    }
+
+    /// Finishes: records the stored-bytes change and trims files whose tail was freed.
+    pub(crate) fn finish(mut self, txn: &mut Txn<'_>) -> Result<i64> {
+        let s = self.store;
+        for (f, (w, before)) in std::mem::take(&mut self.writers) {
+            self.cbytes_delta += w.stored_bytes() as i64 - before as i64;
+            let rel = s.file_rel(f);
+            if f * s.superchunksize < self.committed {
+                let len = txn.file(&rel)?.len()?;
+                if w.alloc_end() < len {
+                    txn.set_len(&rel, w.alloc_end());
+                }
+            }
+        }
+        Ok(self.cbytes_delta)
+    }
+}

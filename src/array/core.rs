@@ -1,0 +1,392 @@
+//! The chunk engine shared by arrays and table columns: reads a selection by decoding only
+//! the chunks it touches (in parallel, straight into the output where the layout allows),
+//! and writes a selection by re-encoding only the chunks it touches.
+
+use super::chunks::{ChunkStore, ChunkWrites};
+use super::select::{chunk_parts, copy_part, strides, AxisSel, ChunkPart, PartAxis};
+use crate::blosc::{self, CompressParams};
+use crate::dtype::{swap_bytes, DType, Endianness};
+use crate::error::{Error, Result};
+use crate::meta::{Compression, FilterName};
+use crate::txn::Txn;
+use rayon::prelude::*;
+
+/// Everything needed to turn chunks into elements and back.
+#[derive(Debug)]
+pub(crate) struct ArrayCore {
+    pub(crate) store: ChunkStore,
+    pub(crate) dtype: DType,
+    pub(crate) endian: Endianness,
+    pub(crate) chunkshape: Vec<u64>,
+    pub(crate) compression: Compression,
+    /// One fill element, native byte order.
+    pub(crate) fill: Vec<u8>,
+}
+
+/// A raw pointer that may be shared between the threads that write disjoint parts of one
+/// output buffer.
+#[derive(Clone, Copy)]
+struct SharedMut(*mut u8);
+// SAFETY: used only to write disjoint regions (one per chunk part) of a buffer that outlives
+// the parallel loop.
+unsafe impl Send for SharedMut {}
+// SAFETY: as above.
+unsafe impl Sync for SharedMut {}
+
+/// What a write puts into the selected elements.
+pub(crate) enum Source<'a> {
+    /// Native-endian elements in C order over the selection's (un-reversed) counts.
+    Data(&'a [u8]),
+    /// The fill value everywhere.
+    Fill,
+}
+
+impl ArrayCore {
+    pub(crate) fn itemsize(&self) -> usize {
+        self.dtype.itemsize()
+    }
+
+    pub(crate) fn chunk_len(&self) -> usize {
+        self.chunkshape.iter().product::<u64>() as usize
+    }
+
+    /// Chunks along each axis for `shape`.
+    pub(crate) fn grid(&self, shape: &[u64]) -> Vec<u64> {
+        shape
+            .iter()
+            .zip(&self.chunkshape)
+            .map(|(&n, &c)| n.div_ceil(c))
+            .collect()
+    }
+
+    /// Chunks stored for `shape`.
+    pub(crate) fn nchunks(&self, shape: &[u64]) -> u64 {
+        self.grid(shape).iter().product()
+    }
+
+    /// Chunks in one chunk-row (all chunks sharing a position along axis 0).
+    pub(crate) fn row_chunks(&self, shape: &[u64]) -> u64 {
+        self.grid(shape)[1..].iter().product()
+    }
+
+    fn linear(&self, coords: &[u64], shape: &[u64]) -> u64 {
+        let g = self.grid(shape);
+        let mut k = 0;
+        for (c, n) in coords.iter().zip(&g) {
+            k = k * n + c;
+        }
+        k
+    }
+
+    fn blosc_params(&self) -> CompressParams {
+        CompressParams {
+            codec: self.compression.codec,
+            clevel: self.compression.clevel,
+            filter: self.compression.blosc_filter(),
+            typesize: self.dtype.typesize(),
+            blocksize: self.compression.blocksize,
+            nthreads: 1,
+        }
+    }
+
+    fn swap_needed(&self) -> bool {
+        self.endian != Endianness::native() && self.dtype.swap_unit() > 1
+    }
+
+    /// Reads the selection into `out` (native byte order, C order over the selection's
+    /// un-reversed counts, `prod(counts) * itemsize` bytes).
+    pub(crate) fn read_into(&self, sel: &[AxisSel], shape: &[u64], out: &mut [u8]) -> Result<()> {
+        let isz = self.itemsize();
+        let counts: Vec<u64> = sel.iter().map(|s| s.count).collect();
+        let total: u64 = counts.iter().product();
+        if out.len() as u64 != total * isz as u64 {
+            return Err(Error::InvalidArgument(format!(
+                "output buffer has {} bytes, selection needs {}",
+                out.len(),
+                total * isz as u64
+            )));
+        }
+        let parts = chunk_parts(sel, &self.chunkshape);
+        let chunk_bytes = self.chunk_len() * isz;
+        let inner_chunk: u64 = self.chunkshape[1..].iter().product();
+        let direct_ok = counts[1..] == self.chunkshape[1..];
+        let out_ptr = SharedMut(out.as_mut_ptr());
+        let cs = &self.chunkshape;
+        parts.par_iter().try_for_each_init(
+            || (Vec::new(), Vec::new()),
+            |(scratch, chunk), part| -> Result<()> {
+                let k = self.linear(&part.coords, shape);
+                let full = part
+                    .axes
+                    .iter()
+                    .zip(cs)
+                    .all(|(a, &c)| a.in_start == 0 && a.step == 1 && a.count == c);
+                let out_ptr = out_ptr;
+                if full && direct_ok {
+                    // The chunk lands as one contiguous run of the output: decode in place.
+                    let start = part.axes[0].out_start * inner_chunk * isz as u64;
+                    // SAFETY: the run [start, start + chunk_bytes) lies inside `out` (the part
+                    // is inside the selection) and no other part writes it.
+                    let dst = unsafe {
+                        std::slice::from_raw_parts_mut(out_ptr.0.add(start as usize), chunk_bytes)
+                    };
+                    self.store.decompress_chunk(k, dst, scratch)?;
+                    if self.swap_needed() {
+                        swap_bytes(dst, self.dtype.swap_unit());
+                    }
+                    return Ok(());
+                }
+                if let Some((item, n)) = self.contiguous_run(part) {
+                    if n * isz * 4 < chunk_bytes {
+                        // A short run: decode only the Blosc blocks that hold it.
+                        let mut run = vec![0u8; n * isz];
+                        self.store.getitem(k, item, &mut run, scratch)?;
+                        if self.swap_needed() {
+                            swap_bytes(&mut run, self.dtype.swap_unit());
+                        }
+                        let rpart = ChunkPart {
+                            coords: part.coords.clone(),
+                            axes: single_run_axes(part, n as u64),
+                        };
+                        let mut rshape = vec![1u64; cs.len()];
+                        *rshape.last_mut().unwrap_or(&mut 0) = n as u64;
+                        // SAFETY: `run` holds the part's n elements as a 1 x .. x n chunk;
+                        // the output region is the part's and no other part writes it.
+                        unsafe {
+                            copy_part(
+                                &rpart,
+                                run.as_mut_ptr(),
+                                &rshape,
+                                out_ptr.0,
+                                &counts,
+                                isz,
+                                false,
+                            )
+                        };
+                        return Ok(());
+                    }
+                }
+                chunk.resize(chunk_bytes, 0);
+                self.store.decompress_chunk(k, chunk, scratch)?;
+                if self.swap_needed() {
+                    swap_bytes(chunk, self.dtype.swap_unit());
+                }
+                // SAFETY: `chunk` holds a whole chunk; the part lies inside it and inside the
+                // selection; parts write disjoint output regions.
+                unsafe { copy_part(part, chunk.as_mut_ptr(), cs, out_ptr.0, &counts, isz, false) };
+                Ok(())
+            },
+        )
+    }
+
+    /// When the part's elements are one contiguous run of the chunk, its first item and length.
+    fn contiguous_run(&self, part: &ChunkPart) -> Option<(usize, usize)> {
+        let nd = part.axes.len();
+        if part.axes[..nd - 1].iter().any(|a| a.count != 1)
+            || part.axes[nd - 1].step != 1 && part.axes[nd - 1].count > 1
+        {
+            return None;
+        }
+        let st = strides(&self.chunkshape);
+        let item: u64 = part.axes.iter().zip(&st).map(|(a, s)| a.in_start * s).sum();
+        Some((item as usize, part.axes[nd - 1].count as usize))
+    }
+
+    /// Writes the selection (of a dataset whose shape after the write is `shape`) into the
+    /// store through `writes`. Chunks the selection covers only partly are read, patched and
+    /// re-encoded; chunks past `writes`'s committed count start from the fill value.
+    pub(crate) fn write(
+        &self,
+        txn: &mut Txn<'_>,
+        writes: &mut ChunkWrites<'_>,
+        committed: u64,
+        sel: &[AxisSel],
+        shape: &[u64],
+        src: Source<'_>,
+    ) -> Result<()> {
+        let isz = self.itemsize();
+        let counts: Vec<u64> = sel.iter().map(|s| s.count).collect();
+        let parts = chunk_parts(sel, &self.chunkshape);
+        let chunk_bytes = self.chunk_len() * isz;
+        let params = self.blosc_params();
+        let batch = rayon::current_num_threads().max(1) * 4;
+        for group in parts.chunks(batch) {
+            let encoded: Vec<(u64, Vec<u8>)> = group
+                .par_iter()
+                .map_init(Vec::new, |scratch, part| -> Result<(u64, Vec<u8>)> {
+                    let k = self.linear(&part.coords, shape);
+                    let mut chunk = vec![0u8; chunk_bytes];
+                    let valid: Vec<u64> = part
+                        .coords
+                        .iter()
+                        .zip(&self.chunkshape)
+                        .zip(shape)
+                        .map(|((&c, &cs), &n)| (n - c * cs).min(cs))
+                        .collect();
+                    let covers = part
+                        .axes
+                        .iter()
+                        .zip(&valid)
+                        .all(|(a, &v)| a.in_start == 0 && a.step == 1 && a.count == v);
+                    if k < committed && !covers {
+                        self.store.decompress_chunk(k, &mut chunk, scratch)?;
+                        if self.swap_needed() {
+                            swap_bytes(&mut chunk, self.dtype.swap_unit());
+                        }
+                        self.fill_padding(&mut chunk, &valid);
+                    } else {
+                        for c in chunk.chunks_exact_mut(isz) {
+                            c.copy_from_slice(&self.fill);
+                        }
+                    }
+                    match src {
+                        Source::Data(data) => {
+                            // SAFETY: `data` covers the selection (checked by the caller) and
+                            // `chunk` a whole chunk; the part lies inside both; the source is
+                            // only read.
+                            unsafe {
+                                copy_part(
+                                    part,
+                                    chunk.as_mut_ptr(),
+                                    &self.chunkshape,
+                                    data.as_ptr() as *mut u8,
+                                    &counts,
+                                    isz,
+                                    true,
+                                )
+                            }
+                        }
+                        Source::Fill => {
+                            let n: u64 = part.axes.iter().map(|a| a.count).product();
+                            let mut fill = Vec::with_capacity(n as usize * isz);
+                            for _ in 0..n {
+                                fill.extend_from_slice(&self.fill);
+                            }
+                            let local = ChunkPart {
+                                coords: part.coords.clone(),
+                                axes: part
+                                    .axes
+                                    .iter()
+                                    .map(|a| PartAxis { out_start: 0, ..*a })
+                                    .collect(),
+                            };
+                            let lshape: Vec<u64> = part.axes.iter().map(|a| a.count).collect();
+                            // SAFETY: `fill` is laid out over `lshape`, which the local part
+                            // spans exactly; `chunk` holds a whole chunk.
+                            unsafe {
+                                copy_part(
+                                    &local,
+                                    chunk.as_mut_ptr(),
+                                    &self.chunkshape,
+                                    fill.as_mut_ptr(),
+                                    &lshape,
+                                    isz,
+                                    true,
+                                )
+                            }
+                        }
+                    }
+                    self.encode(&mut chunk, &params).map(|c| (k, c))
+                })
+                .collect::<Result<_>>()?;
+            for (k, c) in encoded {
+                writes.put(txn, k, c)?;
+            }
+        }
+        Ok(())
+    }
+
+    /// Sets the elements of a chunk outside its valid region (`valid` extents) to the fill.
+    fn fill_padding(&self, chunk: &mut [u8], valid: &[u64]) {
+        if valid.iter().zip(&self.chunkshape).all(|(v, c)| v == c) {
+            return;
+        }
+        let isz = self.itemsize();
+        let st = strides(&self.chunkshape);
+        for (i, c) in chunk.chunks_exact_mut(isz).enumerate() {
+            let mut rem = i as u64;
+            let inside = st.iter().zip(valid).all(|(s, &v)| {
+                let coord = rem / s;
+                rem %= s;
+                coord < v
+            });
+            if !inside {
+                c.copy_from_slice(&self.fill);
+            }
+        }
+    }
+
+    /// Applies the lossy filter, converts to the stored byte order and compresses.
+    fn encode(&self, chunk: &mut [u8], params: &CompressParams) -> Result<Vec<u8>> {
+        if let (true, Some(bits)) = (
+            self.compression.filters.contains(&FilterName::Truncate),
+            self.compression.mantissa_bits,
+        ) {
+            truncate_mantissa(chunk, self.dtype, bits);
+        }
+        if self.swap_needed() {
+            swap_bytes(chunk, self.dtype.swap_unit());
+        }
+        blosc::compress(params, chunk).map_err(|e| Error::Compress(e.0))
+    }
+}
+
+fn single_run_axes(part: &ChunkPart, n: u64) -> Vec<PartAxis> {
+    let nd = part.axes.len();
+    part.axes
+        .iter()
+        .enumerate()
+        .map(|(i, a)| PartAxis {
+            in_start: 0,
+            step: 1,
+            count: if i == nd - 1 { n } else { 1 },
+            out_start: a.out_start,
+        })
+        .collect()
+}
+
+/// Zeroes the low mantissa bits of floats (native byte order), keeping `bits` significant
+/// bits, rounding to nearest.
+pub(crate) fn truncate_mantissa(buf: &mut [u8], dtype: DType, bits: u8) {
+    match dtype {
+        DType::F64 | DType::C128 => {
+            let drop = 52 - u32::from(bits.min(52));
+            if drop == 0 {
+                return;
+            }
+            let mask = !((1u64 << drop) - 1);
+            let half = 1u64 << (drop - 1);
+            for c in buf.chunks_exact_mut(8) {
+                let mut a = [0u8; 8];
+                a.copy_from_slice(c);
+                let v = u64::from_ne_bytes(a);
+                let exp = (v >> 52) & 0x7ff;
+                let r = if exp == 0x7ff {
+                    v
+                } else {
+                    v.wrapping_add(half) & mask
+                };
+                c.copy_from_slice(&r.to_ne_bytes());
+            }
+        }
+        DType::F32 | DType::C64 => {
+            let drop = 23 - u32::from(bits.min(23));
+            if drop == 0 {
+                return;
+            }
+            let mask = !((1u32 << drop) - 1);
+            let half = 1u32 << (drop - 1);
+            for c in buf.chunks_exact_mut(4) {
+                let v = u32::from_ne_bytes([c[0], c[1], c[2], c[3]]);
+                let exp = (v >> 23) & 0xff;
+                let r = if exp == 0xff {
+                    v
+                } else {
+                    v.wrapping_add(half) & mask
+                };
+                c.copy_from_slice(&r.to_ne_bytes());
+            }
+        }
+        _ => {}
+    }
+}

@@ -1,0 +1,563 @@
+//! Element types: the dtypes a dataset can hold, their names in metadata (numpy's), and the
+//! [`Element`] trait that maps Rust types onto them.
+
+use crate::error::{Error, Result};
+use num_complex::Complex;
+use std::fmt;
+use std::str::FromStr;
+
+/// Byte order of the elements as stored.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Endianness {
+    /// Least significant byte first.
+    Little,
+    /// Most significant byte first.
+    Big,
+}
+
+impl Endianness {
+    /// The byte order of this machine.
+    pub fn native() -> Endianness {
+        if cfg!(target_endian = "little") {
+            Endianness::Little
+        } else {
+            Endianness::Big
+        }
+    }
+}
+
+/// The type of one element of a dataset.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum DType {
+    /// One byte, 0 or 1.
+    Bool,
+    /// Signed 8-bit integer.
+    I8,
+    /// Signed 16-bit integer.
+    I16,
+    /// Signed 32-bit integer.
+    I32,
+    /// Signed 64-bit integer.
+    I64,
+    /// Unsigned 8-bit integer.
+    U8,
+    /// Unsigned 16-bit integer.
+    U16,
+    /// Unsigned 32-bit integer.
+    U32,
+    /// Unsigned 64-bit integer.
+    U64,
+    /// IEEE 754 binary32.
+    F32,
+    /// IEEE 754 binary64.
+    F64,
+    /// Two binary32 (real, imaginary).
+    C64,
+    /// Two binary64 (real, imaginary).
+    C128,
+    /// Fixed-length byte string of n bytes, zero-padded (numpy `S<n>`).
+    Bytes(usize),
+    /// Fixed-length Unicode string of n code points, UCS-4, zero-padded (numpy `U<n>`).
+    Str(usize),
+}
+
+/// Largest fixed-length string or bytes element blz accepts (bytes per element).
+pub const MAX_ITEMSIZE: usize = 1 << 20;
+
+impl DType {
+    /// Bytes per element.
+    pub fn itemsize(&self) -> usize {
+        match self {
+            DType::Bool | DType::I8 | DType::U8 => 1,
+            DType::I16 | DType::U16 => 2,
+            DType::I32 | DType::U32 | DType::F32 => 4,
+            DType::I64 | DType::U64 | DType::F64 | DType::C64 => 8,
+            DType::C128 => 16,
+            DType::Bytes(n) => *n,
+            DType::Str(n) => 4 * n,
+        }
+    }
+
+    /// Size of the unit whose bytes are reversed to change byte order (1: nothing to swap).
+    pub fn swap_unit(&self) -> usize {
+        match self {
+            DType::C64 => 4,
+            DType::C128 => 8,
+            DType::Str(_) => 4,
+            DType::Bytes(_) => 1,
+            other => other.itemsize(),
+        }
+    }
+
+    /// The size c-blosc's shuffle filter works on (the scalar size; 1 for byte strings).
+    pub fn typesize(&self) -> usize {
+        self.swap_unit().clamp(1, 255)
+    }
+
+    /// True for f32, f64 and the complex types (the mantissa-truncation filter applies).
+    pub fn is_float(&self) -> bool {
+        matches!(self, DType::F32 | DType::F64 | DType::C64 | DType::C128)
+    }
+
+    /// The name stored in metadata: `bool`, `int8`...`uint64`, `float32`, `float64`,
+    /// `complex64`, `complex128`, `S<n>`, `U<n>`.
+    pub fn name(&self) -> String {
+        match self {
+            DType::Bool => "bool".into(),
+            DType::I8 => "int8".into(),
+            DType::I16 => "int16".into(),
+            DType::I32 => "int32".into(),
+            DType::I64 => "int64".into(),
+            DType::U8 => "uint8".into(),
+            DType::U16 => "uint16".into(),
+            DType::U32 => "uint32".into(),
+            DType::U64 => "uint64".into(),
+            DType::F32 => "float32".into(),
+            DType::F64 => "float64".into(),
+            DType::C64 => "complex64".into(),
+            DType::C128 => "complex128".into(),
+            DType::Bytes(n) => format!("S{n}"),
+            DType::Str(n) => format!("U{n}"),
+        }
+    }
+
+    /// The numpy array-protocol descriptor (`<f8`, `|b1`, `>i4`, `|S10`, `<U5`) for a byte
+    /// order.
+    pub fn descr(&self, endian: Endianness) -> String {
+        let e = if self.swap_unit() == 1 {
+            '|'
+        } else if endian == Endianness::Little {
+            '<'
+        } else {
+            '>'
+        };
+        let code = match self {
+            DType::Bool => "b1".to_string(),
+            DType::I8 | DType::I16 | DType::I32 | DType::I64 => format!("i{}", self.itemsize()),
+            DType::U8 | DType::U16 | DType::U32 | DType::U64 => format!("u{}", self.itemsize()),
+            DType::F32 | DType::F64 => format!("f{}", self.itemsize()),
+            DType::C64 | DType::C128 => format!("c{}", self.itemsize()),
+            DType::Bytes(n) => format!("S{n}"),
+            DType::Str(n) => format!("U{n}"),
+        };
+        format!("{e}{code}")
+    }
+
+    /// Parses a dtype name (`float64`, `f8`, `<f8`, `>i4`, `S10`, `|S10`, `<U5`, `int`,
+    /// `float`, `str`...), returning the dtype and the byte order the name states, if any.
+    ///
+    /// # Errors
+    /// [`Error::InvalidArgument`] for an unknown name.
+    pub fn parse_descr(s: &str) -> Result<(DType, Option<Endianness>)> {
+        let bad = || Error::InvalidArgument(format!("unknown dtype {s:?}"));
+        let (endian, body) = match s.chars().next() {
+            Some('<') => (Some(Endianness::Little), &s[1..]),
+            Some('>') => (Some(Endianness::Big), &s[1..]),
+            Some('|') | Some('=') => (None, &s[1..]),
+            _ => (None, s),
+        };
+        let sized = |prefix: &str| -> Option<usize> {
+            body.strip_prefix(prefix)
+                .and_then(|n| n.parse::<usize>().ok())
+        };
+        let dt = match body {
+            "bool" | "b1" | "?" => DType::Bool,
+            "int8" | "i1" => DType::I8,
+            "int16" | "i2" => DType::I16,
+            "int32" | "i4" => DType::I32,
+            "int64" | "i8" | "int" => DType::I64,
+            "uint8" | "u1" => DType::U8,
+            "uint16" | "u2" => DType::U16,
+            "uint32" | "u4" => DType::U32,
+            "uint64" | "u8" => DType::U64,
+            "float32" | "f4" => DType::F32,
+            "float64" | "f8" | "float" => DType::F64,
+            "complex64" | "c8" => DType::C64,
+            "complex128" | "c16" | "complex" => DType::C128,
+            _ => {
+                if let Some(n) = sized("S").or_else(|| sized("bytes")) {
+                    DType::Bytes(n)
+                } else if let Some(n) = sized("U").or_else(|| sized("str")) {
+                    DType::Str(n)
+                } else {
+                    return Err(bad());
+                }
+            }
+        };
+        if dt.itemsize() == 0 || dt.itemsize() > MAX_ITEMSIZE {
+            return Err(Error::InvalidArgument(format!(
+                "dtype {s:?}: element size must be 1..={MAX_ITEMSIZE} bytes"
+            )));
+        }
+        Ok((dt, endian))
+    }
+}
+
+impl fmt::Display for DType {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.name())
+    }
+}
+
+impl FromStr for DType {
+    type Err = Error;
+    fn from_str(s: &str) -> Result<Self> {
+        DType::parse_descr(s).map(|(d, _)| d)
+    }
+}
+
+impl serde::Serialize for DType {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> std::result::Result<S::Ok, S::Error> {
+        s.serialize_str(&self.name())
+    }
+}
+
+impl<'de> serde::Deserialize<'de> for DType {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> std::result::Result<Self, D::Error> {
+        let s = String::deserialize(d)?;
+        s.parse().map_err(serde::de::Error::custom)
+    }
+}
+
+/// Reverses the byte order of every `unit`-byte group of `bytes` in place.
+pub fn swap_bytes(bytes: &mut [u8], unit: usize) {
+    if unit > 1 {
+        for c in bytes.chunks_exact_mut(unit) {
+            c.reverse();
+        }
+    }
+}
+
+/// A Rust type that can be read from and written to a dataset of a matching dtype.
+///
+/// # Safety
+/// When [`Element::POD`] is true the type must have no padding, no invalid bit patterns, and
+/// the same size as `Self::itemsize()`, with its in-memory bytes equal to the dtype's
+/// native-endian encoding: blz then copies bytes straight into `[Self]` buffers.
+pub unsafe trait Element: Copy + Default + Send + Sync + 'static {
+    /// True when values may be reinterpreted from native-endian bytes (see the trait's
+    /// safety section).
+    const POD: bool;
+    /// True when this type can hold elements of `dtype`.
+    fn accepts(dtype: &DType) -> bool;
+    /// The dtype a new dataset of this type gets.
+    fn dtype() -> DType;
+    /// Decodes one element from native-endian bytes.
+    fn from_ne_bytes(b: &[u8]) -> Self;
+    /// Encodes one element as native-endian bytes into `out` (exactly the itemsize).
+    fn write_ne_bytes(&self, out: &mut [u8]);
+}
+
+macro_rules! pod_element {
+    ($t:ty, $d:expr) => {
+        // SAFETY: a primitive numeric type: no padding, every bit pattern valid, size equal
+        // to the dtype's itemsize, native-endian layout.
+        unsafe impl Element for $t {
+            const POD: bool = true;
+            fn accepts(dtype: &DType) -> bool {
+                *dtype == $d
+            }
+            fn dtype() -> DType {
+                $d
+            }
+            fn from_ne_bytes(b: &[u8]) -> Self {
+                let mut a = [0u8; std::mem::size_of::<$t>()];
+                a.copy_from_slice(&b[..std::mem::size_of::<$t>()]);
+                <$t>::from_ne_bytes(a)
+            }
+            fn write_ne_bytes(&self, out: &mut [u8]) {
+                out.copy_from_slice(&self.to_ne_bytes());
+            }
+        }
+    };
+}
+
+pod_element!(i8, DType::I8);
+pod_element!(i16, DType::I16);
+pod_element!(i32, DType::I32);
+pod_element!(i64, DType::I64);
+pod_element!(u8, DType::U8);
+pod_element!(u16, DType::U16);
+pod_element!(u32, DType::U32);
+pod_element!(u64, DType::U64);
+pod_element!(f32, DType::F32);
+pod_element!(f64, DType::F64);
+
+// SAFETY: bool has invalid bit patterns, so POD is false and elements go through
+// from_ne_bytes, which maps any non-zero byte to true.
+unsafe impl Element for bool {
+    const POD: bool = false;
+    fn accepts(dtype: &DType) -> bool {
+        *dtype == DType::Bool
+    }
+    fn dtype() -> DType {
+        DType::Bool
+    }
+    fn from_ne_bytes(b: &[u8]) -> Self {
+        b[0] != 0
+    }
+    fn write_ne_bytes(&self, out: &mut [u8]) {
+        out[0] = u8::from(*self);
+    }
+}
+
+macro_rules! complex_element {
+    ($t:ty, $d:expr) => {
+        // SAFETY: Complex<T> is #[repr(C)] {re, im} of a float type: no padding, every bit
+        // pattern valid, size twice the float's.
+        unsafe impl Element for Complex<$t> {
+            const POD: bool = true;
+            fn accepts(dtype: &DType) -> bool {
+                *dtype == $d
+            }
+            fn dtype() -> DType {
+                $d
+            }
+            fn from_ne_bytes(b: &[u8]) -> Self {
+                let n = std::mem::size_of::<$t>();
+                Complex::new(
+                    <$t as Element>::from_ne_bytes(&b[..n]),
+                    <$t as Element>::from_ne_bytes(&b[n..2 * n]),
+                )
+            }
+            fn write_ne_bytes(&self, out: &mut [u8]) {
+                let n = std::mem::size_of::<$t>();
+                self.re.write_ne_bytes(&mut out[..n]);
+                self.im.write_ne_bytes(&mut out[n..2 * n]);
+            }
+        }
+    };
+}
+
+complex_element!(f32, DType::C64);
+complex_element!(f64, DType::C128);
+
+// SAFETY: a byte array: no padding, every bit pattern valid, size N.
+unsafe impl<const N: usize> Element for [u8; N]
+where
+    [u8; N]: Default,
+{
+    const POD: bool = true;
+    fn accepts(dtype: &DType) -> bool {
+        *dtype == DType::Bytes(N)
+    }
+    fn dtype() -> DType {
+        DType::Bytes(N)
+    }
+    fn from_ne_bytes(b: &[u8]) -> Self {
+        let mut a = [0u8; N];
+        a.copy_from_slice(&b[..N]);
+        a
+    }
+    fn write_ne_bytes(&self, out: &mut [u8]) {
+        out.copy_from_slice(self);
+    }
+}
+
+/// Converts a JSON value to one element's bytes in the given byte order (for fill values).
+///
+/// # Errors
+/// [`Error::InvalidArgument`] when the value does not fit the dtype.
+pub fn value_to_bytes(v: &serde_json::Value, dtype: DType, endian: Endianness) -> Result<Vec<u8>> {
+    use serde_json::Value;
+    let bad = || Error::InvalidArgument(format!("fill value {v} does not fit dtype {dtype}"));
+    let mut out = vec![0u8; dtype.itemsize()];
+    macro_rules! int {
+        ($t:ty) => {{
+            let x: $t = match v {
+                Value::Number(n) => n
+                    .as_i64()
+                    .and_then(|i| <$t>::try_from(i).ok())
+                    .or_else(|| n.as_u64().and_then(|u| <$t>::try_from(u).ok()))
+                    .ok_or_else(bad)?,
+                Value::Bool(b) => <$t>::from(*b),
+                Value::Null => 0,
+                _ => return Err(bad()),
+            };
+            out.copy_from_slice(&x.to_ne_bytes());
+        }};
+    }
+    let float = |v: &Value| -> Result<f64> {
+        match v {
+            Value::Number(n) => n.as_f64().ok_or_else(bad),
+            Value::Null => Ok(0.0),
+            Value::String(s) if s.eq_ignore_ascii_case("nan") => Ok(f64::NAN),
+            Value::String(s) if s.eq_ignore_ascii_case("inf") => Ok(f64::INFINITY),
+            Value::String(s) if s.eq_ignore_ascii_case("-inf") => Ok(f64::NEG_INFINITY),
+            _ => Err(bad()),
+        }
+    };
+    match dtype {
+        DType::Bool => {
+            out[0] = match v {
+                Value::Bool(b) => u8::from(*b),
+                Value::Number(n) => u8::from(n.as_f64() != Some(0.0)),
+                Value::Null => 0,
+                _ => return Err(bad()),
+            }
+        }
+        DType::I8 => int!(i8),
+        DType::I16 => int!(i16),
+        DType::I32 => int!(i32),
+        DType::I64 => int!(i64),
+        DType::U8 => int!(u8),
+        DType::U16 => int!(u16),
+        DType::U32 => int!(u32),
+        DType::U64 => int!(u64),
+        DType::F32 => out.copy_from_slice(&(float(v)? as f32).to_ne_bytes()),
+        DType::F64 => out.copy_from_slice(&float(v)?.to_ne_bytes()),
+        DType::C64 | DType::C128 => {
+            let (re, im) = match v {
+                Value::Array(a) if a.len() == 2 => (float(&a[0])?, float(&a[1])?),
+                other => (float(other)?, 0.0),
+            };
+            if dtype == DType::C64 {
+                out[..4].copy_from_slice(&(re as f32).to_ne_bytes());
+                out[4..].copy_from_slice(&(im as f32).to_ne_bytes());
+            } else {
+                out[..8].copy_from_slice(&re.to_ne_bytes());
+                out[8..].copy_from_slice(&im.to_ne_bytes());
+            }
+        }
+        DType::Bytes(n) => {
+            let s = match v {
+                Value::String(s) => s.as_bytes(),
+                Value::Null => b"",
+                _ => return Err(bad()),
+            };
+            if s.len() > n {
+                return Err(bad());
+            }
+            out[..s.len()].copy_from_slice(s);
+        }
+        DType::Str(n) => {
+            let s = match v {
+                Value::String(s) => s.as_str(),
+                Value::Null => "",
+                _ => return Err(bad()),
+            };
+            if s.chars().count() > n {
+                return Err(bad());
+            }
+            for (i, c) in s.chars().enumerate() {
+                out[4 * i..4 * i + 4].copy_from_slice(&(c as u32).to_ne_bytes());
+            }
+        }
+    }
+    if endian != Endianness::native() {
+        swap_bytes(&mut out, dtype.swap_unit());
+    }
+    Ok(out)
+}
+
+/// Decodes one element's bytes (in the given byte order) to a JSON value, for display.
+pub fn bytes_to_value(b: &[u8], dtype: DType, endian: Endianness) -> serde_json::Value {
+    use serde_json::{json, Value};
+    let mut v = b[..dtype.itemsize()].to_vec();
+    if endian != Endianness::native() {
+        swap_bytes(&mut v, dtype.swap_unit());
+    }
+    let f = |x: f64| {
+        serde_json::Number::from_f64(x).map_or_else(|| json!(x.to_string()), Value::Number)
+    };
+    match dtype {
+        DType::Bool => json!(v[0] != 0),
+        DType::I8 => json!(i8::from_ne_bytes(v[..1].try_into().unwrap_or_default())),
+        DType::I16 => json!(i16::from_ne_bytes(v[..2].try_into().unwrap_or_default())),
+        DType::I32 => json!(i32::from_ne_bytes(v[..4].try_into().unwrap_or_default())),
+        DType::I64 => json!(i64::from_ne_bytes(v[..8].try_into().unwrap_or_default())),
+        DType::U8 => json!(v[0]),
+        DType::U16 => json!(u16::from_ne_bytes(v[..2].try_into().unwrap_or_default())),
+        DType::U32 => json!(u32::from_ne_bytes(v[..4].try_into().unwrap_or_default())),
+        DType::U64 => json!(u64::from_ne_bytes(v[..8].try_into().unwrap_or_default())),
+        DType::F32 => f(f64::from(f32::from_ne_bytes(
+            v[..4].try_into().unwrap_or_default(),
+        ))),
+        DType::F64 => f(f64::from_ne_bytes(v[..8].try_into().unwrap_or_default())),
+        DType::C64 => json!([
+            f(f64::from(f32::from_ne_bytes(
+                v[..4].try_into().unwrap_or_default()
+            ))),
+            f(f64::from(f32::from_ne_bytes(
+                v[4..8].try_into().unwrap_or_default()
+            )))
+        ]),
+        DType::C128 => json!([
+            f(f64::from_ne_bytes(v[..8].try_into().unwrap_or_default())),
+            f(f64::from_ne_bytes(v[8..16].try_into().unwrap_or_default()))
+        ]),
+        DType::Bytes(_) => {
+            let end = v.iter().rposition(|&c| c != 0).map_or(0, |p| p + 1);
+            json!(String::from_utf8_lossy(&v[..end]))
+        }
+        DType::Str(_) => {
+            let s: String = v
+                .chunks_exact(4)
+                .map(|c| u32::from_ne_bytes([c[0], c[1], c[2], c[3]]))
+                .take_while(|&u| u != 0)
+                .map(|u| char::from_u32(u).unwrap_or(char::REPLACEMENT_CHARACTER))
+                .collect();
+            json!(s)
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn names_roundtrip() {
+        let all = [
+            DType::Bool,
+            DType::I8,
+            DType::I16,
+            DType::I32,
+            DType::I64,
+            DType::U8,
+            DType::U16,
+            DType::U32,
+            DType::U64,
+            DType::F32,
+            DType::F64,
+            DType::C64,
+            DType::C128,
+            DType::Bytes(7),
+            DType::Str(3),
+        ];
+        for d in all {
+            assert_eq!(d.name().parse::<DType>().unwrap(), d);
+            for e in [Endianness::Little, Endianness::Big] {
+                let (p, pe) = DType::parse_descr(&d.descr(e)).unwrap();
+                assert_eq!(p, d);
+                if d.swap_unit() > 1 {
+                    assert_eq!(pe, Some(e));
+                }
+            }
+        }
+        assert_eq!(DType::Str(3).itemsize(), 12);
+        assert!("float128".parse::<DType>().is_err());
+        assert!("S0".parse::<DType>().is_err());
+    }
+
+    #[test]
+    fn fill_values() {
+        let b = value_to_bytes(&serde_json::json!(1.5), DType::F64, Endianness::Big).unwrap();
+        assert_eq!(b, 1.5f64.to_be_bytes());
+        assert!(value_to_bytes(&serde_json::json!(300), DType::U8, Endianness::Little).is_err());
+        let s =
+            value_to_bytes(&serde_json::json!("hé"), DType::Str(3), Endianness::Little).unwrap();
+        assert_eq!(bytes_to_value(&s, DType::Str(3), Endianness::Little), "hé");
+        let c = value_to_bytes(
+            &serde_json::json!([1.0, -2.0]),
+            DType::C64,
+            Endianness::Little,
+        )
+        .unwrap();
+        assert_eq!(
+            bytes_to_value(&c, DType::C64, Endianness::Little),
+            serde_json::json!([1.0, -2.0])
+        );
+    }
+}

@@ -1,0 +1,239 @@
+//! The JSON files under a dataset's `meta/` directory: `sizes` (the commit point: shape and
+//! byte counts), `storage` (dtype, chunking, compression: fixed at creation) and `attributes`
+//! (the user's JSON).
+
+use crate::blosc::{Codec, Filter};
+use crate::blpk::Checksum;
+use crate::dtype::{DType, Endianness};
+use crate::error::{Error, Result};
+use crate::storage::{read_small_file, write_file_atomic, Storage};
+use serde::{Deserialize, Serialize};
+use std::path::{Path, PathBuf};
+
+/// Largest meta file blz reads.
+pub const MAX_META_FILE: u64 = 64 * 1024 * 1024;
+/// Value of the `format` key in `meta/storage`.
+pub const FORMAT_NAME: &str = "blz";
+/// Version of the dataset layout this crate writes.
+pub const FORMAT_VERSION: u32 = 1;
+
+/// `meta/sizes`: the committed shape and byte counts.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Sizes {
+    /// Extent of each axis.
+    pub shape: Vec<u64>,
+    /// Uncompressed bytes of the elements inside `shape`.
+    pub nbytes: u64,
+    /// Bytes of the stored chunks (compressed chunk plus digest) of the dataset.
+    pub cbytes: u64,
+    /// Number of rows in each column of a table (absent for plain arrays).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub nrows: Option<u64>,
+}
+
+/// Compression settings of a dataset (or of one column).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Compression {
+    /// The Blosc codec.
+    pub codec: Codec,
+    /// Level 0-9.
+    pub clevel: u8,
+    /// Filters in the order they are applied: `truncate` (keep `mantissa_bits` significant
+    /// mantissa bits of floats; lossy) and one of `shuffle`, `bitshuffle` (Blosc's).
+    pub filters: Vec<FilterName>,
+    /// Mantissa bits kept by `truncate`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub mantissa_bits: Option<u8>,
+    /// Blosc block size in bytes, 0 for automatic.
+    #[serde(default)]
+    pub blocksize: usize,
+}
+
+/// A filter name in [`Compression::filters`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum FilterName {
+    /// Keep only `mantissa_bits` significant mantissa bits (floats only).
+    Truncate,
+    /// Blosc byte shuffle.
+    Shuffle,
+    /// Blosc bit shuffle.
+    Bitshuffle,
+}
+
+impl Default for Compression {
+    fn default() -> Self {
+        Compression {
+            codec: Codec::Lz4,
+            clevel: 5,
+            filters: vec![FilterName::Shuffle],
+            mantissa_bits: None,
+            blocksize: 0,
+        }
+    }
+}
+
+impl Compression {
+    /// The Blosc shuffle filter the settings name.
+    pub fn blosc_filter(&self) -> Filter {
+        if self.filters.contains(&FilterName::Bitshuffle) {
+            Filter::Bitshuffle
+        } else if self.filters.contains(&FilterName::Shuffle) {
+            Filter::Shuffle
+        } else {
+            Filter::NoShuffle
+        }
+    }
+
+    /// Checks the settings for `dtype`.
+    ///
+    /// # Errors
+    /// [`Error::InvalidArgument`] for a bad level, both shuffles, truncation of a non-float,
+    /// or a mantissa width the type does not have.
+    pub fn validate(&self, dtype: DType) -> Result<()> {
+        if self.clevel > 9 {
+            return Err(Error::InvalidArgument(format!(
+                "clevel {} out of range 0-9",
+                self.clevel
+            )));
+        }
+        if self.filters.contains(&FilterName::Shuffle)
+            && self.filters.contains(&FilterName::Bitshuffle)
+        {
+            return Err(Error::InvalidArgument(
+                "shuffle and bitshuffle cannot both be applied".into(),
+            ));
+        }
+        let trunc = self.filters.contains(&FilterName::Truncate);
+        match (trunc, self.mantissa_bits) {
+            (true, None) => {
+                return Err(Error::InvalidArgument(
+                    "the truncate filter needs mantissa_bits".into(),
+                ))
+            }
+            (false, Some(_)) => {
+                return Err(Error::InvalidArgument(
+                    "mantissa_bits given without the truncate filter".into(),
+                ))
+            }
+            (true, Some(bits)) => {
+                let max = match dtype {
+                    DType::F32 | DType::C64 => 23,
+                    DType::F64 | DType::C128 => 52,
+                    other => {
+                        return Err(Error::InvalidArgument(format!(
+                            "the truncate filter applies to floats, not {other}"
+                        )))
+                    }
+                };
+                if bits == 0 || bits > max {
+                    return Err(Error::InvalidArgument(format!(
+                        "mantissa_bits {bits} out of range 1..={max} for {dtype}"
+                    )));
+                }
+            }
+            (false, None) => {}
+        }
+        Ok(())
+    }
+}
+
+/// `meta/storage` of an N-d array dataset: everything fixed at creation.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ArrayStorage {
+    /// Always `"blz"`.
+    pub format: String,
+    /// Layout version (1).
+    pub version: u32,
+    /// Element type.
+    pub dtype: DType,
+    /// Byte order of the stored elements.
+    pub endianness: Endianness,
+    /// Always `"C"`: the last axis varies fastest, inside chunks and in the chunk grid.
+    pub order: String,
+    /// Extent of a chunk on each axis.
+    pub chunkshape: Vec<u64>,
+    /// Chunks per superchunk file.
+    pub superchunksize: u64,
+    /// Compression settings.
+    pub compression: Compression,
+    /// Digest stored after each chunk.
+    #[serde(with = "checksum_name")]
+    pub checksum: Checksum,
+    /// Bytes reserved after each chunk for in-place rewrites.
+    pub slack: u32,
+    /// Fill value for padding and growth, as JSON.
+    pub dflt: serde_json::Value,
+    /// Number of elements along axis 0 the user expected when creating (a sizing hint).
+    #[serde(default)]
+    pub expectedlen: u64,
+}
+
+mod checksum_name {
+    use crate::blpk::Checksum;
+    use serde::{Deserialize, Deserializer, Serializer};
+
+    pub fn serialize<S: Serializer>(c: &Checksum, s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_str(c.name())
+    }
+
+    pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<Checksum, D::Error> {
+        let s = String::deserialize(d)?;
+        Checksum::from_name(&s)
+            .ok_or_else(|| serde::de::Error::custom(format!("unknown checksum {s:?}")))
+    }
+}
+
+/// Paths of a dataset's meta files.
+#[derive(Debug, Clone)]
+pub struct MetaPaths {
+    /// `root/meta`.
+    pub dir: PathBuf,
+}
+
+impl MetaPaths {
+    /// The meta directory of the dataset at `root`.
+    pub fn new(root: &Path) -> MetaPaths {
+        MetaPaths {
+            dir: root.join("meta"),
+        }
+    }
+    /// `meta/sizes`.
+    pub fn sizes(&self) -> PathBuf {
+        self.dir.join("sizes")
+    }
+    /// `meta/storage`.
+    pub fn storage(&self) -> PathBuf {
+        self.dir.join("storage")
+    }
+    /// `meta/attributes`.
+    pub fn attributes(&self) -> PathBuf {
+        self.dir.join("attributes")
+    }
+}
+
+/// Reads and parses a JSON meta file.
+///
+/// # Errors
+/// I/O errors, and [`Error::InvalidMetadata`] naming the file when it is not the expected
+/// JSON.
+pub fn read_json<T: serde::de::DeserializeOwned>(storage: &dyn Storage, path: &Path) -> Result<T> {
+    let bytes = read_small_file(storage, path, MAX_META_FILE)?;
+    serde_json::from_slice(&bytes).map_err(|e| Error::metadata(path, e.to_string()))
+}
+
+/// Serializes a meta document as pretty JSON with a final newline.
+pub fn to_json_bytes<T: Serialize>(value: &T) -> Vec<u8> {
+    let mut v = serde_json::to_vec_pretty(value).unwrap_or_default();
+    v.push(b'\n');
+    v
+}
+
+/// Writes a JSON meta file atomically.
+///
+/// # Errors
+/// I/O errors.
+pub fn write_json<T: Serialize>(storage: &dyn Storage, path: &Path, value: &T) -> Result<()> {
+    write_file_atomic(storage, path, &to_json_bytes(value))
+}

@@ -1,0 +1,65 @@
+use blz::{CreateOptions, DType, Dataset};
+use ndarray::{s, Array1, Array2, ArrayD};
+
+#[test]
+fn one_d_append_read_modify_shrink() {
+    let dir = tempfile::tempdir().unwrap();
+    let p = dir.path().join("a.blz");
+    let opts = CreateOptions {
+        chunkshape: Some(vec![1000]),
+        superchunksize: Some(4),
+        ..Default::default()
+    };
+    let mut ds = Dataset::create_with(&p, DType::F64, &[0], &opts).unwrap();
+    let a = Array1::linspace(0.0, 1.0, 12_345);
+    ds.append(&a.view().into_dyn()).unwrap();
+    ds.append(&a.view().into_dyn()).unwrap();
+    assert_eq!(ds.shape(), &[24_690]);
+    let all: ArrayD<f64> = ds.read().unwrap();
+    assert_eq!(all.slice(s![..12_345]), a.view());
+    assert_eq!(all.slice(s![12_345..]), a.view());
+    let part = ds.slice::<f64, _>(s![100..200;7]).unwrap();
+    assert_eq!(part, a.slice(s![100..200;7]).into_dyn());
+    let rev = ds.slice::<f64, _>(s![0..50;-3]).unwrap();
+    assert_eq!(rev, a.slice(s![0..50;-3]).into_dyn());
+    assert_eq!(ds.get::<f64>(&[12_346]).unwrap(), a[1]);
+    ds.write_slice(s![5..15], &Array1::from_elem(10, -1.0).into_dyn().view())
+        .unwrap();
+    assert_eq!(ds.get::<f64>(&[7]).unwrap(), -1.0);
+    ds.resize(5_000).unwrap();
+    assert_eq!(ds.nfiles(), 2);
+    ds.resize(6_000).unwrap();
+    assert_eq!(ds.get::<f64>(&[5_500]).unwrap(), 0.0);
+    drop(ds);
+    let ds = Dataset::open(&p).unwrap();
+    assert_eq!(ds.shape(), &[6_000]);
+    assert_eq!(ds.get::<f64>(&[4_999]).unwrap(), a[4_999]);
+    assert_eq!(ds.get::<f64>(&[5_000]).unwrap(), 0.0);
+    assert!(ds.verify(|_, _| {}).is_empty());
+    assert_eq!(ds.sizes().nbytes, 6_000 * 8);
+}
+
+#[test]
+fn two_d() {
+    let dir = tempfile::tempdir().unwrap();
+    let p = dir.path().join("b.blz");
+    let opts = CreateOptions {
+        chunkshape: Some(vec![7, 4]),
+        superchunksize: Some(5),
+        ..Default::default()
+    };
+    let mut ds = Dataset::create_with(&p, DType::I32, &[0, 10], &opts).unwrap();
+    let a = Array2::from_shape_fn((23, 10), |(i, j)| (i * 100 + j) as i32);
+    ds.append(&a.view().into_dyn()).unwrap();
+    ds.append(&a.view().into_dyn()).unwrap();
+    let all = ds.read::<i32>().unwrap();
+    assert_eq!(all.slice(s![23.., ..]), a.view());
+    let sub = ds.slice::<i32, _>(s![3..40;5, 2..9;3]).unwrap();
+    let mut model = ndarray::concatenate(ndarray::Axis(0), &[a.view(), a.view()]).unwrap();
+    assert_eq!(sub, model.slice(s![3..40;5, 2..9;3]).into_dyn());
+    let patch = Array2::from_elem((3, 4), -5);
+    ds.write_slice(s![10..16;2, 1..5], &patch.view().into_dyn())
+        .unwrap();
+    model.slice_mut(s![10..16;2, 1..5]).assign(&patch);
+    assert_eq!(ds.read::<i32>().unwrap(), model.into_dyn());
+}
