@@ -4,16 +4,19 @@
 
 use blz::blosc::Codec;
 use blz::meta::{Compression, FilterName};
+use blz::storage::Storage as _;
 use blz::{CreateOptions, DType, Dataset, Element};
 use ndarray::{ArrayD, Axis, Dimension, IxDyn, SliceInfoElem};
-use blz::storage::Storage as _;
 use proptest::prelude::*;
 
 #[derive(Debug, Clone)]
 enum Op {
     Append(usize, u64),
     Resize(usize),
-    Write { sel: Vec<(usize, usize, isize)>, seed: u64 },
+    Write {
+        sel: Vec<(usize, usize, isize)>,
+        seed: u64,
+    },
     Reopen,
     Compact,
 }
@@ -93,7 +96,8 @@ fn run<T: Gen>(dtype: DType, inner: Vec<usize>, chunkshape: Vec<u64>, slack: u32
             Op::Append(n, seed) => {
                 let mut s = vec![n];
                 s.extend(&inner);
-                let a = ArrayD::from_shape_fn(IxDyn(&s), |ix| T::gen(seed, ix.slice().iter().sum()));
+                let a =
+                    ArrayD::from_shape_fn(IxDyn(&s), |ix| T::gen(seed, ix.slice().iter().sum()));
                 ds.append(&a.view()).unwrap();
                 model = ndarray::concatenate(Axis(0), &[model.view(), a.view()]).unwrap();
             }
@@ -113,14 +117,21 @@ fn run<T: Gen>(dtype: DType, inner: Vec<usize>, chunkshape: Vec<u64>, slack: u32
                 let sl = to_sel(&sel, model.shape());
                 let info: &[SliceInfoElem] = &sl;
                 let target = model.slice_each_axis(|ad| {
-                    let SliceInfoElem::Slice { start, end, step } = info[ad.axis.index()] else { unreachable!() };
+                    let SliceInfoElem::Slice { start, end, step } = info[ad.axis.index()] else {
+                        unreachable!()
+                    };
                     ndarray::Slice::new(start, end, step)
                 });
-                let data = ArrayD::from_shape_fn(target.raw_dim(), |ix| T::gen(seed, ix.slice().iter().sum::<usize>() + 1));
+                let data = ArrayD::from_shape_fn(target.raw_dim(), |ix| {
+                    T::gen(seed, ix.slice().iter().sum::<usize>() + 1)
+                });
                 ds.write_slice(&sl, &data.view()).unwrap();
                 model
                     .slice_each_axis_mut(|ad| {
-                        let SliceInfoElem::Slice { start, end, step } = info[ad.axis.index()] else { unreachable!() };
+                        let SliceInfoElem::Slice { start, end, step } = info[ad.axis.index()]
+                        else {
+                            unreachable!()
+                        };
                         ndarray::Slice::new(start, end, step)
                     })
                     .assign(&data);
@@ -138,7 +149,10 @@ fn run<T: Gen>(dtype: DType, inner: Vec<usize>, chunkshape: Vec<u64>, slack: u32
         }
         let got = ds.read::<T>().unwrap();
         assert_eq!(got, model);
-        assert_eq!(ds.sizes().nbytes, model.len() as u64 * dtype.itemsize() as u64);
+        assert_eq!(
+            ds.sizes().nbytes,
+            model.len() as u64 * dtype.itemsize() as u64
+        );
     }
     drop(ds);
     let ds = Dataset::open(&path).unwrap();
@@ -159,8 +173,6 @@ fn run<T: Gen>(dtype: DType, inner: Vec<usize>, chunkshape: Vec<u64>, slack: u32
     }
     assert_eq!(ds.sizes().cbytes, stored);
 }
-
-
 
 proptest! {
     #![proptest_config(ProptestConfig { cases: 24, .. ProptestConfig::default() })]
