@@ -382,6 +382,10 @@ fn bad_arguments_are_refused_clearly() {
     let e = fails(&blz(&["pack", p(&input), p(&out), "-m", p(&bad_json)]));
     assert!(e.contains("not valid JSON"), "{e}");
 
+    let e = fails(&blz(&["pack", "/dev/null", p(&out)]));
+    assert!(e.contains("not a regular file"), "{e}");
+    let e = fails(&blz(&["pack", p(d.tmp.path()), p(&out)]));
+    assert!(e.contains("not a regular file"), "{e}");
     let e = fails(&blz(&["pack", p(&d.path("missing.bin")), p(&out)]));
     assert!(e.contains("missing.bin"), "{e}");
     let e = fails(&blz(&["unpack", p(&d.path("missing.blp")), p(&out)]));

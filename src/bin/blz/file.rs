@@ -351,8 +351,11 @@ pub fn pack(a: &PackArgs) -> Result<(), Fail> {
     let meta = input
         .metadata()
         .map_err(|e| blz::Error::io("stat", &a.input, e))?;
-    if meta.is_dir() {
-        return Err(Fail::new(format!("{} is a directory", a.input.display())));
+    if !meta.is_file() {
+        return Err(Fail::new(format!(
+            "{} is not a regular file (blz needs the input's size before packing)",
+            a.input.display()
+        )));
     }
     let len = meta.len();
     check_output(&a.output, a.force)?;
