@@ -1,7 +1,10 @@
 //! The `blz` command line: works on single superchunk files (`pack`, `unpack`, `info`) and
 //! on datasets. It only calls blz's public library API.
 
+mod file;
+
 use clap::{Parser, Subcommand};
+use std::path::Path;
 use std::process::ExitCode;
 
 /// blz: chunked, compressed, persistent arrays (Blosc chunks in bloscpack superchunk files).
@@ -13,9 +16,196 @@ struct Cli {
 }
 
 #[derive(Subcommand, Debug)]
-enum Command {}
+enum Command {
+    /// Compress a file into a superchunk file (.blp) that bloscpack can also read.
+    Pack(file::PackArgs),
+    /// Decompress a superchunk file back into the original bytes, verifying every digest.
+    Unpack(file::UnpackArgs),
+    /// Show the header, metadata and chunk table of a superchunk file.
+    Info(InfoArgs),
+}
+
+/// Arguments of `blz info`.
+#[derive(clap::Args, Debug)]
+struct InfoArgs {
+    /// The superchunk file (.blp) to describe.
+    file: std::path::PathBuf,
+    /// Print everything as one JSON object instead of a table.
+    #[arg(long)]
+    json: bool,
+}
+
+/// Why a command failed: the message printed after `blz: ` and the exit status.
+#[derive(Debug)]
+pub struct Fail {
+    /// What went wrong, for a person.
+    pub message: String,
+    /// The process exit status (never 0).
+    pub code: u8,
+}
+
+impl Fail {
+    /// A failure with exit status 1.
+    pub fn new(message: impl Into<String>) -> Fail {
+        Fail {
+            message: message.into(),
+            code: 1,
+        }
+    }
+}
+
+impl From<blz::Error> for Fail {
+    fn from(e: blz::Error) -> Fail {
+        Fail::new(describe(&e))
+    }
+}
+
+/// The message for a library error. The metadata section's digest is reported by the
+/// library as chunk `u64::MAX`; say "metadata section" instead.
+fn describe(e: &blz::Error) -> String {
+    match e {
+        blz::Error::ChecksumMismatch {
+            path,
+            chunk: u64::MAX,
+            algorithm,
+            expected,
+            got,
+        } => format!(
+            "{}: metadata section: checksum mismatch ({algorithm}): stored {expected}, computed {got}",
+            path.display()
+        ),
+        other => other.to_string(),
+    }
+}
+
+/// Parses a size such as `4096`, `256K`, `1M`, `1.5M` or `2GiB`. Suffixes `B`, `K`, `M`, `G`
+/// and `T` (case-insensitive, optionally followed by `B` or `iB`) are powers of 1024, as in
+/// bloscpack.
+///
+/// # Errors
+/// [`blz::Error::InvalidArgument`] for an empty, negative, malformed or too large size.
+pub fn parse_size(s: &str) -> blz::Result<u64> {
+    let bad = |why: &str| blz::Error::InvalidArgument(format!("bad size {s:?}: {why}"));
+    let t = s.trim();
+    let split = t
+        .find(|c: char| !(c.is_ascii_digit() || c == '.'))
+        .unwrap_or(t.len());
+    let (num, suffix) = t.split_at(split);
+    if num.is_empty() {
+        return Err(bad("expected a number such as 4096, 256K or 1M"));
+    }
+    let suffix = suffix.trim().to_ascii_uppercase();
+    let unit = suffix
+        .strip_suffix("IB")
+        .or_else(|| suffix.strip_suffix('B').filter(|u| !u.is_empty()))
+        .unwrap_or(&suffix);
+    let mult: u64 = match unit {
+        "" | "B" => 1,
+        "K" => 1 << 10,
+        "M" => 1 << 20,
+        "G" => 1 << 30,
+        "T" => 1 << 40,
+        _ => return Err(bad("unknown suffix (use B, K, M, G or T)")),
+    };
+    if let Ok(n) = num.parse::<u64>() {
+        return n.checked_mul(mult).ok_or_else(|| bad("too large"));
+    }
+    let x: f64 = num
+        .parse()
+        .map_err(|_| bad("expected a number such as 4096, 256K or 1M"))?;
+    let v = x * mult as f64;
+    if !v.is_finite() || v >= u64::MAX as f64 {
+        return Err(bad("too large"));
+    }
+    if v.fract() != 0.0 {
+        return Err(bad("not a whole number of bytes"));
+    }
+    Ok(v as u64)
+}
+
+/// `blz info PATH`: a superchunk file is described here; a directory will be a dataset.
+fn info(path: &Path, json: bool) -> Result<(), Fail> {
+    if path.is_dir() {
+        return Err(Fail {
+            message: format!(
+                "{} is a directory; dataset info is not available in this build",
+                path.display()
+            ),
+            code: 2,
+        });
+    }
+    file::info(path, json)
+}
+
+fn run(cli: Cli) -> Result<(), Fail> {
+    match cli.command {
+        Command::Pack(a) => file::pack(&a),
+        Command::Unpack(a) => file::unpack(&a),
+        Command::Info(a) => info(&a.file, a.json),
+    }
+}
 
 fn main() -> ExitCode {
-    let cli = Cli::parse();
-    match cli.command {}
+    let cli = match Cli::try_parse() {
+        Ok(c) => c,
+        Err(e) => {
+            use clap::error::ErrorKind;
+            if matches!(
+                e.kind(),
+                ErrorKind::DisplayHelp
+                    | ErrorKind::DisplayVersion
+                    | ErrorKind::DisplayHelpOnMissingArgumentOrSubcommand
+            ) {
+                let _ = e.print();
+                return if e.kind() == ErrorKind::DisplayHelpOnMissingArgumentOrSubcommand {
+                    ExitCode::from(2)
+                } else {
+                    ExitCode::SUCCESS
+                };
+            }
+            let text = e.render().to_string();
+            let text = text.strip_prefix("error: ").unwrap_or(&text);
+            eprint!("blz: {text}");
+            return ExitCode::from(2);
+        }
+    };
+    match run(cli) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(f) => {
+            eprintln!("blz: {}", f.message);
+            ExitCode::from(f.code.max(1))
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::parse_size;
+
+    #[test]
+    fn sizes() {
+        assert_eq!(parse_size("4096").unwrap(), 4096);
+        assert_eq!(parse_size("256K").unwrap(), 256 * 1024);
+        assert_eq!(parse_size("256k").unwrap(), 256 * 1024);
+        assert_eq!(parse_size("1M").unwrap(), 1 << 20);
+        assert_eq!(parse_size("1MB").unwrap(), 1 << 20);
+        assert_eq!(parse_size("1MiB").unwrap(), 1 << 20);
+        assert_eq!(parse_size("1.5M").unwrap(), 3 << 19);
+        assert_eq!(parse_size("2G").unwrap(), 2 << 30);
+        assert_eq!(parse_size("10B").unwrap(), 10);
+        assert_eq!(parse_size("0").unwrap(), 0);
+        for bad in [
+            "",
+            "M",
+            "-1",
+            "1X",
+            "1.3B",
+            "abc",
+            "1e3",
+            "99999999999T",
+            "1..2K",
+        ] {
+            assert!(parse_size(bad).is_err(), "{bad}");
+        }
+    }
 }
