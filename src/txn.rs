@@ -26,6 +26,7 @@ const TAG_SET_LEN: u8 = 2;
 const TAG_REMOVE: u8 = 3;
 const TAG_META: u8 = 4;
 const TAG_REMOVE_DIR: u8 = 5;
+const TAG_RENAME: u8 = 6;
 /// Largest journal blz will read back.
 const MAX_JOURNAL: u64 = 1 << 40;
 
@@ -57,6 +58,13 @@ pub enum Entry {
     RemoveDir {
         /// Directory, relative to the root.
         path: PathBuf,
+    },
+    /// Rename a file or directory (replayed only while `from` still exists).
+    Rename {
+        /// Old path, relative to the root.
+        from: PathBuf,
+        /// New path, relative to the root.
+        to: PathBuf,
     },
     /// Replace the file (relative to the root) with `data`, atomically.
     Meta {
@@ -234,6 +242,14 @@ impl<'a> Txn<'a> {
         });
     }
 
+    /// Renames a file or directory once the transaction commits.
+    pub fn rename(&mut self, from: &Path, to: &Path) {
+        self.entries.push(Entry::Rename {
+            from: from.to_path_buf(),
+            to: to.to_path_buf(),
+        });
+    }
+
     /// Replaces a meta file (relative to the root) once the transaction commits.
     pub fn put_meta(&mut self, rel: &Path, data: Vec<u8>) {
         self.entries.push(Entry::Meta {
@@ -333,6 +349,11 @@ pub fn encode(entries: &[Entry]) -> Vec<u8> {
                 out.push(TAG_REMOVE_DIR);
                 put_path(&mut out, path);
             }
+            Entry::Rename { from, to } => {
+                out.push(TAG_RENAME);
+                put_path(&mut out, from);
+                put_path(&mut out, to);
+            }
             Entry::Meta { path, data } => {
                 out.push(TAG_META);
                 put_path(&mut out, path);
@@ -431,6 +452,10 @@ pub fn decode(buf: &[u8], path: &Path) -> Result<Vec<Entry>> {
             },
             TAG_REMOVE => Entry::Remove { path: c.path()? },
             TAG_REMOVE_DIR => Entry::RemoveDir { path: c.path()? },
+            TAG_RENAME => Entry::Rename {
+                from: c.path()?,
+                to: c.path()?,
+            },
             TAG_META => {
                 let path = c.path()?;
                 let len = c.u64()?;
@@ -478,13 +503,27 @@ pub fn apply(storage: &dyn Storage, root: &Path, entries: &[Entry]) -> Result<()
                 };
                 f.set_len(*len)?;
             }
-            Entry::Remove { .. } | Entry::RemoveDir { .. } | Entry::Meta { .. } => {}
+            Entry::Remove { .. }
+            | Entry::RemoveDir { .. }
+            | Entry::Meta { .. }
+            | Entry::Rename { .. } => {}
         }
     }
     for f in touched.values() {
         f.sync()?;
     }
     drop(touched);
+    for e in entries {
+        if let Entry::Rename { from, to } = e {
+            let (f, t) = (root.join(from), root.join(to));
+            if storage.exists(&f) && !storage.exists(&t) {
+                storage.rename(&f, &t)?;
+                if let Some(p) = t.parent() {
+                    storage.sync_dir(p)?;
+                }
+            }
+        }
+    }
     for e in entries {
         if let Entry::Meta { path, data } = e {
             write_file_atomic(storage, &root.join(path), data)?;
@@ -565,6 +604,10 @@ mod tests {
             },
             Entry::RemoveDir {
                 path: "data/col".into(),
+            },
+            Entry::Rename {
+                from: "data/a".into(),
+                to: "data/b".into(),
             },
             Entry::Meta {
                 path: "meta/sizes".into(),

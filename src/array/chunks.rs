@@ -19,6 +19,7 @@ pub(crate) struct ChunkStore {
     checksum: Checksum,
     slack: u32,
     typesize: u8,
+    varlen: bool,
     readers: Mutex<HashMap<u64, Arc<SuperchunkReader>>>,
 }
 
@@ -53,8 +54,14 @@ impl ChunkStore {
             checksum,
             slack,
             typesize,
+            varlen: false,
             readers: Mutex::new(HashMap::new()),
         }
+    }
+
+    /// Marks the store as holding variable-length items (superchunk option bit 2).
+    pub(crate) fn set_varlen(&mut self, varlen: bool) {
+        self.varlen = varlen;
     }
 
     /// The data directory, relative to the root.
@@ -173,6 +180,7 @@ impl ChunkStore {
             max_app_chunks: self.superchunksize,
             slack: self.slack,
             scattered: self.slack > 0,
+            varlen: self.varlen,
             metadata: None,
         }
     }
@@ -188,9 +196,11 @@ pub(crate) struct ChunkWrites<'s> {
     /// From this chunk on, every chunk is rewritten in order (truncate, then append), which
     /// keeps plain files plain.
     rewrite_from: Option<u64>,
-    writers: BTreeMap<u64, (SuperchunkWriter, u64)>,
+    writers: BTreeMap<u64, (SuperchunkWriter, u64, u64)>,
     /// Change in stored bytes.
     pub(crate) cbytes_delta: i64,
+    /// Change in uncompressed chunk bytes.
+    pub(crate) nbytes_delta: i64,
 }
 
 impl<'s> ChunkWrites<'s> {
@@ -204,6 +214,7 @@ impl<'s> ChunkWrites<'s> {
             rewrite_from,
             writers: BTreeMap::new(),
             cbytes_delta: 0,
+            nbytes_delta: 0,
         }
     }
 
@@ -232,6 +243,7 @@ impl<'s> ChunkWrites<'s> {
                 }
                 txn.open_existing(&rel, w.alloc_end())?;
                 let before = w.stored_bytes();
+                let nbefore = w.uncompressed_bytes();
                 if let Some(r) = self.rewrite_from {
                     let first = f * s.superchunksize;
                     if r < first + local_committed {
@@ -241,20 +253,20 @@ impl<'s> ChunkWrites<'s> {
                         }
                     }
                 }
-                (w, before)
+                (w, before, nbefore)
             } else {
                 txn.create(&rel)?;
                 let (w, writes) = SuperchunkWriter::create(&s.file_path(f), &s.writer_options())?;
                 for wr in writes {
                     txn.write(&rel, wr.offset, wr.data)?;
                 }
-                (w, 0)
+                (w, 0, 0)
             };
             self.writers.insert(f, w);
         }
         self.writers
             .get_mut(&f)
-            .map(|(w, _)| w)
+            .map(|(w, _, _)| w)
             .ok_or_else(|| Error::InvalidArgument("superchunk writer missing".into()))
     }
 
@@ -299,17 +311,16 @@ impl<'s> ChunkWrites<'s> {
         for f in keep_files..s.nfiles(self.count) {
             if f * s.superchunksize < self.committed {
                 // A committed file: count its bytes out, remove it at commit.
-                let (w, before) = match self.writers.remove(&f) {
-                    Some(x) => x,
+                let (before, nbefore) = match self.writers.remove(&f) {
+                    Some((_, b, nb)) => (b, nb),
                     None => {
                         let file = txn.storage().open(&s.file_path(f), OpenMode::Read)?;
                         let w = SuperchunkWriter::open(file.as_ref(), s.slack)?;
-                        let b = w.stored_bytes();
-                        (w, b)
+                        (w.stored_bytes(), w.uncompressed_bytes())
                     }
                 };
-                let _ = w;
                 self.cbytes_delta -= before as i64;
+                self.nbytes_delta -= nbefore as i64;
             } else {
                 self.writers.remove(&f);
             }
@@ -328,10 +339,18 @@ impl<'s> ChunkWrites<'s> {
     }
 
     /// Finishes: records the stored-bytes change and trims files whose tail was freed.
-    pub(crate) fn finish(mut self, txn: &mut Txn<'_>) -> Result<i64> {
+    /// Returns the change in stored bytes.
+    pub(crate) fn finish(self, txn: &mut Txn<'_>) -> Result<i64> {
+        self.finish_both(txn).map(|(c, _)| c)
+    }
+
+    /// As [`finish`](Self::finish), returning the changes in stored and in uncompressed
+    /// chunk bytes.
+    pub(crate) fn finish_both(mut self, txn: &mut Txn<'_>) -> Result<(i64, i64)> {
         let s = self.store;
-        for (f, (w, before)) in std::mem::take(&mut self.writers) {
+        for (f, (w, before, nbefore)) in std::mem::take(&mut self.writers) {
             self.cbytes_delta += w.stored_bytes() as i64 - before as i64;
+            self.nbytes_delta += w.uncompressed_bytes() as i64 - nbefore as i64;
             let rel = s.file_rel(f);
             if f * s.superchunksize < self.committed {
                 let len = txn.file(&rel)?.len()?;
@@ -340,6 +359,6 @@ impl<'s> ChunkWrites<'s> {
                 }
             }
         }
-        Ok(self.cbytes_delta)
+        Ok((self.cbytes_delta, self.nbytes_delta))
     }
 }

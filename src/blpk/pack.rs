@@ -277,6 +277,7 @@ pub fn compact(src: &SuperchunkReader, dst: Box<dyn StorageFile>, slack: u32) ->
         max_app_chunks: h.offset_slots().max(src.nchunks()),
         slack,
         scattered: false,
+        varlen: h.has(super::OPT_VARLEN),
         metadata: layout.metadata.as_ref().map(|(mh, doc)| {
             (
                 doc.clone(),

@@ -3,7 +3,9 @@
 //! decides how they reach the disk: directly and in a crash-safe order ([`SuperchunkFile`]),
 //! or through a dataset's journal.
 
-use super::header::{FileHeader, HEADER_LEN, OPT_METADATA, OPT_OFFSETS, OPT_SCATTERED};
+use super::header::{
+    FileHeader, HEADER_LEN, OPT_METADATA, OPT_OFFSETS, OPT_SCATTERED, OPT_VARLEN,
+};
 use super::metadata::{self, MetadataParams};
 use super::reader::Layout;
 use super::Checksum;
@@ -38,6 +40,9 @@ pub struct WriterOptions {
     pub slack: u32,
     /// Mark the file scattered from the start even without slack.
     pub scattered: bool,
+    /// Mark the chunks as holding variable-length items (option bit 2, see
+    /// `spec/varlen.md`); their uncompressed sizes then differ from chunk to chunk.
+    pub varlen: bool,
     /// Optional metadata document and how to store it.
     pub metadata: Option<(serde_json::Value, MetadataParams)>,
 }
@@ -51,6 +56,7 @@ impl Default for WriterOptions {
             max_app_chunks: 0,
             slack: 0,
             scattered: false,
+            varlen: false,
             metadata: None,
         }
     }
@@ -74,6 +80,8 @@ pub struct SuperchunkWriter {
     data_start: u64,
     /// Live chunks: offset and stored length (Blosc chunk + digest) of each.
     chunks: Vec<(u64, u64)>,
+    /// Uncompressed size of each live chunk.
+    nbytes: Vec<u64>,
     alloc_end: u64,
     slack: u64,
 }
@@ -97,6 +105,9 @@ impl SuperchunkWriter {
         }
         if scattered {
             options |= OPT_SCATTERED;
+        }
+        if opts.varlen {
+            options |= OPT_VARLEN;
         }
         let meta_section = match &opts.metadata {
             Some((doc, p)) => {
@@ -132,6 +143,7 @@ impl SuperchunkWriter {
             offsets_pos: if opts.offsets { offsets_pos } else { 0 },
             data_start,
             chunks: Vec::new(),
+            nbytes: Vec::new(),
             alloc_end: data_start,
             slack: u64::from(opts.slack),
         };
@@ -173,12 +185,14 @@ impl SuperchunkWriter {
         }
         let dlen = layout.header.checksum.len() as u64;
         let mut chunks = Vec::with_capacity(layout.offsets.len());
+        let mut nbytes = Vec::with_capacity(layout.offsets.len());
         for (k, &off) in layout.offsets.iter().enumerate() {
             let mut b = [0u8; blosc::HEADER_LEN];
             file.read_at(off, &mut b)?;
             let ch =
                 blosc::ChunkHeader::parse(&b).map_err(|e| Error::chunk(&path, k as u64, e.0))?;
             chunks.push((off, u64::from(ch.cbytes) + dlen));
+            nbytes.push(u64::from(ch.nbytes));
         }
         let slack = u64::from(slack);
         let alloc_end = chunks
@@ -200,6 +214,7 @@ impl SuperchunkWriter {
             offsets_pos: layout.offsets_pos,
             data_start: layout.data_start,
             chunks,
+            nbytes,
             alloc_end,
             slack,
         })
@@ -234,6 +249,11 @@ impl SuperchunkWriter {
     /// File position and stored length (chunk + digest) of chunk `k`.
     pub fn chunk_extent(&self, k: u64) -> Option<(u64, u64)> {
         self.chunks.get(usize::try_from(k).ok()?).copied()
+    }
+
+    /// Sum of the uncompressed sizes of all chunks.
+    pub fn uncompressed_bytes(&self) -> u64 {
+        self.nbytes.iter().sum()
     }
 
     /// Sum of the stored lengths of all chunks (compressed bytes plus digests).
@@ -307,6 +327,7 @@ impl SuperchunkWriter {
         self.header.nchunks += 1;
         self.header.max_app_chunks -= 1;
         self.chunks.push((offset, stored));
+        self.nbytes.push(u64::from(ch.nbytes));
         self.alloc_end = offset + data.len() as u64;
         Ok(Some(vec![
             Write { offset, data },
@@ -349,6 +370,7 @@ impl SuperchunkWriter {
                 data,
             });
             self.chunks[k as usize] = (old_off, new_len);
+            self.nbytes[k as usize] = u64::from(ch.nbytes);
             Placement::InPlace
         } else {
             self.header.options |= OPT_SCATTERED;
@@ -358,6 +380,7 @@ impl SuperchunkWriter {
             writes.push(Write { offset, data });
             writes.push(self.slot_write(k, offset as i64));
             self.chunks[k as usize] = (offset, new_len);
+            self.nbytes[k as usize] = u64::from(ch.nbytes);
             Placement::Relocated
         };
         if k + 1 == self.nchunks() {
@@ -382,6 +405,7 @@ impl SuperchunkWriter {
             writes.push(self.slot_write(k, -1));
         }
         self.chunks.truncate(n as usize);
+        self.nbytes.truncate(n as usize);
         self.header.nchunks = n as i64;
         self.header.max_app_chunks += (old - n) as i64;
         self.header.last_chunk = if n == 0 { 0 } else { self.header.chunk_size };

@@ -376,8 +376,8 @@ pub fn pack(a: &PackArgs) -> Result<(), Fail> {
             offsets: !a.no_offsets,
             max_app_chunks: 0,
             slack,
-            scattered: false,
             metadata,
+            ..Default::default()
         },
         ..Default::default()
     };
