@@ -10,6 +10,7 @@ pub mod dtype;
 pub mod error;
 pub mod meta;
 pub mod storage;
+pub mod table;
 pub mod txn;
 
 pub use array::{CreateOptions, Dataset, Mode};

@@ -29,6 +29,19 @@ pub struct Sizes {
     /// Number of rows in each column of a table (absent for plain arrays).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub nrows: Option<u64>,
+    /// Per-column byte counts of a table, by column path (absent for plain arrays).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub columns: Option<std::collections::BTreeMap<String, ColumnSizes>>,
+}
+
+/// Byte counts of one table column.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ColumnSizes {
+    /// Uncompressed bytes: rows times itemsize for fixed-size columns; for variable-length
+    /// columns, the uncompressed chunk payloads (items plus their 4-byte lengths).
+    pub nbytes: u64,
+    /// Stored bytes: compressed chunks plus digests.
+    pub cbytes: u64,
 }
 
 /// Compression settings of a dataset (or of one column).

@@ -179,6 +179,16 @@ impl ArrayCore {
         )
     }
 
+    /// Decodes chunk `k` into native byte order.
+    pub(crate) fn decode_chunk(&self, k: u64, scratch: &mut Vec<u8>) -> Result<Vec<u8>> {
+        let mut chunk = vec![0u8; self.chunk_len() * self.itemsize()];
+        self.store.decompress_chunk(k, &mut chunk, scratch)?;
+        if self.swap_needed() {
+            swap_bytes(&mut chunk, self.dtype.swap_unit());
+        }
+        Ok(chunk)
+    }
+
     /// When the part's elements are one contiguous run of the chunk, its first item and length.
     fn contiguous_run(&self, part: &ChunkPart) -> Option<(usize, usize)> {
         let nd = part.axes.len();

@@ -16,7 +16,8 @@ mod chunks;
 mod core;
 pub mod select;
 
-pub(crate) use self::chunks::{superchunk_name, ChunkStore, ChunkWrites};
+pub use self::chunks::superchunk_name;
+pub(crate) use self::chunks::{ChunkStore, ChunkWrites};
 pub(crate) use self::core::{ArrayCore, Source};
 
 use crate::blpk::Checksum;
@@ -357,6 +358,7 @@ impl Dataset {
             nbytes: 0,
             cbytes: 0,
             nrows: None,
+            columns: None,
         };
         meta::write_json(storage.as_ref(), &mp.sizes(), &sizes)?;
         storage.sync_dir(root)?;
@@ -612,6 +614,7 @@ impl Dataset {
                 cbytes: (self.sizes.cbytes as i64 + delta).max(0) as u64,
                 shape: new_shape.clone(),
                 nrows: None,
+                columns: None,
             };
             txn.put_meta(Path::new("meta/sizes"), meta::to_json_bytes(&sizes));
             txn.commit()?;

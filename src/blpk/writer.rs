@@ -3,9 +3,7 @@
 //! decides how they reach the disk: directly and in a crash-safe order ([`SuperchunkFile`]),
 //! or through a dataset's journal.
 
-use super::header::{
-    FileHeader, HEADER_LEN, OPT_METADATA, OPT_OFFSETS, OPT_SCATTERED, OPT_VARLEN,
-};
+use super::header::{FileHeader, HEADER_LEN, OPT_METADATA, OPT_OFFSETS, OPT_SCATTERED, OPT_VARLEN};
 use super::metadata::{self, MetadataParams};
 use super::reader::Layout;
 use super::Checksum;

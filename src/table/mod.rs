@@ -1,0 +1,1237 @@
+//! Tables: structured (nested) datasets stored column-wise. Each leaf column lives in its own
+//! directory `data/<field>/` (a nested field in `data/<field>/<sub>/`) with its own
+//! superchunk files and compression, so reading one column touches no other column's files.
+//! Every multi-column operation commits through one journal, so after a crash all columns
+//! have the same committed length.
+//!
+//! ```no_run
+//! use blz::table::{Field, Table, TableOptions, Values};
+//! use blz::DType;
+//! # fn main() -> blz::Result<()> {
+//! let mut t = Table::create(
+//!     "people.blz",
+//!     vec![Field::new("age", DType::U8), Field::varstr("name")],
+//!     &TableOptions::default(),
+//! )?;
+//! t.append(&[("age", Values::from_slice(&[31u8, 47])), ("name", Values::strings(&["Ada", "Alan"]))])?;
+//! assert_eq!(t.column("name")?.to_strings()?, vec!["Ada", "Alan"]);
+//! # Ok(()) }
+//! ```
+
+mod schema;
+pub mod varlen;
+
+pub use schema::{
+    check_name, ColumnOptions, ColumnStorage, Field, FieldKind, FieldSpec, FieldType, Leaf,
+    LeafKind, TableStorage,
+};
+
+use crate::array::select::AxisSel;
+use crate::array::{
+    build_storage_meta, prepare_root, read_attrs, settle, ArrayCore, ChunkStore, ChunkWrites,
+    CreateOptions, Mode, Source, WriterLock,
+};
+use crate::blpk::Checksum;
+use crate::dtype::{bytes_to_value, value_to_bytes, DType, Element, Endianness};
+use crate::error::{Error, Result};
+use crate::meta::{
+    self, ColumnSizes, Compression, FilterName, MetaPaths, Sizes, FORMAT_NAME, FORMAT_VERSION,
+};
+use crate::storage::{self, Storage};
+use crate::txn::Txn;
+use ndarray::Array1;
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use varlen::VarCore;
+
+/// Items per chunk of a variable-length column when none is given.
+pub const DEFAULT_VAR_CHUNKLEN: u64 = 8192;
+
+/// The values of one column for a range or selection of rows.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Values {
+    /// Fixed-size elements as native-endian bytes.
+    Fixed {
+        /// Element type.
+        dtype: DType,
+        /// `len * itemsize` bytes.
+        data: Vec<u8>,
+    },
+    /// Variable-length items (UTF-8 for string columns).
+    Var(Vec<Vec<u8>>),
+}
+
+impl Values {
+    /// Fixed-size values from a slice.
+    pub fn from_slice<T: Element>(v: &[T]) -> Values {
+        let dtype = T::dtype();
+        Values::Fixed {
+            dtype,
+            data: crate::array::elements_to_bytes(v, dtype.itemsize()),
+        }
+    }
+
+    /// Variable-length strings.
+    pub fn strings<S: AsRef<str>>(v: &[S]) -> Values {
+        Values::Var(v.iter().map(|s| s.as_ref().as_bytes().to_vec()).collect())
+    }
+
+    /// Variable-length byte strings.
+    pub fn bytes<B: AsRef<[u8]>>(v: &[B]) -> Values {
+        Values::Var(v.iter().map(|b| b.as_ref().to_vec()).collect())
+    }
+
+    /// Number of values.
+    pub fn len(&self) -> usize {
+        match self {
+            Values::Fixed { dtype, data } => data.len() / dtype.itemsize().max(1),
+            Values::Var(v) => v.len(),
+        }
+    }
+
+    /// True when there are no values.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// The values as a `Vec<T>`.
+    ///
+    /// # Errors
+    /// [`Error::InvalidArgument`] when `T` does not hold the values' dtype.
+    pub fn to_vec<T: Element>(&self) -> Result<Vec<T>> {
+        match self {
+            Values::Fixed { dtype, data } if T::accepts(dtype) => Ok(data
+                .chunks_exact(dtype.itemsize())
+                .map(T::from_ne_bytes)
+                .collect()),
+            Values::Fixed { dtype, .. } => Err(Error::InvalidArgument(format!(
+                "column holds {dtype}, not {}",
+                std::any::type_name::<T>()
+            ))),
+            Values::Var(_) => Err(Error::InvalidArgument(
+                "column holds variable-length values; use to_strings or items".into(),
+            )),
+        }
+    }
+
+    /// The values as strings (variable-length columns, and fixed `S<n>`/`U<n>` ones).
+    ///
+    /// # Errors
+    /// [`Error::InvalidArgument`] for numeric columns or bytes that are not UTF-8.
+    pub fn to_strings(&self) -> Result<Vec<String>> {
+        match self {
+            Values::Var(v) => v
+                .iter()
+                .map(|b| {
+                    String::from_utf8(b.clone())
+                        .map_err(|_| Error::InvalidArgument("value is not UTF-8".into()))
+                })
+                .collect(),
+            Values::Fixed {
+                dtype: d @ (DType::Bytes(_) | DType::Str(_)),
+                data,
+            } => Ok(data
+                .chunks_exact(d.itemsize())
+                .map(|c| match bytes_to_value(c, *d, Endianness::native()) {
+                    serde_json::Value::String(s) => s,
+                    other => other.to_string(),
+                })
+                .collect()),
+            Values::Fixed { dtype, .. } => Err(Error::InvalidArgument(format!(
+                "column holds {dtype}, not strings"
+            ))),
+        }
+    }
+
+    /// Value `i` as JSON (for display and export).
+    pub fn json(&self, i: usize) -> serde_json::Value {
+        match self {
+            Values::Fixed { dtype, data } => {
+                let s = dtype.itemsize();
+                data.get(i * s..(i + 1) * s)
+                    .map_or(serde_json::Value::Null, |b| {
+                        bytes_to_value(b, *dtype, Endianness::native())
+                    })
+            }
+            Values::Var(v) => v.get(i).map_or(serde_json::Value::Null, |b| {
+                serde_json::Value::String(String::from_utf8_lossy(b).into_owned())
+            }),
+        }
+    }
+}
+
+enum Engine {
+    Fixed(ArrayCore),
+    Var(VarCore),
+}
+
+struct Column {
+    leaf: Leaf,
+    engine: Engine,
+}
+
+impl Column {
+    fn store(&self) -> &ChunkStore {
+        match &self.engine {
+            Engine::Fixed(c) => &c.store,
+            Engine::Var(v) => &v.store,
+        }
+    }
+
+    fn nchunks(&self, nrows: u64) -> u64 {
+        nrows.div_ceil(self.leaf.storage.chunklen)
+    }
+}
+
+/// How a new table is laid out.
+#[derive(Debug, Clone, Default)]
+pub struct TableOptions {
+    /// Options for columns that give none of their own.
+    pub defaults: ColumnOptions,
+    /// Expected number of rows (sizes chunks).
+    pub expectedlen: Option<u64>,
+    /// Initial user attributes.
+    pub attributes: serde_json::Map<String, serde_json::Value>,
+    /// Replace an existing dataset at the path.
+    pub overwrite: bool,
+}
+
+/// A table dataset.
+pub struct Table {
+    root: PathBuf,
+    storage: Arc<dyn Storage>,
+    mode: Mode,
+    _lock: Option<WriterLock>,
+    meta: TableStorage,
+    sizes: Sizes,
+    columns: Vec<Column>,
+}
+
+impl std::fmt::Debug for Table {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Table")
+            .field("root", &self.root)
+            .field("nrows", &self.nrows())
+            .field("columns", &self.column_names())
+            .finish()
+    }
+}
+
+fn pick<T: Clone>(a: &Option<T>, b: &Option<T>) -> Option<T> {
+    a.clone().or_else(|| b.clone())
+}
+
+fn leaf_storage(
+    kind: LeafKind,
+    opts: &ColumnOptions,
+    defaults: &ColumnOptions,
+    expected: u64,
+) -> Result<ColumnStorage> {
+    let (compression, chunklen) = match kind {
+        LeafKind::Fixed(dtype) => {
+            let probe = CreateOptions {
+                chunkshape: pick(&opts.chunklen, &defaults.chunklen).map(|c| vec![c]),
+                superchunksize: pick(&opts.superchunksize, &defaults.superchunksize),
+                compression: pick(&opts.compression, &defaults.compression).unwrap_or_default(),
+                expectedlen: Some(expected),
+                fill: pick(&opts.fill, &defaults.fill).unwrap_or(serde_json::Value::Null),
+                ..Default::default()
+            };
+            let m = build_storage_meta(dtype, &[0], &probe)?;
+            return Ok(ColumnStorage {
+                endianness: Endianness::native(),
+                chunklen: m.chunkshape[0],
+                superchunksize: m.superchunksize,
+                compression: m.compression,
+                checksum: pick(&opts.checksum, &defaults.checksum).unwrap_or(Checksum::Crc32),
+                slack: pick(&opts.slack, &defaults.slack).unwrap_or(0),
+                dflt: m.dflt,
+            });
+        }
+        LeafKind::VarStr | LeafKind::VarBytes => (
+            pick(&opts.compression, &defaults.compression).unwrap_or(Compression {
+                codec: crate::blosc::Codec::Zstd,
+                clevel: 1,
+                filters: vec![],
+                mantissa_bits: None,
+                blocksize: 0,
+            }),
+            pick(&opts.chunklen, &defaults.chunklen).unwrap_or(DEFAULT_VAR_CHUNKLEN),
+        ),
+    };
+    if chunklen == 0 {
+        return Err(Error::InvalidArgument("chunklen must be at least 1".into()));
+    }
+    if compression.filters.contains(&FilterName::Truncate) {
+        return Err(Error::InvalidArgument(
+            "the truncate filter applies to float columns only".into(),
+        ));
+    }
+    compression.validate(DType::U8)?;
+    let dflt = pick(&opts.fill, &defaults.fill).unwrap_or(serde_json::json!(""));
+    if !dflt.is_string() {
+        return Err(Error::InvalidArgument(format!(
+            "fill value {dflt} of a variable-length column must be a string"
+        )));
+    }
+    Ok(ColumnStorage {
+        endianness: Endianness::native(),
+        chunklen,
+        superchunksize: pick(&opts.superchunksize, &defaults.superchunksize)
+            .unwrap_or(256)
+            .max(1),
+        compression,
+        checksum: pick(&opts.checksum, &defaults.checksum).unwrap_or(Checksum::Crc32),
+        slack: pick(&opts.slack, &defaults.slack).unwrap_or(0),
+        dflt,
+    })
+}
+
+fn to_specs(fields: &[Field], defaults: &ColumnOptions, expected: u64) -> Result<Vec<FieldSpec>> {
+    fields
+        .iter()
+        .map(|f| {
+            let (dtype, storage) = match &f.kind {
+                FieldKind::Struct(sub) => {
+                    (FieldType::Struct(to_specs(sub, defaults, expected)?), None)
+                }
+                k => {
+                    let lk = match k {
+                        FieldKind::Scalar(d) => LeafKind::Fixed(*d),
+                        FieldKind::VarStr => LeafKind::VarStr,
+                        _ => LeafKind::VarBytes,
+                    };
+                    (
+                        FieldType::Leaf(lk.name()),
+                        Some(leaf_storage(lk, &f.options, defaults, expected)?),
+                    )
+                }
+            };
+            Ok(FieldSpec {
+                name: f.name.clone(),
+                dtype,
+                storage,
+            })
+        })
+        .collect()
+}
+
+fn build_column(storage: Arc<dyn Storage>, root: &Path, leaf: Leaf) -> Result<Column> {
+    let dir = PathBuf::from("data").join(&leaf.path);
+    let st = &leaf.storage;
+    if st.chunklen == 0 || st.superchunksize == 0 {
+        return Err(Error::metadata(
+            MetaPaths::new(root).storage(),
+            format!(
+                "column {}: chunklen and superchunksize must be positive",
+                leaf.path
+            ),
+        ));
+    }
+    let engine = match leaf.kind {
+        LeafKind::Fixed(dtype) => {
+            st.compression.validate(dtype).map_err(|e| {
+                Error::metadata(
+                    MetaPaths::new(root).storage(),
+                    format!("column {}: {e}", leaf.path),
+                )
+            })?;
+            if (st.chunklen as u128) * (dtype.itemsize() as u128)
+                > crate::blosc::MAX_BUFFERSIZE as u128
+            {
+                return Err(Error::metadata(
+                    MetaPaths::new(root).storage(),
+                    format!("column {}: chunks exceed Blosc's 2 GB limit", leaf.path),
+                ));
+            }
+            Engine::Fixed(ArrayCore {
+                store: ChunkStore::new(
+                    storage,
+                    root,
+                    dir,
+                    st.superchunksize,
+                    st.checksum,
+                    st.slack,
+                    dtype.typesize() as u8,
+                ),
+                dtype,
+                endian: st.endianness,
+                chunkshape: vec![st.chunklen],
+                compression: st.compression.clone(),
+                fill: value_to_bytes(&st.dflt, dtype, Endianness::native())?,
+            })
+        }
+        LeafKind::VarStr | LeafKind::VarBytes => {
+            let mut store = ChunkStore::new(
+                storage,
+                root,
+                dir,
+                st.superchunksize,
+                st.checksum,
+                st.slack,
+                1,
+            );
+            store.set_varlen(true);
+            Engine::Var(VarCore {
+                store,
+                chunklen: st.chunklen,
+                compression: st.compression.clone(),
+            })
+        }
+    };
+    Ok(Column { leaf, engine })
+}
+
+fn fill_items(leaf: &Leaf, n: usize) -> Vec<Vec<u8>> {
+    let s = leaf.storage.dflt.as_str().unwrap_or("").as_bytes().to_vec();
+    vec![s; n]
+}
+
+impl Table {
+    /// Creates an empty table.
+    ///
+    /// # Errors
+    /// [`Error::InvalidArgument`] for bad or duplicate column names or options; I/O errors.
+    pub fn create(
+        path: impl AsRef<Path>,
+        fields: Vec<Field>,
+        opts: &TableOptions,
+    ) -> Result<Table> {
+        Self::create_in(storage::local(), path.as_ref(), fields, opts)
+    }
+
+    /// As [`Table::create`], on a given storage backend.
+    ///
+    /// # Errors
+    /// As [`Table::create`].
+    pub fn create_in(
+        storage: Arc<dyn Storage>,
+        root: &Path,
+        fields: Vec<Field>,
+        opts: &TableOptions,
+    ) -> Result<Table> {
+        schema::check_fields(&fields)?;
+        let expected = opts.expectedlen.unwrap_or(0);
+        let meta = TableStorage {
+            format: FORMAT_NAME.into(),
+            version: FORMAT_VERSION,
+            kind: "table".into(),
+            dtype: to_specs(&fields, &opts.defaults, expected)?,
+            expectedlen: expected,
+        };
+        schema::leaves(&meta.dtype)?;
+        prepare_root(storage.as_ref(), root, opts.overwrite)?;
+        let mp = MetaPaths::new(root);
+        storage.create_dir_all(&root.join("data"))?;
+        meta::write_json(storage.as_ref(), &mp.storage(), &meta)?;
+        meta::write_json(
+            storage.as_ref(),
+            &mp.attributes(),
+            &serde_json::Value::Object(opts.attributes.clone()),
+        )?;
+        let leaves = schema::leaves(&meta.dtype)?;
+        let sizes = Sizes {
+            shape: vec![0],
+            nbytes: 0,
+            cbytes: 0,
+            nrows: Some(0),
+            columns: Some(
+                leaves
+                    .iter()
+                    .map(|l| {
+                        (
+                            l.path.clone(),
+                            ColumnSizes {
+                                nbytes: 0,
+                                cbytes: 0,
+                            },
+                        )
+                    })
+                    .collect(),
+            ),
+        };
+        meta::write_json(storage.as_ref(), &mp.sizes(), &sizes)?;
+        storage.sync_dir(root)?;
+        Self::open_in(storage, root, Mode::ReadWrite)
+    }
+
+    /// Opens a table read-only.
+    ///
+    /// # Errors
+    /// As [`Table::open_in`].
+    pub fn open(path: impl AsRef<Path>) -> Result<Table> {
+        Self::open_in(storage::local(), path.as_ref(), Mode::ReadOnly)
+    }
+
+    /// Opens a table for reading and writing (takes the writer lock).
+    ///
+    /// # Errors
+    /// As [`Table::open_in`].
+    pub fn open_rw(path: impl AsRef<Path>) -> Result<Table> {
+        Self::open_in(storage::local(), path.as_ref(), Mode::ReadWrite)
+    }
+
+    /// Opens a table on a given storage backend (recovering from a crashed writer first).
+    ///
+    /// # Errors
+    /// [`Error::Locked`], [`Error::InvalidMetadata`] for missing or malformed meta files or a
+    /// dataset that is not a table, I/O errors.
+    pub fn open_in(storage: Arc<dyn Storage>, root: &Path, mode: Mode) -> Result<Table> {
+        let mp = MetaPaths::new(root);
+        if !storage.is_dir(&mp.dir) {
+            return Err(Error::metadata(
+                &mp.dir,
+                "not a blz dataset (no meta directory)",
+            ));
+        }
+        let lock = match mode {
+            Mode::ReadWrite => Some(WriterLock::acquire(root)?),
+            Mode::ReadOnly => None,
+        };
+        settle(storage.as_ref(), root, mode)?;
+        let raw: serde_json::Value = meta::read_json(storage.as_ref(), &mp.storage())?;
+        if raw.get("kind").and_then(|k| k.as_str()) != Some("table") {
+            return Err(Error::metadata(
+                mp.storage(),
+                "not a table (open it as an array dataset)",
+            ));
+        }
+        let meta: TableStorage = serde_json::from_value(raw)
+            .map_err(|e| Error::metadata(mp.storage(), e.to_string()))?;
+        if meta.format != FORMAT_NAME || meta.version != FORMAT_VERSION {
+            return Err(Error::metadata(
+                mp.storage(),
+                format!(
+                    "unsupported format {:?} version {}",
+                    meta.format, meta.version
+                ),
+            ));
+        }
+        let leaves = schema::leaves(&meta.dtype)
+            .map_err(|e| Error::metadata(mp.storage(), e.to_string()))?;
+        let sizes: Sizes = meta::read_json(storage.as_ref(), &mp.sizes())?;
+        if sizes.nrows.is_none() || sizes.shape.len() != 1 {
+            return Err(Error::metadata(
+                mp.sizes(),
+                "a table's sizes need nrows and a 1-d shape",
+            ));
+        }
+        let columns = leaves
+            .into_iter()
+            .map(|l| build_column(storage.clone(), root, l))
+            .collect::<Result<Vec<_>>>()?;
+        Ok(Table {
+            root: root.to_path_buf(),
+            storage,
+            mode,
+            _lock: lock,
+            meta,
+            sizes,
+            columns,
+        })
+    }
+
+    /// The table's directory.
+    pub fn path(&self) -> &Path {
+        &self.root
+    }
+
+    /// Number of rows.
+    pub fn nrows(&self) -> u64 {
+        self.sizes.nrows.unwrap_or(0)
+    }
+
+    /// Paths of the leaf columns, in order (`name`, or `parent/name` for nested fields).
+    pub fn column_names(&self) -> Vec<&str> {
+        self.columns.iter().map(|c| c.leaf.path.as_str()).collect()
+    }
+
+    /// The leaf columns with their kinds and storage.
+    pub fn leaves(&self) -> Vec<&Leaf> {
+        self.columns.iter().map(|c| &c.leaf).collect()
+    }
+
+    /// The `meta/storage` document.
+    pub fn storage_meta(&self) -> &TableStorage {
+        &self.meta
+    }
+
+    /// The `meta/sizes` document (with per-column sizes).
+    pub fn sizes(&self) -> &Sizes {
+        &self.sizes
+    }
+
+    /// The storage backend.
+    pub fn storage(&self) -> &Arc<dyn Storage> {
+        &self.storage
+    }
+
+    /// Superchunk files of a column, as absolute paths.
+    ///
+    /// # Errors
+    /// [`Error::InvalidArgument`] for an unknown column.
+    pub fn column_files(&self, name: &str) -> Result<Vec<PathBuf>> {
+        let c = self.col(name)?;
+        let n = c.nchunks(self.nrows());
+        Ok((0..c.store().nfiles(n))
+            .map(|f| c.store().file_path(f))
+            .collect())
+    }
+
+    fn col(&self, name: &str) -> Result<&Column> {
+        self.columns
+            .iter()
+            .find(|c| c.leaf.path == name)
+            .ok_or_else(|| {
+                Error::InvalidArgument(format!(
+                    "no column {name:?} in {} (columns: {})",
+                    self.root.display(),
+                    self.column_names().join(", ")
+                ))
+            })
+    }
+
+    fn check_writable(&self) -> Result<()> {
+        match self.mode {
+            Mode::ReadWrite => Ok(()),
+            Mode::ReadOnly => Err(Error::ReadOnly {
+                path: self.root.clone(),
+            }),
+        }
+    }
+
+    fn check_range(&self, start: u64, end: u64) -> Result<()> {
+        if start > end || end > self.nrows() {
+            return Err(Error::OutOfBounds {
+                dataset: self.root.clone(),
+                reason: format!("rows {start}..{end} outside 0..{}", self.nrows()),
+            });
+        }
+        Ok(())
+    }
+
+    /// Reads rows `start..end` of one column; only that column's files are opened.
+    ///
+    /// # Errors
+    /// Unknown column, rows out of range, corrupt chunks.
+    pub fn column_rows(&self, name: &str, start: u64, end: u64) -> Result<Values> {
+        self.check_range(start, end)?;
+        let c = self.col(name)?;
+        let n = self.nrows();
+        match &c.engine {
+            Engine::Fixed(core) => {
+                let sel = [AxisSel {
+                    start,
+                    step: 1,
+                    count: end - start,
+                    reversed: false,
+                    keep: true,
+                }];
+                let mut data = vec![0u8; ((end - start) as usize) * core.itemsize()];
+                core.read_into(&sel, &[n], &mut data)?;
+                Ok(Values::Fixed {
+                    dtype: core.dtype,
+                    data,
+                })
+            }
+            Engine::Var(v) => Ok(Values::Var(v.read_rows(n, start, end)?)),
+        }
+    }
+
+    /// Reads a whole column.
+    ///
+    /// # Errors
+    /// As [`Table::column_rows`].
+    pub fn column(&self, name: &str) -> Result<Values> {
+        self.column_rows(name, 0, self.nrows())
+    }
+
+    /// Reads a whole fixed-size column as an array.
+    ///
+    /// # Errors
+    /// As [`Table::column_rows`], and a type mismatch.
+    pub fn column_array<T: Element>(&self, name: &str) -> Result<Array1<T>> {
+        Ok(Array1::from(self.column(name)?.to_vec::<T>()?))
+    }
+
+    /// Reads rows `start..end` of several columns (all when `names` is `None`), as records in
+    /// column form.
+    ///
+    /// # Errors
+    /// As [`Table::column_rows`].
+    pub fn rows(
+        &self,
+        start: u64,
+        end: u64,
+        names: Option<&[&str]>,
+    ) -> Result<Vec<(String, Values)>> {
+        let names: Vec<&str> = names.map_or_else(|| self.column_names(), |n| n.to_vec());
+        names
+            .iter()
+            .map(|n| Ok((n.to_string(), self.column_rows(n, start, end)?)))
+            .collect()
+    }
+
+    /// Reads the rows at `indices` (any order, repeats allowed) of several columns.
+    ///
+    /// # Errors
+    /// As [`Table::column_rows`].
+    pub fn take(&self, indices: &[u64], names: Option<&[&str]>) -> Result<Vec<(String, Values)>> {
+        let n = self.nrows();
+        if let Some(&bad) = indices.iter().find(|&&i| i >= n) {
+            return Err(Error::OutOfBounds {
+                dataset: self.root.clone(),
+                reason: format!("row {bad} outside 0..{n}"),
+            });
+        }
+        let names: Vec<&str> = names.map_or_else(|| self.column_names(), |n| n.to_vec());
+        names
+            .iter()
+            .map(|name| {
+                let c = self.col(name)?;
+                let v = match &c.engine {
+                    Engine::Fixed(core) => {
+                        let cl = core.chunkshape[0];
+                        let mut ks: Vec<u64> = indices.iter().map(|i| i / cl).collect();
+                        ks.sort_unstable();
+                        ks.dedup();
+                        use rayon::prelude::*;
+                        let decoded: std::collections::HashMap<u64, Vec<u8>> = ks
+                            .par_iter()
+                            .map_init(Vec::new, |s, &k| core.decode_chunk(k, s).map(|c| (k, c)))
+                            .collect::<Result<_>>()?;
+                        let isz = core.itemsize();
+                        let mut data = Vec::with_capacity(indices.len() * isz);
+                        for &i in indices {
+                            let c = &decoded[&(i / cl)];
+                            let o = (i % cl) as usize * isz;
+                            data.extend_from_slice(&c[o..o + isz]);
+                        }
+                        Values::Fixed {
+                            dtype: core.dtype,
+                            data,
+                        }
+                    }
+                    Engine::Var(v) => Values::Var(v.take(n, indices)?),
+                };
+                Ok((name.to_string(), v))
+            })
+            .collect()
+    }
+
+    fn check_values(&self, c: &Column, v: &Values) -> Result<()> {
+        let ok = match (&c.engine, v) {
+            (Engine::Fixed(core), Values::Fixed { dtype, data }) => {
+                *dtype == core.dtype && data.len() % core.itemsize() == 0
+            }
+            (Engine::Var(_), Values::Var(items)) => {
+                c.leaf.kind != LeafKind::VarStr
+                    || items.iter().all(|b| std::str::from_utf8(b).is_ok())
+            }
+            _ => false,
+        };
+        if ok {
+            Ok(())
+        } else {
+            Err(Error::Mismatch {
+                dataset: self.root.clone(),
+                reason: format!(
+                    "column {} holds {}; the values given do not fit (strings must be UTF-8)",
+                    c.leaf.path,
+                    c.leaf.kind.name()
+                ),
+            })
+        }
+    }
+
+    /// Runs a multi-column operation in one transaction and commits the new sizes (and, for
+    /// schema changes, the new storage document).
+    fn run<F>(&mut self, nrows: u64, new_meta: Option<TableStorage>, f: F) -> Result<()>
+    where
+        F: FnOnce(&[Column], &mut Txn<'_>) -> Result<BTreeMap<String, (i64, i64)>>,
+    {
+        self.check_writable()?;
+        let storage = self.storage.clone();
+        let mut txn = Txn::new(storage.as_ref(), &self.root);
+        let result = f(&self.columns, &mut txn).and_then(|deltas| {
+            let mut cols = self.sizes.columns.clone().unwrap_or_default();
+            let leaves = match &new_meta {
+                Some(m) => schema::leaves(&m.dtype)?,
+                None => self.columns.iter().map(|c| c.leaf.clone()).collect(),
+            };
+            cols.retain(|k, _| leaves.iter().any(|l| &l.path == k));
+            for l in &leaves {
+                let e = cols.entry(l.path.clone()).or_insert(ColumnSizes {
+                    nbytes: 0,
+                    cbytes: 0,
+                });
+                let (dc, dn) = deltas.get(&l.path).copied().unwrap_or((0, 0));
+                e.cbytes = (e.cbytes as i64 + dc).max(0) as u64;
+                e.nbytes = match l.kind {
+                    LeafKind::Fixed(d) => nrows * d.itemsize() as u64,
+                    _ => (e.nbytes as i64 + dn).max(0) as u64,
+                };
+            }
+            let sizes = Sizes {
+                shape: vec![nrows],
+                nbytes: cols.values().map(|c| c.nbytes).sum(),
+                cbytes: cols.values().map(|c| c.cbytes).sum(),
+                nrows: Some(nrows),
+                columns: Some(cols),
+            };
+            if let Some(m) = &new_meta {
+                txn.put_meta(Path::new("meta/storage"), meta::to_json_bytes(m));
+            }
+            txn.put_meta(Path::new("meta/sizes"), meta::to_json_bytes(&sizes));
+            txn.commit()?;
+            Ok(sizes)
+        });
+        for c in &self.columns {
+            c.store().invalidate();
+        }
+        match result {
+            Ok(sizes) => {
+                self.sizes = sizes;
+                if let Some(m) = new_meta {
+                    self.reload_schema(m)?;
+                }
+                Ok(())
+            }
+            Err(e) => {
+                if settle(self.storage.as_ref(), &self.root, Mode::ReadWrite).is_ok() {
+                    let mp = MetaPaths::new(&self.root);
+                    if let Ok(s) = meta::read_json::<Sizes>(self.storage.as_ref(), &mp.sizes()) {
+                        self.sizes = s;
+                    }
+                    if let Ok(m) =
+                        meta::read_json::<TableStorage>(self.storage.as_ref(), &mp.storage())
+                    {
+                        let _ = self.reload_schema(m);
+                    }
+                }
+                Err(e)
+            }
+        }
+    }
+
+    fn reload_schema(&mut self, m: TableStorage) -> Result<()> {
+        let leaves = schema::leaves(&m.dtype)?;
+        self.columns = leaves
+            .into_iter()
+            .map(|l| build_column(self.storage.clone(), &self.root, l))
+            .collect::<Result<_>>()?;
+        self.meta = m;
+        Ok(())
+    }
+
+    /// Writes rows `start..` of the given columns inside a transaction (appending past
+    /// `nrows`). Returns per-column byte deltas.
+    fn write_columns(
+        columns: &[Column],
+        txn: &mut Txn<'_>,
+        nrows: u64,
+        start: u64,
+        data: &[(&Column, &Values)],
+        fill_rows: u64,
+    ) -> Result<BTreeMap<String, (i64, i64)>> {
+        let mut deltas = BTreeMap::new();
+        let _ = columns;
+        for (c, v) in data {
+            let committed = c.nchunks(nrows);
+            let cl = c.leaf.storage.chunklen;
+            let end = start + v.len() as u64 + fill_rows;
+            let appending = end > nrows;
+            let rewrite_from = (appending && nrows % cl != 0).then(|| nrows / cl);
+            let mut w = ChunkWrites::new(c.store(), committed, rewrite_from);
+            let new_rows = end.max(nrows);
+            match (&c.engine, v) {
+                (Engine::Fixed(core), Values::Fixed { data, .. }) => {
+                    let sel = [AxisSel {
+                        start,
+                        step: 1,
+                        count: v.len() as u64 + fill_rows,
+                        reversed: false,
+                        keep: true,
+                    }];
+                    let src = if fill_rows > 0 {
+                        Source::Fill
+                    } else {
+                        Source::Data(data)
+                    };
+                    core.write(txn, &mut w, committed, &sel, &[new_rows], src)?;
+                }
+                (Engine::Var(var), Values::Var(items)) => {
+                    if fill_rows > 0 {
+                        let fill = fill_items(&c.leaf, fill_rows as usize);
+                        var.write(txn, &mut w, nrows, start, &fill)?;
+                    } else {
+                        var.write(txn, &mut w, nrows, start, items)?;
+                    }
+                }
+                _ => {
+                    return Err(Error::InvalidArgument(format!(
+                        "values do not fit column {}",
+                        c.leaf.path
+                    )))
+                }
+            }
+            deltas.insert(c.leaf.path.clone(), w.finish_both(txn)?);
+        }
+        Ok(deltas)
+    }
+
+    fn gather<'a>(
+        &'a self,
+        cols: &'a [(&str, Values)],
+        all: bool,
+    ) -> Result<(Vec<(&'a Column, &'a Values)>, u64)> {
+        let mut out = Vec::new();
+        let mut len = None;
+        let mut seen = std::collections::HashSet::new();
+        for (name, v) in cols {
+            let c = self.col(name)?;
+            if !seen.insert(*name) {
+                return Err(Error::InvalidArgument(format!("column {name} given twice")));
+            }
+            self.check_values(c, v)?;
+            let n = v.len() as u64;
+            if *len.get_or_insert(n) != n {
+                return Err(Error::Mismatch {
+                    dataset: self.root.clone(),
+                    reason: format!(
+                        "column {name} has {n} values, others have {}",
+                        len.unwrap_or(0)
+                    ),
+                });
+            }
+            out.push((c, v));
+        }
+        if all && out.len() != self.columns.len() {
+            let missing: Vec<&str> = self
+                .column_names()
+                .into_iter()
+                .filter(|n| !cols.iter().any(|(m, _)| m == n))
+                .collect();
+            return Err(Error::InvalidArgument(format!(
+                "an append needs every column; missing: {}",
+                missing.join(", ")
+            )));
+        }
+        Ok((out, len.unwrap_or(0)))
+    }
+
+    /// Appends rows: one [`Values`] per leaf column, all of the same length. Atomic across
+    /// columns.
+    ///
+    /// # Errors
+    /// Missing, unknown or duplicate columns, unequal lengths, wrong types; I/O errors (the
+    /// table then keeps its last committed state).
+    pub fn append(&mut self, cols: &[(&str, Values)]) -> Result<()> {
+        let (data, n) = self.gather(cols, true)?;
+        if n == 0 {
+            return Ok(());
+        }
+        let nrows = self.nrows();
+        let data: Vec<(usize, usize)> = data
+            .iter()
+            .map(|(c, v)| {
+                (
+                    self.columns
+                        .iter()
+                        .position(|x| std::ptr::eq(x, *c))
+                        .unwrap_or(0),
+                    cols.iter()
+                        .position(|(_, x)| std::ptr::eq(x, *v))
+                        .unwrap_or(0),
+                )
+            })
+            .collect();
+        self.run(nrows + n, None, |columns, txn| {
+            let pairs: Vec<(&Column, &Values)> = data
+                .iter()
+                .map(|&(ci, vi)| (&columns[ci], &cols[vi].1))
+                .collect();
+            Self::write_columns(columns, txn, nrows, nrows, &pairs, 0)
+        })
+    }
+
+    /// Overwrites rows `start..start + len` of the given columns (a subset is fine). Atomic
+    /// across columns.
+    ///
+    /// # Errors
+    /// As [`Table::append`], and rows outside the table.
+    pub fn write_rows(&mut self, start: u64, cols: &[(&str, Values)]) -> Result<()> {
+        let (data, n) = self.gather(cols, false)?;
+        self.check_range(start, start + n)?;
+        if n == 0 {
+            return Ok(());
+        }
+        let nrows = self.nrows();
+        let data: Vec<(usize, usize)> = data
+            .iter()
+            .map(|(c, v)| {
+                (
+                    self.columns
+                        .iter()
+                        .position(|x| std::ptr::eq(x, *c))
+                        .unwrap_or(0),
+                    cols.iter()
+                        .position(|(_, x)| std::ptr::eq(x, *v))
+                        .unwrap_or(0),
+                )
+            })
+            .collect();
+        self.run(nrows, None, |columns, txn| {
+            let pairs: Vec<(&Column, &Values)> = data
+                .iter()
+                .map(|&(ci, vi)| (&columns[ci], &cols[vi].1))
+                .collect();
+            Self::write_columns(columns, txn, nrows, start, &pairs, 0)
+        })
+    }
+
+    /// Sets the number of rows: shrinking drops rows of every column, growing fills every
+    /// column with its fill value. Atomic across columns.
+    ///
+    /// # Errors
+    /// [`Error::ReadOnly`], I/O errors.
+    pub fn resize(&mut self, rows: u64) -> Result<()> {
+        let nrows = self.nrows();
+        if rows == nrows {
+            return Ok(());
+        }
+        self.run(rows, None, |columns, txn| {
+            let mut deltas = BTreeMap::new();
+            if rows < nrows {
+                for c in columns {
+                    let mut w = ChunkWrites::new(c.store(), c.nchunks(nrows), None);
+                    w.truncate(txn, c.nchunks(rows))?;
+                    deltas.insert(c.leaf.path.clone(), w.finish_both(txn)?);
+                }
+            } else {
+                let empty_fixed: Vec<Values> = columns
+                    .iter()
+                    .map(|c| match &c.engine {
+                        Engine::Fixed(core) => Values::Fixed {
+                            dtype: core.dtype,
+                            data: Vec::new(),
+                        },
+                        Engine::Var(_) => Values::Var(Vec::new()),
+                    })
+                    .collect();
+                let pairs: Vec<(&Column, &Values)> = columns.iter().zip(&empty_fixed).collect();
+                deltas = Self::write_columns(columns, txn, nrows, nrows, &pairs, rows - nrows)?;
+            }
+            Ok(deltas)
+        })
+    }
+
+    /// Adds a top-level field (a leaf or a structure), filled with its fill value for the
+    /// existing rows.
+    ///
+    /// # Errors
+    /// A bad or duplicate name, bad options, [`Error::ReadOnly`], I/O errors.
+    pub fn add_column(&mut self, field: Field) -> Result<()> {
+        schema::check_fields(std::slice::from_ref(&field))?;
+        if self.meta.dtype.iter().any(|f| f.name == field.name) {
+            return Err(Error::InvalidArgument(format!(
+                "column {:?} already exists",
+                field.name
+            )));
+        }
+        let spec = to_specs(
+            std::slice::from_ref(&field),
+            &ColumnOptions::default(),
+            self.nrows().max(self.meta.expectedlen),
+        )?;
+        let mut meta = self.meta.clone();
+        meta.dtype.extend(spec.iter().cloned());
+        let new_leaves = schema::leaves(&spec)?;
+        let nrows = self.nrows();
+        let storage = self.storage.clone();
+        let root = self.root.clone();
+        // Leftovers of an earlier failed attempt would be mistaken for data.
+        self.storage
+            .remove_dir_all(&root.join("data").join(&field.name))?;
+        self.run(nrows, Some(meta), move |_, txn| {
+            let cols: Vec<Column> = new_leaves
+                .into_iter()
+                .map(|l| build_column(storage.clone(), &root, l))
+                .collect::<Result<_>>()?;
+            let empties: Vec<Values> = cols
+                .iter()
+                .map(|c| match &c.engine {
+                    Engine::Fixed(core) => Values::Fixed {
+                        dtype: core.dtype,
+                        data: Vec::new(),
+                    },
+                    Engine::Var(_) => Values::Var(Vec::new()),
+                })
+                .collect();
+            let pairs: Vec<(&Column, &Values)> = cols.iter().zip(&empties).collect();
+            Self::write_columns(&cols, txn, 0, 0, &pairs, nrows)
+        })
+    }
+
+    /// Drops a field (a top-level name, or `parent/name` for a nested one) and its files.
+    ///
+    /// # Errors
+    /// Unknown field, dropping the last field of the table or of a structure,
+    /// [`Error::ReadOnly`], I/O errors.
+    pub fn drop_column(&mut self, path: &str) -> Result<()> {
+        let mut meta = self.meta.clone();
+        remove_spec(&mut meta.dtype, path)?;
+        let nrows = self.nrows();
+        let rel = PathBuf::from("data").join(path);
+        self.run(nrows, Some(meta), move |_, txn| {
+            txn.remove_dir(&rel);
+            Ok(BTreeMap::new())
+        })
+    }
+
+    /// Renames a field (a top-level name, or `parent/name` for a nested one) to `new_name`
+    /// within its parent.
+    ///
+    /// # Errors
+    /// Unknown field, a bad or taken name, [`Error::ReadOnly`], I/O errors.
+    pub fn rename_column(&mut self, path: &str, new_name: &str) -> Result<()> {
+        check_name(new_name)?;
+        let mut meta = self.meta.clone();
+        let (parent, old) = path.rsplit_once('/').map_or(("", path), |(p, n)| (p, n));
+        let siblings = find_siblings(&mut meta.dtype, parent)?;
+        if siblings.iter().any(|f| f.name == new_name) {
+            return Err(Error::InvalidArgument(format!(
+                "column {new_name:?} already exists"
+            )));
+        }
+        let f = siblings
+            .iter_mut()
+            .find(|f| f.name == old)
+            .ok_or_else(|| Error::InvalidArgument(format!("no field {path:?}")))?;
+        f.name = new_name.to_string();
+        let from = PathBuf::from("data").join(path);
+        let to = PathBuf::from("data").join(parent).join(new_name);
+        let nrows = self.nrows();
+        let mut sizes_cols = self.sizes.columns.clone().unwrap_or_default();
+        let renamed: Vec<(String, ColumnSizes)> = sizes_cols
+            .iter()
+            .filter(|(k, _)| *k == path || k.starts_with(&format!("{path}/")))
+            .map(|(k, v)| (k.clone(), *v))
+            .collect();
+        let new_prefix = if parent.is_empty() {
+            new_name.to_string()
+        } else {
+            format!("{parent}/{new_name}")
+        };
+        for (k, v) in renamed {
+            sizes_cols.remove(&k);
+            sizes_cols.insert(format!("{new_prefix}{}", &k[path.len()..]), v);
+        }
+        self.sizes.columns = Some(sizes_cols);
+        let exists = self.storage.exists(&self.root.join(&from));
+        self.run(nrows, Some(meta), move |_, txn| {
+            if exists {
+                txn.rename(&from, &to);
+            }
+            Ok(BTreeMap::new())
+        })
+    }
+
+    /// The user attributes.
+    ///
+    /// # Errors
+    /// As [`crate::Dataset::attrs`].
+    pub fn attrs(&self) -> Result<serde_json::Map<String, serde_json::Value>> {
+        read_attrs(self.storage.as_ref(), &self.root)
+    }
+
+    /// Replaces the user attributes atomically.
+    ///
+    /// # Errors
+    /// [`Error::ReadOnly`], I/O errors.
+    pub fn set_attrs(&mut self, attrs: serde_json::Map<String, serde_json::Value>) -> Result<()> {
+        self.check_writable()?;
+        meta::write_json(
+            self.storage.as_ref(),
+            &MetaPaths::new(&self.root).attributes(),
+            &serde_json::Value::Object(attrs),
+        )
+    }
+
+    /// Reads every chunk of every column and checks every digest; returns the problems.
+    pub fn verify(&self, mut progress: impl FnMut(u64, u64)) -> Vec<Error> {
+        let n = self.nrows();
+        let total: u64 = self.columns.iter().map(|c| c.nchunks(n)).sum();
+        let mut done = 0;
+        let mut errors = Vec::new();
+        for c in &self.columns {
+            let k = c.nchunks(n);
+            match &c.engine {
+                Engine::Fixed(core) => {
+                    errors.extend(crate::array::verify_store(core, k, &mut |d, _| {
+                        progress(done + d, total)
+                    }));
+                }
+                Engine::Var(v) => {
+                    let mut s = Vec::new();
+                    for i in 0..k {
+                        let valid = (n - i * v.chunklen).min(v.chunklen);
+                        if let Err(e) = v.chunk_items(i, valid, &mut s) {
+                            errors.push(e);
+                        }
+                        progress(done + i + 1, total);
+                    }
+                }
+            }
+            done += k;
+        }
+        errors
+    }
+}
+
+fn find_siblings<'a>(
+    specs: &'a mut Vec<FieldSpec>,
+    parent: &str,
+) -> Result<&'a mut Vec<FieldSpec>> {
+    if parent.is_empty() {
+        return Ok(specs);
+    }
+    let (head, rest) = parent.split_once('/').unwrap_or((parent, ""));
+    let f = specs
+        .iter_mut()
+        .find(|f| f.name == head)
+        .ok_or_else(|| Error::InvalidArgument(format!("no field {head:?}")))?;
+    match &mut f.dtype {
+        FieldType::Struct(sub) => find_siblings(sub, rest),
+        FieldType::Leaf(_) => Err(Error::InvalidArgument(format!(
+            "{head:?} is not a structure"
+        ))),
+    }
+}
+
+fn remove_spec(specs: &mut Vec<FieldSpec>, path: &str) -> Result<()> {
+    let (parent, name) = path.rsplit_once('/').map_or(("", path), |(p, n)| (p, n));
+    let siblings = find_siblings(specs, parent)?;
+    let i = siblings
+        .iter()
+        .position(|f| f.name == name)
+        .ok_or_else(|| Error::InvalidArgument(format!("no field {path:?}")))?;
+    if siblings.len() == 1 {
+        return Err(Error::InvalidArgument(format!(
+            "{path:?} is the last field of {}; drop {} instead",
+            if parent.is_empty() {
+                "the table"
+            } else {
+                parent
+            },
+            if parent.is_empty() {
+                "the dataset"
+            } else {
+                parent
+            }
+        )));
+    }
+    siblings.remove(i);
+    Ok(())
+}

@@ -1,0 +1,316 @@
+//! Table schemas: an ordered list of named fields, each a fixed-size dtype, a variable-length
+//! string or byte string, or a nested structure of fields; and how each leaf column is stored.
+
+use crate::blpk::Checksum;
+use crate::dtype::{DType, Endianness};
+use crate::error::{Error, Result};
+use crate::meta::Compression;
+use serde::{Deserialize, Serialize};
+
+/// What a field holds.
+#[derive(Debug, Clone, PartialEq)]
+pub enum FieldKind {
+    /// Fixed-size elements of a dtype.
+    Scalar(DType),
+    /// UTF-8 strings of any length.
+    VarStr,
+    /// Byte strings of any length.
+    VarBytes,
+    /// A nested structure: its fields are stored as columns in a sub-directory.
+    Struct(Vec<Field>),
+}
+
+/// How one leaf column is stored. `None` picks the table's default.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct ColumnOptions {
+    /// Compression (default: lz4 clevel 5 with shuffle for fixed-size columns, without
+    /// shuffle for variable-length ones).
+    pub compression: Option<Compression>,
+    /// Rows per chunk.
+    pub chunklen: Option<u64>,
+    /// Chunks per superchunk file.
+    pub superchunksize: Option<u64>,
+    /// Digest after each chunk.
+    pub checksum: Option<Checksum>,
+    /// Bytes reserved after each chunk for in-place rewrites.
+    pub slack: Option<u32>,
+    /// Fill value for rows added without a value (JSON).
+    pub fill: Option<serde_json::Value>,
+}
+
+/// A named field of a table.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Field {
+    /// Name: not empty, no `/`, `\`, NUL, not `.`/`..`, not starting with `__`.
+    pub name: String,
+    /// What it holds.
+    pub kind: FieldKind,
+    /// Storage options (leaf fields only).
+    pub options: ColumnOptions,
+}
+
+impl Field {
+    /// A fixed-size field.
+    pub fn new(name: &str, dtype: DType) -> Field {
+        Field {
+            name: name.into(),
+            kind: FieldKind::Scalar(dtype),
+            options: ColumnOptions::default(),
+        }
+    }
+
+    /// A variable-length UTF-8 string field.
+    pub fn varstr(name: &str) -> Field {
+        Field {
+            name: name.into(),
+            kind: FieldKind::VarStr,
+            options: ColumnOptions::default(),
+        }
+    }
+
+    /// A variable-length byte-string field.
+    pub fn varbytes(name: &str) -> Field {
+        Field {
+            name: name.into(),
+            kind: FieldKind::VarBytes,
+            options: ColumnOptions::default(),
+        }
+    }
+
+    /// A nested structure.
+    pub fn structure(name: &str, fields: Vec<Field>) -> Field {
+        Field {
+            name: name.into(),
+            kind: FieldKind::Struct(fields),
+            options: ColumnOptions::default(),
+        }
+    }
+
+    /// The same field with storage options.
+    pub fn with_options(mut self, options: ColumnOptions) -> Field {
+        self.options = options;
+        self
+    }
+}
+
+/// Checks a column name: it becomes a directory name, so nothing that could escape the
+/// dataset directory or collide with superchunk files is allowed.
+///
+/// # Errors
+/// [`Error::InvalidArgument`] naming the problem.
+pub fn check_name(name: &str) -> Result<()> {
+    let bad = |why: &str| {
+        Err(Error::InvalidArgument(format!(
+            "column name {name:?} {why}"
+        )))
+    };
+    if name.is_empty() {
+        return bad("is empty");
+    }
+    if name == "." || name == ".." {
+        return bad("is a path component");
+    }
+    if name.contains(['/', '\\', '\0']) {
+        return bad("contains a path separator or NUL");
+    }
+    if name.starts_with("__") {
+        return bad("starts with `__` (reserved for superchunk files)");
+    }
+    if name.len() > 255 {
+        return bad("is longer than 255 bytes");
+    }
+    Ok(())
+}
+
+/// Checks every name of a field list (recursively) and that no two siblings share a name.
+///
+/// # Errors
+/// [`Error::InvalidArgument`] for the first bad or duplicate name, or an empty structure.
+pub fn check_fields(fields: &[Field]) -> Result<()> {
+    if fields.is_empty() {
+        return Err(Error::InvalidArgument(
+            "a table or structure needs at least one field".into(),
+        ));
+    }
+    let mut seen = std::collections::HashSet::new();
+    for f in fields {
+        check_name(&f.name)?;
+        if !seen.insert(f.name.as_str()) {
+            return Err(Error::InvalidArgument(format!(
+                "duplicate column name {:?}",
+                f.name
+            )));
+        }
+        if let FieldKind::Struct(sub) = &f.kind {
+            check_fields(sub)?;
+        }
+    }
+    Ok(())
+}
+
+/// How a leaf column is stored, as recorded in `meta/storage`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ColumnStorage {
+    /// Byte order of fixed-size elements.
+    pub endianness: Endianness,
+    /// Rows per chunk.
+    pub chunklen: u64,
+    /// Chunks per superchunk file.
+    pub superchunksize: u64,
+    /// Compression.
+    pub compression: Compression,
+    /// Digest after each chunk.
+    #[serde(with = "checksum_name")]
+    pub checksum: Checksum,
+    /// Bytes reserved after each chunk.
+    pub slack: u32,
+    /// Fill value.
+    pub dflt: serde_json::Value,
+}
+
+mod checksum_name {
+    use crate::blpk::Checksum;
+    use serde::{Deserialize, Deserializer, Serializer};
+
+    pub fn serialize<S: Serializer>(c: &Checksum, s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_str(c.name())
+    }
+
+    pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<Checksum, D::Error> {
+        let s = String::deserialize(d)?;
+        Checksum::from_name(&s)
+            .ok_or_else(|| serde::de::Error::custom(format!("unknown checksum {s:?}")))
+    }
+}
+
+/// A field as recorded in `meta/storage`: `{"name", "dtype", "storage"}` where `dtype` is a
+/// dtype name, `varstr`, `varbytes`, or a list of fields.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct FieldSpec {
+    /// Field name.
+    pub name: String,
+    /// Type.
+    pub dtype: FieldType,
+    /// Storage of a leaf column (absent for structures).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub storage: Option<ColumnStorage>,
+}
+
+/// The `dtype` of a [`FieldSpec`].
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(untagged)]
+pub enum FieldType {
+    /// A dtype name, `varstr` or `varbytes`.
+    Leaf(String),
+    /// A nested structure.
+    Struct(Vec<FieldSpec>),
+}
+
+/// `meta/storage` of a table.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct TableStorage {
+    /// Always `"blz"`.
+    pub format: String,
+    /// Layout version.
+    pub version: u32,
+    /// Always `"table"`.
+    pub kind: String,
+    /// The fields, in order.
+    pub dtype: Vec<FieldSpec>,
+    /// Rows the user expected at creation (a sizing hint).
+    #[serde(default)]
+    pub expectedlen: u64,
+}
+
+/// A leaf column's kind, resolved from its spec.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum LeafKind {
+    /// Fixed-size elements.
+    Fixed(DType),
+    /// Variable-length UTF-8 strings.
+    VarStr,
+    /// Variable-length byte strings.
+    VarBytes,
+}
+
+impl LeafKind {
+    /// The name recorded in `meta/storage`.
+    pub fn name(&self) -> String {
+        match self {
+            LeafKind::Fixed(d) => d.name(),
+            LeafKind::VarStr => "varstr".into(),
+            LeafKind::VarBytes => "varbytes".into(),
+        }
+    }
+
+    /// Parses a recorded name.
+    ///
+    /// # Errors
+    /// [`Error::InvalidArgument`] for an unknown name.
+    pub fn parse(s: &str) -> Result<LeafKind> {
+        match s {
+            "varstr" => Ok(LeafKind::VarStr),
+            "varbytes" => Ok(LeafKind::VarBytes),
+            other => Ok(LeafKind::Fixed(other.parse()?)),
+        }
+    }
+}
+
+/// A leaf column: its slash-joined path (`point/x`), kind and storage.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Leaf {
+    /// Path of the column: field names joined by `/`; also its directory under `data/`.
+    pub path: String,
+    /// What it holds.
+    pub kind: LeafKind,
+    /// How it is stored.
+    pub storage: ColumnStorage,
+}
+
+/// Lists the leaf columns of a spec tree in order.
+///
+/// # Errors
+/// [`Error::InvalidArgument`] for a leaf without storage, a bad name or an unknown dtype.
+pub fn leaves(specs: &[FieldSpec]) -> Result<Vec<Leaf>> {
+    fn walk(prefix: &str, specs: &[FieldSpec], out: &mut Vec<Leaf>) -> Result<()> {
+        let mut seen = std::collections::HashSet::new();
+        for s in specs {
+            check_name(&s.name)?;
+            if !seen.insert(s.name.as_str()) {
+                return Err(Error::InvalidArgument(format!(
+                    "duplicate column name {:?}",
+                    s.name
+                )));
+            }
+            let path = if prefix.is_empty() {
+                s.name.clone()
+            } else {
+                format!("{prefix}/{}", s.name)
+            };
+            match &s.dtype {
+                FieldType::Leaf(t) => {
+                    let storage = s.storage.clone().ok_or_else(|| {
+                        Error::InvalidArgument(format!("column {path} has no storage"))
+                    })?;
+                    out.push(Leaf {
+                        path,
+                        kind: LeafKind::parse(t)?,
+                        storage,
+                    });
+                }
+                FieldType::Struct(sub) => {
+                    if sub.is_empty() {
+                        return Err(Error::InvalidArgument(format!(
+                            "structure {path} has no fields"
+                        )));
+                    }
+                    walk(&path, sub, out)?
+                }
+            }
+        }
+        Ok(())
+    }
+    let mut out = Vec::new();
+    walk("", specs, &mut out)?;
+    Ok(out)
+}

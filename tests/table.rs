@@ -1,0 +1,225 @@
+//! Tables: column-wise storage, nested fields, variable-length values, schema changes.
+
+use blz::table::{ColumnOptions, Field, Table, TableOptions, Values};
+use blz::DType;
+
+fn fields() -> Vec<Field> {
+    vec![
+        Field::new("id", DType::I64),
+        Field::varstr("name"),
+        Field::structure(
+            "pos",
+            vec![Field::new("x", DType::F32), Field::new("y", DType::F32)],
+        ),
+        Field::varbytes("blob").with_options(ColumnOptions {
+            chunklen: Some(3),
+            ..Default::default()
+        }),
+    ]
+}
+
+fn rows(n: usize, base: i64) -> Vec<(&'static str, Values)> {
+    let ids: Vec<i64> = (0..n as i64).map(|i| base + i).collect();
+    let names: Vec<String> = ids
+        .iter()
+        .map(|i| format!("name-{i}-{}", "x".repeat((*i % 7) as usize)))
+        .collect();
+    let xs: Vec<f32> = ids.iter().map(|&i| i as f32 * 0.5).collect();
+    let ys: Vec<f32> = ids.iter().map(|&i| -(i as f32)).collect();
+    let blobs: Vec<Vec<u8>> = ids
+        .iter()
+        .map(|&i| vec![i as u8; (i % 5) as usize])
+        .collect();
+    vec![
+        ("id", Values::from_slice(&ids)),
+        ("name", Values::strings(&names)),
+        ("pos/x", Values::from_slice(&xs)),
+        ("pos/y", Values::from_slice(&ys)),
+        ("blob", Values::bytes(&blobs)),
+    ]
+}
+
+#[test]
+fn create_append_read_reopen() {
+    let dir = tempfile::tempdir().unwrap();
+    let p = dir.path().join("t.blz");
+    let mut t = Table::create(&p, fields(), &TableOptions::default()).unwrap();
+    assert_eq!(
+        t.column_names(),
+        vec!["id", "name", "pos/x", "pos/y", "blob"]
+    );
+    t.append(&rows(10, 0)).unwrap();
+    t.append(&rows(7, 10)).unwrap();
+    assert_eq!(t.nrows(), 17);
+    drop(t);
+    let t = Table::open(&p).unwrap();
+    assert_eq!(
+        t.column("id").unwrap().to_vec::<i64>().unwrap(),
+        (0..17).collect::<Vec<_>>()
+    );
+    assert_eq!(
+        t.column("name").unwrap().to_strings().unwrap()[12],
+        "name-12-xxxxx"
+    );
+    assert_eq!(t.column_array::<f32>("pos/x").unwrap()[4], 2.0);
+    let r = t.rows(3, 6, Some(&["blob", "pos/y"])).unwrap();
+    assert_eq!(r[0].1, Values::bytes(&[vec![3u8; 3], vec![4u8; 4], vec![]]));
+    assert_eq!(r[1].1.to_vec::<f32>().unwrap(), vec![-3.0, -4.0, -5.0]);
+    let tk = t.take(&[16, 0, 5, 5], Some(&["name", "id"])).unwrap();
+    assert_eq!(
+        tk[0].1.to_strings().unwrap(),
+        vec!["name-16-xx", "name-0-", "name-5-xxxxx", "name-5-xxxxx"]
+    );
+    assert_eq!(tk[1].1.to_vec::<i64>().unwrap(), vec![16, 0, 5, 5]);
+    assert!(t.verify(|_, _| {}).is_empty());
+    let s = t.sizes();
+    assert_eq!(s.nrows, Some(17));
+    let cols = s.columns.as_ref().unwrap();
+    assert_eq!(cols["id"].nbytes, 17 * 8);
+    assert!(cols["name"].cbytes > 0);
+    assert_eq!(s.cbytes, cols.values().map(|c| c.cbytes).sum::<u64>());
+}
+
+#[test]
+fn reading_one_column_touches_no_other_column() {
+    let dir = tempfile::tempdir().unwrap();
+    let p = dir.path().join("t.blz");
+    let mut t = Table::create(&p, fields(), &TableOptions::default()).unwrap();
+    t.append(&rows(50, 0)).unwrap();
+    drop(t);
+    // Destroy every other column's files: reads of `name` must not notice.
+    for other in ["id", "pos", "blob"] {
+        std::fs::remove_dir_all(p.join("data").join(other)).unwrap();
+    }
+    let t = Table::open(&p).unwrap();
+    assert_eq!(t.column("name").unwrap().len(), 50);
+    assert!(t.column("id").is_err());
+}
+
+#[test]
+fn write_resize_add_drop_rename() {
+    let dir = tempfile::tempdir().unwrap();
+    let p = dir.path().join("t.blz");
+    let mut t = Table::create(&p, fields(), &TableOptions::default()).unwrap();
+    t.append(&rows(20, 0)).unwrap();
+    t.write_rows(
+        5,
+        &[
+            ("name", Values::strings(&["five", "six"])),
+            ("id", Values::from_slice(&[-5i64, -6])),
+        ],
+    )
+    .unwrap();
+    assert_eq!(
+        t.column_rows("name", 4, 8).unwrap().to_strings().unwrap(),
+        vec!["name-4-xxxx", "five", "six", "name-7-"]
+    );
+    assert!(t
+        .write_rows(19, &[("id", Values::from_slice(&[1i64, 2]))])
+        .is_err());
+    t.resize(8).unwrap();
+    t.resize(12).unwrap();
+    assert_eq!(
+        t.column("id").unwrap().to_vec::<i64>().unwrap()[7..],
+        [7, 0, 0, 0, 0]
+    );
+    assert_eq!(t.column("name").unwrap().to_strings().unwrap()[9], "");
+    t.add_column(Field::new("score", DType::F64).with_options(ColumnOptions {
+        fill: Some(serde_json::json!(1.5)),
+        ..Default::default()
+    }))
+    .unwrap();
+    assert_eq!(
+        t.column("score").unwrap().to_vec::<f64>().unwrap(),
+        vec![1.5; 12]
+    );
+    t.rename_column("pos/x", "east").unwrap();
+    t.rename_column("name", "label").unwrap();
+    t.drop_column("blob").unwrap();
+    assert!(t.drop_column("pos/y").is_ok());
+    assert!(
+        t.drop_column("pos/east").is_err(),
+        "the last field of a structure"
+    );
+    drop(t);
+    let t = Table::open(&p).unwrap();
+    assert_eq!(t.column_names(), vec!["id", "label", "pos/east", "score"]);
+    assert_eq!(
+        t.column("pos/east").unwrap().to_vec::<f32>().unwrap()[3],
+        1.5
+    );
+    assert_eq!(t.column("label").unwrap().to_strings().unwrap()[6], "six");
+    assert!(!p.join("data/blob").exists());
+    assert!(p.join("data/pos/east").is_dir());
+    let cols = t.sizes().columns.clone().unwrap();
+    assert_eq!(
+        cols.keys().cloned().collect::<Vec<_>>(),
+        vec!["id", "label", "pos/east", "score"]
+    );
+    assert!(t.verify(|_, _| {}).is_empty());
+}
+
+#[test]
+fn bad_names_and_values_are_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    for bad in ["", "..", ".", "a/b", "a\\b", "__1__.bin", "x\0y"] {
+        let r = Table::create(
+            dir.path().join("bad"),
+            vec![Field::new(bad, DType::I8)],
+            &TableOptions::default(),
+        );
+        assert!(r.is_err(), "{bad:?} accepted");
+    }
+    let dup = Table::create(
+        dir.path().join("dup"),
+        vec![Field::new("a", DType::I8), Field::varstr("a")],
+        &TableOptions::default(),
+    );
+    assert!(dup.is_err());
+    assert!(!dir.path().join("bad").join("meta").exists());
+    let mut t = Table::create(dir.path().join("ok"), fields(), &TableOptions::default()).unwrap();
+    // Missing columns, unequal lengths, wrong types, invalid UTF-8.
+    assert!(t.append(&rows(3, 0)[..4]).is_err());
+    let mut r = rows(3, 0);
+    r[0].1 = Values::from_slice(&[1i64, 2]);
+    assert!(t.append(&r).is_err());
+    let mut r = rows(3, 0);
+    r[2].1 = Values::from_slice(&[1.0f64, 2.0, 3.0]);
+    assert!(t.append(&r).is_err());
+    let mut r = rows(3, 0);
+    r[1].1 = Values::bytes(&[vec![0xffu8], vec![], vec![]]);
+    assert!(t.append(&r).is_err());
+    assert!(t.rename_column("id", "../x").is_err());
+    assert!(t.rename_column("id", "name").is_err());
+    assert_eq!(t.nrows(), 0);
+    assert!(!dir.path().join("x").exists());
+}
+
+#[test]
+fn small_strings_cost_a_few_bytes_each() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut t = Table::create(
+        dir.path().join("s"),
+        vec![Field::varstr("s")],
+        &TableOptions::default(),
+    )
+    .unwrap();
+    let mut x = 12345u64;
+    let strings: Vec<String> = (0..100_000)
+        .map(|_| {
+            x = x
+                .wrapping_mul(6364136223846793005)
+                .wrapping_add(1442695040888963407);
+            let len = 5 + (x >> 59) as usize * 45 / 32;
+            (0..len)
+                .map(|i| (b'a' + ((x >> (i % 50)) % 26) as u8) as char)
+                .collect()
+        })
+        .collect();
+    let raw: u64 = strings.iter().map(|s| s.len() as u64).sum();
+    t.append(&[("s", Values::strings(&strings))]).unwrap();
+    let cbytes = t.sizes().cbytes;
+    let per_item = (cbytes as f64 - raw as f64) / strings.len() as f64;
+    assert!(per_item < 4.0, "{per_item} bytes of overhead per string");
+    assert_eq!(t.column("s").unwrap().to_strings().unwrap(), strings);
+}
