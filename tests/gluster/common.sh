@@ -28,7 +28,7 @@ LOCK_FILE=/run/blz-gluster.lock
 
 SELF=$(basename "$0" .sh)
 
-log() { echo "$SELF: $*" >&2; }
+log() { echo "$SELF: [${SECONDS}s] $*" >&2; }
 die() {
     echo "$SELF: error: $*" >&2
     exit 1
@@ -63,17 +63,21 @@ brick_path() { echo "$BRICKS_DIR/b$1"; }
 
 gl() { timeout -k 5 60 gluster --mode=script "$@" 9>&-; }
 
-glusterd_answers() { command -v gluster >/dev/null && gl volume list >/dev/null 2>&1; }
+# glusterd answers the CLI within 10 s?
+glusterd_answers() {
+    command -v gluster >/dev/null &&
+        timeout -k 2 10 gluster --mode=script volume list >/dev/null 2>&1 9>&-
+}
 
-# wait_for SECONDS COMMAND...: poll every 0.2 s until COMMAND succeeds
+# wait_for SECONDS COMMAND...: retry COMMAND every 0.2 s until it succeeds
+# or SECONDS have passed
 wait_for() {
-    local secs=$1 i
+    local end=$((SECONDS + $1))
     shift
-    for ((i = 0; i < secs * 5; i++)); do
-        "$@" && return 0
+    until "$@"; do
+        [ "$SECONDS" -lt "$end" ] || return 1
         sleep 0.2
     done
-    "$@"
 }
 
 # A live (not zombie) process?
@@ -84,11 +88,21 @@ pid_alive() {
     [[ -n $st && $st != Z && $st != X ]]
 }
 
+# Live processes named $1 (pgrep also lists zombies, which this machine's
+# init may reap only late).
+live_pids() {
+    local p
+    for p in $(pgrep -x "$1" || true); do
+        if pid_alive "$p"; then echo "$p"; fi
+    done
+}
+
 pid_is() { pid_alive "$1" && [ "$(cat "/proc/$1/comm" 2>/dev/null)" = "$2" ]; }
 
 # kill_pid PID: TERM, then KILL after 10 s; wait until it is gone
 kill_pid() {
     kill -TERM "$1" 2>/dev/null || return 0
+    kill -CONT "$1" 2>/dev/null || true
     wait_for 10 eval "! pid_alive $1" && return 0
     kill -KILL "$1" 2>/dev/null || true
     wait_for 5 eval "! pid_alive $1"
@@ -119,7 +133,7 @@ unmount_all() {
 # Brick processes still serving one of our bricks (e.g. after glusterd was killed).
 brick_pids() {
     local pid cmd i
-    for pid in $(pgrep -x glusterfsd || true); do
+    for pid in $(live_pids glusterfsd); do
         cmd=$(tr '\0' ' ' <"/proc/$pid/cmdline" 2>/dev/null) || continue
         for ((i = 1; i <= NBRICKS; i++)); do
             [[ " $cmd " == *" --brick-name $(brick_path "$i") "* ]] && echo "$pid"

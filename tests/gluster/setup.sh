@@ -12,7 +12,7 @@
 # Names come from common.sh and can be overridden with BLZ_GLUSTER_* variables.
 # Progress goes to stderr; on failure it says why on stderr and exits 1.
 set -Eeuo pipefail
-# shellcheck source=tests/gluster/common.sh
+# shellcheck source-path=SCRIPTDIR source=common.sh
 . "$(dirname "$0")/common.sh"
 
 PACKAGES=(glusterfs-server glusterfs-client attr)
@@ -72,7 +72,7 @@ ensure_glusterd() {
         if [[ $ours =~ ^[0-9]+$ ]] && ! pid_is "$ours" glusterd; then rm -f "$STARTED_FILE"; fi
         return 0
     fi
-    pids=$(pgrep -x glusterd || true)
+    pids=$(live_pids glusterd)
     if [ -n "$pids" ]; then
         log "glusterd is running (pid $(join_lines <<<"$pids")) but does not answer yet; waiting up to 30 s"
         wait_for 30 glusterd_answers && return 0
@@ -100,7 +100,7 @@ ensure_glusterd() {
         glusterd -p "$GLUSTERD_PIDFILE" --log-level INFO 9>&- ||
             die "glusterd failed to start; see /var/log/glusterfs/glusterd.log"
         wait_for 10 test -s "$GLUSTERD_PIDFILE" || true
-        p=$(cat "$GLUSTERD_PIDFILE" 2>/dev/null || pgrep -xn glusterd || true)
+        p=$(cat "$GLUSTERD_PIDFILE" 2>/dev/null || live_pids glusterd | tail -n 1)
         [ -n "$p" ] || die "glusterd exited at once; see /var/log/glusterfs/glusterd.log"
         echo "$p" >"$STARTED_FILE"
     fi
@@ -197,14 +197,23 @@ ensure_mount() {
         die "$MNT does not answer after mounting; see $(mount_log)"
 }
 
-# Write, read back and locate a file through the mount.
+# Write, read back and locate files through the mount: the names
+# __1__.bin .. __12__.bin always hash to every one of three bricks.
 verify() {
-    local probe=$MNT/.blz-setup-probe-$$ info
-    echo "blz $$" >"$probe" 2>/dev/null || { log "cannot write to $MNT"; return 1; }
-    [ "$(cat "$probe" 2>/dev/null)" = "blz $$" ] || { log "read back from $MNT failed"; return 1; }
-    info=$(getfattr --absolute-names --only-values -n glusterfs.pathinfo "$probe" 2>&1 | tr -d '\0') || true
-    rm -f "$probe"
-    [[ $info == *"<POSIX("*"):$HOST:$BRICKS_DIR/b"* ]] || { log "unexpected glusterfs.pathinfo: $info"; return 1; }
+    local dir=$MNT/.blz-setup-probe-$$ i f info seen=
+    rm -rf "$MNT"/.blz-setup-probe-* 2>/dev/null || true
+    mkdir "$dir" 2>/dev/null || { log "cannot create a directory in $MNT"; return 1; }
+    for i in $(seq 1 12); do
+        f=$dir/__${i}__.bin
+        { echo "blz probe $i" >"$f"; } 2>/dev/null || { log "cannot write $f"; return 1; }
+        [ "$(cat "$f" 2>/dev/null)" = "blz probe $i" ] || { log "reading back $f failed"; return 1; }
+        info=$(getfattr --absolute-names --only-values -n glusterfs.pathinfo "$f" 2>&1 | tr -d '\0') || true
+        [[ $info =~ \<POSIX\(([^\)]*)\):$HOST:$BRICKS_DIR/b ]] ||
+            { log "unexpected glusterfs.pathinfo of $f: $info"; return 1; }
+        [[ " $seen " == *" ${BASH_REMATCH[1]} "* ]] || seen="$seen ${BASH_REMATCH[1]}"
+    done
+    rm -rf "$dir" || { log "cannot remove $dir"; return 1; }
+    [ "$(wc -w <<<"$seen")" -eq "$NBRICKS" ] || { log "probe files reached only bricks:$seen"; return 1; }
 }
 
 main() {
@@ -218,7 +227,7 @@ main() {
     ensure_glusterd
     # A mount whose client died answers nothing: drop it before anything else.
     if [ -n "$(mount_entries)" ] && ! mount_answers; then
-        log "$MNT is a stale mount (client gone)"
+        log "$MNT does not answer (stale mount)"
         unmount_all
     fi
     ensure_volume

@@ -8,7 +8,7 @@
 # Exits 1 unless every brick holds at least one of the 12 files and the
 # pathinfo of every file names the brick that really holds it.
 set -Eeuo pipefail
-# shellcheck source=tests/gluster/common.sh
+# shellcheck source-path=SCRIPTDIR source=common.sh
 . "$(dirname "$0")/common.sh"
 
 NAME=${1:-spread-check}

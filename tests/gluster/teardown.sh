@@ -6,7 +6,7 @@
 #
 #   tests/gluster/teardown.sh
 set -Eeuo pipefail
-# shellcheck source=tests/gluster/common.sh
+# shellcheck source-path=SCRIPTDIR source=common.sh
 . "$(dirname "$0")/common.sh"
 
 stop_glusterd() {
@@ -39,7 +39,7 @@ main() {
 
     if command -v gluster >/dev/null; then
         # The volume is known to glusterd but glusterd is down: start it to delete the volume.
-        if ! glusterd_answers && [ -d "/var/lib/glusterd/vols/$VOL" ] && [ -z "$(pgrep -x glusterd || true)" ]; then
+        if ! glusterd_answers && [ -d "/var/lib/glusterd/vols/$VOL" ] && [ -z "$(live_pids glusterd)" ]; then
             log "starting glusterd to delete volume $VOL"
             rm -f "$GLUSTERD_PIDFILE"
             glusterd -p "$GLUSTERD_PIDFILE" --log-level INFO 9>&- || die "glusterd failed to start"
