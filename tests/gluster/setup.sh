@@ -208,7 +208,8 @@ verify() {
         { echo "blz probe $i" >"$f"; } 2>/dev/null || { log "cannot write $f"; return 1; }
         [ "$(cat "$f" 2>/dev/null)" = "blz probe $i" ] || { log "reading back $f failed"; return 1; }
         info=$(getfattr --absolute-names --only-values -n glusterfs.pathinfo "$f" 2>&1 | tr -d '\0') || true
-        [[ $info =~ \<POSIX\(([^\)]*)\):$HOST:$BRICKS_DIR/b ]] ||
+        # <POSIX(brick root):brick server's own host name:path on the brick>
+        [[ $info =~ \<POSIX\(([^\)]*)\):[^:]*:$BRICKS_DIR/b ]] ||
             { log "unexpected glusterfs.pathinfo of $f: $info"; return 1; }
         [[ " $seen " == *" ${BASH_REMATCH[1]} "* ]] || seen="$seen ${BASH_REMATCH[1]}"
     done

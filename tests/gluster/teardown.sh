@@ -29,6 +29,21 @@ stop_glusterd() {
     rm -f "$STARTED_FILE"
 }
 
+# Drop the /etc/hosts line setup.sh added, unless a remaining volume uses that name.
+remove_hosts_line() {
+    local name kept
+    name=$(grep -F "$HOSTS_MARK" /etc/hosts 2>/dev/null | awk '{ print $2; exit }' || true)
+    [ -n "$name" ] || return 0
+    if command -v gluster >/dev/null && { gl volume info 2>/dev/null || true; } | grep -q "^Brick[0-9]*: $name:"; then
+        log "keeping '$name' in /etc/hosts: another volume uses it"
+        return 0
+    fi
+    log "removing the /etc/hosts line setup.sh added for $name"
+    # rewrite in place: /etc/hosts may be a bind mount that cannot be replaced
+    kept=$(grep -vF "$HOSTS_MARK" /etc/hosts || true)
+    printf '%s\n' "$kept" >/etc/hosts
+}
+
 main() {
     local i
     check_settings
@@ -68,14 +83,7 @@ main() {
 
     command -v gluster >/dev/null && stop_glusterd
 
-    if grep -qF "$HOSTS_MARK" /etc/hosts 2>/dev/null; then
-        log "removing the /etc/hosts line setup.sh added"
-        # rewrite in place: /etc/hosts may be a bind mount that cannot be replaced
-        local kept
-        kept=$(grep -vF "$HOSTS_MARK" /etc/hosts || true)
-        printf '%s\n' "$kept" >/etc/hosts
-    fi
-
+    remove_hosts_line
     rm -f "$STATE_DIR/apt.log"
     rmdir "$STATE_DIR" 2>/dev/null || true
     log "done"
