@@ -115,15 +115,22 @@ mount_entries() { awk -v m="$MNT" '$2 == m { print $1, $3 }' /proc/mounts; }
 # with ENOTCONN ("Transport endpoint is not connected").
 mount_answers() { timeout -s KILL 10 stat -f "$MNT" >/dev/null 2>&1 && timeout -s KILL 10 ls -a "$MNT" >/dev/null 2>&1; }
 
+# Die if something other than glusterfs is mounted at $MNT.
+refuse_foreign_mount() {
+    local entries
+    entries=$(mount_entries)
+    if [ -n "$entries" ] && ! awk '$2 != "fuse.glusterfs" { exit 1 }' <<<"$entries"; then
+        die "$MNT has a mount that is not glusterfs ($(join_lines <<<"$entries")); not touching it"
+    fi
+}
+
 # Unmount every glusterfs mount stacked at $MNT, lazily if need be.
 unmount_all() {
     local i entries
     for ((i = 0; i < 10; i++)); do
         entries=$(mount_entries)
         [ -n "$entries" ] || return 0
-        if ! awk '$2 != "fuse.glusterfs" { exit 1 }' <<<"$entries"; then
-            die "$MNT has a mount that is not glusterfs ($(tr '\n' ';' <<<"$entries")); not touching it"
-        fi
+        refuse_foreign_mount
         log "unmounting $MNT"
         umount "$MNT" 2>/dev/null || umount -l "$MNT" 2>/dev/null || true
     done

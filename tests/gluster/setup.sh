@@ -226,6 +226,7 @@ main() {
     check_fuse
     choose_host
     ensure_glusterd
+    refuse_foreign_mount
     # A mount whose client died answers nothing: drop it before anything else.
     if [ -n "$(mount_entries)" ] && ! mount_answers; then
         log "$MNT does not answer (stale mount)"
