@@ -44,7 +44,8 @@ pub enum Error {
 
     /// A chunk (or metadata section) whose digest does not match its bytes.
     #[error(
-        "{path}: chunk {chunk}: checksum mismatch ({algorithm}): stored {expected}, computed {got}"
+        "{path}: {}: checksum mismatch ({algorithm}): stored {expected}, computed {got}",
+        chunk_label(*.chunk)
     )]
     ChecksumMismatch {
         /// The file holding the chunk.
@@ -118,6 +119,15 @@ pub enum Error {
     /// An argument that cannot be honoured (bad codec name, zero chunk size, bad column name...).
     #[error("invalid argument: {0}")]
     InvalidArgument(String),
+}
+
+/// Names a chunk in messages; `u64::MAX` stands for a file's metadata section.
+fn chunk_label(chunk: u64) -> String {
+    if chunk == u64::MAX {
+        "metadata section".to_string()
+    } else {
+        format!("chunk {chunk}")
+    }
 }
 
 impl Error {

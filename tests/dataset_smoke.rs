@@ -63,3 +63,30 @@ fn two_d() {
     model.slice_mut(s![10..16;2, 1..5]).assign(&patch);
     assert_eq!(ds.read::<i32>().unwrap(), model.into_dyn());
 }
+
+#[test]
+fn default_chunks_are_sized_for_growth() {
+    let dir = tempfile::tempdir().unwrap();
+    // Empty at creation, no expected length: chunks take the full default budget.
+    let ds = Dataset::create(dir.path().join("e"), DType::F64, &[0]).unwrap();
+    assert_eq!(ds.chunkshape()[0] * 8, blz::array::DEFAULT_CHUNK_BYTES);
+    let ds = Dataset::create(dir.path().join("m"), DType::U8, &[0, 1000, 1000]).unwrap();
+    let bytes: u64 = ds.chunkshape().iter().product();
+    assert!(
+        (blz::array::DEFAULT_CHUNK_BYTES / 2..=blz::array::DEFAULT_CHUNK_BYTES).contains(&bytes)
+    );
+    // A small expected length gives small chunks, never empty ones.
+    let opts = CreateOptions {
+        expectedlen: Some(100),
+        ..Default::default()
+    };
+    let ds = Dataset::create_with(dir.path().join("s"), DType::I32, &[0], &opts).unwrap();
+    assert_eq!(ds.chunkshape(), &[128]);
+    let t = blz::table::Table::create(
+        dir.path().join("t"),
+        vec![blz::table::Field::new("a", DType::U32)],
+        &Default::default(),
+    )
+    .unwrap();
+    assert!(t.leaves()[0].storage.chunklen >= 65_536);
+}

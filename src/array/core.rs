@@ -33,6 +33,13 @@ unsafe impl Send for SharedMut {}
 // SAFETY: as above.
 unsafe impl Sync for SharedMut {}
 
+impl SharedMut {
+    /// The pointer (a method, so closures capture the whole `Send` wrapper).
+    fn get(self) -> *mut u8 {
+        self.0
+    }
+}
+
 /// What a write puts into the selected elements.
 pub(crate) enum Source<'a> {
     /// Native-endian elements in C order over the selection's (un-reversed) counts.
@@ -121,14 +128,14 @@ impl ArrayCore {
                     .iter()
                     .zip(cs)
                     .all(|(a, &c)| a.in_start == 0 && a.step == 1 && a.count == c);
-                let out_ptr = out_ptr;
+                let out = out_ptr.get();
                 if full && direct_ok {
                     // The chunk lands as one contiguous run of the output: decode in place.
                     let start = part.axes[0].out_start * inner_chunk * isz as u64;
                     // SAFETY: the run [start, start + chunk_bytes) lies inside `out` (the part
                     // is inside the selection) and no other part writes it.
                     let dst = unsafe {
-                        std::slice::from_raw_parts_mut(out_ptr.0.add(start as usize), chunk_bytes)
+                        std::slice::from_raw_parts_mut(out.add(start as usize), chunk_bytes)
                     };
                     self.store.decompress_chunk(k, dst, scratch)?;
                     if self.swap_needed() {
@@ -153,15 +160,7 @@ impl ArrayCore {
                         // SAFETY: `run` holds the part's n elements as a 1 x .. x n chunk;
                         // the output region is the part's and no other part writes it.
                         unsafe {
-                            copy_part(
-                                &rpart,
-                                run.as_mut_ptr(),
-                                &rshape,
-                                out_ptr.0,
-                                &counts,
-                                isz,
-                                false,
-                            )
+                            copy_part(&rpart, run.as_mut_ptr(), &rshape, out, &counts, isz, false)
                         };
                         return Ok(());
                     }
@@ -173,7 +172,7 @@ impl ArrayCore {
                 }
                 // SAFETY: `chunk` holds a whole chunk; the part lies inside it and inside the
                 // selection; parts write disjoint output regions.
-                unsafe { copy_part(part, chunk.as_mut_ptr(), cs, out_ptr.0, &counts, isz, false) };
+                unsafe { copy_part(part, chunk.as_mut_ptr(), cs, out, &counts, isz, false) };
                 Ok(())
             },
         )

@@ -102,8 +102,12 @@ pub fn default_chunkshape(
         ax += 1;
     }
     let rows = (budget / inner.max(1)).max(1);
-    let want = expected_rows.max(shape[0]).max(1);
-    cs[0] = rows.min(want.next_power_of_two().max(1));
+    // With no expected length the dataset is assumed to grow: chunks get the full budget.
+    let want = match expected_rows.max(shape[0]) {
+        0 => u64::MAX,
+        n => n.checked_next_power_of_two().unwrap_or(u64::MAX),
+    };
+    cs[0] = rows.min(want);
     cs
 }
 
@@ -404,7 +408,15 @@ impl Dataset {
             Mode::ReadOnly => None,
         };
         settle(storage.as_ref(), root, mode)?;
-        let meta: ArrayStorage = meta::read_json(storage.as_ref(), &mp.storage())?;
+        let raw: serde_json::Value = meta::read_json(storage.as_ref(), &mp.storage())?;
+        if let Some(kind) = raw.get("kind").and_then(|k| k.as_str()) {
+            return Err(Error::metadata(
+                mp.storage(),
+                format!("this is a {kind} dataset, not an array (open it with the {kind} API)"),
+            ));
+        }
+        let meta: ArrayStorage = serde_json::from_value(raw)
+            .map_err(|e| Error::metadata(mp.storage(), e.to_string()))?;
         validate_storage_meta(&meta, &mp.storage())?;
         let sizes: Sizes = meta::read_json(storage.as_ref(), &mp.sizes())?;
         if sizes.shape.len() != meta.chunkshape.len() {
@@ -698,7 +710,8 @@ impl Dataset {
         let sel = self.append_selection(rows);
         let committed = self.core.nchunks(&old);
         let cs0 = self.meta.chunkshape[0];
-        let rewrite_from = (old[0] % cs0 != 0).then(|| (old[0] / cs0) * self.core.row_chunks(&old));
+        let rewrite_from =
+            (!old[0].is_multiple_of(cs0)).then(|| (old[0] / cs0) * self.core.row_chunks(&old));
         self.run(new_shape, move |core, txn, shape| {
             let mut w = ChunkWrites::new(&core.store, committed, rewrite_from);
             core.write(txn, &mut w, committed, &sel, shape, src)?;
@@ -824,10 +837,6 @@ impl Dataset {
             self.meta.slack,
         )?;
         Ok(saved)
-    }
-
-    pub(crate) fn core(&self) -> &ArrayCore {
-        &self.core
     }
 }
 
@@ -992,9 +1001,10 @@ pub(crate) fn build_storage_meta(
             c.clone()
         }
         None => {
-            let target = if expected * shape[1..].iter().product::<u64>() * itemsize
-                < DEFAULT_CHUNK_BYTES * 4
-            {
+            let small = expected > 0
+                && expected * shape[1..].iter().product::<u64>() * itemsize
+                    < DEFAULT_CHUNK_BYTES * 4;
+            let target = if small {
                 (DEFAULT_CHUNK_BYTES / 16).max(itemsize)
             } else {
                 DEFAULT_CHUNK_BYTES

@@ -329,7 +329,17 @@ mod tests {
         assert!(resolve(s![10, ..].as_ref(), &shape, p).is_err());
         assert!(resolve(s![0..11, ..].as_ref(), &shape, p).is_err());
         assert_eq!(
-            resolve(s![5..2, ..].as_ref(), &shape, p).unwrap()[0].count,
+            resolve(
+                &[SliceInfoElem::Slice {
+                    start: 5,
+                    end: Some(2),
+                    step: 1
+                }],
+                &shape,
+                p
+            )
+            .unwrap()[0]
+                .count,
             0
         );
     }

@@ -60,22 +60,9 @@ impl From<blz::Error> for Fail {
     }
 }
 
-/// The message for a library error. The metadata section's digest is reported by the
-/// library as chunk `u64::MAX`; say "metadata section" instead.
+/// The message for a library error.
 fn describe(e: &blz::Error) -> String {
-    match e {
-        blz::Error::ChecksumMismatch {
-            path,
-            chunk: u64::MAX,
-            algorithm,
-            expected,
-            got,
-        } => format!(
-            "{}: metadata section: checksum mismatch ({algorithm}): stored {expected}, computed {got}",
-            path.display()
-        ),
-        other => other.to_string(),
-    }
+    e.to_string()
 }
 
 /// Parses a size such as `4096`, `256K`, `1M`, `1.5M` or `2GiB`. Suffixes `B`, `K`, `M`, `G`
