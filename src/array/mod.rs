@@ -16,7 +16,7 @@ mod chunks;
 mod core;
 pub mod select;
 
-pub(crate) use self::chunks::{superchunk_name, ChunkStore, ChunkWrites};
+pub(crate) use self::chunks::{ChunkStore, ChunkWrites};
 pub(crate) use self::core::{ArrayCore, Source};
 
 use crate::blpk::Checksum;
@@ -695,7 +695,8 @@ impl Dataset {
         let sel = self.append_selection(rows);
         let committed = self.core.nchunks(&old);
         let cs0 = self.meta.chunkshape[0];
-        let rewrite_from = (old[0] % cs0 != 0).then(|| (old[0] / cs0) * self.core.row_chunks(&old));
+        let rewrite_from =
+            (!old[0].is_multiple_of(cs0)).then(|| (old[0] / cs0) * self.core.row_chunks(&old));
         self.run(new_shape, move |core, txn, shape| {
             let mut w = ChunkWrites::new(&core.store, committed, rewrite_from);
             core.write(txn, &mut w, committed, &sel, shape, src)?;
@@ -823,6 +824,7 @@ impl Dataset {
         Ok(saved)
     }
 
+    #[allow(dead_code)]
     pub(crate) fn core(&self) -> &ArrayCore {
         &self.core
     }

@@ -24,6 +24,7 @@ pub enum OpenMode {
 }
 
 /// A file opened through a [`Storage`]. Offsets are absolute byte positions.
+#[allow(clippy::len_without_is_empty)] // a file's length is not a collection size
 pub trait StorageFile: Send + Sync {
     /// Current length in bytes.
     ///
