@@ -1,9 +1,15 @@
 //! The `blz` command line: works on single superchunk files (`pack`, `unpack`, `info`) and
 //! on datasets. It only calls blz's public library API.
 
+mod dataset;
 mod file;
+mod npy;
+mod selection;
+mod show;
+mod sources;
 
 use clap::{Parser, Subcommand};
+use std::io::Write;
 use std::path::Path;
 use std::process::ExitCode;
 
@@ -21,15 +27,21 @@ enum Command {
     Pack(file::PackArgs),
     /// Decompress a superchunk file back into the original bytes, verifying every digest.
     Unpack(file::UnpackArgs),
-    /// Show the header, metadata and chunk table of a superchunk file.
+    /// Describe a dataset (directory) or a superchunk file (.blp): layout, compression,
+    /// sizes, files, attributes; for a file its header, metadata and chunk table.
     Info(InfoArgs),
+    #[command(flatten)]
+    Dataset(dataset::DatasetCommand),
 }
 
 /// Arguments of `blz info`.
 #[derive(clap::Args, Debug)]
+#[command(
+    after_help = "Examples:\n  blz info temps.blz\n  blz info temps.blz --json\n  blz info data.blp"
+)]
 struct InfoArgs {
-    /// The superchunk file (.blp) to describe.
-    file: std::path::PathBuf,
+    /// A dataset directory or a superchunk file (.blp).
+    path: std::path::PathBuf,
     /// Print everything as one JSON object instead of a table.
     #[arg(long)]
     json: bool,
@@ -40,7 +52,7 @@ struct InfoArgs {
 pub struct Fail {
     /// What went wrong, for a person.
     pub message: String,
-    /// The process exit status (never 0).
+    /// The process exit status (0 with an empty message: stop quietly, e.g. on a closed pipe).
     pub code: u8,
 }
 
@@ -50,6 +62,15 @@ impl Fail {
         Fail {
             message: message.into(),
             code: 1,
+        }
+    }
+}
+
+impl From<dataset::Failure> for Fail {
+    fn from(f: dataset::Failure) -> Fail {
+        Fail {
+            message: f.message,
+            code: f.code,
         }
     }
 }
@@ -110,16 +131,10 @@ pub fn parse_size(s: &str) -> blz::Result<u64> {
     Ok(v as u64)
 }
 
-/// `blz info PATH`: a superchunk file is described here; a directory will be a dataset.
+/// `blz info PATH`: a directory is a dataset, a file a superchunk file.
 fn info(path: &Path, json: bool) -> Result<(), Fail> {
-    if path.is_dir() {
-        return Err(Fail {
-            message: format!(
-                "{} is a directory; dataset info is not available in this build",
-                path.display()
-            ),
-            code: 2,
-        });
+    if path.is_dir() || !path.exists() {
+        return dataset::dataset_info(path, json).map_err(Fail::from);
     }
     file::info(path, json)
 }
@@ -128,7 +143,8 @@ fn run(cli: Cli) -> Result<(), Fail> {
     match cli.command {
         Command::Pack(a) => file::pack(&a),
         Command::Unpack(a) => file::unpack(&a),
-        Command::Info(a) => info(&a.file, a.json),
+        Command::Info(a) => info(&a.path, a.json),
+        Command::Dataset(c) => dataset::run(&c).map_err(Fail::from),
     }
 }
 
@@ -152,15 +168,17 @@ fn main() -> ExitCode {
             }
             let text = e.render().to_string();
             let text = text.strip_prefix("error: ").unwrap_or(&text);
-            eprint!("blz: {text}");
+            let _ = write!(std::io::stderr(), "blz: {text}");
             return ExitCode::from(2);
         }
     };
     match run(cli) {
         Ok(()) => ExitCode::SUCCESS,
         Err(f) => {
-            eprintln!("blz: {}", f.message);
-            ExitCode::from(f.code.max(1))
+            if !f.message.is_empty() {
+                let _ = writeln!(std::io::stderr(), "blz: {}", f.message);
+            }
+            ExitCode::from(f.code)
         }
     }
 }

@@ -1,0 +1,600 @@
+//! Reading and writing numpy `.npy` files (format versions 1.0, 2.0 and 3.0).
+//!
+//! A `.npy` file is a magic string, a version, a Python-literal header dict
+//! (`{'descr': '<f8', 'fortran_order': False, 'shape': (3, 4), }`) padded to a multiple of 64
+//! bytes, then the raw elements in C or Fortran order. This module parses the header itself so
+//! that every dtype blz stores (numbers, bool, complex, fixed-size `S<n>` and `U<n>` strings)
+//! is handled the same way, in either byte order, and object or structured dtypes are refused
+//! with a clear message. Rows are read in bounded batches; Fortran-order files are loaded
+//! whole (their rows are scattered through the file).
+
+use blz::dtype::swap_bytes;
+use blz::{DType, Endianness};
+use ndarray::{ArrayViewD, Axis, IxDyn, ShapeBuilder, Slice};
+use std::fs::File;
+use std::io::{BufReader, BufWriter, Read, Write};
+use std::path::{Path, PathBuf};
+
+const MAGIC: &[u8; 6] = b"\x93NUMPY";
+/// Largest header blz accepts (numpy itself refuses headers over 10 000 bytes by default).
+const MAX_HEADER: usize = 1 << 20;
+
+/// What a `.npy` header says about the array that follows it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct NpyHeader {
+    /// Element type.
+    pub dtype: DType,
+    /// Byte order of the elements in the file.
+    pub endian: Endianness,
+    /// True when the data is in Fortran (column-major) order.
+    pub fortran: bool,
+    /// Extent of each axis (empty for a 0-d array).
+    pub shape: Vec<u64>,
+}
+
+impl NpyHeader {
+    /// Number of elements.
+    pub fn len(&self) -> Option<u64> {
+        self.shape.iter().try_fold(1u64, |a, &n| a.checked_mul(n))
+    }
+}
+
+/// A Python literal as found in a `.npy` header.
+#[derive(Debug, Clone, PartialEq)]
+enum Py {
+    Str(String),
+    Bool(bool),
+    Int(i128),
+    None,
+    Seq(Vec<Py>),
+    Dict(Vec<(Py, Py)>),
+}
+
+struct Lit<'a> {
+    s: &'a [u8],
+    i: usize,
+}
+
+impl Lit<'_> {
+    fn ws(&mut self) {
+        while self.i < self.s.len() && self.s[self.i].is_ascii_whitespace() {
+            self.i += 1;
+        }
+    }
+
+    fn eat(&mut self, c: u8) -> bool {
+        self.ws();
+        if self.s.get(self.i) == Some(&c) {
+            self.i += 1;
+            true
+        } else {
+            false
+        }
+    }
+
+    fn value(&mut self, depth: usize) -> Result<Py, String> {
+        if depth > 32 {
+            return Err("header nests too deeply".into());
+        }
+        self.ws();
+        let Some(&c) = self.s.get(self.i) else {
+            return Err("header ends too early".into());
+        };
+        match c {
+            b'\'' | b'"' => self.string(c),
+            b'{' => {
+                self.i += 1;
+                let mut items = Vec::new();
+                loop {
+                    if self.eat(b'}') {
+                        return Ok(Py::Dict(items));
+                    }
+                    let k = self.value(depth + 1)?;
+                    if !self.eat(b':') {
+                        return Err(format!("expected ':' at byte {}", self.i));
+                    }
+                    let v = self.value(depth + 1)?;
+                    items.push((k, v));
+                    if !self.eat(b',') {
+                        if self.eat(b'}') {
+                            return Ok(Py::Dict(items));
+                        }
+                        return Err(format!("expected ',' or '}}' at byte {}", self.i));
+                    }
+                }
+            }
+            b'(' | b'[' => {
+                let close = if c == b'(' { b')' } else { b']' };
+                self.i += 1;
+                let mut items = Vec::new();
+                loop {
+                    if self.eat(close) {
+                        return Ok(Py::Seq(items));
+                    }
+                    items.push(self.value(depth + 1)?);
+                    if !self.eat(b',') {
+                        if self.eat(close) {
+                            return Ok(Py::Seq(items));
+                        }
+                        return Err(format!(
+                            "expected ',' or '{}' at byte {}",
+                            close as char, self.i
+                        ));
+                    }
+                }
+            }
+            _ => {
+                let start = self.i;
+                while self.i < self.s.len()
+                    && (self.s[self.i].is_ascii_alphanumeric()
+                        || self.s[self.i] == b'-'
+                        || self.s[self.i] == b'+'
+                        || self.s[self.i] == b'_')
+                {
+                    self.i += 1;
+                }
+                let word = std::str::from_utf8(&self.s[start..self.i]).unwrap_or("");
+                match word {
+                    "True" => Ok(Py::Bool(true)),
+                    "False" => Ok(Py::Bool(false)),
+                    "None" => Ok(Py::None),
+                    "" => Err(format!("unexpected {:?} at byte {start}", c as char)),
+                    w => {
+                        // Python 2 wrote longs with an L suffix.
+                        let digits = w.strip_suffix(['L', 'l']).unwrap_or(w).replace('_', "");
+                        digits
+                            .parse::<i128>()
+                            .map(Py::Int)
+                            .map_err(|_| format!("unexpected {w:?} in header"))
+                    }
+                }
+            }
+        }
+    }
+
+    fn string(&mut self, quote: u8) -> Result<Py, String> {
+        self.i += 1;
+        let mut out = Vec::new();
+        while let Some(&c) = self.s.get(self.i) {
+            self.i += 1;
+            if c == quote {
+                return String::from_utf8(out)
+                    .map(Py::Str)
+                    .map_err(|_| "header string is not UTF-8".to_string());
+            }
+            if c == b'\\' {
+                let Some(&e) = self.s.get(self.i) else { break };
+                self.i += 1;
+                out.push(match e {
+                    b'n' => b'\n',
+                    b't' => b'\t',
+                    other => other,
+                });
+            } else {
+                out.push(c);
+            }
+        }
+        Err("unterminated string in header".into())
+    }
+}
+
+/// Explains a descr blz cannot store.
+fn unsupported_descr(descr: &Py) -> String {
+    match descr {
+        Py::Str(s) => {
+            let code = s.trim_start_matches(['<', '>', '|', '=']);
+            let what = match code.chars().next() {
+                Some('O') => "object arrays (Python objects) cannot be stored; convert them to a fixed-size dtype first, e.g. arr.astype('U20') or arr.astype(float)",
+                Some('M') | Some('m') => "datetime and timedelta arrays are not supported; store them as integers, e.g. arr.view('i8')",
+                Some('V') => "raw void (V) arrays are not supported",
+                Some('f') if code == "f2" => "float16 is not supported; convert with arr.astype('f4')",
+                Some('f') | Some('c') => "extended-precision floats are not supported; convert to float64 or complex128",
+                _ => "this dtype is not supported",
+            };
+            format!("dtype {s:?}: {what}")
+        }
+        _ => "structured (record) dtypes are not supported; save each field as its own array"
+            .to_string(),
+    }
+}
+
+/// Parses the dict of a `.npy` header.
+fn parse_dict(text: &[u8]) -> Result<NpyHeader, String> {
+    let mut lit = Lit { s: text, i: 0 };
+    let Py::Dict(items) = lit.value(0)? else {
+        return Err("header is not a dict".into());
+    };
+    let get = |k: &str| {
+        items
+            .iter()
+            .find(|(key, _)| *key == Py::Str(k.into()))
+            .map(|(_, v)| v)
+    };
+    let descr = get("descr").ok_or("header has no 'descr'")?;
+    let fortran = match get("fortran_order") {
+        Some(Py::Bool(b)) => *b,
+        Some(_) => return Err("'fortran_order' is not True or False".into()),
+        None => return Err("header has no 'fortran_order'".into()),
+    };
+    let shape = match get("shape") {
+        Some(Py::Seq(v)) => v
+            .iter()
+            .map(|x| match x {
+                Py::Int(n) => u64::try_from(*n).map_err(|_| format!("bad extent {n} in 'shape'")),
+                _ => Err("'shape' holds a non-integer".to_string()),
+            })
+            .collect::<Result<Vec<u64>, String>>()?,
+        Some(_) => return Err("'shape' is not a tuple".into()),
+        None => return Err("header has no 'shape'".into()),
+    };
+    let Py::Str(d) = descr else {
+        return Err(unsupported_descr(descr));
+    };
+    let code = d.trim_start_matches(['<', '>', '|', '=']);
+    if code.is_empty() || !matches!(&code[..1], "b" | "i" | "u" | "f" | "c" | "S" | "U" | "?") {
+        return Err(unsupported_descr(descr));
+    }
+    let (dtype, endian) = DType::parse_descr(d).map_err(|_| unsupported_descr(descr))?;
+    // Numpy writes `<S0`-like names only for zero-size strings, which parse_descr refuses.
+    Ok(NpyHeader {
+        dtype,
+        endian: endian.unwrap_or_else(Endianness::native),
+        fortran,
+        shape,
+    })
+}
+
+/// Reads the magic, version and header dict; returns the header and the data offset.
+pub fn read_header(r: &mut impl Read) -> Result<(NpyHeader, u64), String> {
+    let mut pre = [0u8; 8];
+    r.read_exact(&mut pre)
+        .map_err(|_| "not a .npy file (too short)".to_string())?;
+    if &pre[..6] != MAGIC {
+        return Err("not a .npy file (bad magic)".into());
+    }
+    let (len, at) = match pre[6] {
+        1 => {
+            let mut b = [0u8; 2];
+            r.read_exact(&mut b)
+                .map_err(|_| "truncated .npy header".to_string())?;
+            (usize::from(u16::from_le_bytes(b)), 10u64)
+        }
+        2 | 3 => {
+            let mut b = [0u8; 4];
+            r.read_exact(&mut b)
+                .map_err(|_| "truncated .npy header".to_string())?;
+            (u32::from_le_bytes(b) as usize, 12u64)
+        }
+        v => {
+            return Err(format!(
+                ".npy format version {v}.{} is not supported",
+                pre[7]
+            ))
+        }
+    };
+    if len > MAX_HEADER {
+        return Err(format!(".npy header of {len} bytes is too large"));
+    }
+    let mut text = vec![0u8; len];
+    r.read_exact(&mut text)
+        .map_err(|_| "truncated .npy header".to_string())?;
+    let h = parse_dict(&text).map_err(|e| {
+        if e.starts_with("dtype ") || e.starts_with("structured") {
+            e
+        } else {
+            format!("bad .npy header: {e}")
+        }
+    })?;
+    Ok((h, at + len as u64))
+}
+
+/// The header block (magic to final newline) for an array.
+pub fn header_bytes(dtype: DType, endian: Endianness, shape: &[u64]) -> Vec<u8> {
+    let shape_s = match shape {
+        [] => "()".to_string(),
+        [n] => format!("({n},)"),
+        _ => format!(
+            "({})",
+            shape
+                .iter()
+                .map(u64::to_string)
+                .collect::<Vec<_>>()
+                .join(", ")
+        ),
+    };
+    let dict = format!(
+        "{{'descr': '{}', 'fortran_order': False, 'shape': {shape_s}, }}",
+        dtype.descr(endian)
+    );
+    // Pad with spaces so that the data starts on a multiple of 64 bytes; end with '\n'.
+    let build = |pre: usize| {
+        let unpadded = pre + dict.len() + 1;
+        let pad = (64 - unpadded % 64) % 64;
+        let mut h = dict.clone().into_bytes();
+        h.extend(std::iter::repeat_n(b' ', pad));
+        h.push(b'\n');
+        h
+    };
+    let mut out = MAGIC.to_vec();
+    let h = build(10);
+    if h.len() <= usize::from(u16::MAX) {
+        out.extend_from_slice(&[1, 0]);
+        out.extend_from_slice(&(h.len() as u16).to_le_bytes());
+        out.extend_from_slice(&h);
+    } else {
+        let h = build(12);
+        out.extend_from_slice(&[2, 0]);
+        out.extend_from_slice(&(h.len() as u32).to_le_bytes());
+        out.extend_from_slice(&h);
+    }
+    out
+}
+
+/// Converts elements read from a file in `endian` order to native order, in place (bools are
+/// normalised to 0 or 1).
+pub fn to_native(bytes: &mut [u8], dtype: DType, endian: Endianness) {
+    if endian != Endianness::native() {
+        swap_bytes(bytes, dtype.swap_unit());
+    }
+    if dtype == DType::Bool {
+        for b in bytes {
+            *b = u8::from(*b != 0);
+        }
+    }
+}
+
+/// Streams the rows (positions along axis 0) of a `.npy` file as native-endian bytes.
+pub struct NpyReader {
+    path: PathBuf,
+    /// The file's header. A 0-d array reads as one row of one element.
+    pub header: NpyHeader,
+    file: BufReader<File>,
+    /// Rows already returned.
+    done: u64,
+    /// Whole data of a Fortran-order file, loaded on the first read.
+    fortran_data: Option<Vec<u8>>,
+}
+
+impl NpyReader {
+    /// Opens a `.npy` file and checks that it holds all the data its header announces.
+    pub fn open(path: &Path) -> Result<NpyReader, String> {
+        let ctx = |e: String| format!("{}: {e}", path.display());
+        let f = File::open(path).map_err(|e| ctx(e.to_string()))?;
+        let file_len = f.metadata().map_err(|e| ctx(e.to_string()))?.len();
+        let mut file = BufReader::with_capacity(1 << 20, f);
+        let (header, data_at) = read_header(&mut file).map_err(ctx)?;
+        let need = header
+            .len()
+            .and_then(|n| n.checked_mul(header.dtype.itemsize() as u64))
+            .ok_or_else(|| ctx("shape is too large".into()))?;
+        if file_len < data_at + need {
+            return Err(ctx(format!(
+                "file is truncated: the header announces {need} bytes of data, the file holds {}",
+                file_len.saturating_sub(data_at)
+            )));
+        }
+        Ok(NpyReader {
+            path: path.to_path_buf(),
+            header,
+            file,
+            done: 0,
+            fortran_data: None,
+        })
+    }
+
+    /// Extent of axis 0 (1 for a 0-d array).
+    pub fn rows(&self) -> u64 {
+        self.header.shape.first().copied().unwrap_or(1)
+    }
+
+    /// Shape of one row (empty for 1-d and 0-d arrays).
+    pub fn row_shape(&self) -> &[u64] {
+        self.header.shape.get(1..).unwrap_or(&[])
+    }
+
+    /// Bytes of one row.
+    pub fn row_bytes(&self) -> u64 {
+        self.row_shape().iter().product::<u64>() * self.header.dtype.itemsize() as u64
+    }
+
+    /// Reads up to `max` further rows as native-endian bytes in C order; `None` at the end.
+    pub fn next_rows(&mut self, max: u64) -> Result<Option<(Vec<u8>, u64)>, String> {
+        let n = max.min(self.rows() - self.done);
+        if n == 0 {
+            return Ok(None);
+        }
+        let isz = self.header.dtype.itemsize();
+        let mut out = if self.header.fortran && self.header.shape.len() > 1 {
+            self.fortran_rows(self.done, n)?
+        } else {
+            let mut buf = vec![0u8; (n * self.row_bytes()) as usize];
+            self.file
+                .read_exact(&mut buf)
+                .map_err(|e| format!("{}: {e}", self.path.display()))?;
+            buf
+        };
+        debug_assert_eq!(out.len() % isz.max(1), 0);
+        to_native(&mut out, self.header.dtype, self.header.endian);
+        self.done += n;
+        Ok(Some((out, n)))
+    }
+
+    fn fortran_rows(&mut self, r0: u64, n: u64) -> Result<Vec<u8>, String> {
+        let isz = self.header.dtype.itemsize();
+        if self.fortran_data.is_none() {
+            let total = self.header.len().unwrap_or(0) as usize * isz;
+            let mut all = vec![0u8; total];
+            self.file
+                .read_exact(&mut all)
+                .map_err(|e| format!("{}: {e}", self.path.display()))?;
+            self.fortran_data = Some(all);
+        }
+        let data = self.fortran_data.as_deref().unwrap_or(&[]);
+        let mut shape: Vec<usize> = self.header.shape.iter().map(|&d| d as usize).collect();
+        let mut strides = Vec::with_capacity(shape.len() + 1);
+        let mut s = isz;
+        for &d in &shape {
+            strides.push(s);
+            s *= d;
+        }
+        shape.push(isz);
+        strides.push(1);
+        let view = ArrayViewD::from_shape(IxDyn(&shape).strides(IxDyn(&strides)), data)
+            .map_err(|e| format!("{}: {e}", self.path.display()))?;
+        let rows = view.slice_axis(Axis(0), Slice::from(r0 as usize..(r0 + n) as usize));
+        Ok(rows.iter().copied().collect())
+    }
+}
+
+/// Writes a C-order `.npy` file from batches of bytes already in the file's byte order.
+pub struct NpyWriter {
+    path: PathBuf,
+    file: Option<BufWriter<File>>,
+    expected: u64,
+    written: u64,
+}
+
+impl NpyWriter {
+    /// Creates the file and writes its header.
+    pub fn create(
+        path: &Path,
+        dtype: DType,
+        endian: Endianness,
+        shape: &[u64],
+    ) -> Result<NpyWriter, String> {
+        let ctx = |e: std::io::Error| format!("{}: {e}", path.display());
+        let mut file = BufWriter::with_capacity(1 << 20, File::create(path).map_err(ctx)?);
+        file.write_all(&header_bytes(dtype, endian, shape))
+            .map_err(ctx)?;
+        Ok(NpyWriter {
+            path: path.to_path_buf(),
+            file: Some(file),
+            expected: shape.iter().product::<u64>() * dtype.itemsize() as u64,
+            written: 0,
+        })
+    }
+
+    /// Appends element bytes.
+    pub fn write(&mut self, bytes: &[u8]) -> Result<(), String> {
+        let file = self.file.as_mut().ok_or("writer already finished")?;
+        file.write_all(bytes)
+            .map_err(|e| format!("{}: {e}", self.path.display()))?;
+        self.written += bytes.len() as u64;
+        Ok(())
+    }
+
+    /// Flushes the file after checking that every element was written.
+    pub fn finish(mut self) -> Result<(), String> {
+        if self.written != self.expected {
+            return Err(format!(
+                "{}: wrote {} bytes of data, expected {}",
+                self.path.display(),
+                self.written,
+                self.expected
+            ));
+        }
+        if let Some(mut f) = self.file.take() {
+            f.flush()
+                .and_then(|()| f.get_ref().sync_all())
+                .map_err(|e| format!("{}: {e}", self.path.display()))?;
+        }
+        Ok(())
+    }
+
+    /// Removes a partly written file (after an error).
+    pub fn abandon(mut self) {
+        self.file.take();
+        let _ = std::fs::remove_file(&self.path);
+    }
+}
+
+/// Reads a whole `.npy` file: header and native-endian C-order bytes (for tests and small
+/// files).
+#[cfg(test)]
+pub fn read_all(path: &Path) -> Result<(NpyHeader, Vec<u8>), String> {
+    let mut r = NpyReader::open(path)?;
+    let mut out = Vec::new();
+    while let Some((b, _)) = r.next_rows(u64::MAX)? {
+        out.extend_from_slice(&b);
+    }
+    Ok((r.header, out))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn header_roundtrip() {
+        for (dt, e, shape) in [
+            (DType::F64, Endianness::Little, vec![3u64, 4]),
+            (DType::I32, Endianness::Big, vec![7]),
+            (DType::Str(5), Endianness::Little, vec![]),
+            (DType::Bytes(3), Endianness::Big, vec![2, 0, 5]),
+        ] {
+            let h = header_bytes(dt, e, &shape);
+            assert_eq!(h.len() % 64, 0);
+            let (p, at) = read_header(&mut h.as_slice()).unwrap();
+            assert_eq!(at as usize, h.len());
+            assert_eq!(p.dtype, dt);
+            assert_eq!(p.shape, shape);
+            assert!(!p.fortran);
+            if dt.swap_unit() > 1 {
+                assert_eq!(p.endian, e);
+            }
+        }
+    }
+
+    #[test]
+    fn parses_numpy_headers() {
+        let d = b"{'descr': '>c16', 'fortran_order': True, 'shape': (2L, 3L), }";
+        let h = parse_dict(d).unwrap();
+        assert_eq!(h.dtype, DType::C128);
+        assert_eq!(h.endian, Endianness::Big);
+        assert!(h.fortran);
+        assert_eq!(h.shape, vec![2, 3]);
+        let h = parse_dict(b"{\"shape\":(),\"fortran_order\":False,\"descr\":\"|b1\"}").unwrap();
+        assert_eq!((h.dtype, h.shape.len()), (DType::Bool, 0));
+    }
+
+    #[test]
+    fn refuses_objects_and_records() {
+        let e =
+            parse_dict(b"{'descr': '|O', 'fortran_order': False, 'shape': (3,), }").unwrap_err();
+        assert!(e.contains("object"), "{e}");
+        let e = parse_dict(
+            b"{'descr': [('a', '<i4'), ('b', '<f8')], 'fortran_order': False, 'shape': (3,), }",
+        )
+        .unwrap_err();
+        assert!(e.contains("structured"), "{e}");
+        let e = parse_dict(b"{'descr': '<M8[ns]', 'fortran_order': False, 'shape': (3,), }")
+            .unwrap_err();
+        assert!(e.contains("datetime"), "{e}");
+        assert!(parse_dict(b"{'descr': '<f8', 'shape': (3,), }").is_err());
+        assert!(parse_dict(b"{'descr': '<f8', 'fortran_order': False, 'shape': (3,").is_err());
+    }
+
+    #[test]
+    fn fortran_rows() {
+        let dir = tempfile::tempdir().unwrap();
+        let p = dir.path().join("f.npy");
+        // A 2x3 int16 array [[0,1,2],[3,4,5]] stored in Fortran order, big-endian.
+        let mut bytes = header_bytes(DType::I16, Endianness::Big, &[2, 3]);
+        let pos = bytes
+            .windows(5)
+            .position(|w| w == b"False")
+            .expect("header has False");
+        bytes.splice(pos..pos + 5, b"True ".iter().copied());
+        for v in [0i16, 3, 1, 4, 2, 5] {
+            bytes.extend_from_slice(&v.to_be_bytes());
+        }
+        std::fs::write(&p, &bytes).unwrap();
+        let (h, data) = read_all(&p).unwrap();
+        assert!(h.fortran);
+        let vals: Vec<i16> = data
+            .chunks_exact(2)
+            .map(|c| i16::from_ne_bytes([c[0], c[1]]))
+            .collect();
+        assert_eq!(vals, vec![0, 1, 2, 3, 4, 5]);
+    }
+}

@@ -1,0 +1,298 @@
+//! Numpy-style selections on the command line (`10:20`, `::2`, `5`, `-1`, `2:8:3,::-1`, `...`)
+//! and their translation into ndarray's [`SliceInfoElem`]s.
+//!
+//! Semantics are numpy's: an integer picks one position (negative counts from the end, and
+//! must lie inside the axis); a slice `start:stop:step` is clamped to the axis like Python's
+//! `slice.indices`, and a negative step walks backwards from `start` (default: the last
+//! position). ndarray reads `a..b;-k` differently (from `b-1` backwards), so each slice is
+//! resolved against the axis extent here and handed to blz as an explicit ndarray range.
+
+use ndarray::SliceInfoElem;
+
+/// One comma-separated item of a selection.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Item {
+    /// A single position.
+    Index(i128),
+    /// `start:stop:step`, each part optional.
+    Slice {
+        /// First position (default: the start, or the end for a negative step).
+        start: Option<i128>,
+        /// Position to stop before.
+        stop: Option<i128>,
+        /// Distance between positions (default 1; never 0).
+        step: Option<i128>,
+    },
+    /// `...`: as many whole axes as needed.
+    Ellipsis,
+}
+
+fn int(s: &str, what: &str, item: &str) -> Result<Option<i128>, String> {
+    let t = s.trim();
+    if t.is_empty() {
+        return Ok(None);
+    }
+    t.parse::<i128>()
+        .map(Some)
+        .map_err(|_| format!("bad selection item {item:?}: {what} {t:?} is not an integer"))
+}
+
+/// Parses a selection such as `10:20`, `::2`, `-1`, `2:8:3,::-1` or `...,0`. An empty string
+/// selects everything.
+pub fn parse(text: &str) -> Result<Vec<Item>, String> {
+    let t = text.trim();
+    if t.is_empty() {
+        return Ok(Vec::new());
+    }
+    // Tolerate numpy's brackets: `[2:5, 1]`.
+    let t = t
+        .strip_prefix('[')
+        .and_then(|s| s.strip_suffix(']'))
+        .unwrap_or(t);
+    let mut out = Vec::new();
+    for raw in t.split(',') {
+        let item = raw.trim();
+        if item.is_empty() {
+            return Err(format!(
+                "bad selection {text:?}: empty item (use ':' for a whole axis)"
+            ));
+        }
+        if item == "..." {
+            if out.contains(&Item::Ellipsis) {
+                return Err(format!("bad selection {text:?}: more than one '...'"));
+            }
+            out.push(Item::Ellipsis);
+            continue;
+        }
+        let parts: Vec<&str> = item.split(':').collect();
+        match parts.as_slice() {
+            [one] => {
+                let i = int(one, "index", item)?
+                    .ok_or_else(|| format!("bad selection item {item:?}"))?;
+                out.push(Item::Index(i));
+            }
+            [a, b] => out.push(Item::Slice {
+                start: int(a, "start", item)?,
+                stop: int(b, "stop", item)?,
+                step: None,
+            }),
+            [a, b, c] => {
+                let step = int(c, "step", item)?;
+                if step == Some(0) {
+                    return Err(format!("bad selection item {item:?}: step cannot be zero"));
+                }
+                out.push(Item::Slice {
+                    start: int(a, "start", item)?,
+                    stop: int(b, "stop", item)?,
+                    step,
+                });
+            }
+            _ => {
+                return Err(format!(
+                    "bad selection item {item:?}: expected INDEX or START:STOP[:STEP]"
+                ))
+            }
+        }
+    }
+    Ok(out)
+}
+
+/// Python's `slice(start, stop, step).indices(n)` followed by the count of positions:
+/// returns (first, step, count).
+fn numpy_slice(start: Option<i128>, stop: Option<i128>, step: i128, n: i128) -> (i128, i128) {
+    let clamp = |v: i128, lo: i128, hi: i128| v.max(lo).min(hi);
+    if step > 0 {
+        let norm = |v: i128| clamp(if v < 0 { v + n } else { v }, 0, n);
+        let a = start.map_or(0, norm);
+        let b = stop.map_or(n, norm);
+        let count = if b > a { (b - a - 1) / step + 1 } else { 0 };
+        (a, count)
+    } else {
+        let norm = |v: i128| clamp(if v < 0 { v + n } else { v }, -1, n - 1);
+        let a = start.map_or(n - 1, norm);
+        let b = stop.map_or(-1, norm);
+        let count = if a > b { (a - b - 1) / (-step) + 1 } else { 0 };
+        (a, count)
+    }
+}
+
+/// Translates parsed items into ndarray slice elements for an array of `shape`, with numpy's
+/// meaning. Indices are passed through (blz reports those outside their axis); slices are
+/// clamped.
+pub fn to_slice_info(items: &[Item], shape: &[u64]) -> Result<Vec<SliceInfoElem>, String> {
+    let explicit = items.iter().filter(|i| **i != Item::Ellipsis).count();
+    if explicit > shape.len() {
+        return Err(format!(
+            "too many indices: the selection has {explicit}, the dataset has {} axes",
+            shape.len()
+        ));
+    }
+    let mut expanded = Vec::with_capacity(shape.len());
+    for it in items {
+        if *it == Item::Ellipsis {
+            for _ in 0..shape.len() - explicit {
+                expanded.push(Item::Slice {
+                    start: None,
+                    stop: None,
+                    step: None,
+                });
+            }
+        } else {
+            expanded.push(*it);
+        }
+    }
+    let mut out = Vec::with_capacity(expanded.len());
+    for (axis, (it, &n)) in expanded.iter().zip(shape).enumerate() {
+        let n = i128::from(n);
+        match *it {
+            Item::Index(i) => {
+                let j = isize::try_from(i)
+                    .map_err(|_| format!("index {i} out of range for axis {axis} of extent {n}"))?;
+                out.push(SliceInfoElem::Index(j));
+            }
+            Item::Slice { start, stop, step } => {
+                let step = step.unwrap_or(1);
+                let (first, count) = numpy_slice(start, stop, step, n);
+                // Both ends lie in 0..=n, so they fit an isize (n came from a u64 shape that
+                // blz could allocate).
+                let to_isize =
+                    |v: i128| isize::try_from(v).map_err(|_| "axis too large".to_string());
+                let astep = to_isize(step.abs())?;
+                let elem = if count == 0 {
+                    SliceInfoElem::Slice {
+                        start: 0,
+                        end: Some(0),
+                        step: 1,
+                    }
+                } else if step > 0 {
+                    SliceInfoElem::Slice {
+                        start: to_isize(first)?,
+                        end: Some(to_isize(first + (count - 1) * step + 1)?),
+                        step: astep,
+                    }
+                } else {
+                    // ndarray walks `lo..hi;-k` from hi-1 down by k.
+                    let lo = first + (count - 1) * step;
+                    SliceInfoElem::Slice {
+                        start: to_isize(lo)?,
+                        end: Some(to_isize(first + 1)?),
+                        step: -astep,
+                    }
+                };
+                out.push(elem);
+            }
+            Item::Ellipsis => {}
+        }
+    }
+    Ok(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The positions numpy selects on one axis of extent n, computed the slow way.
+    fn positions(start: Option<i128>, stop: Option<i128>, step: i128, n: i128) -> Vec<i128> {
+        let (a, count) = numpy_slice(start, stop, step, n);
+        (0..count).map(|k| a + k * step).collect()
+    }
+
+    /// The positions an ndarray slice element selects on one axis of extent n.
+    fn nd_positions(e: &SliceInfoElem, n: usize) -> Vec<i128> {
+        let a = ndarray::Array1::from_iter(0..n as i128);
+        match *e {
+            SliceInfoElem::Slice { start, end, step } => a
+                .slice(ndarray::s![ndarray::Slice::new(start, end, step)])
+                .to_vec(),
+            _ => unreachable!(),
+        }
+    }
+
+    #[test]
+    fn python_semantics() {
+        // Expected values from Python's list(range(10))[...].
+        assert_eq!(positions(Some(2), Some(8), 3, 10), vec![2, 5]);
+        assert_eq!(
+            positions(None, None, -1, 10),
+            (0..10).rev().collect::<Vec<_>>()
+        );
+        assert_eq!(positions(Some(8), Some(2), -2, 10), vec![8, 6, 4]);
+        assert_eq!(positions(Some(-3), None, 1, 10), vec![7, 8, 9]);
+        assert_eq!(positions(Some(5), Some(100), 2, 10), vec![5, 7, 9]);
+        assert_eq!(positions(Some(100), None, -3, 10), vec![9, 6, 3, 0]);
+        assert_eq!(
+            positions(None, Some(-100), -1, 10),
+            (0..10).rev().collect::<Vec<_>>()
+        );
+        assert!(positions(Some(5), Some(3), 1, 10).is_empty());
+        assert!(positions(Some(3), Some(5), -1, 10).is_empty());
+        assert!(positions(None, None, 1, 0).is_empty());
+        assert!(positions(None, None, -1, 0).is_empty());
+    }
+
+    #[test]
+    fn translation_matches_numpy() {
+        let n = 13usize;
+        let ends = [
+            None,
+            Some(-20),
+            Some(-5),
+            Some(-1),
+            Some(0),
+            Some(3),
+            Some(12),
+            Some(13),
+            Some(40),
+        ];
+        for step in [-4i128, -1, 1, 2, 5] {
+            for &a in &ends {
+                for &b in &ends {
+                    let items = [Item::Slice {
+                        start: a,
+                        stop: b,
+                        step: Some(step),
+                    }];
+                    let e = to_slice_info(&items, &[n as u64]).unwrap();
+                    assert_eq!(
+                        nd_positions(&e[0], n),
+                        positions(a, b, step, n as i128),
+                        "{a:?}:{b:?}:{step}"
+                    );
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn parsing() {
+        assert_eq!(parse("").unwrap(), vec![]);
+        assert_eq!(parse("5").unwrap(), vec![Item::Index(5)]);
+        assert_eq!(
+            parse(" 2:8:3 , ::-1 ").unwrap(),
+            vec![
+                Item::Slice {
+                    start: Some(2),
+                    stop: Some(8),
+                    step: Some(3)
+                },
+                Item::Slice {
+                    start: None,
+                    stop: None,
+                    step: Some(-1)
+                }
+            ]
+        );
+        assert_eq!(
+            parse("[...,-1]").unwrap(),
+            vec![Item::Ellipsis, Item::Index(-1)]
+        );
+        for bad in ["1:2:0", "a", "1:2:3:4", "1,,2", "...,...", "1.5", ":x"] {
+            assert!(parse(bad).is_err(), "{bad}");
+        }
+        let items = parse("...,1").unwrap();
+        let e = to_slice_info(&items, &[4, 5, 6]).unwrap();
+        assert_eq!(e.len(), 3);
+        assert_eq!(e[2], SliceInfoElem::Index(1));
+        assert!(to_slice_info(&parse("1,2").unwrap(), &[4]).is_err());
+    }
+}
