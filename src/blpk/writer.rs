@@ -372,14 +372,14 @@ impl SuperchunkWriter {
     /// Plans dropping every chunk from `n` on. Their slots become free again; the space they
     /// used is reclaimed when it lies at the end of the file (the caller may then truncate the
     /// file to [`alloc_end`](Self::alloc_end)).
+    ///
+    /// The header (with the new chunk count) is written first: once it is down, the dropped
+    /// slots lie past `nchunks` and no reader looks at them, so clearing them to -1 afterwards
+    /// is safe to interrupt.
     pub fn plan_truncate(&mut self, n: u64) -> Vec<Write> {
         let old = self.nchunks();
         if n >= old {
             return Vec::new();
-        }
-        let mut writes = Vec::new();
-        for k in n..old {
-            writes.push(self.slot_write(k, -1));
         }
         self.chunks.truncate(n as usize);
         self.header.nchunks = n as i64;
@@ -393,7 +393,8 @@ impl SuperchunkWriter {
             .max()
             .unwrap_or(self.data_start)
             .max(self.data_start);
-        writes.push(self.header_write());
+        let mut writes = vec![self.header_write()];
+        writes.extend((n..old).map(|k| self.slot_write(k, -1)));
         writes
     }
 }
