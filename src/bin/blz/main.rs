@@ -15,7 +15,10 @@ struct Cli {
 #[derive(Subcommand, Debug)]
 enum Command {}
 
+#[expect(
+    unreachable_code,
+    reason = "Command has no variants until the subcommands land"
+)]
 fn main() -> ExitCode {
-    let cli = Cli::parse();
-    match cli.command {}
+    match Cli::parse().command {}
 }
