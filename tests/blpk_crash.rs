@@ -134,3 +134,98 @@ fn relocating_replace_survives_a_crash_at_every_step() {
         );
     }
 }
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Op {
+    Write(u64, usize),
+    Sync,
+}
+
+/// A file that logs its writes and syncs.
+struct Logged {
+    inner: Box<dyn blz::storage::StorageFile>,
+    log: Arc<std::sync::Mutex<Vec<Op>>>,
+}
+
+impl blz::storage::StorageFile for Logged {
+    fn len(&self) -> blz::Result<u64> {
+        self.inner.len()
+    }
+    fn read_at(&self, offset: u64, buf: &mut [u8]) -> blz::Result<()> {
+        self.inner.read_at(offset, buf)
+    }
+    fn write_at(&self, offset: u64, data: &[u8]) -> blz::Result<()> {
+        self.log.lock().unwrap().push(Op::Write(offset, data.len()));
+        self.inner.write_at(offset, data)
+    }
+    fn set_len(&self, len: u64) -> blz::Result<()> {
+        self.inner.set_len(len)
+    }
+    fn sync(&self) -> blz::Result<()> {
+        self.log.lock().unwrap().push(Op::Sync);
+        self.inner.sync()
+    }
+    fn path(&self) -> &Path {
+        self.inner.path()
+    }
+}
+
+#[test]
+fn durable_writes_are_synced_before_the_writes_that_expose_them() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("durable.blp");
+    make(&path, &[4000, 4000, 1000], 0);
+    // Stale bytes past the last chunk (bloscpack's append leaves such): the next chunk is
+    // then written below the file's length, over them.
+    let mut bytes = std::fs::read(&path).unwrap();
+    let end = bytes.len() as u64;
+    bytes.extend_from_slice(&[0xee; 3000]);
+    std::fs::write(&path, &bytes).unwrap();
+
+    let log = Arc::new(std::sync::Mutex::new(Vec::new()));
+    let file = Logged {
+        inner: LocalStorage.open(&path, OpenMode::ReadWrite).unwrap(),
+        log: log.clone(),
+    };
+    let mut f = SuperchunkFile::open(Box::new(file), 0).unwrap();
+    let (c, _) = chunk_of(9, 2000);
+    let clen = c.len() + 4;
+    assert!(f.append_chunk(c).unwrap());
+    let ops = std::mem::take(&mut *log.lock().unwrap());
+    let writes: Vec<(u64, usize)> = ops
+        .iter()
+        .filter_map(|o| match *o {
+            Op::Write(a, b) => Some((a, b)),
+            Op::Sync => None,
+        })
+        .collect();
+    assert_eq!(writes.len(), 3, "{ops:?}");
+    assert_eq!(
+        writes[0],
+        (end, clen),
+        "the chunk goes over the stale bytes"
+    );
+    assert_eq!(writes[1].1, 8, "then its offsets slot");
+    assert_eq!(writes[2], (0, 32), "then the header");
+    let expected = [
+        Op::Write(writes[0].0, writes[0].1),
+        Op::Sync,
+        Op::Write(writes[1].0, writes[1].1),
+        Op::Sync,
+        Op::Write(0, 32),
+        Op::Sync,
+    ];
+    assert_eq!(ops, expected);
+
+    // Truncate: the header (new count) is durable before the dropped slots are cleared.
+    f.truncate(1).unwrap();
+    let ops = std::mem::take(&mut *log.lock().unwrap());
+    assert_eq!(ops.len(), 4, "{ops:?}");
+    assert_eq!(ops[0], Op::Write(0, 32));
+    assert_eq!(ops[1], Op::Sync);
+    assert!(matches!(ops[2], Op::Write(_, 24)), "{ops:?}");
+    assert_eq!(ops[3], Op::Sync);
+    drop(f);
+    let got = read_all(&path).unwrap();
+    assert_eq!(got.len(), 1);
+}

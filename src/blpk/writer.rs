@@ -393,9 +393,12 @@ impl SuperchunkWriter {
             .max()
             .unwrap_or(self.data_start)
             .max(self.data_start);
-        let mut writes = vec![self.header_write()];
-        writes.extend((n..old).map(|k| self.slot_write(k, -1)));
-        writes
+        // The dropped slots are contiguous: one write clears them all.
+        let cleared = Write {
+            offset: self.offsets_pos + 8 * n,
+            data: vec![0xff; 8 * (old - n) as usize],
+        };
+        vec![self.header_write(), cleared]
     }
 }
 
@@ -421,7 +424,7 @@ impl SuperchunkFile {
             durable: true,
         };
         f.file.set_len(0)?;
-        f.apply(writes)?;
+        f.apply(writes, 0)?;
         Ok(f)
     }
 
@@ -451,23 +454,26 @@ impl SuperchunkFile {
         &self.writer
     }
 
-    /// Writes new bytes first and syncs them, then the writes that change what a reader sees
-    /// (offsets slots, header), so a crash never exposes a chunk that is not fully on disk.
-    fn apply(&mut self, writes: Vec<Write>) -> Result<()> {
+    /// Applies planned writes. Writes at or past `free_from` (the allocation end before the
+    /// operation) land where no reader looks and go first. Every other write changes what a
+    /// reader sees, so it is issued only after everything before it; in durable mode that
+    /// means after a sync, so the disk cannot reorder it ahead of the bytes it exposes (a
+    /// file with stale bytes past its last chunk can have a new chunk written below its
+    /// length, and a slot must never become durable before the chunk it points at, nor a
+    /// header before the slot it counts).
+    fn apply(&mut self, writes: Vec<Write>, free_from: u64) -> Result<()> {
         let durable = self.durable;
-        let boundary = self.file.len()?;
-        let (fresh, patches): (Vec<_>, Vec<_>) =
-            writes.into_iter().partition(|w| w.offset >= boundary);
-        for w in &fresh {
+        let (fresh, visible): (Vec<_>, Vec<_>) =
+            writes.into_iter().partition(|w| w.offset >= free_from);
+        let mut unsynced = false;
+        for w in fresh.iter().chain(&visible) {
+            if durable && unsynced && w.offset < free_from {
+                self.file.sync()?;
+            }
             self.file.write_at(w.offset, &w.data)?;
+            unsynced = true;
         }
-        if durable && !fresh.is_empty() {
-            self.file.sync()?;
-        }
-        for w in &patches {
-            self.file.write_at(w.offset, &w.data)?;
-        }
-        if durable {
+        if durable && unsynced {
             self.file.sync()?;
         }
         Ok(())
@@ -479,9 +485,10 @@ impl SuperchunkFile {
     /// # Errors
     /// [`Error::InvalidChunk`] for a malformed chunk, and I/O errors.
     pub fn append_chunk(&mut self, chunk: Vec<u8>) -> Result<bool> {
+        let free_from = self.writer.alloc_end();
         match self.writer.plan_append(chunk)? {
             Some(w) => {
-                self.apply(w)?;
+                self.apply(w, free_from)?;
                 Ok(true)
             }
             None => Ok(false),
@@ -493,8 +500,9 @@ impl SuperchunkFile {
     /// # Errors
     /// As [`SuperchunkWriter::plan_replace`], and I/O errors.
     pub fn replace_chunk(&mut self, k: u64, chunk: Vec<u8>) -> Result<Placement> {
+        let free_from = self.writer.alloc_end();
         let (p, w) = self.writer.plan_replace(k, chunk)?;
-        self.apply(w)?;
+        self.apply(w, free_from)?;
         Ok(p)
     }
 
@@ -503,8 +511,9 @@ impl SuperchunkFile {
     /// # Errors
     /// I/O errors.
     pub fn truncate(&mut self, n: u64) -> Result<()> {
+        let free_from = self.writer.alloc_end();
         let w = self.writer.plan_truncate(n);
-        self.apply(w)?;
+        self.apply(w, free_from)?;
         self.file.set_len(self.writer.alloc_end())
     }
 
