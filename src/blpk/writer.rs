@@ -315,11 +315,19 @@ impl SuperchunkWriter {
         ]))
     }
 
-    /// Plans replacing chunk `k` with `chunk` (same uncompressed size, except for the last
-    /// chunk). It is rewritten in place when it fits in its slot (its old bytes plus any
-    /// slack or dead space up to the next chunk); otherwise it goes to the end of the file and
-    /// its offset changes. A replacement that changes the file from one a sequential reader
-    /// can follow marks it scattered (option bit 3).
+    /// Plans replacing chunk `k` with `chunk`. It is rewritten in place when it fits: in a
+    /// plain file only a chunk of the same stored length does (anything else would leave a gap
+    /// or overrun the next chunk, which a sequential reader cannot follow); in a scattered
+    /// file, any chunk that fits in its slot (its old bytes plus any slack or dead space up to
+    /// the next chunk in file order, or the allocation end). Otherwise it goes to the
+    /// allocation end, its offsets slot is repointed, and the file is marked scattered
+    /// (option bit 3).
+    ///
+    /// The header stays truthful about chunk sizes: a chunk whose uncompressed size breaks
+    /// the rule "every chunk but the last holds `chunk_size` bytes, the last `last_chunk` <=
+    /// `chunk_size`" turns `chunk_size` to -1 (unknown), as appends do. A header change is only
+    /// ever a relaxation that holds for the old chunk as well as the new one, so it is written
+    /// before the writes that make the new chunk visible.
     ///
     /// # Errors
     /// [`Error::ChunkOutOfRange`], or [`Error::InvalidChunk`] for a malformed chunk.
@@ -330,6 +338,7 @@ impl SuperchunkWriter {
             chunk: k,
             nchunks: self.nchunks(),
         })?;
+        let old_header = self.header;
         let scattered_before = self.header.has(OPT_SCATTERED);
         let new_len = (chunk.len() + self.header.checksum.len()) as u64;
         // The slot runs to the next chunk in file order, or to the allocation end.
@@ -341,8 +350,31 @@ impl SuperchunkWriter {
             .min()
             .unwrap_or(self.alloc_end);
         let capacity = slot_end - old_off;
+        let nbytes = ch.nbytes as i32;
+        let last = k + 1 == self.nchunks();
+        if last {
+            if self.nchunks() == 1 {
+                // With one chunk, chunk_size constrains nothing but last_chunk <= chunk_size;
+                // growing it (never shrinking) keeps that true of the old chunk too.
+                if self.header.chunk_size >= 0 {
+                    self.header.chunk_size = self.header.chunk_size.max(nbytes);
+                }
+            } else if nbytes > self.header.chunk_size {
+                self.header.chunk_size = -1;
+            }
+            self.header.last_chunk = nbytes;
+        } else if nbytes != self.header.chunk_size {
+            self.header.chunk_size = -1;
+        }
+        let in_place = new_len == old_len || (scattered_before && new_len <= capacity);
+        if !in_place {
+            self.header.options |= OPT_SCATTERED;
+        }
         let mut writes = Vec::new();
-        let placement = if new_len == old_len || (scattered_before && new_len <= capacity) {
+        let placement = if in_place {
+            if self.header != old_header {
+                writes.push(self.header_write());
+            }
             let data = self.framed(chunk, false);
             writes.push(Write {
                 offset: old_off,
@@ -351,21 +383,17 @@ impl SuperchunkWriter {
             self.chunks[k as usize] = (old_off, new_len);
             Placement::InPlace
         } else {
-            self.header.options |= OPT_SCATTERED;
             let data = self.framed(chunk, true);
             let offset = self.alloc_end;
             self.alloc_end += data.len() as u64;
             writes.push(Write { offset, data });
+            if self.header != old_header {
+                writes.push(self.header_write());
+            }
             writes.push(self.slot_write(k, offset as i64));
             self.chunks[k as usize] = (offset, new_len);
             Placement::Relocated
         };
-        if k + 1 == self.nchunks() {
-            self.header.last_chunk = ch.nbytes as i32;
-        }
-        if placement == Placement::Relocated || k + 1 == self.nchunks() || !scattered_before {
-            writes.push(self.header_write());
-        }
         Ok((placement, writes))
     }
 
