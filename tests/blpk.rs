@@ -428,3 +428,51 @@ fn replacing_with_other_sizes_keeps_the_header_truthful() {
     assert_eq!(f.writer().header().chunk_size, 1600);
     assert_eq!(f.writer().header().last_chunk, 400);
 }
+
+#[test]
+fn chunk_headers_are_held_to_the_file_header() {
+    let dir = tempfile::tempdir().unwrap();
+    let p = dir.path().join("bound.blp");
+    let src = data(3 * 512);
+    pack_bytes(
+        &p,
+        &src,
+        &PackOptions {
+            chunk_size: 4096,
+            writer: WriterOptions {
+                checksum: Checksum::None,
+                ..Default::default()
+            },
+            ..Default::default()
+        },
+    );
+    let good = std::fs::read(&p).unwrap();
+    let r = SuperchunkReader::open(open(&p)).unwrap();
+    let info = r.chunk_info(1).unwrap();
+    drop(r);
+    // A chunk claiming more uncompressed bytes than chunk_size is refused before it is
+    // decompressed (no digest would catch it here).
+    let mut b = good.clone();
+    let at = info.offset as usize + 4;
+    b[at..at + 4].copy_from_slice(&(1u32 << 30).to_le_bytes());
+    std::fs::write(&p, &b).unwrap();
+    let e = SuperchunkReader::open(open(&p))
+        .unwrap()
+        .decompress_chunk(1)
+        .unwrap_err();
+    assert!(
+        matches!(e, Error::InvalidChunk { chunk: 1, .. }) && e.to_string().contains("file header"),
+        "{e}"
+    );
+    // A chunk claiming to run over the next one: the writer refuses to take the file up.
+    let mut b = good.clone();
+    let at = info.offset as usize + 12;
+    let cb = info.header.cbytes + 100;
+    b[at..at + 4].copy_from_slice(&cb.to_le_bytes());
+    std::fs::write(&p, &b).unwrap();
+    let e = match SuperchunkFile::open(LocalStorage.open(&p, OpenMode::ReadWrite).unwrap(), 0) {
+        Ok(_) => panic!("a chunk overrunning the next one was accepted"),
+        Err(e) => e,
+    };
+    assert!(matches!(e, Error::InvalidChunk { chunk: 1, .. }), "{e}");
+}

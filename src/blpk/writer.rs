@@ -148,7 +148,8 @@ impl SuperchunkWriter {
     /// written from now on (0 keeps a plain file plain).
     ///
     /// # Errors
-    /// [`Error::InvalidArgument`] when the file has no offsets table; otherwise as
+    /// [`Error::InvalidArgument`] when the file has no offsets table; [`Error::InvalidChunk`]
+    /// when a chunk's header claims more bytes than lie before the next chunk; otherwise as
     /// [`Layout::read`].
     pub fn open(file: &dyn StorageFile, slack: u32) -> Result<SuperchunkWriter> {
         let layout = Layout::read(file)?;
@@ -172,13 +173,27 @@ impl SuperchunkWriter {
             )));
         }
         let dlen = layout.header.checksum.len() as u64;
+        let extents = layout.extents();
         let mut chunks = Vec::with_capacity(layout.offsets.len());
-        for (k, &off) in layout.offsets.iter().enumerate() {
+        for (k, (&off, &extent)) in layout.offsets.iter().zip(&extents).enumerate() {
             let mut b = [0u8; blosc::HEADER_LEN];
             file.read_at(off, &mut b)?;
             let ch =
                 blosc::ChunkHeader::parse(&b).map_err(|e| Error::chunk(&path, k as u64, e.0))?;
-            chunks.push((off, u64::from(ch.cbytes) + dlen));
+            let stored = u64::from(ch.cbytes) + dlen;
+            // Where the space after each chunk is computed from, a chunk overrunning the next
+            // one (or the file's end) would make the writer overwrite live bytes.
+            if ch.cbytes < blosc::HEADER_LEN as u32 || stored > extent {
+                return Err(Error::chunk(
+                    &path,
+                    k as u64,
+                    format!(
+                        "chunk claims {} bytes (with its digest) at offset {off}, but only {extent} lie before the next chunk or the end of the file",
+                        stored
+                    ),
+                ));
+            }
+            chunks.push((off, stored));
         }
         let slack = u64::from(slack);
         let alloc_end = chunks
