@@ -387,3 +387,92 @@ fn corrupt_headers_offsets_metadata_and_truncation_are_errors() {
     // And the intact file still reads.
     assert_eq!(unpack_bytes(&p).unwrap(), src);
 }
+
+#[test]
+fn replacing_with_other_sizes_keeps_the_header_truthful() {
+    let dir = tempfile::tempdir().unwrap();
+    let header_after = |slack: u32, k: u64, n: usize| {
+        let p = dir.path().join(format!("sizes-{slack}-{k}-{n}.blp"));
+        let mut f = SuperchunkFile::create(create(&p), &writer_opts(slack, 4)).unwrap();
+        for len in [4096, 4096, 1000] {
+            f.append_chunk(compress(&data(len / 8))).unwrap();
+        }
+        f.replace_chunk(k, compress(&data(n / 8))).unwrap();
+        drop(f);
+        let r = SuperchunkReader::open(open(&p)).unwrap();
+        for j in 0..3 {
+            r.decompress_chunk(j).unwrap();
+        }
+        (r.header().chunk_size, r.header().last_chunk)
+    };
+    for slack in [0, 10_000] {
+        // Same sizes: nothing changes.
+        assert_eq!(header_after(slack, 0, 4096), (4096, 1000));
+        assert_eq!(header_after(slack, 2, 1000), (4096, 1000));
+        // The last chunk may shrink or grow up to chunk_size.
+        assert_eq!(header_after(slack, 2, 800), (4096, 800));
+        assert_eq!(header_after(slack, 2, 4096), (4096, 4096));
+        // Past chunk_size, or a middle chunk of another size: sizes are no longer uniform.
+        assert_eq!(header_after(slack, 2, 8192), (-1, 8192));
+        assert_eq!(header_after(slack, 1, 2048), (-1, 1000));
+    }
+    // A single chunk: chunk_size grows with it and never shrinks below the old chunk.
+    let p = dir.path().join("single.blp");
+    let mut f = SuperchunkFile::create(create(&p), &writer_opts(0, 4)).unwrap();
+    f.append_chunk(compress(&data(100))).unwrap();
+    assert_eq!(f.writer().header().chunk_size, 800);
+    f.replace_chunk(0, compress(&data(200))).unwrap();
+    assert_eq!(f.writer().header().chunk_size, 1600);
+    assert_eq!(f.writer().header().last_chunk, 1600);
+    f.replace_chunk(0, compress(&data(50))).unwrap();
+    assert_eq!(f.writer().header().chunk_size, 1600);
+    assert_eq!(f.writer().header().last_chunk, 400);
+}
+
+#[test]
+fn chunk_headers_are_held_to_the_file_header() {
+    let dir = tempfile::tempdir().unwrap();
+    let p = dir.path().join("bound.blp");
+    let src = data(3 * 512);
+    pack_bytes(
+        &p,
+        &src,
+        &PackOptions {
+            chunk_size: 4096,
+            writer: WriterOptions {
+                checksum: Checksum::None,
+                ..Default::default()
+            },
+            ..Default::default()
+        },
+    );
+    let good = std::fs::read(&p).unwrap();
+    let r = SuperchunkReader::open(open(&p)).unwrap();
+    let info = r.chunk_info(1).unwrap();
+    drop(r);
+    // A chunk claiming more uncompressed bytes than chunk_size is refused before it is
+    // decompressed (no digest would catch it here).
+    let mut b = good.clone();
+    let at = info.offset as usize + 4;
+    b[at..at + 4].copy_from_slice(&(1u32 << 30).to_le_bytes());
+    std::fs::write(&p, &b).unwrap();
+    let e = SuperchunkReader::open(open(&p))
+        .unwrap()
+        .decompress_chunk(1)
+        .unwrap_err();
+    assert!(
+        matches!(e, Error::InvalidChunk { chunk: 1, .. }) && e.to_string().contains("file header"),
+        "{e}"
+    );
+    // A chunk claiming to run over the next one: the writer refuses to take the file up.
+    let mut b = good.clone();
+    let at = info.offset as usize + 12;
+    let cb = info.header.cbytes + 100;
+    b[at..at + 4].copy_from_slice(&cb.to_le_bytes());
+    std::fs::write(&p, &b).unwrap();
+    let e = match SuperchunkFile::open(LocalStorage.open(&p, OpenMode::ReadWrite).unwrap(), 0) {
+        Ok(_) => panic!("a chunk overrunning the next one was accepted"),
+        Err(e) => e,
+    };
+    assert!(matches!(e, Error::InvalidChunk { chunk: 1, .. }), "{e}");
+}

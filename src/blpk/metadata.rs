@@ -238,7 +238,10 @@ pub fn decode_body(header: &MetadataHeader, body: &[u8], path: &Path) -> Result<
     let json = match header.codec {
         MetaCodec::None => stored.to_vec(),
         MetaCodec::Zlib => {
-            let mut out = Vec::with_capacity(header.meta_size as usize);
+            // meta_size is untrusted: deflate expands at most 1032-fold, so never reserve more.
+            let mut out = Vec::with_capacity(
+                (header.meta_size as usize).min(stored.len().saturating_mul(1032)),
+            );
             flate2::read::ZlibDecoder::new(stored)
                 .take(u64::from(header.meta_size) + 1)
                 .read_to_end(&mut out)

@@ -237,6 +237,14 @@ impl SuperchunkReader {
         }
     }
 
+    /// The most uncompressed bytes a chunk of this file may hold, when its header says:
+    /// `max(chunk_size, last_chunk)` (both known), so that a corrupt chunk header cannot make
+    /// a reader allocate more than the file header allows.
+    fn max_nbytes(&self) -> Option<u32> {
+        let h = &self.layout.header;
+        (h.chunk_size >= 0).then(|| h.chunk_size.max(h.last_chunk) as u32)
+    }
+
     /// Reads chunk `k`'s Blosc header only.
     ///
     /// # Errors
@@ -250,7 +258,9 @@ impl SuperchunkReader {
     }
 
     /// Reads chunk `k`'s compressed bytes into `buf` (replacing its contents), after checking
-    /// its digest and its Blosc header. Only chunk `k`'s bytes are read.
+    /// its digest and its Blosc header, and that it holds no more uncompressed bytes than the
+    /// file header's `chunk_size` and `last_chunk` allow (when `chunk_size` is known). Only
+    /// chunk `k`'s bytes are read.
     ///
     /// # Errors
     /// [`Error::ChecksumMismatch`] naming the file, chunk and both digests;
@@ -279,6 +289,18 @@ impl SuperchunkReader {
         buf.resize(read_len, 0);
         self.file.read_at(offset, buf)?;
         let ch = ChunkHeader::parse(buf).map_err(|e| Error::chunk(&self.path, k, e.0))?;
+        if let Some(max) = self.max_nbytes() {
+            if ch.nbytes > max {
+                return Err(Error::chunk(
+                    &self.path,
+                    k,
+                    format!(
+                        "chunk holds {} bytes uncompressed, more than the file header allows ({max})",
+                        ch.nbytes
+                    ),
+                ));
+            }
+        }
         let cbytes = ch.cbytes as usize;
         let need = cbytes
             .checked_add(dlen)

@@ -158,7 +158,8 @@ impl SuperchunkWriter {
     /// written from now on (0 keeps a plain file plain).
     ///
     /// # Errors
-    /// [`Error::InvalidArgument`] when the file has no offsets table; otherwise as
+    /// [`Error::InvalidArgument`] when the file has no offsets table; [`Error::InvalidChunk`]
+    /// when a chunk's header claims more bytes than lie before the next chunk; otherwise as
     /// [`Layout::read`].
     pub fn open(file: &dyn StorageFile, slack: u32) -> Result<SuperchunkWriter> {
         let layout = Layout::read(file)?;
@@ -182,14 +183,28 @@ impl SuperchunkWriter {
             )));
         }
         let dlen = layout.header.checksum.len() as u64;
+        let extents = layout.extents();
         let mut chunks = Vec::with_capacity(layout.offsets.len());
         let mut nbytes = Vec::with_capacity(layout.offsets.len());
-        for (k, &off) in layout.offsets.iter().enumerate() {
+        for (k, (&off, &extent)) in layout.offsets.iter().zip(&extents).enumerate() {
             let mut b = [0u8; blosc::HEADER_LEN];
             file.read_at(off, &mut b)?;
             let ch =
                 blosc::ChunkHeader::parse(&b).map_err(|e| Error::chunk(&path, k as u64, e.0))?;
-            chunks.push((off, u64::from(ch.cbytes) + dlen));
+            let stored = u64::from(ch.cbytes) + dlen;
+            // Where the space after each chunk is computed from, a chunk overrunning the next
+            // one (or the file's end) would make the writer overwrite live bytes.
+            if ch.cbytes < blosc::HEADER_LEN as u32 || stored > extent {
+                return Err(Error::chunk(
+                    &path,
+                    k as u64,
+                    format!(
+                        "chunk claims {} bytes (with its digest) at offset {off}, but only {extent} lie before the next chunk or the end of the file",
+                        stored
+                    ),
+                ));
+            }
+            chunks.push((off, stored));
             nbytes.push(u64::from(ch.nbytes));
         }
         let slack = u64::from(slack);
@@ -334,11 +349,19 @@ impl SuperchunkWriter {
         ]))
     }
 
-    /// Plans replacing chunk `k` with `chunk` (same uncompressed size, except for the last
-    /// chunk). It is rewritten in place when it fits in its slot (its old bytes plus any
-    /// slack or dead space up to the next chunk); otherwise it goes to the end of the file and
-    /// its offset changes. A replacement that changes the file from one a sequential reader
-    /// can follow marks it scattered (option bit 3).
+    /// Plans replacing chunk `k` with `chunk`. It is rewritten in place when it fits: in a
+    /// plain file only a chunk of the same stored length does (anything else would leave a gap
+    /// or overrun the next chunk, which a sequential reader cannot follow); in a scattered
+    /// file, any chunk that fits in its slot (its old bytes plus any slack or dead space up to
+    /// the next chunk in file order, or the allocation end). Otherwise it goes to the
+    /// allocation end, its offsets slot is repointed, and the file is marked scattered
+    /// (option bit 3).
+    ///
+    /// The header stays truthful about chunk sizes: a chunk whose uncompressed size breaks
+    /// the rule "every chunk but the last holds `chunk_size` bytes, the last `last_chunk` <=
+    /// `chunk_size`" turns `chunk_size` to -1 (unknown), as appends do. A header change is only
+    /// ever a relaxation that holds for the old chunk as well as the new one, so it is written
+    /// before the writes that make the new chunk visible.
     ///
     /// # Errors
     /// [`Error::ChunkOutOfRange`], or [`Error::InvalidChunk`] for a malformed chunk.
@@ -349,6 +372,7 @@ impl SuperchunkWriter {
             chunk: k,
             nchunks: self.nchunks(),
         })?;
+        let old_header = self.header;
         let scattered_before = self.header.has(OPT_SCATTERED);
         let new_len = (chunk.len() + self.header.checksum.len()) as u64;
         // The slot runs to the next chunk in file order, or to the allocation end.
@@ -360,8 +384,31 @@ impl SuperchunkWriter {
             .min()
             .unwrap_or(self.alloc_end);
         let capacity = slot_end - old_off;
+        let nbytes = ch.nbytes as i32;
+        let last = k + 1 == self.nchunks();
+        if last {
+            if self.nchunks() == 1 {
+                // With one chunk, chunk_size constrains nothing but last_chunk <= chunk_size;
+                // growing it (never shrinking) keeps that true of the old chunk too.
+                if self.header.chunk_size >= 0 {
+                    self.header.chunk_size = self.header.chunk_size.max(nbytes);
+                }
+            } else if nbytes > self.header.chunk_size {
+                self.header.chunk_size = -1;
+            }
+            self.header.last_chunk = nbytes;
+        } else if nbytes != self.header.chunk_size {
+            self.header.chunk_size = -1;
+        }
+        let in_place = new_len == old_len || (scattered_before && new_len <= capacity);
+        if !in_place {
+            self.header.options |= OPT_SCATTERED;
+        }
         let mut writes = Vec::new();
-        let placement = if new_len == old_len || (scattered_before && new_len <= capacity) {
+        let placement = if in_place {
+            if self.header != old_header {
+                writes.push(self.header_write());
+            }
             let data = self.framed(chunk, false);
             writes.push(Write {
                 offset: old_off,
@@ -371,36 +418,32 @@ impl SuperchunkWriter {
             self.nbytes[k as usize] = u64::from(ch.nbytes);
             Placement::InPlace
         } else {
-            self.header.options |= OPT_SCATTERED;
             let data = self.framed(chunk, true);
             let offset = self.alloc_end;
             self.alloc_end += data.len() as u64;
             writes.push(Write { offset, data });
+            if self.header != old_header {
+                writes.push(self.header_write());
+            }
             writes.push(self.slot_write(k, offset as i64));
             self.chunks[k as usize] = (offset, new_len);
             self.nbytes[k as usize] = u64::from(ch.nbytes);
             Placement::Relocated
         };
-        if k + 1 == self.nchunks() {
-            self.header.last_chunk = ch.nbytes as i32;
-        }
-        if placement == Placement::Relocated || k + 1 == self.nchunks() || !scattered_before {
-            writes.push(self.header_write());
-        }
         Ok((placement, writes))
     }
 
     /// Plans dropping every chunk from `n` on. Their slots become free again; the space they
     /// used is reclaimed when it lies at the end of the file (the caller may then truncate the
     /// file to [`alloc_end`](Self::alloc_end)).
+    ///
+    /// The header (with the new chunk count) is written first: once it is down, the dropped
+    /// slots lie past `nchunks` and no reader looks at them, so clearing them to -1 afterwards
+    /// is safe to interrupt.
     pub fn plan_truncate(&mut self, n: u64) -> Vec<Write> {
         let old = self.nchunks();
         if n >= old {
             return Vec::new();
-        }
-        let mut writes = Vec::new();
-        for k in n..old {
-            writes.push(self.slot_write(k, -1));
         }
         self.chunks.truncate(n as usize);
         self.nbytes.truncate(n as usize);
@@ -415,8 +458,12 @@ impl SuperchunkWriter {
             .max()
             .unwrap_or(self.data_start)
             .max(self.data_start);
-        writes.push(self.header_write());
-        writes
+        // The dropped slots are contiguous: one write clears them all.
+        let cleared = Write {
+            offset: self.offsets_pos + 8 * n,
+            data: vec![0xff; 8 * (old - n) as usize],
+        };
+        vec![self.header_write(), cleared]
     }
 }
 
@@ -442,7 +489,7 @@ impl SuperchunkFile {
             durable: true,
         };
         f.file.set_len(0)?;
-        f.apply(writes)?;
+        f.apply(writes, 0)?;
         Ok(f)
     }
 
@@ -472,23 +519,26 @@ impl SuperchunkFile {
         &self.writer
     }
 
-    /// Writes new bytes first and syncs them, then the writes that change what a reader sees
-    /// (offsets slots, header), so a crash never exposes a chunk that is not fully on disk.
-    fn apply(&mut self, writes: Vec<Write>) -> Result<()> {
+    /// Applies planned writes. Writes at or past `free_from` (the allocation end before the
+    /// operation) land where no reader looks and go first. Every other write changes what a
+    /// reader sees, so it is issued only after everything before it; in durable mode that
+    /// means after a sync, so the disk cannot reorder it ahead of the bytes it exposes (a
+    /// file with stale bytes past its last chunk can have a new chunk written below its
+    /// length, and a slot must never become durable before the chunk it points at, nor a
+    /// header before the slot it counts).
+    fn apply(&mut self, writes: Vec<Write>, free_from: u64) -> Result<()> {
         let durable = self.durable;
-        let boundary = self.file.len()?;
-        let (fresh, patches): (Vec<_>, Vec<_>) =
-            writes.into_iter().partition(|w| w.offset >= boundary);
-        for w in &fresh {
+        let (fresh, visible): (Vec<_>, Vec<_>) =
+            writes.into_iter().partition(|w| w.offset >= free_from);
+        let mut unsynced = false;
+        for w in fresh.iter().chain(&visible) {
+            if durable && unsynced && w.offset < free_from {
+                self.file.sync()?;
+            }
             self.file.write_at(w.offset, &w.data)?;
+            unsynced = true;
         }
-        if durable && !fresh.is_empty() {
-            self.file.sync()?;
-        }
-        for w in &patches {
-            self.file.write_at(w.offset, &w.data)?;
-        }
-        if durable {
+        if durable && unsynced {
             self.file.sync()?;
         }
         Ok(())
@@ -500,9 +550,10 @@ impl SuperchunkFile {
     /// # Errors
     /// [`Error::InvalidChunk`] for a malformed chunk, and I/O errors.
     pub fn append_chunk(&mut self, chunk: Vec<u8>) -> Result<bool> {
+        let free_from = self.writer.alloc_end();
         match self.writer.plan_append(chunk)? {
             Some(w) => {
-                self.apply(w)?;
+                self.apply(w, free_from)?;
                 Ok(true)
             }
             None => Ok(false),
@@ -514,8 +565,9 @@ impl SuperchunkFile {
     /// # Errors
     /// As [`SuperchunkWriter::plan_replace`], and I/O errors.
     pub fn replace_chunk(&mut self, k: u64, chunk: Vec<u8>) -> Result<Placement> {
+        let free_from = self.writer.alloc_end();
         let (p, w) = self.writer.plan_replace(k, chunk)?;
-        self.apply(w)?;
+        self.apply(w, free_from)?;
         Ok(p)
     }
 
@@ -524,8 +576,9 @@ impl SuperchunkFile {
     /// # Errors
     /// I/O errors.
     pub fn truncate(&mut self, n: u64) -> Result<()> {
+        let free_from = self.writer.alloc_end();
         let w = self.writer.plan_truncate(n);
-        self.apply(w)?;
+        self.apply(w, free_from)?;
         self.file.set_len(self.writer.alloc_end())
     }
 

@@ -24,7 +24,10 @@ pub enum OpenMode {
 }
 
 /// A file opened through a [`Storage`]. Offsets are absolute byte positions.
-#[allow(clippy::len_without_is_empty)] // a file's length is not a collection size
+#[expect(
+    clippy::len_without_is_empty,
+    reason = "a file's length is read from the backend; emptiness is never asked on its own"
+)]
 pub trait StorageFile: Send + Sync {
     /// Current length in bytes.
     ///
