@@ -1,6 +1,7 @@
 //! The `blz` command line: works on single superchunk files (`pack`, `unpack`, `info`) and
 //! on datasets. It only calls blz's public library API.
 
+mod dist;
 mod file;
 
 use clap::{Parser, Subcommand};
@@ -23,6 +24,10 @@ enum Command {
     Unpack(file::UnpackArgs),
     /// Show the header, metadata and chunk table of a superchunk file.
     Info(InfoArgs),
+    /// Show the host and brick (or local device) holding each superchunk file of a dataset.
+    Locate(dist::LocateArgs),
+    /// Reduce a dataset or table column in parallel (sum, min, max, count, mean).
+    Scan(dist::ScanArgs),
 }
 
 /// Arguments of `blz info`.
@@ -142,6 +147,8 @@ fn run(cli: Cli) -> Result<(), Fail> {
         Command::Pack(a) => file::pack(&a),
         Command::Unpack(a) => file::unpack(&a),
         Command::Info(a) => info(&a.file, a.json),
+        Command::Locate(a) => dist::locate(&a),
+        Command::Scan(a) => dist::scan(&a),
     }
 }
 
