@@ -188,6 +188,20 @@ impl ArrayCore {
         Ok(chunk)
     }
 
+    /// Decodes chunk `k` into `dst` (exactly a chunk's bytes), native byte order.
+    pub(crate) fn decode_chunk_into(
+        &self,
+        k: u64,
+        dst: &mut [u8],
+        scratch: &mut Vec<u8>,
+    ) -> Result<()> {
+        self.store.decompress_chunk(k, dst, scratch)?;
+        if self.swap_needed() {
+            swap_bytes(dst, self.dtype.swap_unit());
+        }
+        Ok(())
+    }
+
     /// When the part's elements are one contiguous run of the chunk, its first item and length.
     fn contiguous_run(&self, part: &ChunkPart) -> Option<(usize, usize)> {
         let nd = part.axes.len();

@@ -840,6 +840,13 @@ impl Dataset {
     }
 }
 
+impl Dataset {
+    /// The chunk engine (for scans).
+    pub(crate) fn core(&self) -> &ArrayCore {
+        &self.core
+    }
+}
+
 /// Reads `meta/attributes` of the dataset at `root`.
 pub(crate) fn read_attrs(
     storage: &dyn Storage,

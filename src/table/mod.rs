@@ -579,6 +579,16 @@ impl Table {
             .collect())
     }
 
+    /// The chunk engine of a fixed-size column.
+    pub(crate) fn fixed_core(&self, name: &str) -> Result<&ArrayCore> {
+        match &self.col(name)?.engine {
+            Engine::Fixed(core) => Ok(core),
+            Engine::Var(_) => Err(Error::InvalidArgument(format!(
+                "column {name:?} holds variable-length items, not fixed-size elements"
+            ))),
+        }
+    }
+
     fn col(&self, name: &str) -> Result<&Column> {
         self.columns
             .iter()

@@ -26,6 +26,15 @@ STARTED_FILE=$STATE_DIR/glusterd-started
 HOSTS_MARK="# added by blz tests/gluster/setup.sh"
 LOCK_FILE=/run/blz-gluster.lock
 
+# Coherence between clients.  blz rewrites superchunk headers, offsets and chunks in place
+# (through its journal); with the default caches another client of the volume can read the
+# old bytes or size of such a file for about a second.  These settings together made every
+# client see every committed change at once (see README.md, "Caveat -- caching between
+# clients"): the FUSE attribute cache off on each mount, and the md-cache (stat-prefetch)
+# and quick-read translators off on the volume.
+MOUNT_OPTS=attribute-timeout=0
+VOLUME_OPTS=(performance.stat-prefetch=off performance.quick-read=off)
+
 SELF=$(basename "$0" .sh)
 
 log() { echo "$SELF: [${SECONDS}s] $*" >&2; }
@@ -113,6 +122,14 @@ mount_entries() { awk -v m="$MNT" '$2 == m { print $1, $3 }' /proc/mounts; }
 
 # Does the mount at $MNT answer?  A FUSE mount whose client died fails here
 # with ENOTCONN ("Transport endpoint is not connected").
+# Was the FUSE client at $MNT started with $MOUNT_OPTS?
+mount_has_opts() {
+    local o
+    for o in ${MOUNT_OPTS//,/ }; do
+        pgrep -af "glusterfs" | grep -F -- " $MNT" | grep -qF -- "--$o" || return 1
+    done
+}
+
 mount_answers() { timeout -s KILL 10 stat -f "$MNT" >/dev/null 2>&1 && timeout -s KILL 10 ls -a "$MNT" >/dev/null 2>&1; }
 
 # Die if something other than glusterfs is mounted at $MNT.

@@ -147,6 +147,7 @@ ensure_volume() {
             fi
             if [ -z "$reset" ]; then
                 log "volume $VOL exists and all its bricks are online"
+                set_volume_options
                 return 0
             fi
         fi
@@ -175,6 +176,19 @@ ensure_volume() {
     gl volume start "$VOL" >&2 || die "gluster volume start $VOL failed"
     wait_for 30 all_bricks_online ||
         die "only $(bricks_online) of $NBRICKS bricks came online; see /var/log/glusterfs/bricks/"
+    set_volume_options
+}
+
+# Turn off the client-side caches that let one client read stale data another wrote in
+# place (idempotent; a running client picks the change up).
+set_volume_options() {
+    local kv
+    for kv in "${VOLUME_OPTS[@]}"; do
+        [ "$(gl volume get "$VOL" "${kv%%=*}" 2>/dev/null | awk -v k="${kv%%=*}" '$1 == k { print $2 }')" = "${kv#*=}" ] &&
+            continue
+        log "gluster volume set $VOL ${kv%%=*} ${kv#*=}"
+        gl volume set "$VOL" "${kv%%=*}" "${kv#*=}" >&2 || die "gluster volume set $VOL ${kv%%=*} ${kv#*=} failed"
+    done
 }
 
 mount_log() { echo "/var/log/glusterfs/$(echo "${MNT#/}" | tr / -).log"; }
@@ -184,14 +198,17 @@ ensure_mount() {
     entries=$(mount_entries)
     if [ -n "$entries" ]; then
         if [ "$entries" = "$HOST:/$VOL fuse.glusterfs" ] && mount_answers; then
-            log "$MNT is already mounted"
-            return 0
+            if mount_has_opts; then
+                log "$MNT is already mounted"
+                return 0
+            fi
+            log "$MNT is mounted without -o $MOUNT_OPTS; remounting"
         fi
         unmount_all
     fi
     mkdir -p "$MNT"
-    log "mounting $HOST:/$VOL at $MNT"
-    mount -t glusterfs "$HOST:/$VOL" "$MNT" 9>&- || die "mount failed; see $(mount_log)"
+    log "mounting $HOST:/$VOL at $MNT (-o $MOUNT_OPTS)"
+    mount -t glusterfs -o "$MOUNT_OPTS" "$HOST:/$VOL" "$MNT" 9>&- || die "mount failed; see $(mount_log)"
     # shellcheck disable=SC2016 # expanded by eval
     wait_for 15 eval '[ "$(mount_entries)" = "$HOST:/$VOL fuse.glusterfs" ] && mount_answers' ||
         die "$MNT does not answer after mounting; see $(mount_log)"

@@ -2,6 +2,7 @@
 //! on datasets. It only calls blz's public library API.
 
 mod dataset;
+mod dist;
 mod file;
 mod npy;
 mod selection;
@@ -32,6 +33,10 @@ enum Command {
     Info(InfoArgs),
     #[command(flatten)]
     Dataset(dataset::DatasetCommand),
+    /// Show the host and brick (or local device) holding each superchunk file of a dataset.
+    Locate(dist::LocateArgs),
+    /// Reduce a dataset or table column in parallel (sum, min, max, count, mean).
+    Scan(dist::ScanArgs),
 }
 
 /// Arguments of `blz info`.
@@ -145,6 +150,8 @@ fn run(cli: Cli) -> Result<(), Fail> {
         Command::Unpack(a) => file::unpack(&a),
         Command::Info(a) => info(&a.path, a.json),
         Command::Dataset(c) => dataset::run(&c).map_err(Fail::from),
+        Command::Locate(a) => dist::locate(&a),
+        Command::Scan(a) => dist::scan(&a),
     }
 }
 

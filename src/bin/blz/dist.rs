@@ -1,0 +1,187 @@
+//! `blz locate` and `blz scan`: where a dataset's superchunk files live, and parallel
+//! reductions over a dataset or a table column.
+
+use crate::Fail;
+use blz::locate::{group_by_location, locate_dataset};
+use blz::scan::{reduce, reduce_column, Reduction, ScanOptions};
+use std::path::{Path, PathBuf};
+use std::time::Instant;
+
+/// Arguments of `blz locate`.
+#[derive(clap::Args, Debug)]
+pub struct LocateArgs {
+    /// The dataset directory (array or table).
+    pub path: PathBuf,
+    /// Print JSON instead of a table.
+    #[arg(long)]
+    pub json: bool,
+}
+
+/// A built-in reduction for `blz scan`.
+#[derive(clap::ValueEnum, Clone, Copy, Debug)]
+pub enum OpArg {
+    /// Number of elements.
+    Count,
+    /// Sum (exact for integers, f64 for floats).
+    Sum,
+    /// Smallest element.
+    Min,
+    /// Largest element.
+    Max,
+    /// Arithmetic mean.
+    Mean,
+}
+
+impl From<OpArg> for Reduction {
+    fn from(o: OpArg) -> Reduction {
+        match o {
+            OpArg::Count => Reduction::Count,
+            OpArg::Sum => Reduction::Sum,
+            OpArg::Min => Reduction::Min,
+            OpArg::Max => Reduction::Max,
+            OpArg::Mean => Reduction::Mean,
+        }
+    }
+}
+
+/// Arguments of `blz scan`.
+#[derive(clap::Args, Debug)]
+pub struct ScanArgs {
+    /// The dataset directory (array or table).
+    pub path: PathBuf,
+    /// The column to scan (tables; a fixed-size column).
+    #[arg(long)]
+    pub column: Option<String>,
+    /// The reduction.
+    #[arg(long, value_enum)]
+    pub op: OpArg,
+    /// Worker threads (default: all cores).
+    #[arg(long)]
+    pub threads: Option<usize>,
+    /// Only scan the files stored on this host (repeatable); for one worker per host.
+    #[arg(long = "host")]
+    pub hosts: Vec<String>,
+    /// Print JSON instead of text.
+    #[arg(long)]
+    pub json: bool,
+}
+
+/// `blz locate PATH`.
+pub fn locate(a: &LocateArgs) -> Result<(), Fail> {
+    let locs = locate_dataset(&a.path)?;
+    let root = &a.path;
+    let rel = |p: &Path| {
+        p.strip_prefix(root)
+            .unwrap_or(p)
+            .to_string_lossy()
+            .into_owned()
+    };
+    let groups = group_by_location(&locs);
+    if a.json {
+        let files: Vec<serde_json::Value> = locs
+            .iter()
+            .map(|l| {
+                serde_json::json!({
+                    "file": rel(&l.path),
+                    "host": l.host,
+                    "location": l.location,
+                    "kind": l.kind.to_string(),
+                    "detail": l.detail,
+                })
+            })
+            .collect();
+        let summary: Vec<serde_json::Value> = groups
+            .iter()
+            .map(|(k, idx)| {
+                serde_json::json!({"host": k.host, "location": k.location, "files": idx.len()})
+            })
+            .collect();
+        let out = serde_json::json!({"files": files, "locations": summary});
+        println!(
+            "{}",
+            serde_json::to_string_pretty(&out).map_err(|e| Fail::new(e.to_string()))?
+        );
+        return Ok(());
+    }
+    let w = locs
+        .iter()
+        .map(|l| rel(&l.path).len())
+        .max()
+        .unwrap_or(4)
+        .max(4);
+    let hw = locs.iter().map(|l| l.host.len()).max().unwrap_or(4).max(4);
+    println!(
+        "{:<w$}  {:<hw$}  {:<7}  BRICK/DEVICE",
+        "FILE", "HOST", "KIND"
+    );
+    for l in &locs {
+        println!(
+            "{:<w$}  {:<hw$}  {:<7}  {}",
+            rel(&l.path),
+            l.host,
+            l.kind.to_string(),
+            l.location
+        );
+    }
+    println!();
+    println!(
+        "{} files on {} location{}:",
+        locs.len(),
+        groups.len(),
+        if groups.len() == 1 { "" } else { "s" }
+    );
+    for (k, idx) in &groups {
+        println!("  {:>6}  {k}", idx.len());
+    }
+    Ok(())
+}
+
+/// `blz scan PATH --op OP`.
+pub fn scan(a: &ScanArgs) -> Result<(), Fail> {
+    let opts = ScanOptions {
+        threads: a.threads,
+        group_by_location: true,
+        hosts: (!a.hosts.is_empty()).then(|| a.hosts.clone()),
+    };
+    if opts.thread_count() == 0 {
+        return Err(Fail::new("--threads must be at least 1"));
+    }
+    let op = Reduction::from(a.op);
+    let t0 = Instant::now();
+    let r = match &a.column {
+        Some(c) => {
+            let t = blz::table::Table::open(&a.path)?;
+            reduce_column(&t, c, &opts, op)?
+        }
+        None => {
+            let ds = blz::Dataset::open(&a.path)?;
+            reduce(&ds, &opts, op)?
+        }
+    };
+    let secs = t0.elapsed().as_secs_f64();
+    let bytes = r.count as f64 * r.dtype.itemsize() as f64;
+    let gbps = if secs > 0.0 { bytes / secs / 1e9 } else { 0.0 };
+    if a.json {
+        let out = serde_json::json!({
+            "op": op.to_string(),
+            "dtype": r.dtype.to_string(),
+            "value": r.value,
+            "elements": r.count,
+            "seconds": secs,
+            "gb_per_s": gbps,
+            "threads": opts.thread_count(),
+        });
+        println!("{out}");
+    } else {
+        let v = r
+            .value
+            .map_or_else(|| "none".to_string(), |v| v.to_string());
+        println!("{op}: {v}");
+        println!("elements: {} ({})", r.count, r.dtype);
+        println!(
+            "elapsed: {secs:.3} s, {gbps:.3} GB/s uncompressed, {} threads",
+            opts.thread_count()
+        );
+    }
+    Ok(())
+}

@@ -1,0 +1,55 @@
+#!/usr/bin/env bash
+# Run blz's GlusterFS integration tests (tests/distributed.rs) on a real volume: bring the
+# volume up with setup.sh, mount it a second time as another client, run the tests, and tear
+# everything down on exit.  Must run as root.  Called by .ci/run.
+#
+#   tests/gluster/run.sh                  # setup, test, teardown
+#   BLZ_GLUSTER_KEEP=1 tests/gluster/run.sh   # leave the volume up afterwards
+#
+# Any failure (setup included) exits non-zero with a message on stderr: the tests are never
+# skipped.
+set -Eeuo pipefail
+here=$(cd "$(dirname "$0")" && pwd)
+repo=$(cd "$here/../.." && pwd)
+say() { echo "gluster/run: $*" >&2; }
+fail() {
+    say "FAILED: $*"
+    exit 1
+}
+
+[ "$(id -u)" -eq 0 ] || fail "must run as root (setup.sh mounts with FUSE and runs glusterd)"
+
+mount2=""
+cleanup() {
+    local rc=$?
+    if [ -n "$mount2" ] && mountpoint -q "$mount2"; then
+        umount "$mount2" 2>/dev/null || umount -l "$mount2" || true
+        rmdir "$mount2" 2>/dev/null || true
+    fi
+    if [ -z "${BLZ_GLUSTER_KEEP:-}" ]; then
+        "$here/teardown.sh" || { say "teardown.sh failed"; [ $rc -ne 0 ] || rc=1; }
+    fi
+    exit $rc
+}
+trap cleanup EXIT
+
+out=$("$here/setup.sh") || fail "tests/gluster/setup.sh could not bring up the GlusterFS volume (see its messages above)"
+mnt=$(tail -n 1 <<<"$out")
+if [ -z "$mnt" ] || ! mountpoint -q "$mnt"; then
+    fail "setup.sh printed '$mnt', which is not a mount point"
+fi
+export BLZ_GLUSTER_MOUNT=$mnt
+
+# A second client of the same volume: the tests read every state back through it.
+# Same options as setup.sh's mount (MOUNT_OPTS in common.sh).
+src=$(findmnt -n -o SOURCE --target "$mnt")
+mount2=${mnt}-client2
+mkdir -p "$mount2"
+mount -t glusterfs -o attribute-timeout=0 "$src" "$mount2" || fail "mounting $src a second time at $mount2 failed"
+export BLZ_GLUSTER_MOUNT2=$mount2
+
+say "running the tests on $BLZ_GLUSTER_MOUNT (second client: $BLZ_GLUSTER_MOUNT2)"
+cd "$repo"
+cargo test --release --test distributed -- --nocapture --test-threads=1 ||
+    fail "cargo test --release --test distributed"
+say "passed"
