@@ -12,7 +12,7 @@
 //! its commit point. After a crash, [`recover`] replays a committed journal and discards an
 //! uncommitted one, so a dataset always opens in its last committed state.
 //!
-//! The journal's bytes are described in `spec/dataset.md`.
+//! The journal's bytes are described in `spec/journal.md`.
 
 use crate::error::{Error, Result};
 use crate::storage::{read_small_file, write_file_atomic, OpenMode, Storage, StorageFile};
@@ -155,8 +155,17 @@ impl<'a> Txn<'a> {
         let path = self.root.join(rel);
         if let Some(dir) = path.parent() {
             if !self.storage.exists(dir) {
+                // Every directory created here must have its entry synced in its parent.
+                let mut missing = Vec::new();
+                let mut d = Some(dir);
+                while let Some(x) =
+                    d.filter(|x| !x.as_os_str().is_empty() && !self.storage.exists(x))
+                {
+                    missing.push(x.to_path_buf());
+                    d = x.parent();
+                }
                 self.storage.create_dir_all(dir)?;
-                self.created_dirs.push(dir.to_path_buf());
+                self.created_dirs.extend(missing);
             }
         }
         let file = self.storage.open(&path, OpenMode::Create)?;

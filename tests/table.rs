@@ -223,3 +223,31 @@ fn small_strings_cost_a_few_bytes_each() {
     assert!(per_item < 4.0, "{per_item} bytes of overhead per string");
     assert_eq!(t.column("s").unwrap().to_strings().unwrap(), strings);
 }
+
+#[test]
+fn rename_over_a_leftover_directory_keeps_the_data() {
+    let dir = tempfile::tempdir().unwrap();
+    let p = dir.path().join("t.blz");
+    let mut t = Table::create(
+        &p,
+        vec![Field::new("a", DType::I32), Field::new("z", DType::I8)],
+        &TableOptions::default(),
+    )
+    .unwrap();
+    t.append(&[
+        ("a", Values::from_slice(&[1i32, 2, 3])),
+        ("z", Values::from_slice(&[0i8; 3])),
+    ])
+    .unwrap();
+    // A failed add_column("b") could leave data/b behind.
+    std::fs::create_dir_all(p.join("data/b")).unwrap();
+    std::fs::write(p.join("data/b/__1__.bin"), b"leftover").unwrap();
+    t.rename_column("a", "b").unwrap();
+    drop(t);
+    let t = Table::open(&p).unwrap();
+    assert_eq!(
+        t.column("b").unwrap().to_vec::<i32>().unwrap(),
+        vec![1, 2, 3]
+    );
+    assert!(!p.join("data/a").exists());
+}

@@ -1140,6 +1140,9 @@ impl Table {
         }
         self.sizes.columns = Some(sizes_cols);
         let exists = self.storage.exists(&self.root.join(&from));
+        // A directory at the new name is a leftover of a failed operation (no committed
+        // column has that name): remove it, or the rename would be skipped at apply.
+        self.storage.remove_dir_all(&self.root.join(&to))?;
         self.run(nrows, Some(meta), move |_, txn| {
             if exists {
                 txn.rename(&from, &to);
