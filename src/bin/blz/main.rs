@@ -7,6 +7,7 @@ mod npy;
 mod selection;
 mod show;
 mod sources;
+mod table;
 
 use clap::{Parser, Subcommand};
 use std::io::Write;
