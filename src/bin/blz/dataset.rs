@@ -452,6 +452,10 @@ pub fn run(cmd: &DatasetCommand) -> Result<(), Failure> {
         DatasetCommand::Attrs(a) => attrs(a),
         DatasetCommand::Verify(a) if table::is_table(&a.path) => table::verify(&a.path),
         DatasetCommand::Verify(a) => verify(&a.path),
+        DatasetCommand::Compact(a) if table::is_table(&a.path) => Err(Failure::new(format!(
+            "{}: compact handles arrays only; tables are not compacted yet",
+            a.path.display()
+        ))),
         DatasetCommand::Compact(a) => compact(&a.path),
     }
 }
