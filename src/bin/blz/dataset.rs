@@ -5,6 +5,7 @@ use crate::npy::{NpyReader, NpyWriter};
 use crate::selection;
 use crate::show::{self, Text};
 use crate::sources::{self, CsvRows, CsvSpec, GenRows, Generated, Rows, SplitMix};
+use crate::table;
 use blz::array::select::AxisSel;
 use blz::blosc::Codec;
 use blz::blpk::Checksum;
@@ -81,7 +82,7 @@ pub fn describe(e: &blz::Error) -> String {
 }
 
 /// Standard output went away (`blz get ... | head`): stop quietly; anything else is an error.
-fn out_err(e: std::io::Error) -> Failure {
+pub(crate) fn out_err(e: std::io::Error) -> Failure {
     if e.kind() == std::io::ErrorKind::BrokenPipe {
         Failure {
             message: String::new(),
@@ -138,8 +139,20 @@ Examples:
   blz create walk.blz --random-walk 10000000 --seed 42 --truncate-bits 20
   blz create grid.blz --zeros 1000x20 --dtype int32 --fill -1 --attr 'units=\"m\"'
 
+Tables (--csv without --column):
+  blz create trades.blz --csv trades.csv
+  blz create trades.blz --csv trades.csv --schema 'qty:int32,sym:S8,pos/x:float64'
+
+A table takes its column names from the CSV header row (a name such as pos/x makes column
+x of the nested field pos). Types are inferred over the whole file unless --schema gives
+them: bool when every cell is true/false, int64 when every cell is an integer, float64 when
+every non-empty cell is a number (empty cells become NaN), otherwise varstr. --codec,
+--clevel, --filter, --checksum, --slack, --superchunk-size and --chunkshape (rows per
+chunk) apply to every column.
+
 Exactly one source is given. Large inputs are appended in batches of a few chunk-rows,
-so memory stays small; CSV files are read twice (check, then store).";
+so memory stays small; CSV files are read twice (check, then store). If anything fails,
+the new dataset is removed.";
 
 const GET_EXAMPLES: &str = "\
 Selections use numpy's syntax, one item per axis, separated by commas:
@@ -155,7 +168,17 @@ Examples:
   blz get grid.blz '2:8:3,::-1'
   blz get grid.blz -1                # the last row
   blz get grid.blz ...,0 --json      # the first column as JSON
-  blz get temps.blz ::10 --out every10th.npy";
+  blz get temps.blz ::10 --out every10th.npy
+
+Tables: the selection picks rows (one axis); --rows takes a list of row numbers.
+  blz get trades.blz --columns price,qty           # aligned text, '...' beyond 1000 rows
+  blz get trades.blz 10:20 --columns sym --json    # {\"sym\": [...]}
+  blz get trades.blz --rows 3,7,9
+  blz get trades.blz ::5 --out every5th.csv        # header row of column paths, then rows
+  blz get trades.blz --columns price,pos/x --out-dir arrays/   # arrays/price.npy, arrays/pos.x.npy
+--out-dir writes one .npy per column (the column path with '/' as '.'); variable-length
+columns (varstr, varbytes) have no .npy form and are refused: use --out FILE.csv.
+In CSV output a NaN is an empty cell.";
 
 const APPEND_EXAMPLES: &str = "\
 The .npy file must hold the dataset's dtype, with shape [n, ...] where '...' is the
@@ -164,7 +187,13 @@ the dataset's dtype; the file is checked whole before anything is appended.
 
 Examples:
   blz append temps.blz --npy more_temps.npy
-  blz append prices.blz --csv trades-2.csv --column price";
+  blz append prices.blz --csv trades-2.csv --column price
+
+Tables: the CSV header row names every column of the table (in any order); values are
+read as the columns' types. The whole file is checked before anything is appended, then
+appended in batches of 65536 rows, each committed atomically across columns: should
+writing fail midway (e.g. a full disk), the batches already committed stay.
+  blz append trades.blz --csv more-trades.csv";
 
 const RESIZE_EXAMPLES: &str = "\
 Examples:
@@ -211,14 +240,20 @@ pub struct CreateArgs {
     /// either byte order; C or Fortran order). A 0-d array becomes one element.
     #[arg(long, value_name = "FILE.npy", help_heading = "Source")]
     pub npy: Option<PathBuf>,
-    /// Read one column of a CSV file (see --column; int64 or float64 unless --dtype).
+    /// Read a CSV file: with --column, one column as a 1-d array (int64 or float64 unless
+    /// --dtype); without, a table of every column (names from the header row; see --schema).
+    #[arg(long, value_name = "FILE", help_heading = "Source")]
+    pub csv: Option<PathBuf>,
+    /// Table column types, NAME:TYPE separated by commas (any dtype name, varstr or varbytes;
+    /// a header name such as pos/x makes a nested field). Columns left out are inferred.
     #[arg(
         long,
-        value_name = "FILE",
-        requires = "column",
+        value_name = "NAME:TYPE,...",
+        requires = "csv",
+        conflicts_with_all = ["column", "dtype"],
         help_heading = "Source"
     )]
-    pub csv: Option<PathBuf>,
+    pub schema: Option<String>,
     /// The CSV column: a name from the header row, or a 0-based index.
     #[arg(
         long,
@@ -330,9 +365,24 @@ pub struct GetArgs {
     #[arg(allow_hyphen_values = true)]
     pub selection: Option<String>,
     /// Write the selection to this .npy file (the dataset's dtype and byte order) instead of
-    /// printing it.
-    #[arg(long, value_name = "FILE.npy", conflicts_with_all = ["json", "all"])]
+    /// printing it; for a table, to this CSV file.
+    #[arg(long, value_name = "FILE.npy|FILE.csv", conflicts_with_all = ["json", "all"])]
     pub out: Option<PathBuf>,
+    /// Tables: the columns to read, by path, separated by commas (default: all).
+    #[arg(long, value_name = "A,B,...")]
+    pub columns: Option<String>,
+    /// Tables: read these rows (numbers separated by commas; negative counts from the end)
+    /// instead of a selection.
+    #[arg(
+        long,
+        value_name = "I,J,...",
+        conflicts_with = "selection",
+        allow_hyphen_values = true
+    )]
+    pub rows: Option<String>,
+    /// Tables: write one .npy file per selected column into this directory.
+    #[arg(long, value_name = "DIR", conflicts_with_all = ["json", "all", "out"])]
+    pub out_dir: Option<PathBuf>,
     /// Print the values as (nested) JSON arrays.
     #[arg(long)]
     pub json: bool,
@@ -350,8 +400,9 @@ pub struct AppendArgs {
     /// Append the rows of a numpy .npy file.
     #[arg(long, value_name = "FILE.npy")]
     pub npy: Option<PathBuf>,
-    /// Append the values of one column of a CSV file.
-    #[arg(long, value_name = "FILE", requires = "column")]
+    /// Append the values of one column of a CSV file (with --column), or whole rows to a
+    /// table.
+    #[arg(long, value_name = "FILE")]
     pub csv: Option<PathBuf>,
     /// The CSV column: a name from the header row, or a 0-based index.
     #[arg(long, value_name = "NAME|INDEX", requires = "csv")]
@@ -389,12 +440,22 @@ pub struct AttrsArgs {
 /// Runs a dataset subcommand.
 pub fn run(cmd: &DatasetCommand) -> Result<(), Failure> {
     match cmd {
+        DatasetCommand::Create(a) if a.csv.is_some() && a.column.is_none() => table::create(a),
         DatasetCommand::Create(a) => create(a),
+        DatasetCommand::Get(a) if table::is_table(&a.path) => table::get(a),
         DatasetCommand::Get(a) => get(a),
+        DatasetCommand::Append(a) if table::is_table(&a.path) => table::append(a),
         DatasetCommand::Append(a) => append(a),
+        DatasetCommand::Resize(a) if table::is_table(&a.path) => table::resize(a),
         DatasetCommand::Resize(a) => resize(a),
+        DatasetCommand::Attrs(a) if table::is_table(&a.path) => table::attrs(a),
         DatasetCommand::Attrs(a) => attrs(a),
+        DatasetCommand::Verify(a) if table::is_table(&a.path) => table::verify(&a.path),
         DatasetCommand::Verify(a) => verify(&a.path),
+        DatasetCommand::Compact(a) if table::is_table(&a.path) => Err(Failure::new(format!(
+            "{}: compact handles arrays only; tables are not compacted yet",
+            a.path.display()
+        ))),
         DatasetCommand::Compact(a) => compact(&a.path),
     }
 }
@@ -427,7 +488,7 @@ fn open(path: &Path, write: bool) -> Result<Dataset, Failure> {
 }
 
 /// A progress bar on standard error, hidden when standard error is not a terminal.
-fn progress(total: u64, what: &str, unit: &str) -> ProgressBar {
+pub(crate) fn progress(total: u64, what: &str, unit: &str) -> ProgressBar {
     if !std::io::stderr().is_terminal() {
         return ProgressBar::hidden();
     }
@@ -441,7 +502,7 @@ fn progress(total: u64, what: &str, unit: &str) -> ProgressBar {
 }
 
 /// `1.5 MiB` for a byte count.
-fn human(bytes: u64) -> String {
+pub(crate) fn human(bytes: u64) -> String {
     const UNITS: [&str; 6] = ["B", "KiB", "MiB", "GiB", "TiB", "PiB"];
     let mut x = bytes as f64;
     let mut u = 0;
@@ -457,7 +518,7 @@ fn human(bytes: u64) -> String {
 }
 
 /// Parses `1000x20` (or `1000,20`, or `1000`).
-fn parse_shape(s: &str, what: &str) -> Result<Vec<u64>, Failure> {
+pub(crate) fn parse_shape(s: &str, what: &str) -> Result<Vec<u64>, Failure> {
     s.split(['x', 'X', ','])
         .map(|p| {
             p.trim().parse::<u64>().map_err(|_| {
@@ -469,7 +530,7 @@ fn parse_shape(s: &str, what: &str) -> Result<Vec<u64>, Failure> {
         .collect()
 }
 
-fn parse_dtype(s: &str) -> Result<DType, Failure> {
+pub(crate) fn parse_dtype(s: &str) -> Result<DType, Failure> {
     DType::parse_descr(s).map(|(d, _)| d).map_err(|_| {
         Failure::new(format!(
             "unknown dtype {s:?} (expected bool, int8..int64, uint8..uint64, float32, float64, \
@@ -479,7 +540,7 @@ fn parse_dtype(s: &str) -> Result<DType, Failure> {
 }
 
 /// Splits `KEY=JSON`.
-fn parse_kv(s: &str, opt: &str) -> Result<(String, serde_json::Value), Failure> {
+pub(crate) fn parse_kv(s: &str, opt: &str) -> Result<(String, serde_json::Value), Failure> {
     let (k, v) = s.split_once('=').ok_or_else(|| {
         Failure::new(format!(
             "{opt} {s:?}: expected KEY=JSON, e.g. 'units=\"m\"'"
@@ -522,7 +583,7 @@ fn append_all(ds: &mut Dataset, src: &mut dyn Rows, what: &str) -> Result<u64, F
 }
 
 /// `1 file`, `3 files`.
-fn plural(n: u64, what: &str) -> String {
+pub(crate) fn plural(n: u64, what: &str) -> String {
     if n == 1 {
         format!("1 {what}")
     } else {
@@ -811,6 +872,9 @@ fn info_json(path: &Path, ds: &Dataset) -> Result<serde_json::Value, Failure> {
 
 /// `blz info PATH` for a dataset directory: layout, compression, sizes, files, attributes.
 pub fn dataset_info(path: &Path, json: bool) -> Result<(), Failure> {
+    if table::is_table(path) {
+        return table::info(path, json);
+    }
     let ds = open(path, false)?;
     let j = info_json(path, &ds)?;
     if json {
@@ -1089,6 +1153,12 @@ fn strides(shape: &[u64]) -> Vec<u64> {
 /// `blz get`.
 pub fn get(a: &GetArgs) -> Result<(), Failure> {
     let ds = open(&a.path, false)?;
+    if a.columns.is_some() || a.rows.is_some() || a.out_dir.is_some() {
+        return Err(Failure::new(format!(
+            "{}: --columns, --rows and --out-dir apply to tables; this dataset is an array",
+            a.path.display()
+        )));
+    }
     let items = selection::parse(a.selection.as_deref().unwrap_or(""))?;
     let elems = selection::to_slice_info(&items, ds.shape())?;
     let sel = ds.resolve(&elems)?;
@@ -1192,12 +1262,13 @@ pub fn append(a: &AppendArgs) -> Result<(), Failure> {
         }
         (Box::new(r), p.clone())
     } else if let Some(p) = &a.csv {
-        let spec = csv_spec(
-            p,
-            a.column.as_deref().unwrap_or_default(),
-            a.delimiter,
-            a.no_header,
-        )?;
+        let Some(column) = a.column.as_deref() else {
+            return Err(Failure::new(format!(
+                "{}: an array takes one CSV column: give --column NAME|INDEX",
+                a.path.display()
+            )));
+        };
+        let spec = csv_spec(p, column, a.delimiter, a.no_header)?;
         let plan = sources::scan(&spec, Some(dtype))?;
         (Box::new(CsvRows::new(plan)?), p.clone())
     } else {

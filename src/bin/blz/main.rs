@@ -8,6 +8,7 @@ mod npy;
 mod selection;
 mod show;
 mod sources;
+mod table;
 
 use clap::{Parser, Subcommand};
 use std::io::Write;

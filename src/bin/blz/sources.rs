@@ -367,7 +367,7 @@ fn looks_numeric(s: &str) -> bool {
 
 /// Parses one field for `dtype`: integers and floats as numbers (an empty field is NaN for
 /// float types), `true`/`false`/`1`/`0` for bool, the raw text for string types.
-fn parse_field(s: &str, dtype: DType) -> Result<Scalar<'_>, String> {
+pub fn parse_field(s: &str, dtype: DType) -> Result<Scalar<'_>, String> {
     let t = s.trim();
     match dtype {
         DType::Bytes(_) | DType::Str(_) => Ok(Scalar::Text(s)),

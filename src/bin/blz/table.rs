@@ -1,0 +1,1164 @@
+//! Table commands: `create --csv` without `--column` (every CSV column becomes a table
+//! column), `info`, `get --columns`, `append --csv`, `resize`, `attrs` and `verify` on table
+//! datasets. Everything goes through blz's public `blz::table` API.
+
+use crate::dataset::{
+    describe, human, out_err, parse_dtype, parse_kv, plural, progress, AppendArgs, AttrsArgs,
+    CreateArgs, Failure, GetArgs, LayoutArgs, ResizeArgs,
+};
+use crate::npy::NpyWriter;
+use crate::selection;
+use crate::show;
+use crate::sources::{encode, parse_field};
+use blz::blosc::Codec;
+use blz::blpk::Checksum;
+use blz::meta::{Compression, FilterName};
+use blz::table::{check_name, ColumnOptions, Field, FieldKind, LeafKind, Table, TableOptions};
+use blz::table::{Leaf, Values};
+use blz::{DType, Endianness};
+use ndarray::SliceInfoElem;
+use std::collections::HashMap;
+use std::io::Write;
+use std::path::{Path, PathBuf};
+
+/// Rows converted and appended at a time, so a huge CSV never sits in memory.
+const BATCH_ROWS: usize = 65536;
+/// `get` prints every row up to this many; beyond, the first and last few.
+const SUMMARY_THRESHOLD: u64 = 1000;
+/// Rows shown at each end of a summary.
+const EDGE: u64 = 5;
+
+/// Writes a line to standard output, turning a closed pipe into a quiet stop.
+macro_rules! say {
+    ($($arg:tt)*) => {
+        writeln!(std::io::stdout().lock(), $($arg)*).map_err(out_err)?
+    };
+}
+
+/// True when `path` holds a table (its `meta/storage` says `"kind": "table"`).
+pub fn is_table(path: &Path) -> bool {
+    std::fs::read(path.join("meta").join("storage"))
+        .ok()
+        .and_then(|b| serde_json::from_slice::<serde_json::Value>(&b).ok())
+        .is_some_and(|j| j["kind"] == "table")
+}
+
+fn open(path: &Path, write: bool) -> Result<Table, Failure> {
+    Ok(if write {
+        Table::open_rw(path)?
+    } else {
+        Table::open(path)?
+    })
+}
+
+// ---------------------------------------------------------------------------------------------
+// Reading CSV files
+
+/// A CSV file read record by record, with its header row.
+struct CsvFile {
+    path: PathBuf,
+    rdr: csv::Reader<std::fs::File>,
+    header: Vec<String>,
+    rec: csv::StringRecord,
+}
+
+impl CsvFile {
+    fn open(path: &Path, delimiter: char) -> Result<CsvFile, Failure> {
+        let delimiter = u8::try_from(delimiter)
+            .ok()
+            .filter(u8::is_ascii)
+            .ok_or_else(|| {
+                Failure::new(format!(
+                    "--delimiter {delimiter:?}: use a single ASCII character"
+                ))
+            })?;
+        let mut rdr = csv::ReaderBuilder::new()
+            .has_headers(false)
+            .flexible(true)
+            .delimiter(delimiter)
+            .from_path(path)
+            .map_err(|e| Failure::new(format!("{}: {e}", path.display())))?;
+        let mut rec = csv::StringRecord::new();
+        let more = rdr
+            .read_record(&mut rec)
+            .map_err(|e| Failure::new(format!("{}: {e}", path.display())))?;
+        if !more {
+            return Err(Failure::new(format!(
+                "{}: empty file (a header row naming the columns is needed)",
+                path.display()
+            )));
+        }
+        let header = rec.iter().map(|f| f.trim().to_string()).collect();
+        Ok(CsvFile {
+            path: path.to_path_buf(),
+            rdr,
+            header,
+            rec,
+        })
+    }
+
+    /// The next record (checked to have one field per header column), or `None` at the end.
+    fn next(&mut self) -> Result<Option<&csv::StringRecord>, Failure> {
+        let more = self
+            .rdr
+            .read_record(&mut self.rec)
+            .map_err(|e| Failure::new(format!("{}: {e}", self.path.display())))?;
+        if !more {
+            return Ok(None);
+        }
+        if self.rec.len() != self.header.len() {
+            return Err(Failure::new(format!(
+                "{}: line {}: {} fields, the header row has {}",
+                self.path.display(),
+                self.line(),
+                self.rec.len(),
+                self.header.len()
+            )));
+        }
+        Ok(Some(&self.rec))
+    }
+
+    fn line(&self) -> u64 {
+        self.rec.position().map_or(0, csv::Position::line)
+    }
+}
+
+/// Values of one column being gathered for an append.
+enum Buf {
+    Fixed { dtype: DType, data: Vec<u8> },
+    Var(Vec<Vec<u8>>),
+}
+
+impl Buf {
+    fn new(kind: LeafKind) -> Buf {
+        match kind {
+            LeafKind::Fixed(dtype) => Buf::Fixed {
+                dtype,
+                data: Vec::new(),
+            },
+            LeafKind::VarStr | LeafKind::VarBytes => Buf::Var(Vec::new()),
+        }
+    }
+
+    fn push(&mut self, cell: &str) -> Result<(), String> {
+        match self {
+            Buf::Fixed { dtype, data } => {
+                let n = data.len();
+                data.resize(n + dtype.itemsize(), 0);
+                encode(parse_field(cell, *dtype)?, *dtype, &mut data[n..])
+            }
+            Buf::Var(v) => {
+                v.push(cell.as_bytes().to_vec());
+                Ok(())
+            }
+        }
+    }
+
+    fn take(&mut self) -> Values {
+        match self {
+            Buf::Fixed { dtype, data } => Values::Fixed {
+                dtype: *dtype,
+                data: std::mem::take(data),
+            },
+            Buf::Var(v) => Values::Var(std::mem::take(v)),
+        }
+    }
+}
+
+/// Reads every record of `csv` (whose column `i` goes to table column `targets[i]`) and
+/// hands batches of up to [`BATCH_ROWS`] rows to `f` (`None` with `check_only`: values are
+/// only parsed). Returns the number of rows.
+fn stream(
+    csv: &mut CsvFile,
+    targets: &[(String, LeafKind)],
+    check_only: bool,
+    mut f: impl FnMut(Vec<(&str, Values)>) -> Result<(), Failure>,
+) -> Result<u64, Failure> {
+    let mut bufs: Vec<Buf> = targets.iter().map(|(_, k)| Buf::new(*k)).collect();
+    let mut rows = 0u64;
+    let mut pending = 0usize;
+    loop {
+        let path = csv.path.clone();
+        let Some(rec) = csv.next()? else { break };
+        let line = rec.position().map_or(0, csv::Position::line);
+        for (i, cell) in rec.iter().enumerate() {
+            bufs[i].push(cell).map_err(|e| {
+                Failure::new(format!(
+                    "{}: line {line}, column {}: {e}",
+                    path.display(),
+                    targets[i].0
+                ))
+            })?;
+        }
+        rows += 1;
+        pending += 1;
+        if pending == BATCH_ROWS {
+            let cols = bufs.iter_mut().map(Buf::take);
+            if !check_only {
+                f(targets.iter().map(|(n, _)| n.as_str()).zip(cols).collect())?;
+            } else {
+                cols.for_each(drop);
+            }
+            pending = 0;
+        }
+    }
+    if pending > 0 && !check_only {
+        let cols = bufs.iter_mut().map(Buf::take);
+        f(targets.iter().map(|(n, _)| n.as_str()).zip(cols).collect())?;
+    }
+    Ok(rows)
+}
+
+// ---------------------------------------------------------------------------------------------
+// create
+
+/// What the cells of one CSV column could be stored as.
+#[derive(Clone, Copy)]
+struct Infer {
+    empty: bool,
+    nonempty: bool,
+    bool_ok: bool,
+    int_ok: bool,
+    float_ok: bool,
+}
+
+impl Infer {
+    fn new() -> Infer {
+        Infer {
+            empty: false,
+            nonempty: false,
+            bool_ok: true,
+            int_ok: true,
+            float_ok: true,
+        }
+    }
+
+    fn see(&mut self, cell: &str) {
+        let t = cell.trim();
+        if t.is_empty() {
+            self.empty = true;
+            return;
+        }
+        self.nonempty = true;
+        if self.bool_ok && !t.eq_ignore_ascii_case("true") && !t.eq_ignore_ascii_case("false") {
+            self.bool_ok = false;
+        }
+        if self.int_ok && t.parse::<i64>().is_err() {
+            self.int_ok = false;
+        }
+        if self.float_ok && t.parse::<f64>().is_err() {
+            self.float_ok = false;
+        }
+    }
+
+    /// bool and int64 need every cell filled; float64 stores empty cells as NaN; anything
+    /// else (or a column with no value at all) is a variable-length string.
+    fn kind(&self) -> LeafKind {
+        if !self.nonempty {
+            LeafKind::VarStr
+        } else if self.bool_ok && !self.empty {
+            LeafKind::Fixed(DType::Bool)
+        } else if self.int_ok && !self.empty {
+            LeafKind::Fixed(DType::I64)
+        } else if self.float_ok {
+            LeafKind::Fixed(DType::F64)
+        } else {
+            LeafKind::VarStr
+        }
+    }
+}
+
+/// Parses `--schema "a:int32,pos/x:float64,name:varstr"`.
+fn parse_schema(s: &str) -> Result<Vec<(String, LeafKind)>, Failure> {
+    let mut out: Vec<(String, LeafKind)> = Vec::new();
+    for item in s.split(',').map(str::trim).filter(|i| !i.is_empty()) {
+        let (name, ty) = item.rsplit_once(':').ok_or_else(|| {
+            Failure::new(format!(
+                "--schema item {item:?}: expected NAME:TYPE, e.g. price:float64"
+            ))
+        })?;
+        let (name, ty) = (name.trim(), ty.trim());
+        let kind = match ty {
+            "varstr" => LeafKind::VarStr,
+            "varbytes" => LeafKind::VarBytes,
+            t => LeafKind::Fixed(
+                parse_dtype(t).map_err(|e| Failure::new(format!("--schema item {item:?}: {e}")))?,
+            ),
+        };
+        if out.iter().any(|(n, _)| n == name) {
+            return Err(Failure::new(format!(
+                "--schema names column {name:?} twice"
+            )));
+        }
+        out.push((name.to_string(), kind));
+    }
+    Ok(out)
+}
+
+/// Checks a column path (`name` or `parent/name`) component by component.
+fn check_path(path: &str) -> Result<Vec<&str>, String> {
+    let parts: Vec<&str> = path.split('/').collect();
+    for p in &parts {
+        check_name(p).map_err(|e| format!("column {path:?}: {}", describe(&e)))?;
+    }
+    Ok(parts)
+}
+
+/// Inserts a leaf at a slash path into a field tree, making structures as needed.
+fn insert(
+    fields: &mut Vec<Field>,
+    parts: &[&str],
+    kind: FieldKind,
+    path: &str,
+) -> Result<(), String> {
+    let Some((first, rest)) = parts.split_first() else {
+        return Err(format!("column {path:?}: empty path"));
+    };
+    let pos = fields.iter().position(|f| f.name == *first);
+    if rest.is_empty() {
+        if pos.is_some() {
+            return Err(format!("column {path:?} is given twice"));
+        }
+        fields.push(Field {
+            name: (*first).to_string(),
+            kind,
+            options: ColumnOptions::default(),
+        });
+        return Ok(());
+    }
+    let i = match pos {
+        Some(i) => i,
+        None => {
+            fields.push(Field::structure(first, Vec::new()));
+            fields.len() - 1
+        }
+    };
+    match &mut fields[i].kind {
+        FieldKind::Struct(sub) => insert(sub, rest, kind, path),
+        _ => Err(format!(
+            "column {path:?}: {first:?} is a column, so it cannot also hold nested columns"
+        )),
+    }
+}
+
+/// Builds the nested field list from leaf paths in order.
+fn build_fields(leaves: &[(String, LeafKind)]) -> Result<Vec<Field>, String> {
+    let mut fields = Vec::new();
+    for (path, kind) in leaves {
+        let parts = check_path(path)?;
+        let kind = match kind {
+            LeafKind::Fixed(d) => FieldKind::Scalar(*d),
+            LeafKind::VarStr => FieldKind::VarStr,
+            LeafKind::VarBytes => FieldKind::VarBytes,
+        };
+        insert(&mut fields, &parts, kind, path)?;
+    }
+    Ok(fields)
+}
+
+/// Column options shared by every column, from the layout flags.
+fn table_options(l: &LayoutArgs, rows: u64) -> Result<TableOptions, Failure> {
+    if l.truncate_bits.is_some() || l.fill.is_some() || l.big_endian {
+        return Err(Failure::new(
+            "--truncate-bits, --fill and --big-endian apply to arrays (give --column), not tables",
+        ));
+    }
+    let mut defaults = ColumnOptions::default();
+    if let Some(c) = &l.chunkshape {
+        let n: u64 = c.trim().parse().map_err(|_| {
+            Failure::new(format!(
+                "--chunkshape {c:?}: a table takes one number, the rows per chunk"
+            ))
+        })?;
+        if n == 0 {
+            return Err(Failure::new("--chunkshape must be at least 1"));
+        }
+        defaults.chunklen = Some(n);
+    }
+    if l.superchunk_size == Some(0) {
+        return Err(Failure::new("--superchunk-size must be at least 1"));
+    }
+    defaults.superchunksize = l.superchunk_size;
+    // Only an explicit choice replaces the per-kind defaults (variable-length columns get
+    // zstd without shuffle otherwise).
+    if l.codec != "lz4" || l.clevel != 5 || l.filter != "shuffle" {
+        let codec: Codec = l
+            .codec
+            .parse()
+            .map_err(|e: blz::blosc::CodecError| Failure::new(e.0))?;
+        let filters = match l.filter.as_str() {
+            "shuffle" => vec![FilterName::Shuffle],
+            "bitshuffle" => vec![FilterName::Bitshuffle],
+            _ => vec![],
+        };
+        defaults.compression = Some(Compression {
+            codec,
+            clevel: l.clevel,
+            filters,
+            mantissa_bits: None,
+            blocksize: 0,
+        });
+    }
+    defaults.checksum = Some(
+        Checksum::from_name(&l.checksum)
+            .ok_or_else(|| Failure::new(format!("unknown checksum {:?}", l.checksum)))?,
+    );
+    defaults.slack = Some(l.slack);
+    let mut attributes = serde_json::Map::new();
+    for kv in &l.attrs {
+        let (k, v) = parse_kv(kv, "--attr")?;
+        attributes.insert(k, v);
+    }
+    Ok(TableOptions {
+        defaults,
+        expectedlen: Some(rows),
+        attributes,
+        overwrite: l.overwrite,
+    })
+}
+
+/// `blz create PATH --csv FILE` (no `--column`): a table of every CSV column.
+pub fn create(a: &CreateArgs) -> Result<(), Failure> {
+    let Some(csv_path) = &a.csv else {
+        return Err(Failure::new("give --csv FILE"));
+    };
+    if a.no_header {
+        return Err(Failure::new(
+            "a table takes its column names from the header row; --no-header needs --column",
+        ));
+    }
+    let schema = a.schema.as_deref().map(parse_schema).transpose()?;
+    let schema = schema.unwrap_or_default();
+    // First pass: names, types and every value checked.
+    let mut csv = CsvFile::open(csv_path, a.delimiter)?;
+    let header = csv.header.clone();
+    let at = |m: String| Failure::new(format!("{}: header row: {m}", csv_path.display()));
+    let mut seen = std::collections::HashSet::new();
+    for h in &header {
+        check_path(h).map_err(at)?;
+        if !seen.insert(h.as_str()) {
+            return Err(at(format!("column {h:?} appears twice")));
+        }
+    }
+    for (name, _) in &schema {
+        if !seen.contains(name.as_str()) {
+            return Err(Failure::new(format!(
+                "--schema names column {name:?}, which is not in the header row of {} \
+                 (columns: {})",
+                csv_path.display(),
+                header.join(", ")
+            )));
+        }
+    }
+    let given: HashMap<&str, LeafKind> = schema.iter().map(|(n, k)| (n.as_str(), *k)).collect();
+    let mut infer = vec![Infer::new(); header.len()];
+    let mut checks: Vec<Option<Buf>> = header
+        .iter()
+        .map(|h| given.get(h.as_str()).map(|k| Buf::new(*k)))
+        .collect();
+    let mut rows = 0u64;
+    loop {
+        let path = csv.path.clone();
+        let Some(rec) = csv.next()? else { break };
+        let line = rec.position().map_or(0, csv::Position::line);
+        for (i, cell) in rec.iter().enumerate() {
+            match &mut checks[i] {
+                Some(b) => {
+                    b.push(cell).map_err(|e| {
+                        Failure::new(format!(
+                            "{}: line {line}, column {}: {e}",
+                            path.display(),
+                            header[i]
+                        ))
+                    })?;
+                    drop(b.take());
+                }
+                None => infer[i].see(cell),
+            }
+        }
+        rows += 1;
+    }
+    let targets: Vec<(String, LeafKind)> = header
+        .iter()
+        .zip(&infer)
+        .map(|(h, inf)| {
+            (
+                h.clone(),
+                given.get(h.as_str()).copied().unwrap_or_else(|| inf.kind()),
+            )
+        })
+        .collect();
+    let fields = build_fields(&targets).map_err(at)?;
+    let opts = table_options(&a.layout, rows)?;
+    let mut t = Table::create(&a.path, fields, &opts)?;
+    // Second pass: append in batches.
+    let pb = progress(rows, "create", "rows");
+    let res = CsvFile::open(csv_path, a.delimiter).and_then(|mut csv| {
+        stream(&mut csv, &targets, false, |cols| {
+            let n = cols.first().map_or(0, |(_, v)| v.len());
+            t.append(&cols)?;
+            pb.inc(n as u64);
+            Ok(())
+        })
+    });
+    pb.finish_and_clear();
+    if let Err(e) = res {
+        // Leave nothing half-made behind.
+        drop(t);
+        let _ = std::fs::remove_dir_all(&a.path);
+        return Err(e);
+    }
+    let (nb, cb) = totals(&t);
+    say!(
+        "created {}: table of {} and {}, {} -> {} ({})",
+        a.path.display(),
+        plural(t.nrows(), "row"),
+        plural(t.column_names().len() as u64, "column"),
+        human(nb),
+        human(cb),
+        ratio_text(nb, cb)
+    );
+    for (p, k) in &targets {
+        say!("  {p}: {}", k.name());
+    }
+    Ok(())
+}
+
+// ---------------------------------------------------------------------------------------------
+// info
+
+fn totals(t: &Table) -> (u64, u64) {
+    t.sizes().columns.as_ref().map_or((0, 0), |c| {
+        c.values()
+            .fold((0, 0), |(n, c), s| (n + s.nbytes, c + s.cbytes))
+    })
+}
+
+fn ratio_text(nb: u64, cb: u64) -> String {
+    if cb > 0 {
+        format!("{:.2}x", nb as f64 / cb as f64)
+    } else {
+        "-".into()
+    }
+}
+
+fn filter_names(c: &Compression) -> Vec<&'static str> {
+    c.filters
+        .iter()
+        .map(|f| match f {
+            FilterName::Truncate => "truncate",
+            FilterName::Shuffle => "shuffle",
+            FilterName::Bitshuffle => "bitshuffle",
+        })
+        .collect()
+}
+
+fn leaf_json(t: &Table, l: &Leaf) -> serde_json::Value {
+    let s = t
+        .sizes()
+        .columns
+        .as_ref()
+        .and_then(|c| c.get(&l.path))
+        .copied();
+    let (nb, cb) = s.map_or((0, 0), |s| (s.nbytes, s.cbytes));
+    let st = &l.storage;
+    serde_json::json!({
+        "path": l.path,
+        "type": l.kind.name(),
+        "chunklen": st.chunklen,
+        "superchunksize": st.superchunksize,
+        "codec": st.compression.codec.name(),
+        "clevel": st.compression.clevel,
+        "filters": filter_names(&st.compression),
+        "checksum": st.checksum.name(),
+        "nbytes": nb,
+        "cbytes": cb,
+        "ratio": (cb > 0).then(|| nb as f64 / cb as f64),
+    })
+}
+
+/// `blz info PATH` for a table: rows, fields with their sizes, totals, attributes.
+pub fn info(path: &Path, json: bool) -> Result<(), Failure> {
+    let t = open(path, false)?;
+    let (nb, cb) = totals(&t);
+    let fields: Vec<serde_json::Value> = t.leaves().iter().map(|l| leaf_json(&t, l)).collect();
+    let attrs = t.attrs()?;
+    if json {
+        let j = serde_json::json!({
+            "path": path.display().to_string(),
+            "kind": "table",
+            "rows": t.nrows(),
+            "fields": fields,
+            "nbytes": nb,
+            "cbytes": cb,
+            "ratio": (cb > 0).then(|| nb as f64 / cb as f64),
+            "attributes": attrs,
+        });
+        say!("{}", serde_json::to_string_pretty(&j).unwrap_or_default());
+        return Ok(());
+    }
+    let mut table: Vec<[String; 7]> = vec![[
+        "field".into(),
+        "type".into(),
+        "chunklen".into(),
+        "codec".into(),
+        "nbytes".into(),
+        "cbytes".into(),
+        "ratio".into(),
+    ]];
+    for (l, f) in t.leaves().iter().zip(&fields) {
+        let c = &l.storage.compression;
+        let mut codec = format!("{}:{}", c.codec.name(), c.clevel);
+        for name in filter_names(c) {
+            codec.push('+');
+            codec.push_str(name);
+        }
+        let (n, k) = (
+            f["nbytes"].as_u64().unwrap_or(0),
+            f["cbytes"].as_u64().unwrap_or(0),
+        );
+        table.push([
+            l.path.clone(),
+            l.kind.name(),
+            l.storage.chunklen.to_string(),
+            codec,
+            human(n),
+            human(k),
+            ratio_text(n, k),
+        ]);
+    }
+    table.push([
+        "total".into(),
+        String::new(),
+        String::new(),
+        String::new(),
+        human(nb),
+        human(cb),
+        ratio_text(nb, cb),
+    ]);
+    let mut w = [0usize; 7];
+    for r in &table {
+        for (i, c) in r.iter().enumerate() {
+            w[i] = w[i].max(c.chars().count());
+        }
+    }
+    let mut o = std::io::stdout().lock();
+    writeln!(o, "{:<13}{}", "path:", path.display()).map_err(out_err)?;
+    writeln!(o, "{:<13}table", "kind:").map_err(out_err)?;
+    writeln!(o, "{:<13}{}", "rows:", t.nrows()).map_err(out_err)?;
+    writeln!(o, "{:<13}{}", "columns:", t.column_names().len()).map_err(out_err)?;
+    let last = table.len() - 1;
+    for (j, r) in table.iter().enumerate() {
+        let mut line = String::from(" ");
+        for (i, c) in r.iter().enumerate() {
+            let pad = w[i] - c.chars().count();
+            line.push(' ');
+            if i >= 4 {
+                line.push_str(&" ".repeat(pad));
+                line.push_str(c);
+            } else {
+                line.push_str(c);
+                line.push_str(&" ".repeat(pad));
+            }
+        }
+        if j == last {
+            writeln!(o, "  {}", "-".repeat(line.len().saturating_sub(2))).map_err(out_err)?;
+        }
+        writeln!(o, "{}", line.trim_end()).map_err(out_err)?;
+    }
+    let text = if attrs.is_empty() {
+        "{}".to_string()
+    } else {
+        serde_json::to_string(&attrs).unwrap_or_default()
+    };
+    writeln!(o, "{:<13}{text}", "attributes:").map_err(out_err)?;
+    Ok(())
+}
+
+// ---------------------------------------------------------------------------------------------
+// get
+
+/// Which rows `get` reads, in output order.
+enum RowSel {
+    Range(u64, u64),
+    Indices(Vec<u64>),
+}
+
+impl RowSel {
+    fn len(&self) -> u64 {
+        match self {
+            RowSel::Range(a, b) => b - a,
+            RowSel::Indices(v) => v.len() as u64,
+        }
+    }
+
+    /// Output positions `p..q`.
+    fn read(&self, t: &Table, names: &[&str], p: u64, q: u64) -> Result<Vec<Values>, Failure> {
+        let cols = match self {
+            RowSel::Range(a, _) => t.rows(a + p, a + q, Some(names))?,
+            RowSel::Indices(v) => t.take(&v[p as usize..q as usize], Some(names))?,
+        };
+        Ok(cols.into_iter().map(|(_, v)| v).collect())
+    }
+}
+
+fn row_selection(t: &Table, a: &GetArgs) -> Result<RowSel, Failure> {
+    let n = t.nrows();
+    if let Some(list) = &a.rows {
+        let mut v = Vec::new();
+        for item in list.split(',').map(str::trim).filter(|s| !s.is_empty()) {
+            let i: i128 = item.parse().map_err(|_| {
+                Failure::new(format!("--rows {list:?}: {item:?} is not a row number"))
+            })?;
+            let j = if i < 0 { i + i128::from(n) } else { i };
+            if j < 0 || j >= i128::from(n) {
+                return Err(Failure::new(format!(
+                    "--rows {list:?}: row {i} outside the table's {n} rows"
+                )));
+            }
+            v.push(j as u64);
+        }
+        return Ok(RowSel::Indices(v));
+    }
+    let items = selection::parse(a.selection.as_deref().unwrap_or(""))?;
+    let elems = selection::to_slice_info(&items, &[n])
+        .map_err(|e| Failure::new(e.replace("the dataset has 1 axes", "a table has 1 axis")))?;
+    Ok(match elems.first() {
+        None => RowSel::Range(0, n),
+        Some(SliceInfoElem::Index(i)) => {
+            let j = if *i < 0 {
+                *i as i128 + i128::from(n)
+            } else {
+                *i as i128
+            };
+            if j < 0 || j >= i128::from(n) {
+                return Err(Failure::new(format!(
+                    "row {i} outside the table's {n} rows"
+                )));
+            }
+            RowSel::Range(j as u64, j as u64 + 1)
+        }
+        Some(SliceInfoElem::Slice { start, end, step }) => {
+            let s = (*start).max(0) as u64;
+            let e = end.map_or(n, |e| (e.max(0) as u64).min(n)).max(s);
+            if *step == 1 {
+                RowSel::Range(s, e)
+            } else if *step > 1 {
+                RowSel::Indices((s..e).step_by(*step as usize).collect())
+            } else {
+                // ndarray's negative step: from the end of s..e backwards.
+                let k = step.unsigned_abs();
+                RowSel::Indices((s..e).rev().step_by(k).collect())
+            }
+        }
+        Some(SliceInfoElem::NewAxis) => {
+            return Err(Failure::new("a table selection takes rows only"));
+        }
+    })
+}
+
+/// The text of row `i` of a column; `csv` writes NaN as an empty cell.
+fn cell(v: &Values, i: usize, csv: bool) -> String {
+    match v {
+        Values::Fixed { dtype, data } => {
+            let s = dtype.itemsize();
+            let b = &data[i * s..(i + 1) * s];
+            if csv && dtype.is_float() {
+                let t = show::element_text(b, *dtype, false);
+                if t == "nan" {
+                    return String::new();
+                }
+                return t;
+            }
+            show::element_text(b, *dtype, false)
+        }
+        Values::Var(items) => String::from_utf8_lossy(&items[i]).into_owned(),
+    }
+}
+
+/// `blz get` on a table.
+pub fn get(a: &GetArgs) -> Result<(), Failure> {
+    let t = open(&a.path, false)?;
+    let all_names = t.column_names();
+    let names: Vec<&str> = match &a.columns {
+        None => all_names.clone(),
+        Some(list) => {
+            let mut v = Vec::new();
+            for c in list.split(',').map(str::trim).filter(|s| !s.is_empty()) {
+                let Some(n) = all_names.iter().find(|n| **n == c) else {
+                    return Err(Failure::new(format!(
+                        "{}: no column {c:?} (columns: {})",
+                        a.path.display(),
+                        all_names.join(", ")
+                    )));
+                };
+                v.push(*n);
+            }
+            if v.is_empty() {
+                return Err(Failure::new("--columns: name at least one column"));
+            }
+            v
+        }
+    };
+    let sel = row_selection(&t, a)?;
+    let total = sel.len();
+    let batch = BATCH_ROWS as u64;
+    if let Some(dir) = &a.out_dir {
+        return write_npy_dir(&t, &names, &sel, dir);
+    }
+    if let Some(out) = &a.out {
+        return write_csv(&t, &names, &sel, out);
+    }
+    if a.json {
+        if total > SUMMARY_THRESHOLD && !a.all {
+            return Err(Failure::new(format!(
+                "the selection holds {total} rows; add --all to print them all as JSON, \
+                 or use --out FILE.csv"
+            )));
+        }
+        let cols = sel.read(&t, &names, 0, total)?;
+        let mut m = serde_json::Map::new();
+        for (n, v) in names.iter().zip(&cols) {
+            let vals: Vec<serde_json::Value> = (0..v.len()).map(|i| v.json(i)).collect();
+            m.insert((*n).to_string(), serde_json::Value::Array(vals));
+        }
+        say!("{}", serde_json::Value::Object(m));
+        return Ok(());
+    }
+    let stdout = std::io::stdout();
+    let mut o = std::io::BufWriter::new(stdout.lock());
+    let right: Vec<bool> = names
+        .iter()
+        .map(|n| {
+            t.leaves()
+                .iter()
+                .find(|l| l.path == *n)
+                .is_some_and(|l| matches!(l.kind, LeafKind::Fixed(d) if !matches!(d, DType::Bytes(_) | DType::Str(_))))
+        })
+        .collect();
+    let grid = |cols: &[Values]| -> Vec<Vec<String>> {
+        let n = cols.first().map_or(0, Values::len);
+        (0..n)
+            .map(|i| cols.iter().map(|v| cell(v, i, false)).collect())
+            .collect()
+    };
+    let print = |o: &mut dyn Write, rows: &[Vec<String>], header: bool| -> std::io::Result<()> {
+        let mut w: Vec<usize> = names.iter().map(|n| n.chars().count()).collect();
+        for r in rows {
+            for (i, c) in r.iter().enumerate() {
+                w[i] = w[i].max(c.chars().count());
+            }
+        }
+        let line = |cells: &[String]| {
+            let mut s = String::new();
+            for (i, c) in cells.iter().enumerate() {
+                if i > 0 {
+                    s.push_str("  ");
+                }
+                let pad = " ".repeat(w[i] - c.chars().count());
+                if right[i] {
+                    s.push_str(&pad);
+                    s.push_str(c);
+                } else {
+                    s.push_str(c);
+                    s.push_str(&pad);
+                }
+            }
+            s.trim_end().to_string()
+        };
+        if header {
+            let h: Vec<String> = names.iter().map(|n| (*n).to_string()).collect();
+            writeln!(o, "{}", line(&h))?;
+        }
+        for r in rows {
+            if r.is_empty() {
+                writeln!(o, "...")?;
+            } else {
+                writeln!(o, "{}", line(r))?;
+            }
+        }
+        Ok(())
+    };
+    if total > SUMMARY_THRESHOLD && !a.all {
+        let mut rows = grid(&sel.read(&t, &names, 0, EDGE)?);
+        rows.push(Vec::new());
+        rows.extend(grid(&sel.read(&t, &names, total - EDGE, total)?));
+        print(&mut o, &rows, true).map_err(out_err)?;
+        o.flush().map_err(out_err)?;
+        drop(o);
+        let _ = writeln!(
+            std::io::stderr(),
+            "({total} rows: showing the first and last {EDGE}; --all prints everything, \
+             --out FILE.csv saves them)"
+        );
+        return Ok(());
+    }
+    let mut p = 0;
+    let mut first = true;
+    while p < total || first {
+        let q = (p + batch).min(total);
+        let rows = grid(&sel.read(&t, &names, p, q)?);
+        print(&mut o, &rows, first).map_err(out_err)?;
+        first = false;
+        p = q;
+    }
+    o.flush().map_err(out_err)?;
+    Ok(())
+}
+
+/// `blz get --out FILE.csv`: a header row of column paths, then the selected rows.
+fn write_csv(t: &Table, names: &[&str], sel: &RowSel, out: &Path) -> Result<(), Failure> {
+    let ctx = |e: csv::Error| Failure::new(format!("{}: {e}", out.display()));
+    let mut w = csv::Writer::from_path(out).map_err(ctx)?;
+    let total = sel.len();
+    let pb = progress(total, "get", "rows");
+    let mut body = || -> Result<(), Failure> {
+        w.write_record(names).map_err(ctx)?;
+        let mut p = 0;
+        while p < total {
+            let q = (p + BATCH_ROWS as u64).min(total);
+            let cols = sel.read(t, names, p, q)?;
+            for i in 0..(q - p) as usize {
+                w.write_record(cols.iter().map(|v| cell(v, i, true)))
+                    .map_err(ctx)?;
+            }
+            pb.inc(q - p);
+            p = q;
+        }
+        w.flush()
+            .map_err(|e| Failure::new(format!("{}: {e}", out.display())))
+    };
+    let res = body();
+    pb.finish_and_clear();
+    if res.is_err() {
+        let _ = std::fs::remove_file(out);
+    }
+    res
+}
+
+/// `blz get --out-dir DIR`: one `.npy` per column, named by its path with `/` as `.`.
+fn write_npy_dir(t: &Table, names: &[&str], sel: &RowSel, dir: &Path) -> Result<(), Failure> {
+    let leaves = t.leaves();
+    let mut kinds = Vec::new();
+    for n in names {
+        match leaves.iter().find(|l| l.path == *n).map(|l| l.kind) {
+            Some(LeafKind::Fixed(d)) => kinds.push(d),
+            _ => {
+                return Err(Failure::new(format!(
+                    "column {n} holds variable-length values, which .npy cannot store; \
+                     leave it out of --columns or use --out FILE.csv"
+                )))
+            }
+        }
+    }
+    std::fs::create_dir_all(dir).map_err(|e| Failure::new(format!("{}: {e}", dir.display())))?;
+    let total = sel.len();
+    let pb = progress(total * names.len() as u64, "get", "values");
+    for (n, dtype) in names.iter().zip(kinds) {
+        let path = dir.join(format!("{}.npy", n.replace('/', ".")));
+        let mut w = NpyWriter::create(&path, dtype, Endianness::native(), &[total])?;
+        let mut p = 0;
+        let mut res = Ok(());
+        while p < total {
+            let q = (p + BATCH_ROWS as u64).min(total);
+            let r = sel.read(t, &[n], p, q).and_then(|mut c| match c.pop() {
+                Some(Values::Fixed { data, .. }) => w.write(&data).map_err(Failure::new),
+                _ => Err(Failure::new(format!("column {n}: unexpected values"))),
+            });
+            if let Err(e) = r {
+                res = Err(e);
+                break;
+            }
+            pb.inc(q - p);
+            p = q;
+        }
+        match res {
+            Ok(()) => w.finish()?,
+            Err(e) => {
+                w.abandon();
+                pb.finish_and_clear();
+                return Err(e);
+            }
+        }
+    }
+    pb.finish_and_clear();
+    say!(
+        "wrote {} of {} to {}",
+        plural(names.len() as u64, "column"),
+        plural(total, "row"),
+        dir.display()
+    );
+    Ok(())
+}
+
+// ---------------------------------------------------------------------------------------------
+// append, resize, attrs, verify
+
+/// `blz append PATH --csv FILE` on a table: checked whole first, then appended in batches.
+pub fn append(a: &AppendArgs) -> Result<(), Failure> {
+    let Some(csv_path) = &a.csv else {
+        return Err(Failure::new(
+            "a table takes rows from --csv FILE (a header row naming every column)",
+        ));
+    };
+    if a.no_header || a.column.is_some() {
+        return Err(Failure::new(
+            "a table appends whole rows: the CSV's header row names every column \
+             (--column and --no-header do not apply)",
+        ));
+    }
+    let mut t = open(&a.path, true)?;
+    let leaves: Vec<(String, LeafKind)> = t
+        .leaves()
+        .iter()
+        .map(|l| (l.path.clone(), l.kind))
+        .collect();
+    let mut csv = CsvFile::open(csv_path, a.delimiter)?;
+    let mut targets = Vec::new();
+    for h in &csv.header {
+        let Some(l) = leaves.iter().find(|(p, _)| p == h) else {
+            return Err(Failure::new(format!(
+                "{}: header row: no column {h:?} in {} (columns: {})",
+                csv_path.display(),
+                a.path.display(),
+                t.column_names().join(", ")
+            )));
+        };
+        if targets.iter().any(|(p, _): &(String, LeafKind)| p == h) {
+            return Err(Failure::new(format!(
+                "{}: header row: column {h:?} appears twice",
+                csv_path.display()
+            )));
+        }
+        targets.push(l.clone());
+    }
+    let missing: Vec<&str> = leaves
+        .iter()
+        .filter(|(p, _)| !csv.header.contains(p))
+        .map(|(p, _)| p.as_str())
+        .collect();
+    if !missing.is_empty() {
+        return Err(Failure::new(format!(
+            "{}: header row lacks columns of {}: {}",
+            csv_path.display(),
+            a.path.display(),
+            missing.join(", ")
+        )));
+    }
+    let rows = stream(&mut csv, &targets, true, |_| Ok(()))?;
+    let before = t.nrows();
+    let mut csv = CsvFile::open(csv_path, a.delimiter)?;
+    let pb = progress(rows, "append", "rows");
+    let res = stream(&mut csv, &targets, false, |cols| {
+        let n = cols.first().map_or(0, |(_, v)| v.len());
+        t.append(&cols)?;
+        pb.inc(n as u64);
+        Ok(())
+    });
+    pb.finish_and_clear();
+    res?;
+    say!(
+        "appended {} to {}: {before} -> {} rows",
+        plural(rows, "row"),
+        a.path.display(),
+        t.nrows()
+    );
+    Ok(())
+}
+
+/// `blz resize` on a table.
+pub fn resize(a: &ResizeArgs) -> Result<(), Failure> {
+    let mut t = open(&a.path, true)?;
+    let before = t.nrows();
+    t.resize(a.rows)?;
+    say!(
+        "resized {}: {before} -> {} rows",
+        a.path.display(),
+        t.nrows()
+    );
+    Ok(())
+}
+
+/// `blz attrs` on a table.
+pub fn attrs(a: &AttrsArgs) -> Result<(), Failure> {
+    if a.set.is_empty() && a.delete.is_empty() {
+        let t = open(&a.path, false)?;
+        let attrs = serde_json::Value::Object(t.attrs()?);
+        say!(
+            "{}",
+            serde_json::to_string_pretty(&attrs).unwrap_or_default()
+        );
+        return Ok(());
+    }
+    let sets = a
+        .set
+        .iter()
+        .map(|kv| parse_kv(kv, "--set"))
+        .collect::<Result<Vec<_>, _>>()?;
+    let mut t = open(&a.path, true)?;
+    let mut attrs = t.attrs()?;
+    for k in &a.delete {
+        if attrs.shift_remove(k).is_none() {
+            return Err(Failure::new(format!(
+                "{}: no attribute {k:?} to delete",
+                a.path.display()
+            )));
+        }
+    }
+    for (k, v) in sets {
+        attrs.insert(k, v);
+    }
+    t.set_attrs(attrs)?;
+    Ok(())
+}
+
+/// `blz verify` on a table: every chunk of every column.
+pub fn verify(path: &Path) -> Result<(), Failure> {
+    let t = open(path, false)?;
+    let pb = progress(0, "verify", "chunks");
+    let mut chunks = 0;
+    let errors = t.verify(|done, total| {
+        pb.set_length(total);
+        pb.set_position(done);
+        chunks = total;
+    });
+    pb.finish_and_clear();
+    let mut seen: Vec<(String, u64)> = Vec::new();
+    for e in &errors {
+        let m = describe(e);
+        match seen.iter_mut().find(|(s, _)| *s == m) {
+            Some(s) => s.1 += 1,
+            None => seen.push((m, 1)),
+        }
+    }
+    for (m, c) in &seen {
+        if *c > 1 {
+            say!("corrupt: {m} ({c} chunks)");
+        } else {
+            say!("corrupt: {m}");
+        }
+    }
+    let ncols = t.column_names().len() as u64;
+    if errors.is_empty() {
+        say!(
+            "{}: {} in {} verified, all intact",
+            path.display(),
+            plural(chunks, "chunk"),
+            plural(ncols, "column")
+        );
+        Ok(())
+    } else {
+        say!(
+            "{}: {} in {} verified, {} corrupt",
+            path.display(),
+            plural(chunks, "chunk"),
+            plural(ncols, "column"),
+            errors.len()
+        );
+        Err(Failure::new(format!(
+            "{}: {} of {chunks} chunks are corrupt",
+            path.display(),
+            errors.len()
+        )))
+    }
+}

@@ -1,0 +1,370 @@
+//! The `blz` table commands, run as a user would: create a table from a CSV file (inferred
+//! types, `--schema` with nested paths), `info` (text and JSON), `get` with `--columns` to
+//! standard output, to CSV and to a directory of `.npy` files, `append --csv`, `resize`,
+//! `attrs`, `verify`, and the errors a user can provoke.
+
+use ndarray::{array, Array1};
+use ndarray_npy::read_npy;
+use serde_json::{json, Value};
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+
+fn run(args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_blz"))
+        .args(args)
+        .output()
+        .expect("blz runs")
+}
+
+fn text(b: &[u8]) -> String {
+    String::from_utf8_lossy(b).into_owned()
+}
+
+fn ok(args: &[&str]) -> String {
+    let o = run(args);
+    assert!(
+        o.status.success(),
+        "blz {args:?} failed ({:?}):\n{}{}",
+        o.status.code(),
+        text(&o.stdout),
+        text(&o.stderr)
+    );
+    text(&o.stdout)
+}
+
+/// Expects exit status 1, a `blz: ` message and no panic; returns stderr.
+fn fails(args: &[&str]) -> String {
+    let o = run(args);
+    let err = text(&o.stderr);
+    assert_eq!(o.status.code(), Some(1), "blz {args:?}: {err}");
+    assert!(!err.contains("panicked"), "blz {args:?} panicked: {err}");
+    assert!(err.starts_with("blz: "), "blz {args:?}: {err}");
+    err
+}
+
+fn json_of(args: &[&str]) -> Value {
+    let out = ok(args);
+    serde_json::from_str(&out).unwrap_or_else(|e| panic!("blz {args:?}: {e}: {out}"))
+}
+
+struct Dir(tempfile::TempDir);
+
+impl Dir {
+    fn new() -> Dir {
+        Dir(tempfile::tempdir().expect("tempdir"))
+    }
+    fn p(&self, name: &str) -> PathBuf {
+        self.0.path().join(name)
+    }
+    fn s(&self, name: &str) -> String {
+        self.p(name).to_string_lossy().into_owned()
+    }
+    fn write(&self, name: &str, content: &str) -> String {
+        std::fs::write(self.p(name), content).expect("write");
+        self.s(name)
+    }
+}
+
+const PEOPLE: &str = "\
+id,price,name,ok,score
+1,2.5,\"Smith, John\",true,3.5
+2,3.25,\"say \"\"hi\"\"\",false,
+3,-0.001,plain,true,7.25
+4,100.0,,false,0.5
+";
+
+/// The cells of the named columns of a CSV file, header included.
+fn csv_columns(path: &Path, names: &[&str]) -> Vec<Vec<String>> {
+    let mut r = csv::ReaderBuilder::new()
+        .has_headers(false)
+        .from_path(path)
+        .expect("csv");
+    let recs: Vec<csv::StringRecord> = r.records().map(|x| x.expect("record")).collect();
+    let idx: Vec<usize> = names
+        .iter()
+        .map(|n| recs[0].iter().position(|h| h == *n).expect("column"))
+        .collect();
+    recs.iter()
+        .map(|rec| idx.iter().map(|&i| rec[i].to_string()).collect())
+        .collect()
+}
+
+fn field_types(info: &Value) -> Vec<(String, String)> {
+    info["fields"]
+        .as_array()
+        .expect("fields")
+        .iter()
+        .map(|f| {
+            (
+                f["path"].as_str().unwrap_or("").to_string(),
+                f["type"].as_str().unwrap_or("").to_string(),
+            )
+        })
+        .collect()
+}
+
+#[test]
+fn create_infers_types_and_round_trips_through_csv() {
+    let d = Dir::new();
+    let csv = d.write("people.csv", PEOPLE);
+    let t = d.s("people.blz");
+    let out = ok(&["create", &t, "--csv", &csv]);
+    assert!(out.contains("4 rows and 5 columns"), "{out}");
+
+    let info = json_of(&["info", &t, "--json"]);
+    assert_eq!(info["kind"], "table");
+    assert_eq!(info["rows"], 4);
+    let types = field_types(&info);
+    let want = [
+        ("id", "int64"),
+        ("price", "float64"),
+        ("name", "varstr"),
+        ("ok", "bool"),
+        ("score", "float64"),
+    ];
+    assert_eq!(
+        types,
+        want.iter()
+            .map(|(a, b)| (a.to_string(), b.to_string()))
+            .collect::<Vec<_>>()
+    );
+    for f in info["fields"].as_array().expect("fields") {
+        assert!(f["nbytes"].as_u64().expect("nbytes") > 0, "{f}");
+        assert!(f["cbytes"].as_u64().expect("cbytes") > 0, "{f}");
+        assert!(f["ratio"].as_f64().is_some(), "{f}");
+    }
+    assert_eq!(
+        info["nbytes"],
+        4 * 8 + 4 * 8 + 4 + 4 * 8 + info["fields"][2]["nbytes"].as_u64().unwrap_or(0)
+    );
+
+    let text_info = ok(&["info", &t]);
+    for word in [
+        "rows:",
+        "price",
+        "float64",
+        "varstr",
+        "ratio",
+        "total",
+        "attributes:",
+    ] {
+        assert!(text_info.contains(word), "{word}: {text_info}");
+    }
+
+    // Selected columns as aligned text.
+    let shown = ok(&["get", &t, "--columns", "name,id"]);
+    let lines: Vec<&str> = shown.lines().collect();
+    assert_eq!(lines.len(), 5, "{shown}");
+    assert!(lines[0].starts_with("name"), "{shown}");
+    assert!(lines[1].contains("Smith, John"), "{shown}");
+    assert!(lines[2].contains("say \"hi\""), "{shown}");
+
+    // JSON of a row range.
+    let j = json_of(&["get", &t, "1:3", "--columns", "id,name,ok", "--json"]);
+    assert_eq!(
+        j,
+        json!({"id": [2, 3], "name": ["say \"hi\"", "plain"], "ok": [false, true]})
+    );
+    let j = json_of(&["get", &t, "--rows", "3,0,-1", "--columns", "id", "--json"]);
+    assert_eq!(j, json!({"id": [4, 1, 4]}));
+
+    // CSV export equals the input for the chosen columns (NaN as an empty cell).
+    let names = ["id", "name", "ok", "price", "score"];
+    let out = d.s("out.csv");
+    ok(&["get", &t, "--columns", &names.join(","), "--out", &out]);
+    assert_eq!(
+        csv_columns(&d.p("out.csv"), &names),
+        csv_columns(&d.p("people.csv"), &names)
+    );
+}
+
+#[test]
+fn schema_with_nested_paths_and_npy_export() {
+    let d = Dir::new();
+    let csv = d.write(
+        "pts.csv",
+        "pos/x,id,pos/y,tag,label\n1.5,1,2,ab,one\n2.5,2,3,cd,two\n-4,3,5,ef,three\n",
+    );
+    let t = d.s("pts.blz");
+    ok(&[
+        "create",
+        &t,
+        "--csv",
+        &csv,
+        "--schema",
+        "pos/x:float32,id:int32,tag:S8,pos/y:float64",
+        "--codec",
+        "zstd",
+        "--clevel",
+        "3",
+    ]);
+    let info = json_of(&["info", &t, "--json"]);
+    let types = field_types(&info);
+    let want = [
+        ("pos/x", "float32"),
+        ("pos/y", "float64"),
+        ("id", "int32"),
+        ("tag", "S8"),
+        ("label", "varstr"),
+    ];
+    assert_eq!(
+        types,
+        want.iter()
+            .map(|(a, b)| (a.to_string(), b.to_string()))
+            .collect::<Vec<_>>()
+    );
+    assert!(info["fields"]
+        .as_array()
+        .expect("fields")
+        .iter()
+        .all(|f| f["codec"] == "zstd" && f["clevel"] == 3));
+
+    let dir = d.s("arrays");
+    ok(&["get", &t, "--columns", "pos/x,id,pos/y", "--out-dir", &dir]);
+    let x: Array1<f32> = read_npy(d.p("arrays/pos.x.npy")).expect("pos.x.npy");
+    let y: Array1<f64> = read_npy(d.p("arrays/pos.y.npy")).expect("pos.y.npy");
+    let id: Array1<i32> = read_npy(d.p("arrays/id.npy")).expect("id.npy");
+    assert_eq!(x, array![1.5f32, 2.5, -4.0]);
+    assert_eq!(y, array![2.0, 3.0, 5.0]);
+    assert_eq!(id, array![1, 2, 3]);
+    // A selection of rows, reversed.
+    let dir2 = d.s("rev");
+    ok(&["get", &t, "::-1", "--columns", "id", "--out-dir", &dir2]);
+    let id: Array1<i32> = read_npy(d.p("rev/id.npy")).expect("id.npy");
+    assert_eq!(id, array![3, 2, 1]);
+    // Variable-length columns have no .npy form.
+    let err = fails(&["get", &t, "--columns", "label", "--out-dir", &d.s("v")]);
+    assert!(err.contains("variable-length"), "{err}");
+    assert!(!d.p("v/label.npy").exists());
+}
+
+#[test]
+fn append_with_reordered_header() {
+    let d = Dir::new();
+    let csv = d.write("people.csv", PEOPLE);
+    let t = d.s("people.blz");
+    ok(&["create", &t, "--csv", &csv]);
+    let more = d.write(
+        "more.csv",
+        "score,ok,name,price,id\n9,false,\"new, one\",1.0,5\n,true,x,2,6\n",
+    );
+    let out = ok(&["append", &t, "--csv", &more]);
+    assert!(out.contains("4 -> 6 rows"), "{out}");
+    let j = json_of(&["get", &t, "4:", "--json"]);
+    assert_eq!(j["id"], json!([5, 6]));
+    assert_eq!(j["name"], json!(["new, one", "x"]));
+    assert_eq!(j["ok"], json!([false, true]));
+    assert_eq!(j["price"], json!([1.0, 2.0]));
+    assert_eq!(j["score"][0], json!(9.0));
+    assert_eq!(ok(&["verify", &t]).lines().count(), 1);
+}
+
+#[test]
+fn bad_csv_is_refused_and_nothing_is_half_written() {
+    let d = Dir::new();
+    let csv = d.write("people.csv", PEOPLE);
+    let t = d.s("people.blz");
+    ok(&["create", &t, "--csv", &csv]);
+    let rows = |t: &str| json_of(&["info", t, "--json"])["rows"].clone();
+
+    // Unknown column in append.
+    let bad = d.write(
+        "unknown.csv",
+        "id,price,name,ok,score,extra\n5,1,a,true,1,0\n",
+    );
+    let err = fails(&["append", &t, "--csv", &bad]);
+    assert!(err.contains("no column \"extra\""), "{err}");
+    // Missing column.
+    let bad = d.write("missing.csv", "id,price,name,ok\n5,1,a,true\n");
+    let err = fails(&["append", &t, "--csv", &bad]);
+    assert!(err.contains("score"), "{err}");
+    // A number that does not parse, after a good row: nothing is appended.
+    let bad = d.write(
+        "nan.csv",
+        "id,price,name,ok,score\n5,1,a,true,1\n6,abc,b,true,2\n",
+    );
+    let err = fails(&["append", &t, "--csv", &bad]);
+    assert!(err.contains("line 3") && err.contains("price"), "{err}");
+    assert!(err.contains("\"abc\" is not a number"), "{err}");
+    assert_eq!(rows(&t), 4);
+
+    // A bad name in the header of a new table.
+    let bad = d.write("badname.csv", "a/../b,c\n1,2\n");
+    let err = fails(&["create", &d.s("bad.blz"), "--csv", &bad]);
+    assert!(err.contains("a/../b"), "{err}");
+    assert!(!d.p("bad.blz").exists());
+    // A duplicate name.
+    let bad = d.write("dup.csv", "a,b,a\n1,2,3\n");
+    let err = fails(&["create", &d.s("dup.blz"), "--csv", &bad]);
+    assert!(err.contains("twice"), "{err}");
+    assert!(!d.p("dup.blz").exists());
+    // A value that does not fit the --schema type.
+    let bad = d.write("fit.csv", "a,b\n1,2\n300,3\n");
+    let err = fails(&[
+        "create",
+        &d.s("fit.blz"),
+        "--csv",
+        &bad,
+        "--schema",
+        "a:int8",
+    ]);
+    assert!(err.contains("line 3") && err.contains("int8"), "{err}");
+    assert!(!d.p("fit.blz").exists());
+    // A --schema column that is not in the file.
+    let err = fails(&[
+        "create",
+        &d.s("s.blz"),
+        "--csv",
+        &csv,
+        "--schema",
+        "nope:int8",
+    ]);
+    assert!(err.contains("nope"), "{err}");
+    assert!(!d.p("s.blz").exists());
+}
+
+#[test]
+fn resize_attrs_and_verify_a_table() {
+    let d = Dir::new();
+    let csv = d.write("people.csv", PEOPLE);
+    let t = d.s("people.blz");
+    ok(&["create", &t, "--csv", &csv, "--chunkshape", "2"]);
+    ok(&["resize", &t, "6"]);
+    let j = json_of(&["get", &t, "4:", "--columns", "id,name", "--json"]);
+    assert_eq!(j, json!({"id": [0, 0], "name": ["", ""]}));
+    ok(&["resize", &t, "4"]);
+    ok(&["attrs", &t, "--set", "units=\"EUR\""]);
+    assert_eq!(json_of(&["attrs", &t]), json!({"units": "EUR"}));
+    assert_eq!(
+        json_of(&["info", &t, "--json"])["attributes"],
+        json!({"units": "EUR"})
+    );
+
+    let out = ok(&["verify", &t]);
+    assert!(out.contains("all intact"), "{out}");
+    // Flip a byte inside the price column's superchunk file.
+    let file = d.p("people.blz/data/price/__1__.bin");
+    let mut b = std::fs::read(&file).expect("read");
+    let n = b.len();
+    b[n - 20] ^= 0xff;
+    std::fs::write(&file, b).expect("write");
+    let o = run(&["verify", &t]);
+    assert_eq!(o.status.code(), Some(1));
+    let out = text(&o.stdout);
+    assert!(
+        out.contains("corrupt:") && out.contains("data/price/__1__.bin"),
+        "{out}"
+    );
+    assert!(text(&o.stderr).contains("corrupt"), "{}", text(&o.stderr));
+}
+
+#[test]
+fn array_from_one_csv_column_still_works() {
+    let d = Dir::new();
+    let csv = d.write("people.csv", PEOPLE);
+    let a = d.s("ids.blz");
+    ok(&["create", &a, "--csv", &csv, "--column", "id"]);
+    assert_eq!(json_of(&["get", &a, "--json"]), json!([1, 2, 3, 4]));
+    let err = fails(&["get", &a, "--columns", "id"]);
+    assert!(err.contains("tables"), "{err}");
+}
