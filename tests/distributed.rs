@@ -11,7 +11,7 @@
 //!
 //! When `BLZ_GLUSTER_MOUNT2` names a second client mount of the same volume, every state is
 //! also read back through that mount right after it is written, which checks that another
-//! client never sees stale data (see `docs-distributed.md` for the mount options this
+//! client never sees stale data (see the README section "Running on a distributed filesystem" for the mount options this
 //! needs).
 
 use blz::locate::{group_by_location, locate_dataset, LocationKind};
