@@ -52,7 +52,7 @@ impl Gen for u8 {
 }
 impl Gen for bool {
     fn gen(seed: u64, i: usize) -> Self {
-        (seed as usize + i) % 3 == 0
+        (seed as usize + i).is_multiple_of(3)
     }
 }
 

@@ -121,6 +121,8 @@ impl ArrayCore {
                     .iter()
                     .zip(cs)
                     .all(|(a, &c)| a.in_start == 0 && a.step == 1 && a.count == c);
+                // Rebind so the closure captures the Send wrapper, not its raw pointer field.
+                #[allow(clippy::redundant_locals)]
                 let out_ptr = out_ptr;
                 if full && direct_ok {
                     // The chunk lands as one contiguous run of the output: decode in place.

@@ -305,6 +305,7 @@ mod tests {
     use ndarray::s;
 
     #[test]
+    #[allow(clippy::reversed_empty_ranges)] // empty and reversed slices are cases under test
     fn resolve_like_ndarray() {
         let p = Path::new("d");
         let shape = [10u64, 7];

@@ -358,7 +358,7 @@ pub fn decompress(chunk: &[u8], nthreads: usize) -> Result<Vec<u8>, CodecError> 
 pub fn getitem(chunk: &[u8], start: usize, dst: &mut [u8]) -> Result<(), CodecError> {
     let header = validate(chunk)?;
     let ts = header.typesize.max(1) as usize;
-    if dst.len() % ts != 0 {
+    if !dst.len().is_multiple_of(ts) {
         return Err(CodecError(format!(
             "destination of {} bytes is not a whole number of {ts}-byte items",
             dst.len()

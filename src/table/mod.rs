@@ -842,7 +842,7 @@ impl Table {
             let cl = c.leaf.storage.chunklen;
             let end = start + v.len() as u64 + fill_rows;
             let appending = end > nrows;
-            let rewrite_from = (appending && nrows % cl != 0).then(|| nrows / cl);
+            let rewrite_from = (appending && !nrows.is_multiple_of(cl)).then(|| nrows / cl);
             let mut w = ChunkWrites::new(c.store(), committed, rewrite_from);
             let new_rows = end.max(nrows);
             match (&c.engine, v) {
