@@ -65,7 +65,6 @@ impl ChunkStore {
     }
 
     /// The data directory, relative to the root.
-    #[allow(dead_code)] // for error messages naming a column's directory
     pub(crate) fn dir(&self) -> &Path {
         &self.dir
     }
