@@ -2,6 +2,7 @@
 //! on datasets. It only calls blz's public library API.
 
 mod file;
+mod layer;
 
 use clap::{Parser, Subcommand};
 use std::path::Path;
@@ -23,6 +24,8 @@ enum Command {
     Unpack(file::UnpackArgs),
     /// Show the header, metadata and chunk table of a superchunk file.
     Info(InfoArgs),
+    /// Layer datasets: sorted columns with row groups, value indexes and filters.
+    Layer(layer::LayerArgs),
 }
 
 /// Arguments of `blz info`.
@@ -125,6 +128,9 @@ pub fn parse_size(s: &str) -> blz::Result<u64> {
 
 /// `blz info PATH`: a superchunk file is described here; a directory will be a dataset.
 fn info(path: &Path, json: bool) -> Result<(), Fail> {
+    if blz::layer::is_layer(path) {
+        return layer::layer_info(path, json);
+    }
     if path.is_dir() {
         return Err(Fail {
             message: format!(
@@ -142,6 +148,7 @@ fn run(cli: Cli) -> Result<(), Fail> {
         Command::Pack(a) => file::pack(&a),
         Command::Unpack(a) => file::unpack(&a),
         Command::Info(a) => info(&a.file, a.json),
+        Command::Layer(a) => layer::run(&a),
     }
 }
 
