@@ -1,13 +1,15 @@
 //! blz: a chunked, compressed, persistent array store.
 //!
 //! Layers, from the bottom: [`storage`] (where bytes live), [`blosc`] (one compressed chunk),
-//! [`blpk`] (superchunk files of many chunks, bloscpack format 3).
+//! [`blpk`] (superchunk files of many chunks, bloscpack format 3); datasets on top: [`array`],
+//! [`table`] and [`layer`] (sorted columns with row groups, value indexes and filters).
 
 pub mod array;
 pub mod blosc;
 pub mod blpk;
 pub mod dtype;
 pub mod error;
+pub mod layer;
 pub mod locate;
 pub mod meta;
 pub mod scan;

@@ -64,6 +64,11 @@ impl ChunkStore {
         self.varlen = varlen;
     }
 
+    /// The data directory, relative to the root.
+    pub(crate) fn dir(&self) -> &Path {
+        &self.dir
+    }
+
     /// Chunks per superchunk file.
     pub(crate) fn superchunksize(&self) -> u64 {
         self.superchunksize

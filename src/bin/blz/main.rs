@@ -4,6 +4,7 @@
 mod dataset;
 mod dist;
 mod file;
+mod layer;
 mod npy;
 mod selection;
 mod show;
@@ -38,6 +39,8 @@ enum Command {
     Locate(dist::LocateArgs),
     /// Reduce a dataset or table column in parallel (sum, min, max, count, mean).
     Scan(dist::ScanArgs),
+    /// Layer datasets: sorted columns with row groups, value indexes and filters.
+    Layer(layer::LayerArgs),
 }
 
 /// Arguments of `blz info`.
@@ -139,6 +142,9 @@ pub fn parse_size(s: &str) -> blz::Result<u64> {
 
 /// `blz info PATH`: a directory is a dataset, a file a superchunk file.
 fn info(path: &Path, json: bool) -> Result<(), Fail> {
+    if blz::layer::is_layer(path) {
+        return layer::layer_info(path, json);
+    }
     if path.is_dir() || !path.exists() {
         return dataset::dataset_info(path, json).map_err(Fail::from);
     }
@@ -153,6 +159,7 @@ fn run(cli: Cli) -> Result<(), Fail> {
         Command::Dataset(c) => dataset::run(&c).map_err(Fail::from),
         Command::Locate(a) => dist::locate(&a),
         Command::Scan(a) => dist::scan(&a),
+        Command::Layer(a) => layer::run(&a),
     }
 }
 

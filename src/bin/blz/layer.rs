@@ -1,0 +1,419 @@
+//! `blz layer ...`: build layer datasets from sorted CSV, seek, ask for membership, describe
+//! and verify them. Everything goes through `blz::layer`.
+
+use crate::Fail;
+use blz::layer::{ColumnDef, Cursor, FilterSetting, Layer, LayerSchema, LayerWriter, Value};
+use blz::table::LeafKind;
+use std::path::{Path, PathBuf};
+
+/// Arguments of `blz layer`.
+#[derive(clap::Args, Debug)]
+pub struct LayerArgs {
+    #[command(subcommand)]
+    command: LayerCommand,
+}
+
+#[derive(clap::Subcommand, Debug)]
+enum LayerCommand {
+    /// Build a layer dataset from a CSV file sorted by its key columns.
+    Build(BuildArgs),
+    /// Find the first value >= (or the last value <=) VALUE in a row group.
+    Seek(SeekArgs),
+    /// Ask whether a value is present: the filter answers "no" without reading data.
+    Contains(ContainsArgs),
+    /// Describe a layer dataset: columns, rows, chunks, index levels, filters, bytes.
+    Info(InfoArgs),
+    /// Read and check every chunk of a layer dataset.
+    Verify(VerifyArgs),
+}
+
+/// Arguments of `blz layer build`.
+#[derive(clap::Args, Debug)]
+struct BuildArgs {
+    /// Key columns, outermost first, as NAME:TYPE (int8..uint64, float32, float64, varstr,
+    /// varbytes), comma-separated.
+    #[arg(long, required = true)]
+    columns: String,
+    /// The last column's auxiliary value, as NAME:TYPE (integer or float); it is the CSV
+    /// field after the keys.
+    #[arg(long)]
+    weight: Option<String>,
+    /// Target false-positive rate of the membership filters.
+    #[arg(long, default_value_t = blz::layer::DEFAULT_FPR)]
+    fpr: f64,
+    /// Columns (comma-separated names) built without a filter.
+    #[arg(long)]
+    no_filter: Option<String>,
+    /// Rows per data chunk (default: 8192 fixed-size, 1024 variable-length).
+    #[arg(long)]
+    chunklen: Option<u64>,
+    /// The CSV file's first line is a header.
+    #[arg(long)]
+    header: bool,
+    /// Replace an existing layer dataset.
+    #[arg(long)]
+    overwrite: bool,
+    /// Sorted CSV input: one line per key path.
+    input: PathBuf,
+    /// The dataset directory to create.
+    output: PathBuf,
+}
+
+/// Where a query looks: a column and the keys of its row group's ancestors.
+#[derive(clap::Args, Debug)]
+struct Target {
+    /// Column to search (default: the first).
+    #[arg(long)]
+    column: Option<String>,
+    /// Keys of the enclosing rows, outermost first (one per column before --column).
+    #[arg(long = "in", value_name = "KEY")]
+    parents: Vec<String>,
+}
+
+/// Arguments of `blz layer seek`.
+#[derive(clap::Args, Debug)]
+struct SeekArgs {
+    /// The layer dataset.
+    dataset: PathBuf,
+    /// The value sought.
+    value: String,
+    #[command(flatten)]
+    target: Target,
+    /// First value >= VALUE (the default).
+    #[arg(long, conflicts_with = "le")]
+    ge: bool,
+    /// Last value <= VALUE.
+    #[arg(long)]
+    le: bool,
+    /// Print the result as JSON.
+    #[arg(long)]
+    json: bool,
+}
+
+/// Arguments of `blz layer contains`.
+#[derive(clap::Args, Debug)]
+struct ContainsArgs {
+    /// The layer dataset.
+    dataset: PathBuf,
+    /// The value.
+    value: String,
+    #[command(flatten)]
+    target: Target,
+    /// Stop at the filter's answer ("no" or "maybe") instead of reading data on a "maybe".
+    #[arg(long)]
+    filter_only: bool,
+}
+
+/// Arguments of `blz layer info`.
+#[derive(clap::Args, Debug)]
+struct InfoArgs {
+    /// The layer dataset.
+    dataset: PathBuf,
+    /// Print JSON.
+    #[arg(long)]
+    json: bool,
+}
+
+/// Arguments of `blz layer verify`.
+#[derive(clap::Args, Debug)]
+struct VerifyArgs {
+    /// The layer dataset.
+    dataset: PathBuf,
+}
+
+/// Runs `blz layer ...`.
+pub fn run(a: &LayerArgs) -> Result<(), Fail> {
+    match &a.command {
+        LayerCommand::Build(b) => build(b),
+        LayerCommand::Seek(s) => seek(s),
+        LayerCommand::Contains(c) => contains(c),
+        LayerCommand::Info(i) => layer_info(&i.dataset, i.json),
+        LayerCommand::Verify(v) => layer_verify(&v.dataset),
+    }
+}
+
+fn parse_kind(t: &str) -> Result<LeafKind, Fail> {
+    let k = LeafKind::parse(t).map_err(Fail::from)?;
+    blz::layer::value::check_kind(k)?;
+    Ok(k)
+}
+
+fn name_type(s: &str) -> Result<(String, LeafKind), Fail> {
+    let (n, t) = s
+        .split_once(':')
+        .ok_or_else(|| Fail::new(format!("{s:?}: expected NAME:TYPE")))?;
+    Ok((n.trim().to_string(), parse_kind(t.trim())?))
+}
+
+/// Parses a command-line or CSV field as a value of `kind`.
+fn parse_value(kind: LeafKind, s: &str) -> Result<Value, Fail> {
+    let bad = || Fail::new(format!("{s:?} is not a {} value", kind.name()));
+    let v = match kind {
+        LeafKind::VarStr => Value::Str(s.to_string()),
+        LeafKind::VarBytes => Value::Bytes(s.as_bytes().to_vec()),
+        LeafKind::Fixed(d) if d.is_float() => Value::Float(s.trim().parse().map_err(|_| bad())?),
+        LeafKind::Fixed(_) => {
+            let t = s.trim();
+            match t.parse::<i64>() {
+                Ok(i) => Value::Int(i),
+                Err(_) => Value::UInt(t.parse().map_err(|_| bad())?),
+            }
+        }
+    };
+    blz::layer::value::coerce(kind, &v).map_err(|_| bad())
+}
+
+fn build(a: &BuildArgs) -> Result<(), Fail> {
+    let no_filter: Vec<&str> = a
+        .no_filter
+        .as_deref()
+        .map(|s| s.split(',').map(str::trim).collect())
+        .unwrap_or_default();
+    let mut cols = Vec::new();
+    let mut kinds = Vec::new();
+    for spec in a.columns.split(',') {
+        let (name, kind) = name_type(spec)?;
+        let mut c =
+            ColumnDef::new(&name, kind).with_filter(if no_filter.contains(&name.as_str()) {
+                FilterSetting::Off
+            } else {
+                FilterSetting::Fpr(a.fpr)
+            });
+        c.chunklen = a.chunklen;
+        kinds.push(kind);
+        cols.push(c);
+    }
+    for n in &no_filter {
+        if !cols.iter().any(|c| c.name == *n) {
+            return Err(Fail::new(format!("--no-filter names unknown column {n:?}")));
+        }
+    }
+    let mut schema = LayerSchema::new(cols);
+    schema.overwrite = a.overwrite;
+    let mut wkind = None;
+    if let Some(w) = &a.weight {
+        let (name, kind) = name_type(w)?;
+        let LeafKind::Fixed(d) = kind else {
+            return Err(Fail::new("the weight must be an integer or float type"));
+        };
+        schema = schema.with_weight(&name, d);
+        wkind = Some(kind);
+    }
+    let mut rdr = csv::ReaderBuilder::new()
+        .has_headers(a.header)
+        .flexible(false)
+        .from_path(&a.input)
+        .map_err(|e| Fail::new(format!("{}: {e}", a.input.display())))?;
+    let mut w = LayerWriter::create(&a.output, schema)?;
+    let nf = kinds.len() + usize::from(wkind.is_some());
+    let mut rows = 0u64;
+    for (line, rec) in rdr.records().enumerate() {
+        let rec = rec.map_err(|e| Fail::new(format!("{}: {e}", a.input.display())))?;
+        let at = |m: String| Fail::new(format!("{}: record {}: {m}", a.input.display(), line + 1));
+        if rec.len() != nf {
+            return Err(at(format!("{} fields, expected {nf}", rec.len())));
+        }
+        let keys = kinds
+            .iter()
+            .zip(rec.iter())
+            .map(|(k, f)| parse_value(*k, f))
+            .collect::<Result<Vec<_>, _>>()
+            .map_err(|f| at(f.message))?;
+        let weight = match wkind {
+            Some(k) => Some(parse_value(k, &rec[kinds.len()]).map_err(|f| at(f.message))?),
+            None => None,
+        };
+        w.push(&keys, weight).map_err(|e| at(e.to_string()))?;
+        rows += 1;
+    }
+    let sizes = w.finish()?;
+    let per: Vec<String> = sizes.columns.iter().map(|c| c.rows.to_string()).collect();
+    println!(
+        "{}: {rows} input rows, column rows {}",
+        a.output.display(),
+        per.join(" / ")
+    );
+    Ok(())
+}
+
+/// Opens a cursor on `target`'s column, descending through the `--in` keys.
+fn locate<'a>(layer: &'a Layer, t: &Target) -> Result<(usize, Cursor<'a>), Fail> {
+    let col = match &t.column {
+        Some(n) => layer
+            .column_index(n)
+            .ok_or_else(|| Fail::new(format!("no column {n:?}")))?,
+        None => t.parents.len(),
+    };
+    if col >= layer.ncolumns() {
+        return Err(Fail::new(format!(
+            "the dataset has {} columns",
+            layer.ncolumns()
+        )));
+    }
+    if t.parents.len() != col {
+        return Err(Fail::new(format!(
+            "column {} needs {col} --in keys (one per enclosing column), {} given",
+            col + 1,
+            t.parents.len()
+        )));
+    }
+    let mut c = layer.cursor();
+    for (i, p) in t.parents.iter().enumerate() {
+        let kind = layer.kind(i).ok_or_else(|| Fail::new("bad column"))?;
+        let v = parse_value(kind, p)?;
+        if !c.seek_ge(&v)? || c.value()? != Some(v) {
+            return Err(Fail::new(format!("{p:?} is not in column {}", i + 1)));
+        }
+        c = c.child()?.ok_or_else(|| Fail::new("no child row group"))?;
+    }
+    Ok((col, c))
+}
+
+fn seek(a: &SeekArgs) -> Result<(), Fail> {
+    let layer = Layer::open(&a.dataset)?;
+    let (col, mut c) = locate(&layer, &a.target)?;
+    let kind = layer.kind(col).ok_or_else(|| Fail::new("bad column"))?;
+    let v = parse_value(kind, &a.value)?;
+    layer.reset_stats();
+    let found = if a.le { c.seek_le(&v)? } else { c.seek_ge(&v)? };
+    let value = c.value()?;
+    let weight = if found && col + 1 == layer.ncolumns() && layer.storage_meta().weight.is_some() {
+        c.weight()?
+    } else {
+        None
+    };
+    let children = c.child()?.map(|ch| ch.count());
+    let s = layer.stats();
+    if a.json {
+        let out = serde_json::json!({
+            "found": found,
+            "row": c.row(),
+            "index": c.index(),
+            "value": value.as_ref().map(Value::to_json),
+            "weight": weight.as_ref().map(Value::to_json),
+            "children": children,
+            "group_rows": c.count(),
+            "reads": {"index": s.index_chunks, "data": s.data_chunks, "rowgroup": s.rowgroup_chunks},
+        });
+        println!("{out}");
+    } else if let (true, Some(v)) = (found, value) {
+        print!(
+            "{} (row {} of the column, {} of {} in its group)",
+            v,
+            c.row().unwrap_or(0),
+            c.index().unwrap_or(0),
+            c.count()
+        );
+        if let Some(w) = weight {
+            print!(", weight {w}");
+        }
+        if let Some(n) = children {
+            print!(", {n} child rows");
+        }
+        println!();
+    } else {
+        println!(
+            "none: no value {} {} in the row group",
+            if a.le { "<=" } else { ">=" },
+            a.value
+        );
+    }
+    Ok(())
+}
+
+fn contains(a: &ContainsArgs) -> Result<(), Fail> {
+    let layer = Layer::open(&a.dataset)?;
+    let (col, c) = locate(&layer, &a.target)?;
+    let kind = layer.kind(col).ok_or_else(|| Fail::new("bad column"))?;
+    let v = parse_value(kind, &a.value)?;
+    layer.reset_stats();
+    let maybe = c.may_contain(&v)?;
+    let answer = if !maybe {
+        "no"
+    } else if a.filter_only {
+        "maybe"
+    } else if c.contains(&v)? {
+        "yes"
+    } else {
+        "no (filter false positive)"
+    };
+    let s = layer.stats();
+    println!(
+        "{answer} (read {} index, {} filter, {} data chunks)",
+        s.index_chunks, s.filter_chunks, s.data_chunks
+    );
+    Ok(())
+}
+
+/// `blz layer info` (and `blz info` on a layer dataset): prints a description.
+///
+/// # Errors
+/// When the dataset cannot be opened.
+pub fn layer_info(path: &Path, json: bool) -> Result<(), Fail> {
+    let layer = Layer::open(path)?;
+    let info = layer.info();
+    if json {
+        println!(
+            "{}",
+            serde_json::to_string_pretty(&info).unwrap_or_default()
+        );
+        return Ok(());
+    }
+    println!("layer dataset {}", path.display());
+    if let Some(w) = &layer.storage_meta().weight {
+        println!("weight: {} ({})", w.name, w.dtype);
+    }
+    let cols = info["columns"].as_array().cloned().unwrap_or_default();
+    for (i, c) in cols.iter().enumerate() {
+        let filter = match &c["filter"] {
+            serde_json::Value::Null => "off".to_string(),
+            f => format!(
+                "{} bits/value, {} hashes, fpr {:.1e}, {} chunks",
+                f["bits_per_value"],
+                f["hashes"],
+                f["predicted_fpr"].as_f64().unwrap_or(0.0),
+                f["chunks"]
+            ),
+        };
+        println!(
+            "column {} {} ({}): {} rows, {} data chunks of {} rows, index levels {} {}, filter {}, {} / {} bytes stored / raw",
+            i + 1,
+            c["name"].as_str().unwrap_or(""),
+            c["dtype"].as_str().unwrap_or(""),
+            c["rows"],
+            c["data_chunks"],
+            c["chunklen"],
+            c["index_levels"],
+            c["index_chunks"],
+            filter,
+            c["cbytes"],
+            c["nbytes"],
+        );
+    }
+    Ok(())
+}
+
+/// `blz layer verify` (and `blz verify` on a layer dataset): reads and checks every chunk.
+///
+/// # Errors
+/// When the dataset cannot be opened or a problem is found (exit status 1).
+pub fn layer_verify(path: &Path) -> Result<(), Fail> {
+    let layer = Layer::open(path)?;
+    let errors = layer.verify();
+    if errors.is_empty() {
+        let rows: Vec<String> = (0..layer.ncolumns())
+            .map(|c| layer.rows(c).to_string())
+            .collect();
+        println!("{}: ok ({} rows)", path.display(), rows.join(" / "));
+        Ok(())
+    } else {
+        for e in &errors {
+            eprintln!("blz: {e}");
+        }
+        Err(Fail::new(format!(
+            "{}: {} problem(s) found",
+            path.display(),
+            errors.len()
+        )))
+    }
+}

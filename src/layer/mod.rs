@@ -1,0 +1,383 @@
+//! Layer datasets: sorted columns with row groups, value indexes and membership filters.
+//!
+//! An n-layer dataset (n = 1, 2 or 3 in practice) stores n columns. Column 1 is one sorted
+//! set of values. Row `j` of column `i` owns the `j`-th row group of column `i + 1`, and
+//! each row group is sorted. The last column may carry an auxiliary value per row (a weight).
+//! A dataset is written in a single pass over sorted input by [`LayerWriter`] and read with
+//! [`Cursor`]s from a [`Layer`].
+//!
+//! ```no_run
+//! use blz::layer::{ColumnDef, Layer, LayerSchema, LayerWriter, Value};
+//! use blz::table::LeafKind;
+//! use blz::DType;
+//! # fn main() -> blz::Result<()> {
+//! let schema = LayerSchema::new(vec![
+//!     ColumnDef::new("k", LeafKind::Fixed(DType::I64)),
+//!     ColumnDef::new("v", LeafKind::VarStr),
+//! ])
+//! .with_weight("w", DType::I64);
+//! let mut w = LayerWriter::create("pairs.blz", schema)?;
+//! w.push(&[1i64.into(), "a".into()], Some(10i64.into()))?;
+//! w.push(&[1i64.into(), "b".into()], Some(Value::Int(-1)))?;
+//! w.push(&[5i64.into(), "a".into()], Some(3i64.into()))?;
+//! w.finish()?;
+//!
+//! let layer = Layer::open("pairs.blz")?;
+//! let mut c = layer.cursor();
+//! assert!(c.seek_ge(&Value::Int(2))?);
+//! assert_eq!(c.value()?, Some(Value::Int(5)));
+//! let child = c.child()?.expect("column 2");
+//! assert_eq!(child.count(), 1);
+//! assert!(!layer.may_contain(&Value::Int(3))? || !layer.contains(&Value::Int(3))?);
+//! # Ok(()) }
+//! ```
+//!
+//! The directory layout, every byte of the index, row-group and filter chunks, and the
+//! reasons for the choices are in `spec/layer.md`.
+
+pub mod filter;
+mod reader;
+mod sink;
+pub mod value;
+mod writer;
+
+pub use reader::{Cursor, Layer, ReadStats};
+pub use value::Value;
+pub use writer::LayerWriter;
+
+use crate::blpk::Checksum;
+use crate::dtype::DType;
+use crate::error::{Error, Result};
+use crate::meta::Compression;
+use crate::table::{check_name, LeafKind};
+use serde::{Deserialize, Serialize};
+
+/// Value of `kind` in a layer dataset's `meta/storage` and `meta/sizes`.
+pub const LAYER_KIND: &str = "layer";
+/// Default rows per data chunk for fixed-size values.
+pub const DEFAULT_FIXED_CHUNKLEN: u64 = 8192;
+/// Default rows per data chunk for variable-length values.
+pub const DEFAULT_VAR_CHUNKLEN: u64 = 1024;
+/// Default index fan-out: entries per index chunk.
+pub const DEFAULT_FANOUT: u64 = 256;
+/// Default target false-positive rate of the membership filters.
+pub const DEFAULT_FPR: f64 = 1e-4;
+/// Values a filter block covers, at least (rounded up to whole data chunks).
+pub const FILTER_BLOCK_VALUES: u64 = 65536;
+/// Default chunks per superchunk file.
+pub const DEFAULT_SUPERCHUNKSIZE: u64 = 1024;
+
+/// Whether and how a column's values are filtered.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum FilterSetting {
+    /// No filter: a membership query reads the candidate data chunk.
+    Off,
+    /// A filter sized for this false-positive rate.
+    Fpr(f64),
+    /// A filter with this many bits per value.
+    BitsPerValue(u32),
+}
+
+/// One column of a layer dataset, as given to [`LayerWriter::create`].
+#[derive(Debug, Clone)]
+pub struct ColumnDef {
+    /// Name (also the directory `data/<name>/`).
+    pub name: String,
+    /// Value type: an integer or float dtype, `varstr` or `varbytes`.
+    pub kind: LeafKind,
+    /// Rows per data chunk (default by kind).
+    pub chunklen: Option<u64>,
+    /// Entries per index chunk.
+    pub fanout: u64,
+    /// Membership filter.
+    pub filter: FilterSetting,
+    /// Compression of the data, index and row-group chunks.
+    pub compression: Compression,
+    /// Digest stored after every chunk.
+    pub checksum: Checksum,
+}
+
+impl ColumnDef {
+    /// A column with the default chunking, fan-out, filter (1e-4), LZ4 and Adler-32 digests.
+    pub fn new(name: &str, kind: LeafKind) -> ColumnDef {
+        ColumnDef {
+            name: name.to_string(),
+            kind,
+            chunklen: None,
+            fanout: DEFAULT_FANOUT,
+            filter: FilterSetting::Fpr(DEFAULT_FPR),
+            compression: Compression::default(),
+            checksum: Checksum::Adler32,
+        }
+    }
+
+    /// Sets the rows per data chunk.
+    pub fn with_chunklen(mut self, chunklen: u64) -> ColumnDef {
+        self.chunklen = Some(chunklen);
+        self
+    }
+
+    /// Sets the index fan-out.
+    pub fn with_fanout(mut self, fanout: u64) -> ColumnDef {
+        self.fanout = fanout;
+        self
+    }
+
+    /// Sets the filter.
+    pub fn with_filter(mut self, filter: FilterSetting) -> ColumnDef {
+        self.filter = filter;
+        self
+    }
+}
+
+/// The columns of a layer dataset and how it is written.
+#[derive(Debug, Clone)]
+pub struct LayerSchema {
+    /// The columns, outermost first.
+    pub columns: Vec<ColumnDef>,
+    /// The auxiliary value of the last column's rows: name and dtype.
+    pub weight: Option<(String, DType)>,
+    /// Chunks per superchunk file.
+    pub superchunksize: u64,
+    /// Replace an existing layer dataset at the path.
+    pub overwrite: bool,
+}
+
+impl LayerSchema {
+    /// A schema with these columns and no weight.
+    pub fn new(columns: Vec<ColumnDef>) -> LayerSchema {
+        LayerSchema {
+            columns,
+            weight: None,
+            superchunksize: DEFAULT_SUPERCHUNKSIZE,
+            overwrite: false,
+        }
+    }
+
+    /// Adds a weight of `dtype` to the last column's rows.
+    pub fn with_weight(mut self, name: &str, dtype: DType) -> LayerSchema {
+        self.weight = Some((name.to_string(), dtype));
+        self
+    }
+}
+
+/// Filter parameters as recorded in `meta/storage`.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+pub struct FilterMeta {
+    /// Bits per value.
+    pub bits_per_value: u32,
+    /// Bits set per value.
+    pub hashes: u32,
+    /// Data chunks covered by one filter chunk.
+    pub chunks_per_block: u64,
+    /// The false-positive rate the parameters predict.
+    pub predicted_fpr: f64,
+}
+
+/// One column as recorded in `meta/storage`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct LayerColumn {
+    /// Name and directory.
+    pub name: String,
+    /// `int8`..`uint64`, `float32`, `float64`, `varstr` or `varbytes`.
+    pub dtype: String,
+    /// Rows per data chunk.
+    pub chunklen: u64,
+    /// Index entries per index chunk.
+    pub fanout: u64,
+    /// Chunks per superchunk file.
+    pub superchunksize: u64,
+    /// Compression.
+    pub compression: Compression,
+    /// Digest after each chunk.
+    #[serde(with = "checksum_name")]
+    pub checksum: Checksum,
+    /// Membership filter, if any.
+    pub filter: Option<FilterMeta>,
+}
+
+/// The weight column as recorded in `meta/storage`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct WeightMeta {
+    /// Name (for display; stored in `data/<last column>/weight/`).
+    pub name: String,
+    /// Element type.
+    pub dtype: DType,
+}
+
+/// `meta/storage` of a layer dataset.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct LayerStorage {
+    /// Always `"blz"`.
+    pub format: String,
+    /// Layout version (1).
+    pub version: u32,
+    /// Always `"layer"`.
+    pub kind: String,
+    /// The columns, outermost first.
+    pub columns: Vec<LayerColumn>,
+    /// The last column's auxiliary value.
+    pub weight: Option<WeightMeta>,
+}
+
+/// Counts of one column in `meta/sizes`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ColumnCounts {
+    /// Rows.
+    pub rows: u64,
+    /// Index chunks per level, bottom level first (the last level holds one chunk).
+    pub index_chunks: Vec<u64>,
+    /// Filter chunks.
+    pub filter_chunks: u64,
+    /// Uncompressed bytes of all the column's chunks.
+    pub nbytes: u64,
+    /// Stored bytes (compressed chunks plus digests) of all the column's chunks.
+    pub cbytes: u64,
+}
+
+/// `meta/sizes` of a layer dataset: written last, when the build is complete.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct LayerSizes {
+    /// Always `"layer"`.
+    pub kind: String,
+    /// Per column, outermost first.
+    pub columns: Vec<ColumnCounts>,
+}
+
+mod checksum_name {
+    use crate::blpk::Checksum;
+    use serde::{Deserialize, Deserializer, Serializer};
+
+    pub fn serialize<S: Serializer>(c: &Checksum, s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_str(c.name())
+    }
+
+    pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<Checksum, D::Error> {
+        let s = String::deserialize(d)?;
+        Checksum::from_name(&s)
+            .ok_or_else(|| serde::de::Error::custom(format!("unknown checksum {s:?}")))
+    }
+}
+
+impl LayerSchema {
+    /// Checks the schema and turns it into the `meta/storage` document.
+    ///
+    /// # Errors
+    /// [`Error::InvalidArgument`] for no columns, bad or duplicate names, unsupported value
+    /// types, zero chunk lengths, fan-outs below 2, bad filter settings or compression.
+    pub fn to_storage(&self) -> Result<LayerStorage> {
+        if self.columns.is_empty() {
+            return Err(Error::InvalidArgument(
+                "a layer dataset needs at least one column".into(),
+            ));
+        }
+        let mut names = std::collections::HashSet::new();
+        let mut columns = Vec::new();
+        for c in &self.columns {
+            check_name(&c.name)?;
+            if !names.insert(c.name.as_str()) {
+                return Err(Error::InvalidArgument(format!(
+                    "duplicate column name {:?}",
+                    c.name
+                )));
+            }
+            value::check_kind(c.kind)?;
+            let chunklen = c.chunklen.unwrap_or(match c.kind {
+                LeafKind::Fixed(_) => DEFAULT_FIXED_CHUNKLEN,
+                _ => DEFAULT_VAR_CHUNKLEN,
+            });
+            if chunklen == 0 || chunklen > u64::from(u32::MAX) {
+                return Err(Error::InvalidArgument(format!(
+                    "column {}: chunklen must be 1..=2^32-1",
+                    c.name
+                )));
+            }
+            if c.fanout < 2 || c.fanout > 1 << 20 {
+                return Err(Error::InvalidArgument(format!(
+                    "column {}: fanout must be 2..=2^20",
+                    c.name
+                )));
+            }
+            c.compression.validate(match c.kind {
+                LeafKind::Fixed(d) => d,
+                _ => DType::U8,
+            })?;
+            let chunks_per_block = FILTER_BLOCK_VALUES.div_ceil(chunklen).max(1);
+            let filter = match c.filter {
+                FilterSetting::Off => None,
+                FilterSetting::Fpr(p) => {
+                    if !(p > 0.0 && p < 1.0) {
+                        return Err(Error::InvalidArgument(format!(
+                            "column {}: false-positive rate {p} is not in (0, 1)",
+                            c.name
+                        )));
+                    }
+                    let (bpv, k, pred) = filter::params_for_fpr(p);
+                    Some(FilterMeta {
+                        bits_per_value: bpv,
+                        hashes: k,
+                        chunks_per_block,
+                        predicted_fpr: pred,
+                    })
+                }
+                FilterSetting::BitsPerValue(b) => {
+                    if !(1..=64).contains(&b) {
+                        return Err(Error::InvalidArgument(format!(
+                            "column {}: bits per value must be 1..=64",
+                            c.name
+                        )));
+                    }
+                    let (k, pred) = filter::best_hashes(f64::from(b));
+                    Some(FilterMeta {
+                        bits_per_value: b,
+                        hashes: k,
+                        chunks_per_block,
+                        predicted_fpr: pred,
+                    })
+                }
+            };
+            columns.push(LayerColumn {
+                name: c.name.clone(),
+                dtype: c.kind.name(),
+                chunklen,
+                fanout: c.fanout,
+                superchunksize: self.superchunksize.max(1),
+                compression: c.compression.clone(),
+                checksum: c.checksum,
+                filter,
+            });
+        }
+        let weight = match &self.weight {
+            Some((name, dtype)) => {
+                check_name(name)?;
+                value::check_kind(LeafKind::Fixed(*dtype))?;
+                Some(WeightMeta {
+                    name: name.clone(),
+                    dtype: *dtype,
+                })
+            }
+            None => None,
+        };
+        Ok(LayerStorage {
+            format: crate::meta::FORMAT_NAME.into(),
+            version: crate::meta::FORMAT_VERSION,
+            kind: LAYER_KIND.into(),
+            columns,
+            weight,
+        })
+    }
+}
+
+/// Directory of a column's data chunks, relative to the root.
+fn data_dir(col: &str) -> std::path::PathBuf {
+    std::path::Path::new("data").join(col)
+}
+
+/// True when `root` holds a layer dataset (its `meta/storage` says `kind: "layer"`).
+pub fn is_layer(root: &std::path::Path) -> bool {
+    let p = root.join("meta").join("storage");
+    std::fs::read(p)
+        .ok()
+        .and_then(|b| serde_json::from_slice::<serde_json::Value>(&b).ok())
+        .is_some_and(|v| v.get("kind").and_then(|k| k.as_str()) == Some(LAYER_KIND))
+}

@@ -1,0 +1,619 @@
+//! The single-pass layer writer.
+//!
+//! Memory is bounded by one data chunk per column (plus one weight chunk and one row-group
+//! chunk), one pending index chunk per index level, and the hashes of one filter block:
+//! independent of the number of rows. Every chunk is written once, in order. The dataset is
+//! built under `<path>.tmp-build` and renamed to `<path>` only when complete.
+
+use super::filter;
+use super::sink::ChunkSink;
+use super::value::{self, hash64, Value};
+use super::{data_dir, ColumnCounts, LayerSchema, LayerSizes, LayerStorage};
+use crate::blosc::{self, CompressParams, Filter};
+use crate::error::{Error, Result};
+use crate::meta::{self, MetaPaths};
+use crate::storage::{self, Storage};
+use crate::table::varlen::encode_items;
+use crate::table::LeafKind;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+/// Builds a layer dataset from rows pushed in sorted order.
+pub struct LayerWriter {
+    storage: Arc<dyn Storage>,
+    path: PathBuf,
+    tmp: PathBuf,
+    meta: LayerStorage,
+    overwrite: bool,
+    cols: Vec<ColWriter>,
+    weight: Option<FixedWriter>,
+    prev: Option<Vec<Value>>,
+    failed: bool,
+    done: bool,
+}
+
+/// A chunked fixed-size u64 or weight column being written.
+struct FixedWriter {
+    chunklen: u64,
+    params: CompressParams,
+    buf: Vec<u8>,
+    n: u64,
+    sink: ChunkSink,
+}
+
+impl FixedWriter {
+    fn push(&mut self, bytes: &[u8]) -> Result<()> {
+        self.buf.extend_from_slice(bytes);
+        self.n += 1;
+        if self.n.is_multiple_of(self.chunklen) {
+            self.flush()?;
+        }
+        Ok(())
+    }
+
+    fn flush(&mut self) -> Result<()> {
+        if !self.buf.is_empty() {
+            let c = blosc::compress(&self.params, &self.buf).map_err(|e| Error::Compress(e.0))?;
+            self.sink.append(c)?;
+            self.buf.clear();
+        }
+        Ok(())
+    }
+
+    fn finish(&mut self) -> Result<()> {
+        self.flush()?;
+        self.sink.close()
+    }
+}
+
+struct Level {
+    sink: ChunkSink,
+    items: Vec<Vec<u8>>,
+    entries: u64,
+}
+
+struct FilterWriter {
+    meta: super::FilterMeta,
+    hashes: Vec<u64>,
+    chunks: u64,
+    sink: ChunkSink,
+}
+
+struct ColWriter {
+    kind: LeafKind,
+    chunklen: u64,
+    fanout: u64,
+    params: CompressParams,
+    index_params: CompressParams,
+    root: PathBuf,
+    name: String,
+    superchunksize: u64,
+    checksum: crate::blpk::Checksum,
+    rows: u64,
+    fixed: Vec<u8>,
+    items: Vec<Vec<u8>>,
+    nbuf: u64,
+    first: Vec<u8>,
+    last: Vec<u8>,
+    data: ChunkSink,
+    levels: Vec<Level>,
+    rowgroups: Option<FixedWriter>,
+    filter: Option<FilterWriter>,
+    storage: Arc<dyn Storage>,
+}
+
+fn params(c: &super::LayerColumn, typesize: usize) -> CompressParams {
+    CompressParams {
+        codec: c.compression.codec,
+        clevel: c.compression.clevel,
+        filter: if typesize > 1 {
+            c.compression.blosc_filter()
+        } else {
+            Filter::NoShuffle
+        },
+        typesize,
+        blocksize: c.compression.blocksize,
+        nthreads: 1,
+    }
+}
+
+impl ColWriter {
+    fn push(&mut self, v: &[u8]) -> Result<()> {
+        if self.nbuf == 0 {
+            self.first.clear();
+            self.first.extend_from_slice(v);
+        }
+        self.last.clear();
+        self.last.extend_from_slice(v);
+        match self.kind {
+            LeafKind::Fixed(_) => self.fixed.extend_from_slice(v),
+            _ => self.items.push(v.to_vec()),
+        }
+        if let Some(f) = self.filter.as_mut() {
+            f.hashes.push(hash64(v));
+        }
+        self.nbuf += 1;
+        self.rows += 1;
+        if self.nbuf == self.chunklen {
+            self.flush_chunk()?;
+        }
+        Ok(())
+    }
+
+    fn flush_chunk(&mut self) -> Result<()> {
+        if self.nbuf == 0 {
+            return Ok(());
+        }
+        let payload = match self.kind {
+            LeafKind::Fixed(_) => std::mem::take(&mut self.fixed),
+            _ => encode_items(&std::mem::take(&mut self.items))?,
+        };
+        let c = blosc::compress(&self.params, &payload).map_err(|e| Error::Compress(e.0))?;
+        self.data.append(c)?;
+        self.nbuf = 0;
+        let entry = vec![
+            std::mem::take(&mut self.first),
+            std::mem::take(&mut self.last),
+        ];
+        self.push_entry(0, entry)?;
+        if let Some(f) = self.filter.as_mut() {
+            f.chunks += 1;
+            if f.chunks == f.meta.chunks_per_block {
+                Self::flush_filter(f)?;
+            }
+        }
+        Ok(())
+    }
+
+    fn flush_filter(f: &mut FilterWriter) -> Result<()> {
+        if f.chunks == 0 {
+            return Ok(());
+        }
+        let payload = filter::build(&f.hashes, f.meta.bits_per_value, f.meta.hashes);
+        // Filter bits do not compress: store them (clevel 0), still digest-checked.
+        let p = CompressParams {
+            clevel: 0,
+            typesize: 8,
+            filter: Filter::NoShuffle,
+            ..CompressParams::default()
+        };
+        let c = blosc::compress(&p, &payload).map_err(|e| Error::Compress(e.0))?;
+        f.sink.append(c)?;
+        f.hashes.clear();
+        f.chunks = 0;
+        Ok(())
+    }
+
+    fn level_dir(&self, level: usize) -> PathBuf {
+        self.root
+            .join(data_dir(&self.name))
+            .join("index")
+            .join(level.to_string())
+    }
+
+    /// Adds one entry (its items) to index level `level`, emitting the level's chunk when it
+    /// holds `fanout` entries.
+    fn push_entry(&mut self, level: usize, items: Vec<Vec<u8>>) -> Result<()> {
+        if level == self.levels.len() {
+            let sink = ChunkSink::new(
+                self.storage.clone(),
+                self.level_dir(level),
+                self.superchunksize,
+                self.checksum,
+                1,
+                true,
+            )?;
+            self.levels.push(Level {
+                sink,
+                items: Vec::new(),
+                entries: 0,
+            });
+        }
+        let l = &mut self.levels[level];
+        l.items.extend(items);
+        l.entries += 1;
+        if l.entries == self.fanout {
+            self.emit_level(level, true)?;
+        }
+        Ok(())
+    }
+
+    fn emit_level(&mut self, level: usize, push_up: bool) -> Result<()> {
+        let l = &mut self.levels[level];
+        if l.entries == 0 {
+            return Ok(());
+        }
+        let items = std::mem::take(&mut l.items);
+        l.entries = 0;
+        let c = blosc::compress(&self.index_params, &encode_items(&items)?)
+            .map_err(|e| Error::Compress(e.0))?;
+        l.sink.append(c)?;
+        if push_up {
+            let first = items.into_iter().next().unwrap_or_default();
+            self.push_entry(level + 1, vec![first])?;
+        }
+        Ok(())
+    }
+
+    fn finish(&mut self) -> Result<ColumnCounts> {
+        self.flush_chunk()?;
+        if let Some(f) = self.filter.as_mut() {
+            Self::flush_filter(f)?;
+            f.sink.close()?;
+        }
+        self.data.close()?;
+        let mut l = 0;
+        while l < self.levels.len() {
+            let top = l + 1 == self.levels.len() && self.levels[l].sink.nchunks == 0;
+            self.emit_level(l, !top)?;
+            self.levels[l].sink.close()?;
+            l += 1;
+        }
+        let mut nbytes = self.data.nbytes;
+        let mut cbytes = self.data.stored;
+        if let Some(r) = self.rowgroups.as_mut() {
+            r.finish()?;
+            nbytes += r.sink.nbytes;
+            cbytes += r.sink.stored;
+        }
+        for l in &self.levels {
+            nbytes += l.sink.nbytes;
+            cbytes += l.sink.stored;
+        }
+        let filter_chunks = self.filter.as_ref().map_or(0, |f| f.sink.nchunks);
+        if let Some(f) = &self.filter {
+            nbytes += f.sink.nbytes;
+            cbytes += f.sink.stored;
+        }
+        Ok(ColumnCounts {
+            rows: self.rows,
+            index_chunks: self.levels.iter().map(|l| l.sink.nchunks).collect(),
+            filter_chunks,
+            nbytes,
+            cbytes,
+        })
+    }
+}
+
+fn tmp_path(path: &Path, suffix: &str) -> Result<PathBuf> {
+    let name = path
+        .file_name()
+        .ok_or_else(|| Error::InvalidArgument(format!("{} has no file name", path.display())))?;
+    let mut n = name.to_os_string();
+    n.push(suffix);
+    Ok(path.with_file_name(n))
+}
+
+impl LayerWriter {
+    /// Starts building a layer dataset at `path` (on the local filesystem).
+    ///
+    /// # Errors
+    /// As [`LayerWriter::create_in`].
+    pub fn create(path: impl AsRef<Path>, schema: LayerSchema) -> Result<LayerWriter> {
+        Self::create_in(storage::local(), path.as_ref(), schema)
+    }
+
+    /// Starts building a layer dataset at `path`. The files are written under
+    /// `<path>.tmp-build` (a leftover of a killed build there is removed) and renamed into
+    /// place by [`finish`](Self::finish).
+    ///
+    /// # Errors
+    /// [`Error::InvalidArgument`] for a bad schema, or when `path` exists and the schema does
+    /// not allow overwriting a layer dataset there; I/O errors.
+    pub fn create_in(
+        storage: Arc<dyn Storage>,
+        path: &Path,
+        schema: LayerSchema,
+    ) -> Result<LayerWriter> {
+        let meta = schema.to_storage()?;
+        if storage.exists(path) && !(schema.overwrite && super::is_layer(path)) {
+            return Err(Error::InvalidArgument(format!(
+                "{} already exists{}",
+                path.display(),
+                if super::is_layer(path) {
+                    " (use overwrite to replace it)"
+                } else {
+                    ""
+                }
+            )));
+        }
+        let tmp = tmp_path(path, ".tmp-build")?;
+        storage.remove_dir_all(&tmp)?;
+        storage.create_dir_all(&tmp.join("meta"))?;
+        let mut w = LayerWriter {
+            storage: storage.clone(),
+            path: path.to_path_buf(),
+            tmp: tmp.clone(),
+            meta: meta.clone(),
+            overwrite: schema.overwrite,
+            cols: Vec::new(),
+            weight: None,
+            prev: None,
+            failed: false,
+            done: false,
+        };
+        let n = meta.columns.len();
+        for (i, c) in meta.columns.iter().enumerate() {
+            let kind = LeafKind::parse(&c.dtype)?;
+            let typesize = match kind {
+                LeafKind::Fixed(d) => d.typesize(),
+                _ => 1,
+            };
+            let dir = tmp.join(data_dir(&c.name));
+            let sink = |d: PathBuf, ts: u8, varlen: bool| {
+                ChunkSink::new(storage.clone(), d, c.superchunksize, c.checksum, ts, varlen)
+            };
+            let data = sink(
+                dir.clone(),
+                typesize as u8,
+                !matches!(kind, LeafKind::Fixed(_)),
+            )?;
+            let rowgroups = if i + 1 < n {
+                Some(FixedWriter {
+                    chunklen: c.chunklen,
+                    params: params(c, 8),
+                    buf: Vec::new(),
+                    n: 0,
+                    sink: sink(dir.join("rowgroups"), 8, false)?,
+                })
+            } else {
+                None
+            };
+            let filter = match c.filter {
+                Some(f) => Some(FilterWriter {
+                    meta: f,
+                    hashes: Vec::new(),
+                    chunks: 0,
+                    sink: sink(dir.join("filter"), 8, false)?,
+                }),
+                None => None,
+            };
+            if i + 1 == n {
+                if let Some(wm) = &meta.weight {
+                    w.weight = Some(FixedWriter {
+                        chunklen: c.chunklen,
+                        params: params(c, wm.dtype.typesize()),
+                        buf: Vec::new(),
+                        n: 0,
+                        sink: sink(dir.join("weight"), wm.dtype.typesize() as u8, false)?,
+                    });
+                }
+            }
+            w.cols.push(ColWriter {
+                kind,
+                chunklen: c.chunklen,
+                fanout: c.fanout,
+                params: params(c, typesize),
+                index_params: params(c, 1),
+                root: tmp.clone(),
+                name: c.name.clone(),
+                superchunksize: c.superchunksize,
+                checksum: c.checksum,
+                rows: 0,
+                fixed: Vec::new(),
+                items: Vec::new(),
+                nbuf: 0,
+                first: Vec::new(),
+                last: Vec::new(),
+                data,
+                levels: Vec::new(),
+                rowgroups,
+                filter,
+                storage: storage.clone(),
+            });
+        }
+        Ok(w)
+    }
+
+    /// The `meta/storage` document being written.
+    pub fn storage_meta(&self) -> &LayerStorage {
+        &self.meta
+    }
+
+    /// Rows pushed so far into each column.
+    pub fn rows(&self) -> Vec<u64> {
+        self.cols.iter().map(|c| c.rows).collect()
+    }
+
+    /// Adds one path of keys (one per column) and the weight of the last column's row. Keys
+    /// must come in strictly increasing order of the whole path: a key that differs from the
+    /// previous path in column `i` starts a new row there, and new rows (new row groups) in
+    /// every later column.
+    ///
+    /// On any error the build is abandoned and its temporary directory removed.
+    ///
+    /// # Errors
+    /// [`Error::InvalidArgument`] for a wrong number of keys, a key or weight that does not
+    /// fit its column, a missing or unexpected weight, a path equal to the previous one
+    /// (duplicate) or smaller (unsorted input); I/O errors.
+    pub fn push(&mut self, keys: &[Value], weight: Option<Value>) -> Result<()> {
+        if self.failed || self.done {
+            return Err(Error::InvalidArgument(
+                "the layer build was already abandoned or finished".into(),
+            ));
+        }
+        let r = self.push_inner(keys, weight);
+        if r.is_err() {
+            self.abandon();
+        }
+        r
+    }
+
+    fn push_inner(&mut self, keys: &[Value], weight: Option<Value>) -> Result<()> {
+        let n = self.cols.len();
+        if keys.len() != n {
+            return Err(Error::InvalidArgument(format!(
+                "{} keys given for {n} columns",
+                keys.len()
+            )));
+        }
+        let keys: Vec<Value> = keys
+            .iter()
+            .zip(&self.cols)
+            .map(|(k, c)| value::coerce(c.kind, k))
+            .collect::<Result<_>>()?;
+        let wdtype = self.meta.weight.as_ref().map(|w| w.dtype);
+        let wbytes = match (wdtype, weight) {
+            (Some(d), Some(v)) => {
+                let kind = LeafKind::Fixed(d);
+                let mut b = Vec::new();
+                value::encode(kind, &value::coerce(kind, &v)?, &mut b);
+                Some(b)
+            }
+            (None, None) => None,
+            (Some(_), None) => {
+                return Err(Error::InvalidArgument(
+                    "the dataset has a weight; give one with every row".into(),
+                ))
+            }
+            (None, Some(_)) => {
+                return Err(Error::InvalidArgument(
+                    "the dataset has no weight column".into(),
+                ))
+            }
+        };
+        let d = match &self.prev {
+            None => 0,
+            Some(prev) => {
+                let d = prev.iter().zip(&keys).position(|(a, b)| a != b);
+                match d {
+                    None => {
+                        return Err(Error::InvalidArgument(format!(
+                            "duplicate input: {} repeats the previous row",
+                            show(&keys)
+                        )))
+                    }
+                    Some(d) if keys[d] < prev[d] => {
+                        return Err(Error::InvalidArgument(format!(
+                            "unsorted input: {} comes after {} (column {} = {:?} must increase{})",
+                            show(&keys),
+                            show(prev),
+                            d + 1,
+                            self.meta.columns[d].name,
+                            if d > 0 { " within its row group" } else { "" }
+                        )))
+                    }
+                    Some(d) => d,
+                }
+            }
+        };
+        let mut buf = Vec::new();
+        for (i, key) in keys.iter().enumerate().skip(d) {
+            if i + 1 < n && self.cols[i].rows > 0 {
+                let end = self.cols[i + 1].rows;
+                if let Some(r) = self.cols[i].rowgroups.as_mut() {
+                    r.push(&end.to_le_bytes())?;
+                }
+            }
+            buf.clear();
+            value::encode(self.cols[i].kind, key, &mut buf);
+            self.cols[i].push(&buf)?;
+        }
+        if let (Some(w), Some(b)) = (self.weight.as_mut(), wbytes) {
+            w.push(&b)?;
+        }
+        self.prev = Some(keys);
+        Ok(())
+    }
+
+    /// Completes the dataset: flushes every column, writes `meta/storage` and then
+    /// `meta/sizes`, syncs, and renames the build directory to the dataset path (replacing a
+    /// previous layer dataset there when the schema allows overwriting).
+    ///
+    /// # Errors
+    /// I/O errors; the build directory is then removed.
+    pub fn finish(mut self) -> Result<LayerSizes> {
+        if self.failed || self.done {
+            return Err(Error::InvalidArgument(
+                "the layer build was already abandoned or finished".into(),
+            ));
+        }
+        let r = self.finish_inner();
+        if r.is_err() {
+            self.abandon();
+        } else {
+            self.done = true;
+        }
+        r
+    }
+
+    fn finish_inner(&mut self) -> Result<LayerSizes> {
+        let n = self.cols.len();
+        for i in 0..n.saturating_sub(1) {
+            if self.cols[i].rows > 0 {
+                let end = self.cols[i + 1].rows;
+                if let Some(r) = self.cols[i].rowgroups.as_mut() {
+                    r.push(&end.to_le_bytes())?;
+                }
+            }
+        }
+        let mut counts = Vec::new();
+        for c in &mut self.cols {
+            counts.push(c.finish()?);
+        }
+        if let Some(w) = self.weight.as_mut() {
+            w.finish()?;
+            if let Some(last) = counts.last_mut() {
+                last.nbytes += w.sink.nbytes;
+                last.cbytes += w.sink.stored;
+            }
+        }
+        let sizes = LayerSizes {
+            kind: super::LAYER_KIND.into(),
+            columns: counts,
+        };
+        let mp = MetaPaths::new(&self.tmp);
+        meta::write_json(self.storage.as_ref(), &mp.storage(), &self.meta)?;
+        meta::write_json(self.storage.as_ref(), &mp.sizes(), &sizes)?;
+        self.storage.sync_dir(&self.tmp)?;
+        let parent = self
+            .path
+            .parent()
+            .map(Path::to_path_buf)
+            .unwrap_or_default();
+        if self.storage.exists(&self.path) {
+            if !self.overwrite {
+                return Err(Error::InvalidArgument(format!(
+                    "{} appeared during the build",
+                    self.path.display()
+                )));
+            }
+            let old = tmp_path(&self.path, ".tmp-old")?;
+            self.storage.remove_dir_all(&old)?;
+            self.storage.rename(&self.path, &old)?;
+            self.storage.rename(&self.tmp, &self.path)?;
+            self.storage.remove_dir_all(&old)?;
+        } else {
+            self.storage.rename(&self.tmp, &self.path)?;
+        }
+        self.storage.sync_dir(if parent.as_os_str().is_empty() {
+            Path::new(".")
+        } else {
+            &parent
+        })?;
+        Ok(sizes)
+    }
+
+    /// Abandons the build: removes the temporary directory. Dropping an unfinished writer
+    /// does the same.
+    pub fn abandon(&mut self) {
+        if !self.failed && !self.done {
+            self.failed = true;
+            for c in &mut self.cols {
+                c.levels.clear();
+            }
+            let _ = self.storage.remove_dir_all(&self.tmp);
+        }
+    }
+}
+
+impl Drop for LayerWriter {
+    fn drop(&mut self) {
+        self.abandon();
+    }
+}
+
+fn show(keys: &[Value]) -> String {
+    let parts: Vec<String> = keys.iter().map(|k| k.to_string()).collect();
+    format!("({})", parts.join(", "))
+}

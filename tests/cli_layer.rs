@@ -1,0 +1,125 @@
+//! `blz layer build/seek/contains/info/verify` end to end.
+
+use std::path::Path;
+use std::process::{Command, Output};
+
+fn blz(args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_blz"))
+        .args(args)
+        .output()
+        .unwrap()
+}
+
+fn ok(args: &[&str]) -> String {
+    let o = blz(args);
+    assert!(
+        o.status.success(),
+        "blz {args:?}: {}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    String::from_utf8(o.stdout).unwrap()
+}
+
+fn s(p: &Path) -> &str {
+    p.to_str().unwrap()
+}
+
+#[test]
+fn build_seek_contains_info_verify() {
+    let dir = tempfile::tempdir().unwrap();
+    let csv = dir.path().join("in.csv");
+    let mut text = String::from("user,item,w\n");
+    for u in 0..300 {
+        for i in 0..(u % 4 + 1) {
+            text.push_str(&format!("{},item-{i:02},{}\n", u * 3, u + i));
+        }
+    }
+    std::fs::write(&csv, text).unwrap();
+    let out = dir.path().join("l.blz");
+    let msg = ok(&[
+        "layer",
+        "build",
+        "--columns",
+        "user:int64,item:varstr",
+        "--weight",
+        "w:int64",
+        "--header",
+        "--chunklen",
+        "16",
+        s(&csv),
+        s(&out),
+    ]);
+    assert!(msg.contains("column rows 300 / 750"), "{msg}");
+
+    let o = ok(&["layer", "seek", s(&out), "10"]);
+    assert!(o.starts_with("12 (row 4 "), "{o}");
+    let o = ok(&["layer", "seek", s(&out), "--le", "10", "--json"]);
+    let j: serde_json::Value = serde_json::from_str(&o).unwrap();
+    assert_eq!(j["value"], 9);
+    assert_eq!(j["children"], 4);
+    assert_eq!(j["reads"]["data"], 1);
+    let o = ok(&[
+        "layer",
+        "seek",
+        s(&out),
+        "--column",
+        "item",
+        "--in",
+        "9",
+        "item-02",
+    ]);
+    assert!(o.contains("item-02") && o.contains("weight 5"), "{o}");
+    let o = ok(&["layer", "seek", s(&out), "--in", "9", "item-9"]);
+    assert!(o.starts_with("none"), "{o}");
+
+    let o = ok(&["layer", "contains", s(&out), "897"]);
+    assert!(o.starts_with("yes"), "{o}");
+    let o = ok(&["layer", "contains", s(&out), "898"]);
+    assert!(o.starts_with("no"), "{o}");
+    assert!(
+        o.contains("0 data chunks") || o.contains("false positive"),
+        "{o}"
+    );
+    let o = ok(&["layer", "contains", s(&out), "--in", "3", "item-01"]);
+    assert!(o.starts_with("yes"), "{o}");
+
+    let o = ok(&["layer", "info", s(&out)]);
+    assert!(o.contains("column 2 item (varstr): 750 rows"), "{o}");
+    let o = ok(&["info", s(&out), "--json"]);
+    assert!(o.contains("\"kind\": \"layer\""), "{o}");
+    let o = ok(&["layer", "verify", s(&out)]);
+    assert!(o.contains("ok (300 / 750 rows)"), "{o}");
+
+    // Corrupt a data chunk: verify fails with a checksum error.
+    let f = out.join("data/item/__1__.bin");
+    let mut b = std::fs::read(&f).unwrap();
+    let n = b.len();
+    b[n - 20] ^= 0xff;
+    std::fs::write(&f, b).unwrap();
+    let o = blz(&["layer", "verify", s(&out)]);
+    assert!(!o.status.success());
+    assert!(String::from_utf8_lossy(&o.stderr).contains("checksum"));
+}
+
+#[test]
+fn unsorted_csv_fails_and_leaves_nothing() {
+    let dir = tempfile::tempdir().unwrap();
+    let csv = dir.path().join("in.csv");
+    std::fs::write(&csv, "1,a\n1,c\n1,b\n").unwrap();
+    let out = dir.path().join("l.blz");
+    let o = blz(&[
+        "layer",
+        "build",
+        "--columns",
+        "k:int32,v:varstr",
+        s(&csv),
+        s(&out),
+    ]);
+    assert!(!o.status.success());
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(
+        err.contains("record 3") && err.contains("unsorted"),
+        "{err}"
+    );
+    assert_eq!(std::fs::read_dir(dir.path()).unwrap().count(), 1);
+}

@@ -1,0 +1,206 @@
+//! Layer datasets: bad input leaves no dataset, corrupt chunks give checksum errors, the
+//! filter's measured false-positive rate, and chunk reads per query.
+
+use blz::blpk::SuperchunkReader;
+use blz::layer::{ColumnDef, FilterSetting, Layer, LayerSchema, LayerWriter, Value};
+use blz::storage::{LocalStorage, OpenMode, Storage};
+use blz::table::LeafKind;
+use blz::{DType, Error};
+use std::path::Path;
+
+fn two_cols() -> LayerSchema {
+    LayerSchema::new(vec![
+        ColumnDef::new("k", LeafKind::Fixed(DType::I64)),
+        ColumnDef::new("v", LeafKind::VarStr),
+    ])
+    .with_weight("w", DType::I64)
+}
+
+fn leftovers(dir: &Path) -> Vec<String> {
+    std::fs::read_dir(dir)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .collect()
+}
+
+#[test]
+fn unsorted_or_duplicate_input_is_an_error_and_leaves_nothing() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("l.blz");
+    for bad in [
+        vec![(1, "b"), (1, "a")], // unsorted within a row group
+        vec![(2, "a"), (1, "z")], // unsorted first column
+        vec![(1, "a"), (1, "a")], // duplicate
+    ] {
+        let mut w = LayerWriter::create(&path, two_cols()).unwrap();
+        let mut err = None;
+        for (k, v) in bad {
+            if let Err(e) = w.push(&[Value::Int(k), v.into()], Some(Value::Int(1))) {
+                err = Some(e);
+                break;
+            }
+        }
+        let e = err.expect("bad input accepted");
+        let msg = e.to_string();
+        assert!(
+            msg.contains("unsorted") || msg.contains("duplicate"),
+            "{msg}"
+        );
+        assert!(w.finish().is_err());
+        assert!(
+            leftovers(dir.path()).is_empty(),
+            "{:?}",
+            leftovers(dir.path())
+        );
+    }
+    // An abandoned (dropped) build leaves nothing either.
+    let mut w = LayerWriter::create(&path, two_cols()).unwrap();
+    w.push(&[Value::Int(1), "a".into()], Some(Value::Int(1)))
+        .unwrap();
+    drop(w);
+    assert!(leftovers(dir.path()).is_empty());
+    // A leftover of a killed build is not a dataset and is replaced by the next build.
+    std::fs::create_dir_all(dir.path().join("l.blz.tmp-build/meta")).unwrap();
+    assert!(Layer::open(&path).is_err());
+    let w = LayerWriter::create(&path, two_cols()).unwrap();
+    w.finish().unwrap();
+    assert_eq!(leftovers(dir.path()), vec!["l.blz".to_string()]);
+    assert_eq!(Layer::open(&path).unwrap().rows(0), 0);
+    // Wrong arity, weights and types are errors too.
+    let p2 = dir.path().join("m.blz");
+    let mut w = LayerWriter::create(&p2, two_cols()).unwrap();
+    assert!(w.push(&[Value::Int(1)], Some(Value::Int(1))).is_err());
+    let mut w = LayerWriter::create(&p2, two_cols()).unwrap();
+    assert!(w.push(&[Value::Int(1), "a".into()], None).is_err());
+    let mut w = LayerWriter::create(&p2, two_cols()).unwrap();
+    assert!(w
+        .push(&["x".into(), "a".into()], Some(Value::Int(1)))
+        .is_err());
+    assert!(!p2.exists());
+    // An existing dataset is not replaced unless asked.
+    assert!(LayerWriter::create(&path, two_cols()).is_err());
+    let mut s = two_cols();
+    s.overwrite = true;
+    let mut w = LayerWriter::create(&path, s).unwrap();
+    w.push(&[Value::Int(3), "c".into()], Some(Value::Int(9)))
+        .unwrap();
+    w.finish().unwrap();
+    assert_eq!(Layer::open(&path).unwrap().rows(1), 1);
+}
+
+/// A one-column dataset of `n` even numbers.
+fn evens(path: &Path, n: i64, filter: FilterSetting) -> Layer {
+    let schema = LayerSchema::new(vec![
+        ColumnDef::new("k", LeafKind::Fixed(DType::I64)).with_filter(filter)
+    ]);
+    let mut w = LayerWriter::create(path, schema).unwrap();
+    for i in 0..n {
+        w.push(&[Value::Int(2 * i)], None).unwrap();
+    }
+    w.finish().unwrap();
+    Layer::open(path).unwrap()
+}
+
+#[test]
+fn filter_rate_is_near_the_prediction_and_needs_no_data_reads() {
+    let dir = tempfile::tempdir().unwrap();
+    let n = 200_000i64;
+    let layer = evens(&dir.path().join("e.blz"), n, FilterSetting::Fpr(1e-3));
+    let predicted = layer.storage_meta().columns[0]
+        .filter
+        .unwrap()
+        .predicted_fpr;
+    assert!(predicted <= 1e-3);
+    for i in (0..n).step_by(97) {
+        assert!(layer.may_contain(&Value::Int(2 * i)).unwrap());
+    }
+    layer.clear_cache();
+    layer.reset_stats();
+    let probes = 200_000;
+    let fp = (0..probes)
+        .filter(|i| layer.may_contain(&Value::Int(2 * (i % n) + 1)).unwrap())
+        .count();
+    let rate = fp as f64 / probes as f64;
+    assert!(
+        rate < 2.0 * predicted + 1e-4,
+        "measured {rate}, predicted {predicted}"
+    );
+    let s = layer.stats();
+    assert_eq!(s.data_chunks, 0, "{s:?}");
+    assert!(s.filter_chunks > 0);
+    // Values past either end are answered from the index alone.
+    layer.reset_stats();
+    layer.clear_cache();
+    assert!(!layer.may_contain(&Value::Int(-1)).unwrap());
+    assert!(!layer.may_contain(&Value::Int(2 * n + 1)).unwrap());
+    assert_eq!(layer.stats().filter_chunks, 0);
+    assert_eq!(layer.stats().data_chunks, 0);
+}
+
+#[test]
+fn a_seek_reads_one_data_chunk_and_one_index_chunk_per_level() {
+    let dir = tempfile::tempdir().unwrap();
+    let layer = evens(&dir.path().join("e.blz"), 300_000, FilterSetting::Off);
+    let levels = layer.index_levels(0) as u64;
+    for v in [0i64, 1, 12345, 299_999 * 2, 700_000] {
+        layer.clear_cache();
+        layer.reset_stats();
+        let mut c = layer.cursor();
+        c.seek_ge(&Value::Int(v)).unwrap();
+        c.value().unwrap();
+        let s = layer.stats();
+        assert_eq!(s.data_chunks, 1, "{v}: {s:?}");
+        assert!(s.index_chunks <= 2 * levels, "{v}: {s:?}");
+    }
+}
+
+/// Flips one byte inside chunk 0 of the superchunk file `file`.
+fn corrupt(file: &Path) {
+    let st = LocalStorage;
+    let r = SuperchunkReader::open(st.open(file, OpenMode::Read).unwrap()).unwrap();
+    let off = r.layout().offsets[0];
+    let len = u64::from(r.chunk_info(0).unwrap().header.cbytes);
+    drop(r);
+    let f = st.open(file, OpenMode::ReadWrite).unwrap();
+    let at = off + 16 + (len - 16) / 2;
+    let mut b = [0u8];
+    f.read_at(at, &mut b).unwrap();
+    f.write_at(at, &[b[0] ^ 0x5a]).unwrap();
+}
+
+fn is_checksum(e: &Error) -> bool {
+    matches!(e, Error::ChecksumMismatch { .. })
+}
+
+#[test]
+fn corrupt_index_filter_or_data_chunks_are_errors_not_answers() {
+    for (what, rel) in [
+        ("index", "data/k/index/0/__1__.bin"),
+        ("filter", "data/k/filter/__1__.bin"),
+        ("data", "data/k/__1__.bin"),
+    ] {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("e.blz");
+        drop(evens(&path, 50_000, FilterSetting::Fpr(1e-4)));
+        corrupt(&path.join(rel));
+        let layer = Layer::open(&path).unwrap();
+        let v = Value::Int(101);
+        let errs = layer.verify();
+        assert!(errs.iter().any(is_checksum), "{what}: {errs:?}");
+        match what {
+            "index" => {
+                assert!(is_checksum(&layer.cursor().seek_ge(&v).unwrap_err()));
+                assert!(is_checksum(&layer.may_contain(&v).unwrap_err()));
+            }
+            "filter" => {
+                assert!(is_checksum(&layer.may_contain(&v).unwrap_err()));
+                assert!(is_checksum(&layer.contains(&Value::Int(100)).unwrap_err()));
+            }
+            _ => {
+                let mut c = layer.cursor();
+                assert!(is_checksum(&c.value().unwrap_err()));
+                assert!(is_checksum(&c.seek_ge(&v).unwrap_err()));
+            }
+        }
+    }
+}
