@@ -89,6 +89,9 @@ fn build_seek_contains_info_verify() {
     assert!(o.contains("\"kind\": \"layer\""), "{o}");
     let o = ok(&["layer", "verify", s(&out)]);
     assert!(o.contains("ok (300 / 750 rows)"), "{o}");
+    // The general command understands layer datasets too.
+    let o = ok(&["verify", s(&out)]);
+    assert!(o.contains("ok (300 / 750 rows)"), "{o}");
 
     // Corrupt a data chunk: verify fails with a checksum error.
     let f = out.join("data/item/__1__.bin");
@@ -99,6 +102,8 @@ fn build_seek_contains_info_verify() {
     let o = blz(&["layer", "verify", s(&out)]);
     assert!(!o.status.success());
     assert!(String::from_utf8_lossy(&o.stderr).contains("checksum"));
+    let o = blz(&["verify", s(&out)]);
+    assert!(!o.status.success());
 }
 
 #[test]

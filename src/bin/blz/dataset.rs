@@ -450,6 +450,12 @@ pub fn run(cmd: &DatasetCommand) -> Result<(), Failure> {
         DatasetCommand::Resize(a) => resize(a),
         DatasetCommand::Attrs(a) if table::is_table(&a.path) => table::attrs(a),
         DatasetCommand::Attrs(a) => attrs(a),
+        DatasetCommand::Verify(a) if blz::layer::is_layer(&a.path) => {
+            crate::layer::layer_verify(&a.path).map_err(|f| Failure {
+                message: f.message,
+                code: f.code,
+            })
+        }
         DatasetCommand::Verify(a) if table::is_table(&a.path) => table::verify(&a.path),
         DatasetCommand::Verify(a) => verify(&a.path),
         DatasetCommand::Compact(a) if table::is_table(&a.path) => Err(Failure::new(format!(
