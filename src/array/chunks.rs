@@ -64,11 +64,6 @@ impl ChunkStore {
         self.varlen = varlen;
     }
 
-    /// The data directory, relative to the root.
-    pub(crate) fn dir(&self) -> &Path {
-        &self.dir
-    }
-
     /// Chunks per superchunk file.
     pub(crate) fn superchunksize(&self) -> u64 {
         self.superchunksize
@@ -159,19 +154,6 @@ impl ChunkStore {
             .map_err(|e| Error::chunk(self.file_path(f), j, e.0))
     }
 
-    /// Stored bytes (chunks and digests) of the first `n` chunks, by reading their headers.
-    pub(crate) fn stored_bytes(&self, n: u64) -> Result<u64> {
-        let mut total = 0;
-        for f in 0..self.nfiles(n) {
-            let r = self.reader(f)?;
-            let count = (n - f * self.superchunksize).min(self.superchunksize);
-            for j in 0..count {
-                total += u64::from(r.chunk_info(j)?.header.cbytes) + self.checksum.len() as u64;
-            }
-        }
-        Ok(total)
-    }
-
     fn writer_options(&self) -> WriterOptions {
         WriterOptions {
             checksum: self.checksum,
@@ -216,11 +198,6 @@ impl<'s> ChunkWrites<'s> {
             cbytes_delta: 0,
             nbytes_delta: 0,
         }
-    }
-
-    /// Chunks the store holds after the writes so far.
-    pub(crate) fn count(&self) -> u64 {
-        self.count
     }
 
     fn writer(&mut self, txn: &mut Txn<'_>, f: u64) -> Result<&mut SuperchunkWriter> {

@@ -27,6 +27,14 @@ pub(crate) struct ArrayCore {
 /// output buffer.
 #[derive(Clone, Copy)]
 struct SharedMut(*mut u8);
+
+impl SharedMut {
+    /// The pointer. Closures call this rather than reading the field, so that they capture
+    /// the whole (`Send`) wrapper and not the bare pointer.
+    fn get(self) -> *mut u8 {
+        self.0
+    }
+}
 // SAFETY: used only to write disjoint regions (one per chunk part) of a buffer that outlives
 // the parallel loop.
 unsafe impl Send for SharedMut {}
@@ -121,14 +129,14 @@ impl ArrayCore {
                     .iter()
                     .zip(cs)
                     .all(|(a, &c)| a.in_start == 0 && a.step == 1 && a.count == c);
-                let out_ptr = out_ptr;
+                let out_ptr = out_ptr.get();
                 if full && direct_ok {
                     // The chunk lands as one contiguous run of the output: decode in place.
                     let start = part.axes[0].out_start * inner_chunk * isz as u64;
                     // SAFETY: the run [start, start + chunk_bytes) lies inside `out` (the part
                     // is inside the selection) and no other part writes it.
                     let dst = unsafe {
-                        std::slice::from_raw_parts_mut(out_ptr.0.add(start as usize), chunk_bytes)
+                        std::slice::from_raw_parts_mut(out_ptr.add(start as usize), chunk_bytes)
                     };
                     self.store.decompress_chunk(k, dst, scratch)?;
                     if self.swap_needed() {
@@ -157,7 +165,7 @@ impl ArrayCore {
                                 &rpart,
                                 run.as_mut_ptr(),
                                 &rshape,
-                                out_ptr.0,
+                                out_ptr,
                                 &counts,
                                 isz,
                                 false,
@@ -173,7 +181,7 @@ impl ArrayCore {
                 }
                 // SAFETY: `chunk` holds a whole chunk; the part lies inside it and inside the
                 // selection; parts write disjoint output regions.
-                unsafe { copy_part(part, chunk.as_mut_ptr(), cs, out_ptr.0, &counts, isz, false) };
+                unsafe { copy_part(part, chunk.as_mut_ptr(), cs, out_ptr, &counts, isz, false) };
                 Ok(())
             },
         )

@@ -131,10 +131,19 @@ impl WriterLock {
             .write(true)
             .open(&path)
             .map_err(|e| Error::io("open", &path, e))?;
-        match file.try_lock() {
-            Ok(()) => Ok(WriterLock { _file: file }),
-            Err(std::fs::TryLockError::WouldBlock) => Err(Error::Locked { path }),
-            Err(std::fs::TryLockError::Error(e)) => Err(Error::io("lock", &path, e)),
+        // flock(2), what `File::try_lock` does on Unix (that method needs Rust 1.89; blz
+        // builds on 1.85). The lock goes with the open file, so dropping it unlocks.
+        use std::os::fd::AsRawFd;
+        // SAFETY: the descriptor belongs to `file`, open for the whole call.
+        let rc = unsafe { libc::flock(file.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) };
+        if rc == 0 {
+            return Ok(WriterLock { _file: file });
+        }
+        let e = std::io::Error::last_os_error();
+        if e.kind() == std::io::ErrorKind::WouldBlock {
+            Err(Error::Locked { path })
+        } else {
+            Err(Error::io("lock", &path, e))
         }
     }
 }
@@ -824,10 +833,6 @@ impl Dataset {
             self.meta.slack,
         )?;
         Ok(saved)
-    }
-
-    pub(crate) fn core(&self) -> &ArrayCore {
-        &self.core
     }
 }
 
