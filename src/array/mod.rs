@@ -28,6 +28,7 @@ use crate::storage::{self, Storage};
 use crate::txn::{self, Txn};
 use ndarray::{ArrayD, ArrayViewD, IxDyn, SliceInfoElem};
 use select::AxisSel;
+use std::borrow::Cow;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
@@ -280,12 +281,15 @@ pub(crate) fn build_array<T: Element>(
 
 /// Turns a view whose shape equals the selection's kept counts into native-endian bytes in C
 /// order over all (un-reversed) counts.
-pub(crate) fn view_to_bytes<T: Element>(
+///
+/// Borrows the caller's memory when it already is in that form (a contiguous, C-order view
+/// of plain elements), so that appending a large batch does not copy it.
+pub(crate) fn view_to_bytes<'v, T: Element>(
     root: &Path,
     sel: &[AxisSel],
-    data: &ArrayViewD<'_, T>,
+    data: &'v ArrayViewD<'_, T>,
     itemsize: usize,
-) -> Result<Vec<u8>> {
+) -> Result<Cow<'v, [u8]>> {
     let want: Vec<usize> = sel
         .iter()
         .filter(|s| s.keep)
@@ -306,11 +310,14 @@ pub(crate) fn view_to_bytes<T: Element>(
             v.invert_axis(ndarray::Axis(ax));
         }
     }
+    if let Some(bytes) = v.to_slice().and_then(as_bytes) {
+        return Ok(Cow::Borrowed(bytes));
+    }
     let std = v.as_standard_layout();
     let slice = std
         .as_slice()
         .ok_or_else(|| Error::InvalidArgument("data is not contiguous".into()))?;
-    Ok(elements_to_bytes(slice, itemsize))
+    Ok(Cow::Owned(elements_to_bytes(slice, itemsize)))
 }
 
 impl Dataset {
