@@ -11,6 +11,7 @@ use crate::error::{Error, Result};
 use crate::meta::{Compression, FilterName};
 use crate::txn::Txn;
 use rayon::prelude::*;
+use std::sync::Mutex;
 
 /// Everything needed to turn chunks into elements and back.
 #[derive(Debug)]
@@ -216,7 +217,9 @@ impl ArrayCore {
     /// store through `writes`. Chunks the selection covers only partly are read, patched and
     /// re-encoded; chunks past `writes`'s committed count start from the fill value.
     ///
-    /// Whole chunks that lie in one piece in the source are compressed straight from it.
+    /// Chunks are encoded a few at a time in parallel while the previous few are written, so
+    /// memory stays at a few chunks whatever the size of the write; whole chunks that lie in
+    /// one piece in the source are compressed straight from it.
     pub(crate) fn write(
         &self,
         txn: &mut Txn<'_>,
@@ -229,24 +232,41 @@ impl ArrayCore {
         let counts: Vec<u64> = sel.iter().map(|s| s.count).collect();
         let parts = chunk_parts(sel, &self.chunkshape);
         let params = self.blosc_params();
-        let batch = rayon::current_num_threads().max(1) * 4;
-        for group in parts.chunks(batch) {
-            let encoded: Vec<(u64, Vec<u8>)> = group
-                .par_iter()
-                .map_init(Vec::new, |scratch, part| -> Result<(u64, Vec<u8>)> {
-                    let k = self.linear(&part.coords, shape);
-                    let mut out = Vec::new();
-                    self.encode_part(
-                        part, k, committed, shape, &counts, src, &params, scratch, &mut out,
-                    )?;
-                    Ok((k, out))
-                })
-                .collect::<Result<_>>()?;
-            for (k, c) in encoded {
-                writes.put(txn, k, c)?;
+        let pools = (BufferPool::default(), BufferPool::default());
+        let batch = rayon::current_num_threads().max(1) * 2;
+        let mut encoded: Vec<(u64, Vec<u8>)> = Vec::new();
+        let put_all = |txn: &mut Txn<'_>,
+                       writes: &mut ChunkWrites<'_>,
+                       done: Vec<(u64, Vec<u8>)>|
+         -> Result<()> {
+            for (k, c) in done {
+                pools.0.give(writes.put(txn, k, c)?);
             }
+            Ok(())
+        };
+        for group in parts.chunks(batch) {
+            let done = std::mem::take(&mut encoded);
+            let (put, next) = rayon::join(
+                || put_all(txn, writes, done),
+                || {
+                    group
+                        .par_iter()
+                        .map_init(Vec::new, |scratch, part| {
+                            let k = self.linear(&part.coords, shape);
+                            let mut out = pools.0.take();
+                            self.encode_part(
+                                part, k, committed, shape, &counts, src, &params, &pools.1,
+                                scratch, &mut out,
+                            )?;
+                            Ok((k, out))
+                        })
+                        .collect::<Result<Vec<_>>>()
+                },
+            );
+            put?;
+            encoded = next?;
         }
-        Ok(())
+        put_all(txn, writes, encoded)
     }
 
     /// Compresses the chunk `k` that `part` of a write touches into `out`.
@@ -260,6 +280,7 @@ impl ArrayCore {
         counts: &[u64],
         src: Source<'_>,
         params: &CompressParams,
+        chunks: &BufferPool,
         scratch: &mut Vec<u8>,
         out: &mut Vec<u8>,
     ) -> Result<()> {
@@ -291,8 +312,9 @@ impl ArrayCore {
                     .map_err(|e| Error::Compress(e.0));
             }
         }
-        // Every byte of the buffer is overwritten below.
-        let mut chunk = vec![0u8; chunk_bytes];
+        // Every byte of the buffer is overwritten below, so a reused one needs no clearing.
+        let mut chunk = chunks.take();
+        chunk.resize(chunk_bytes, 0);
         if k < committed && !covers {
             self.store.decompress_chunk(k, &mut chunk, scratch)?;
             if self.swap_needed() {
@@ -350,7 +372,9 @@ impl ArrayCore {
             }
             Source::Fill => {}
         }
-        self.encode(&mut chunk, params, out)
+        let r = self.encode(&mut chunk, params, out);
+        chunks.give(chunk);
+        r
     }
 
     /// Sets the elements of a chunk outside its valid region (`valid` extents) to the fill.
@@ -402,6 +426,27 @@ impl ArrayCore {
         blosc::compress_into(params, chunk, out)
             .map(|_| ())
             .map_err(|e| Error::Compress(e.0))
+    }
+}
+
+/// Buffers reused across the chunks of one write, so that a long write does not fault in
+/// fresh pages for every chunk.
+#[derive(Default)]
+struct BufferPool(Mutex<Vec<Vec<u8>>>);
+
+impl BufferPool {
+    fn take(&self) -> Vec<u8> {
+        self.0
+            .lock()
+            .ok()
+            .and_then(|mut v| v.pop())
+            .unwrap_or_default()
+    }
+
+    fn give(&self, buf: Vec<u8>) {
+        if let Ok(mut v) = self.0.lock() {
+            v.push(buf);
+        }
     }
 }
 
