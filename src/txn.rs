@@ -80,7 +80,13 @@ struct OpenFile {
     /// Writes at or past this position touch no committed byte.
     boundary: u64,
     fresh_writes: bool,
+    /// Writeback has been started for fresh bytes up to here.
+    hinted_to: u64,
 }
+
+/// Fresh bytes written to a file before blz asks the system to start writing them back, so
+/// that the sync at commit overlaps with encoding instead of following it.
+const WRITEBACK_STEP: u64 = 8 << 20;
 
 /// A transaction being prepared on the dataset at `root`.
 pub struct Txn<'a> {
@@ -139,6 +145,7 @@ impl<'a> Txn<'a> {
                     file,
                     boundary,
                     fresh_writes: false,
+                    hinted_to: boundary,
                 },
             );
         }
@@ -166,6 +173,7 @@ impl<'a> Txn<'a> {
                 file,
                 boundary: 0,
                 fresh_writes: true,
+                hinted_to: 0,
             },
         );
         Ok(())
@@ -232,6 +240,11 @@ impl<'a> Txn<'a> {
         if split < data.len() {
             f.file.write_at(offset + split as u64, &data[split..])?;
             f.fresh_writes = true;
+            let end = offset + data.len() as u64;
+            if end >= f.hinted_to + WRITEBACK_STEP {
+                f.file.start_sync(f.hinted_to, end - f.hinted_to)?;
+                f.hinted_to = end;
+            }
         }
         Ok(split)
     }
