@@ -12,6 +12,7 @@
 //! # Ok(()) }
 //! ```
 
+mod buffer;
 mod chunks;
 mod core;
 pub mod select;
@@ -253,11 +254,15 @@ pub(crate) fn build_array<T: Element>(
     let total: u64 = sel.iter().map(|s| s.count).product();
     let n =
         usize::try_from(total).map_err(|_| Error::InvalidArgument("selection too large".into()))?;
-    let mut v: Vec<T> = vec![T::default(); n];
+    let mut v: Vec<T> = if T::POD {
+        buffer::zeroed(n)
+    } else {
+        vec![T::default(); n]
+    };
     match as_bytes_mut(&mut v) {
         Some(b) => fill(b)?,
         None => {
-            let mut raw = vec![0u8; n * itemsize];
+            let mut raw = buffer::zeroed::<u8>(n * itemsize);
             fill(&mut raw)?;
             for (x, c) in v.iter_mut().zip(raw.chunks_exact(itemsize)) {
                 *x = T::from_ne_bytes(c);
@@ -571,7 +576,7 @@ impl Dataset {
     /// As [`Dataset::slice`].
     pub fn read_bytes(&self, sel: &[AxisSel]) -> Result<Vec<u8>> {
         let total: u64 = sel.iter().map(|s| s.count).product();
-        let mut buf = vec![0u8; total as usize * self.core.itemsize()];
+        let mut buf = buffer::zeroed::<u8>(total as usize * self.core.itemsize());
         self.core.read_into(sel, &self.sizes.shape, &mut buf)?;
         Ok(buf)
     }
