@@ -123,9 +123,13 @@ impl ArrayCore {
         let direct_ok = counts[1..] == self.chunkshape[1..];
         let out_ptr = SharedMut(out.as_mut_ptr());
         let cs = &self.chunkshape;
+        // Rayon calls the init closure for every piece of work it splits off: lease the
+        // buffers from a pool so that they are allocated (and faulted in) once per thread.
+        let pool = Pool::<(Vec<u8>, Vec<u8>)>::default();
         parts.par_iter().try_for_each_init(
-            || (Vec::new(), Vec::new()),
-            |(scratch, chunk), part| -> Result<()> {
+            || pool.lease(),
+            |bufs, part| -> Result<()> {
+                let (scratch, chunk) = &mut **bufs;
                 let k = self.linear(&part.coords, shape);
                 let full = part
                     .axes
@@ -429,13 +433,20 @@ impl ArrayCore {
     }
 }
 
-/// Buffers reused across the chunks of one write, so that a long write does not fault in
-/// fresh pages for every chunk.
-#[derive(Default)]
-struct BufferPool(Mutex<Vec<Vec<u8>>>);
+/// Buffers reused across the chunks of one read or write, so that a long one does not
+/// allocate and fault in fresh pages for every chunk.
+struct Pool<T>(Mutex<Vec<T>>);
 
-impl BufferPool {
-    fn take(&self) -> Vec<u8> {
+type BufferPool = Pool<Vec<u8>>;
+
+impl<T> Default for Pool<T> {
+    fn default() -> Self {
+        Pool(Mutex::new(Vec::new()))
+    }
+}
+
+impl<T: Default> Pool<T> {
+    fn take(&self) -> T {
         self.0
             .lock()
             .ok()
@@ -443,10 +454,43 @@ impl BufferPool {
             .unwrap_or_default()
     }
 
-    fn give(&self, buf: Vec<u8>) {
+    fn give(&self, item: T) {
         if let Ok(mut v) = self.0.lock() {
-            v.push(buf);
+            v.push(item);
         }
+    }
+
+    /// Takes an item that goes back to the pool when the lease is dropped.
+    fn lease(&self) -> Lease<'_, T> {
+        Lease {
+            pool: self,
+            item: self.take(),
+        }
+    }
+}
+
+/// An item taken from a [`Pool`], returned to it on drop.
+struct Lease<'p, T: Default> {
+    pool: &'p Pool<T>,
+    item: T,
+}
+
+impl<T: Default> std::ops::Deref for Lease<'_, T> {
+    type Target = T;
+    fn deref(&self) -> &T {
+        &self.item
+    }
+}
+
+impl<T: Default> std::ops::DerefMut for Lease<'_, T> {
+    fn deref_mut(&mut self) -> &mut T {
+        &mut self.item
+    }
+}
+
+impl<T: Default> Drop for Lease<'_, T> {
+    fn drop(&mut self) {
+        self.pool.give(std::mem::take(&mut self.item));
     }
 }
 
