@@ -80,7 +80,13 @@ struct OpenFile {
     /// Writes at or past this position touch no committed byte.
     boundary: u64,
     fresh_writes: bool,
+    /// Writeback has been started for fresh bytes up to here.
+    hinted_to: u64,
 }
+
+/// Fresh bytes written to a file before blz asks the system to start writing them back, so
+/// that the sync at commit overlaps with encoding instead of following it.
+const WRITEBACK_STEP: u64 = 8 << 20;
 
 /// A transaction being prepared on the dataset at `root`.
 pub struct Txn<'a> {
@@ -139,6 +145,7 @@ impl<'a> Txn<'a> {
                     file,
                     boundary,
                     fresh_writes: false,
+                    hinted_to: boundary,
                 },
             );
         }
@@ -175,6 +182,7 @@ impl<'a> Txn<'a> {
                 file,
                 boundary: 0,
                 fresh_writes: true,
+                hinted_to: 0,
             },
         );
         Ok(())
@@ -198,24 +206,8 @@ impl<'a> Txn<'a> {
     /// # Errors
     /// I/O errors; [`Error::InvalidArgument`] when the file is not open in this transaction.
     pub fn write(&mut self, rel: &Path, offset: u64, data: Vec<u8>) -> Result<()> {
-        let f = self
-            .files
-            .get_mut(rel)
-            .ok_or_else(|| Error::InvalidArgument(format!("{} not open", rel.display())))?;
-        let end = offset + data.len() as u64;
-        if offset >= f.boundary {
-            f.file.write_at(offset, &data)?;
-            f.fresh_writes = true;
-        } else if end <= f.boundary {
-            self.entries.push(Entry::Patch {
-                path: rel.to_path_buf(),
-                offset,
-                data,
-            });
-        } else {
-            let split = (f.boundary - offset) as usize;
-            f.file.write_at(f.boundary, &data[split..])?;
-            f.fresh_writes = true;
+        let split = self.write_fresh(rel, offset, &data)?;
+        if split > 0 {
             let mut head = data;
             head.truncate(split);
             self.entries.push(Entry::Patch {
@@ -225,6 +217,45 @@ impl<'a> Txn<'a> {
             });
         }
         Ok(())
+    }
+
+    /// As [`Txn::write`], from borrowed bytes: only the part that goes through the journal
+    /// is copied.
+    ///
+    /// # Errors
+    /// As [`Txn::write`].
+    pub fn write_slice(&mut self, rel: &Path, offset: u64, data: &[u8]) -> Result<()> {
+        let split = self.write_fresh(rel, offset, data)?;
+        if split > 0 {
+            self.entries.push(Entry::Patch {
+                path: rel.to_path_buf(),
+                offset,
+                data: data[..split].to_vec(),
+            });
+        }
+        Ok(())
+    }
+
+    /// Writes the part of `data` at or past the file's boundary straight to the file, and
+    /// returns the length of the part before it (which must go through the journal).
+    fn write_fresh(&mut self, rel: &Path, offset: u64, data: &[u8]) -> Result<usize> {
+        let f = self
+            .files
+            .get_mut(rel)
+            .ok_or_else(|| Error::InvalidArgument(format!("{} not open", rel.display())))?;
+        let split = usize::try_from(f.boundary.saturating_sub(offset))
+            .unwrap_or(usize::MAX)
+            .min(data.len());
+        if split < data.len() {
+            f.file.write_at(offset + split as u64, &data[split..])?;
+            f.fresh_writes = true;
+            let end = offset + data.len() as u64;
+            if end >= f.hinted_to + WRITEBACK_STEP {
+                f.file.start_sync(f.hinted_to, end - f.hinted_to)?;
+                f.hinted_to = end;
+            }
+        }
+        Ok(split)
     }
 
     /// Truncates a file to `len` once the transaction commits.

@@ -5,7 +5,7 @@
 use blz::blosc::Codec;
 use blz::meta::{Compression, FilterName};
 use blz::storage::Storage as _;
-use blz::{CreateOptions, DType, Dataset, Element};
+use blz::{CreateOptions, DType, Dataset, Element, Endianness};
 use ndarray::{ArrayD, Axis, Dimension, IxDyn, SliceInfoElem};
 use proptest::prelude::*;
 
@@ -32,7 +32,7 @@ fn op(ndim: usize) -> impl Strategy<Value = Op> {
     ]
 }
 
-trait Gen: Element + PartialEq + std::fmt::Debug {
+trait Gen: Element + PartialEq + std::fmt::Debug + serde::Serialize {
     fn gen(seed: u64, i: usize) -> Self;
 }
 impl Gen for f64 {
@@ -72,6 +72,27 @@ fn to_sel(sel: &[(usize, usize, isize)], shape: &[usize]) -> Vec<SliceInfoElem> 
 }
 
 fn run<T: Gen>(dtype: DType, inner: Vec<usize>, chunkshape: Vec<u64>, slack: u32, ops: Vec<Op>) {
+    run_with(
+        dtype,
+        inner,
+        chunkshape,
+        slack,
+        T::default(),
+        Endianness::native(),
+        ops,
+    );
+}
+
+/// As `run`, with a fill value for padding and growth and a stored byte order.
+fn run_with<T: Gen>(
+    dtype: DType,
+    inner: Vec<usize>,
+    chunkshape: Vec<u64>,
+    slack: u32,
+    fill: T,
+    endianness: Endianness,
+    ops: Vec<Op>,
+) {
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("m.blz");
     let opts = CreateOptions {
@@ -84,13 +105,15 @@ fn run<T: Gen>(dtype: DType, inner: Vec<usize>, chunkshape: Vec<u64>, slack: u32
             filters: vec![FilterName::Shuffle],
             ..Default::default()
         },
+        fill: serde_json::to_value(fill).unwrap(),
+        endianness,
         ..Default::default()
     };
     let mut shape0 = vec![0usize];
     shape0.extend(&inner);
     let shape_u: Vec<u64> = shape0.iter().map(|&x| x as u64).collect();
     let mut ds = Dataset::create_with(&path, dtype, &shape_u, &opts).unwrap();
-    let mut model: ArrayD<T> = ArrayD::from_elem(IxDyn(&shape0), T::default());
+    let mut model: ArrayD<T> = ArrayD::from_elem(IxDyn(&shape0), fill);
     for o in ops {
         match o {
             Op::Append(n, seed) => {
@@ -109,7 +132,7 @@ fn run<T: Gen>(dtype: DType, inner: Vec<usize>, chunkshape: Vec<u64>, slack: u32
                 } else {
                     let mut s = vec![n - cur];
                     s.extend(&inner);
-                    let pad = ArrayD::from_elem(IxDyn(&s), T::default());
+                    let pad = ArrayD::from_elem(IxDyn(&s), fill);
                     model = ndarray::concatenate(Axis(0), &[model.view(), pad.view()]).unwrap();
                 }
             }
@@ -190,6 +213,17 @@ proptest! {
     #[test]
     fn u8_3d(ops in proptest::collection::vec(op(3), 1..10)) {
         run::<u8>(DType::U8, vec![3, 4], vec![2, 2, 3], 16, ops);
+    }
+
+    #[test]
+    fn f64_2d_fill_big_endian(ops in proptest::collection::vec(op(2), 1..12), cs1 in 1u64..6) {
+        let order = if cfg!(target_endian = "little") { Endianness::Big } else { Endianness::Little };
+        run_with::<f64>(DType::F64, vec![5], vec![4, cs1], 0, 2.5, order, ops);
+    }
+
+    #[test]
+    fn i32_2d_fill(ops in proptest::collection::vec(op(2), 1..12), cs1 in 1u64..6) {
+        run_with::<i32>(DType::I32, vec![5], vec![3, cs1], 0, -7, Endianness::native(), ops);
     }
 
     #[test]

@@ -253,8 +253,9 @@ impl<'s> ChunkWrites<'s> {
     }
 
     /// Puts compressed chunk `k`: replaces it if it exists (and is not being rewritten), or
-    /// appends it (`k` must then be the next chunk).
-    pub(crate) fn put(&mut self, txn: &mut Txn<'_>, k: u64, chunk: Vec<u8>) -> Result<()> {
+    /// appends it (`k` must then be the next chunk). Returns the chunk's buffer, emptied, for
+    /// the caller to compress the next chunk into.
+    pub(crate) fn put(&mut self, txn: &mut Txn<'_>, k: u64, chunk: Vec<u8>) -> Result<Vec<u8>> {
         let s = self.store;
         let (f, j) = (k / s.superchunksize, k % s.superchunksize);
         let rel = s.file_rel(f);
@@ -274,13 +275,18 @@ impl<'s> ChunkWrites<'s> {
                 Error::header(s.file_path(f), "superchunk file has no free offsets slot")
             })?
         };
+        let mut spare = Vec::new();
         for wr in writes {
-            txn.write(&rel, wr.offset, wr.data)?;
+            txn.write_slice(&rel, wr.offset, &wr.data)?;
+            if wr.data.capacity() > spare.capacity() {
+                spare = wr.data;
+            }
         }
         if !exists {
             self.count += 1;
         }
-        Ok(())
+        spare.clear();
+        Ok(spare)
     }
 
     /// Drops every chunk from `n` on (files past the last one are removed at commit).

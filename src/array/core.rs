@@ -5,11 +5,13 @@
 use super::chunks::{ChunkStore, ChunkWrites};
 use super::select::{chunk_parts, copy_part, strides, AxisSel, ChunkPart, PartAxis};
 use crate::blosc::{self, CompressParams};
+use crate::blpk::MAX_DIGEST_LEN;
 use crate::dtype::{swap_bytes, DType, Endianness};
 use crate::error::{Error, Result};
 use crate::meta::{Compression, FilterName};
 use crate::txn::Txn;
 use rayon::prelude::*;
+use std::sync::Mutex;
 
 /// Everything needed to turn chunks into elements and back.
 #[derive(Debug)]
@@ -27,20 +29,22 @@ pub(crate) struct ArrayCore {
 /// output buffer.
 #[derive(Clone, Copy)]
 struct SharedMut(*mut u8);
+
+impl SharedMut {
+    /// The pointer. Closures call this rather than reading the field, so that they capture
+    /// the whole (`Send`) wrapper and not the bare pointer.
+    fn get(self) -> *mut u8 {
+        self.0
+    }
+}
 // SAFETY: used only to write disjoint regions (one per chunk part) of a buffer that outlives
 // the parallel loop.
 unsafe impl Send for SharedMut {}
 // SAFETY: as above.
 unsafe impl Sync for SharedMut {}
 
-impl SharedMut {
-    /// The pointer (a method, so closures capture the whole `Send` wrapper).
-    fn get(self) -> *mut u8 {
-        self.0
-    }
-}
-
 /// What a write puts into the selected elements.
+#[derive(Clone, Copy)]
 pub(crate) enum Source<'a> {
     /// Native-endian elements in C order over the selection's (un-reversed) counts.
     Data(&'a [u8]),
@@ -119,23 +123,27 @@ impl ArrayCore {
         let direct_ok = counts[1..] == self.chunkshape[1..];
         let out_ptr = SharedMut(out.as_mut_ptr());
         let cs = &self.chunkshape;
+        // Rayon calls the init closure for every piece of work it splits off: lease the
+        // buffers from a pool so that they are allocated (and faulted in) once per thread.
+        let pool = Pool::<(Vec<u8>, Vec<u8>)>::default();
         parts.par_iter().try_for_each_init(
-            || (Vec::new(), Vec::new()),
-            |(scratch, chunk), part| -> Result<()> {
+            || pool.lease(),
+            |bufs, part| -> Result<()> {
+                let (scratch, chunk) = &mut **bufs;
                 let k = self.linear(&part.coords, shape);
                 let full = part
                     .axes
                     .iter()
                     .zip(cs)
                     .all(|(a, &c)| a.in_start == 0 && a.step == 1 && a.count == c);
-                let out = out_ptr.get();
+                let out_ptr = out_ptr.get();
                 if full && direct_ok {
                     // The chunk lands as one contiguous run of the output: decode in place.
                     let start = part.axes[0].out_start * inner_chunk * isz as u64;
                     // SAFETY: the run [start, start + chunk_bytes) lies inside `out` (the part
                     // is inside the selection) and no other part writes it.
                     let dst = unsafe {
-                        std::slice::from_raw_parts_mut(out.add(start as usize), chunk_bytes)
+                        std::slice::from_raw_parts_mut(out_ptr.add(start as usize), chunk_bytes)
                     };
                     self.store.decompress_chunk(k, dst, scratch)?;
                     if self.swap_needed() {
@@ -160,7 +168,15 @@ impl ArrayCore {
                         // SAFETY: `run` holds the part's n elements as a 1 x .. x n chunk;
                         // the output region is the part's and no other part writes it.
                         unsafe {
-                            copy_part(&rpart, run.as_mut_ptr(), &rshape, out, &counts, isz, false)
+                            copy_part(
+                                &rpart,
+                                run.as_mut_ptr(),
+                                &rshape,
+                                out_ptr,
+                                &counts,
+                                isz,
+                                false,
+                            )
                         };
                         return Ok(());
                     }
@@ -172,7 +188,7 @@ impl ArrayCore {
                 }
                 // SAFETY: `chunk` holds a whole chunk; the part lies inside it and inside the
                 // selection; parts write disjoint output regions.
-                unsafe { copy_part(part, chunk.as_mut_ptr(), cs, out, &counts, isz, false) };
+                unsafe { copy_part(part, chunk.as_mut_ptr(), cs, out_ptr, &counts, isz, false) };
                 Ok(())
             },
         )
@@ -218,6 +234,10 @@ impl ArrayCore {
     /// Writes the selection (of a dataset whose shape after the write is `shape`) into the
     /// store through `writes`. Chunks the selection covers only partly are read, patched and
     /// re-encoded; chunks past `writes`'s committed count start from the fill value.
+    ///
+    /// Chunks are encoded a few at a time in parallel while the previous few are written, so
+    /// memory stays at a few chunks whatever the size of the write; whole chunks that lie in
+    /// one piece in the source are compressed straight from it.
     pub(crate) fn write(
         &self,
         txn: &mut Txn<'_>,
@@ -227,120 +247,191 @@ impl ArrayCore {
         shape: &[u64],
         src: Source<'_>,
     ) -> Result<()> {
-        let isz = self.itemsize();
         let counts: Vec<u64> = sel.iter().map(|s| s.count).collect();
         let parts = chunk_parts(sel, &self.chunkshape);
-        let chunk_bytes = self.chunk_len() * isz;
         let params = self.blosc_params();
-        let batch = rayon::current_num_threads().max(1) * 4;
+        let pools = (BufferPool::default(), BufferPool::default());
+        let batch = rayon::current_num_threads().max(1) * 2;
+        let mut encoded: Vec<(u64, Vec<u8>)> = Vec::new();
+        let put_all = |txn: &mut Txn<'_>,
+                       writes: &mut ChunkWrites<'_>,
+                       done: Vec<(u64, Vec<u8>)>|
+         -> Result<()> {
+            for (k, c) in done {
+                pools.0.give(writes.put(txn, k, c)?);
+            }
+            Ok(())
+        };
         for group in parts.chunks(batch) {
-            let encoded: Vec<(u64, Vec<u8>)> = group
-                .par_iter()
-                .map_init(Vec::new, |scratch, part| -> Result<(u64, Vec<u8>)> {
-                    let k = self.linear(&part.coords, shape);
-                    let mut chunk = vec![0u8; chunk_bytes];
-                    let valid: Vec<u64> = part
-                        .coords
-                        .iter()
-                        .zip(&self.chunkshape)
-                        .zip(shape)
-                        .map(|((&c, &cs), &n)| (n - c * cs).min(cs))
-                        .collect();
-                    let covers = part
-                        .axes
-                        .iter()
-                        .zip(&valid)
-                        .all(|(a, &v)| a.in_start == 0 && a.step == 1 && a.count == v);
-                    if k < committed && !covers {
-                        self.store.decompress_chunk(k, &mut chunk, scratch)?;
-                        if self.swap_needed() {
-                            swap_bytes(&mut chunk, self.dtype.swap_unit());
-                        }
-                        self.fill_padding(&mut chunk, &valid);
-                    } else {
-                        for c in chunk.chunks_exact_mut(isz) {
-                            c.copy_from_slice(&self.fill);
-                        }
-                    }
-                    match src {
-                        Source::Data(data) => {
-                            // SAFETY: `data` covers the selection (checked by the caller) and
-                            // `chunk` a whole chunk; the part lies inside both; the source is
-                            // only read.
-                            unsafe {
-                                copy_part(
-                                    part,
-                                    chunk.as_mut_ptr(),
-                                    &self.chunkshape,
-                                    data.as_ptr() as *mut u8,
-                                    &counts,
-                                    isz,
-                                    true,
-                                )
-                            }
-                        }
-                        Source::Fill => {
-                            let n: u64 = part.axes.iter().map(|a| a.count).product();
-                            let mut fill = Vec::with_capacity(n as usize * isz);
-                            for _ in 0..n {
-                                fill.extend_from_slice(&self.fill);
-                            }
-                            let local = ChunkPart {
-                                coords: part.coords.clone(),
-                                axes: part
-                                    .axes
-                                    .iter()
-                                    .map(|a| PartAxis { out_start: 0, ..*a })
-                                    .collect(),
-                            };
-                            let lshape: Vec<u64> = part.axes.iter().map(|a| a.count).collect();
-                            // SAFETY: `fill` is laid out over `lshape`, which the local part
-                            // spans exactly; `chunk` holds a whole chunk.
-                            unsafe {
-                                copy_part(
-                                    &local,
-                                    chunk.as_mut_ptr(),
-                                    &self.chunkshape,
-                                    fill.as_mut_ptr(),
-                                    &lshape,
-                                    isz,
-                                    true,
-                                )
-                            }
-                        }
-                    }
-                    self.encode(&mut chunk, &params).map(|c| (k, c))
-                })
-                .collect::<Result<_>>()?;
-            for (k, c) in encoded {
-                writes.put(txn, k, c)?;
+            let done = std::mem::take(&mut encoded);
+            let (put, next) = rayon::join(
+                || put_all(txn, writes, done),
+                || {
+                    group
+                        .par_iter()
+                        .map_init(Vec::new, |scratch, part| {
+                            let k = self.linear(&part.coords, shape);
+                            let mut out = pools.0.take();
+                            self.encode_part(
+                                part, k, committed, shape, &counts, src, &params, &pools.1,
+                                scratch, &mut out,
+                            )?;
+                            Ok((k, out))
+                        })
+                        .collect::<Result<Vec<_>>>()
+                },
+            );
+            put?;
+            encoded = next?;
+        }
+        put_all(txn, writes, encoded)
+    }
+
+    /// Compresses the chunk `k` that `part` of a write touches into `out`.
+    #[allow(clippy::too_many_arguments)]
+    fn encode_part(
+        &self,
+        part: &ChunkPart,
+        k: u64,
+        committed: u64,
+        shape: &[u64],
+        counts: &[u64],
+        src: Source<'_>,
+        params: &CompressParams,
+        chunks: &BufferPool,
+        scratch: &mut Vec<u8>,
+        out: &mut Vec<u8>,
+    ) -> Result<()> {
+        let isz = self.itemsize();
+        let chunk_bytes = self.chunk_len() * isz;
+        // Room for the chunk and its digest, so framing it does not reallocate.
+        out.reserve(chunk_bytes + blosc::MAX_OVERHEAD + MAX_DIGEST_LEN);
+        let valid: Vec<u64> = part
+            .coords
+            .iter()
+            .zip(&self.chunkshape)
+            .zip(shape)
+            .map(|((&c, &cs), &n)| (n - c * cs).min(cs))
+            .collect();
+        let covers = part
+            .axes
+            .iter()
+            .zip(&valid)
+            .all(|(a, &v)| a.in_start == 0 && a.step == 1 && a.count == v);
+        let whole = covers && valid == self.chunkshape;
+        if let (true, false, Source::Data(data)) = (whole, self.transforms(), src) {
+            if let Some(first) = source_run(part, counts) {
+                let start = first as usize * isz;
+                let run = data.get(start..start + chunk_bytes).ok_or_else(|| {
+                    Error::InvalidArgument("source shorter than selection".into())
+                })?;
+                return blosc::compress_into(params, run, out)
+                    .map(|_| ())
+                    .map_err(|e| Error::Compress(e.0));
             }
         }
-        Ok(())
+        // Every byte of the buffer is overwritten below, so a reused one needs no clearing.
+        let mut chunk = chunks.take();
+        chunk.resize(chunk_bytes, 0);
+        if k < committed && !covers {
+            self.store.decompress_chunk(k, &mut chunk, scratch)?;
+            if self.swap_needed() {
+                swap_bytes(&mut chunk, self.dtype.swap_unit());
+            }
+            self.fill_padding(&mut chunk, &valid);
+        } else if !covers || matches!(src, Source::Fill) {
+            fill_with(&mut chunk, &self.fill);
+        }
+        match src {
+            Source::Data(data) => {
+                // SAFETY: `data` covers the selection (checked by the caller) and `chunk` a
+                // whole chunk; the part lies inside both; the source is only read.
+                unsafe {
+                    copy_part(
+                        part,
+                        chunk.as_mut_ptr(),
+                        &self.chunkshape,
+                        data.as_ptr() as *mut u8,
+                        counts,
+                        isz,
+                        true,
+                    )
+                }
+                if covers {
+                    self.fill_padding(&mut chunk, &valid);
+                }
+            }
+            Source::Fill if !covers => {
+                let n: u64 = part.axes.iter().map(|a| a.count).product();
+                let mut fill = vec![0u8; n as usize * isz];
+                fill_with(&mut fill, &self.fill);
+                let local = ChunkPart {
+                    coords: part.coords.clone(),
+                    axes: part
+                        .axes
+                        .iter()
+                        .map(|a| PartAxis { out_start: 0, ..*a })
+                        .collect(),
+                };
+                let lshape: Vec<u64> = part.axes.iter().map(|a| a.count).collect();
+                // SAFETY: `fill` is laid out over `lshape`, which the local part spans
+                // exactly; `chunk` holds a whole chunk.
+                unsafe {
+                    copy_part(
+                        &local,
+                        chunk.as_mut_ptr(),
+                        &self.chunkshape,
+                        fill.as_mut_ptr(),
+                        &lshape,
+                        isz,
+                        true,
+                    )
+                }
+            }
+            Source::Fill => {}
+        }
+        let r = self.encode(&mut chunk, params, out);
+        chunks.give(chunk);
+        r
     }
 
     /// Sets the elements of a chunk outside its valid region (`valid` extents) to the fill.
     fn fill_padding(&self, chunk: &mut [u8], valid: &[u64]) {
-        if valid.iter().zip(&self.chunkshape).all(|(v, c)| v == c) {
+        if valid == self.chunkshape.as_slice() {
             return;
         }
         let isz = self.itemsize();
-        let st = strides(&self.chunkshape);
-        for (i, c) in chunk.chunks_exact_mut(isz).enumerate() {
-            let mut rem = i as u64;
-            let inside = st.iter().zip(valid).all(|(s, &v)| {
-                let coord = rem / s;
-                rem %= s;
-                coord < v
-            });
-            if !inside {
-                c.copy_from_slice(&self.fill);
+        let nd = self.chunkshape.len();
+        let row = self.chunkshape[nd - 1] as usize * isz;
+        let valid_row = valid[nd - 1] as usize * isz;
+        if row == 0 {
+            return;
+        }
+        for (r, bytes) in chunk.chunks_exact_mut(row).enumerate() {
+            // Whether this row (a position on every axis but the last) is inside.
+            let mut rem = r as u64;
+            let mut inside = true;
+            for ax in (0..nd - 1).rev() {
+                let c = rem % self.chunkshape[ax];
+                rem /= self.chunkshape[ax];
+                inside &= c < valid[ax];
             }
+            let from = if inside { valid_row } else { 0 };
+            fill_with(&mut bytes[from..], &self.fill);
         }
     }
 
-    /// Applies the lossy filter, converts to the stored byte order and compresses.
-    fn encode(&self, chunk: &mut [u8], params: &CompressParams) -> Result<Vec<u8>> {
+    /// Whether encoding changes the elements (lossy truncation or a byte swap), so a chunk
+    /// cannot be compressed straight from the caller's data.
+    fn transforms(&self) -> bool {
+        self.swap_needed()
+            || self.compression.mantissa_bits.is_some()
+                && self.compression.filters.contains(&FilterName::Truncate)
+    }
+
+    /// Applies the lossy filter, converts to the stored byte order and compresses into
+    /// `out`.
+    fn encode(&self, chunk: &mut [u8], params: &CompressParams, out: &mut Vec<u8>) -> Result<()> {
         if let (true, Some(bits)) = (
             self.compression.filters.contains(&FilterName::Truncate),
             self.compression.mantissa_bits,
@@ -350,8 +441,111 @@ impl ArrayCore {
         if self.swap_needed() {
             swap_bytes(chunk, self.dtype.swap_unit());
         }
-        blosc::compress(params, chunk).map_err(|e| Error::Compress(e.0))
+        blosc::compress_into(params, chunk, out)
+            .map(|_| ())
+            .map_err(|e| Error::Compress(e.0))
     }
+}
+
+/// Buffers reused across the chunks of one read or write, so that a long one does not
+/// allocate and fault in fresh pages for every chunk.
+struct Pool<T>(Mutex<Vec<T>>);
+
+type BufferPool = Pool<Vec<u8>>;
+
+impl<T> Default for Pool<T> {
+    fn default() -> Self {
+        Pool(Mutex::new(Vec::new()))
+    }
+}
+
+impl<T: Default> Pool<T> {
+    fn take(&self) -> T {
+        self.0
+            .lock()
+            .ok()
+            .and_then(|mut v| v.pop())
+            .unwrap_or_default()
+    }
+
+    fn give(&self, item: T) {
+        if let Ok(mut v) = self.0.lock() {
+            v.push(item);
+        }
+    }
+
+    /// Takes an item that goes back to the pool when the lease is dropped.
+    fn lease(&self) -> Lease<'_, T> {
+        Lease {
+            pool: self,
+            item: self.take(),
+        }
+    }
+}
+
+/// An item taken from a [`Pool`], returned to it on drop.
+struct Lease<'p, T: Default> {
+    pool: &'p Pool<T>,
+    item: T,
+}
+
+impl<T: Default> std::ops::Deref for Lease<'_, T> {
+    type Target = T;
+    fn deref(&self) -> &T {
+        &self.item
+    }
+}
+
+impl<T: Default> std::ops::DerefMut for Lease<'_, T> {
+    fn deref_mut(&mut self) -> &mut T {
+        &mut self.item
+    }
+}
+
+impl<T: Default> Drop for Lease<'_, T> {
+    fn drop(&mut self) {
+        self.pool.give(std::mem::take(&mut self.item));
+    }
+}
+
+/// Fills `buf` with copies of `pattern` (`buf.len()` is a multiple of its length).
+fn fill_with(buf: &mut [u8], pattern: &[u8]) {
+    match pattern {
+        [] => {}
+        [first, rest @ ..] if rest.iter().all(|b| b == first) => buf.fill(*first),
+        _ => {
+            let n = pattern.len().min(buf.len());
+            buf[..n].copy_from_slice(&pattern[..n]);
+            let mut done = n;
+            while done < buf.len() {
+                let m = done.min(buf.len() - done);
+                buf.copy_within(..m, done);
+                done += m;
+            }
+        }
+    }
+}
+
+/// When the whole of `part` lies in one piece of a source laid out in C order over
+/// `counts`, the source element it starts at.
+fn source_run(part: &ChunkPart, counts: &[u64]) -> Option<u64> {
+    // Trailing axes that the part spans entirely, then at most one partial axis, then
+    // axes where the part is one position thick.
+    let mut p = counts.len() - 1;
+    while p > 0 && part.axes[p].count == counts[p] {
+        p -= 1;
+    }
+    if part.axes[..p].iter().any(|a| a.count != 1) {
+        return None;
+    }
+    let st = strides(counts);
+    Some(
+        part.axes
+            .iter()
+            .zip(&st)
+            .map(|(a, s)| a.out_start * s)
+            .sum(),
+    )
 }
 
 fn single_run_axes(part: &ChunkPart, n: u64) -> Vec<PartAxis> {

@@ -12,6 +12,7 @@
 //! # Ok(()) }
 //! ```
 
+mod buffer;
 mod chunks;
 mod core;
 pub mod select;
@@ -28,6 +29,7 @@ use crate::storage::{self, Storage};
 use crate::txn::{self, Txn};
 use ndarray::{ArrayD, ArrayViewD, IxDyn, SliceInfoElem};
 use select::AxisSel;
+use std::borrow::Cow;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
@@ -135,10 +137,19 @@ impl WriterLock {
             .write(true)
             .open(&path)
             .map_err(|e| Error::io("open", &path, e))?;
-        match file.try_lock() {
-            Ok(()) => Ok(WriterLock { _file: file }),
-            Err(std::fs::TryLockError::WouldBlock) => Err(Error::Locked { path }),
-            Err(std::fs::TryLockError::Error(e)) => Err(Error::io("lock", &path, e)),
+        // flock(2), what `File::try_lock` does on Unix (that method needs Rust 1.89; blz
+        // builds on 1.85). The lock goes with the open file, so dropping it unlocks.
+        use std::os::fd::AsRawFd;
+        // SAFETY: the descriptor belongs to `file`, open for the whole call.
+        let rc = unsafe { libc::flock(file.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) };
+        if rc == 0 {
+            return Ok(WriterLock { _file: file });
+        }
+        let e = std::io::Error::last_os_error();
+        if e.kind() == std::io::ErrorKind::WouldBlock {
+            Err(Error::Locked { path })
+        } else {
+            Err(Error::io("lock", &path, e))
         }
     }
 }
@@ -247,11 +258,15 @@ pub(crate) fn build_array<T: Element>(
     let total: u64 = sel.iter().map(|s| s.count).product();
     let n =
         usize::try_from(total).map_err(|_| Error::InvalidArgument("selection too large".into()))?;
-    let mut v: Vec<T> = vec![T::default(); n];
+    let mut v: Vec<T> = if T::POD {
+        buffer::zeroed(n)
+    } else {
+        vec![T::default(); n]
+    };
     match as_bytes_mut(&mut v) {
         Some(b) => fill(b)?,
         None => {
-            let mut raw = vec![0u8; n * itemsize];
+            let mut raw = buffer::zeroed::<u8>(n * itemsize);
             fill(&mut raw)?;
             for (x, c) in v.iter_mut().zip(raw.chunks_exact(itemsize)) {
                 *x = T::from_ne_bytes(c);
@@ -275,12 +290,15 @@ pub(crate) fn build_array<T: Element>(
 
 /// Turns a view whose shape equals the selection's kept counts into native-endian bytes in C
 /// order over all (un-reversed) counts.
-pub(crate) fn view_to_bytes<T: Element>(
+///
+/// Borrows the caller's memory when it already is in that form (a contiguous, C-order view
+/// of plain elements), so that appending a large batch does not copy it.
+pub(crate) fn view_to_bytes<'v, T: Element>(
     root: &Path,
     sel: &[AxisSel],
-    data: &ArrayViewD<'_, T>,
+    data: &'v ArrayViewD<'_, T>,
     itemsize: usize,
-) -> Result<Vec<u8>> {
+) -> Result<Cow<'v, [u8]>> {
     let want: Vec<usize> = sel
         .iter()
         .filter(|s| s.keep)
@@ -301,11 +319,14 @@ pub(crate) fn view_to_bytes<T: Element>(
             v.invert_axis(ndarray::Axis(ax));
         }
     }
+    if let Some(bytes) = v.to_slice().and_then(as_bytes) {
+        return Ok(Cow::Borrowed(bytes));
+    }
     let std = v.as_standard_layout();
     let slice = std
         .as_slice()
         .ok_or_else(|| Error::InvalidArgument("data is not contiguous".into()))?;
-    Ok(elements_to_bytes(slice, itemsize))
+    Ok(Cow::Owned(elements_to_bytes(slice, itemsize)))
 }
 
 impl Dataset {
@@ -567,7 +588,7 @@ impl Dataset {
     /// As [`Dataset::slice`].
     pub fn read_bytes(&self, sel: &[AxisSel]) -> Result<Vec<u8>> {
         let total: u64 = sel.iter().map(|s| s.count).product();
-        let mut buf = vec![0u8; total as usize * self.core.itemsize()];
+        let mut buf = buffer::zeroed::<u8>(total as usize * self.core.itemsize());
         self.core.read_into(sel, &self.sizes.shape, &mut buf)?;
         Ok(buf)
     }

@@ -279,13 +279,14 @@ impl SuperchunkReader {
         .max(0) as u64
             + hlen as u64
             + dlen as u64;
-        buf.clear();
         let mut read_len = if self.layout.header.chunk_size >= 0 && extent <= max_chunk + 4096 {
             extent as usize
         } else {
             hlen
         };
         read_len = read_len.max(hlen.min(extent as usize));
+        // The read overwrites every byte, so only growth needs initialising (a buffer reused
+        // across chunks keeps its length and is not cleared again).
         buf.resize(read_len, 0);
         self.file.read_at(offset, buf)?;
         let ch = ChunkHeader::parse(buf).map_err(|e| Error::chunk(&self.path, k, e.0))?;

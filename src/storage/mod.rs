@@ -54,6 +54,16 @@ pub trait StorageFile: Send + Sync {
     /// # Errors
     /// An I/O error from the backend.
     fn sync(&self) -> Result<()>;
+    /// Starts writing `len` bytes from `offset` to stable storage without waiting for them,
+    /// so that a later [`sync`](Self::sync) has less left to wait for. Only a hint: it
+    /// promises nothing about durability, and the default does nothing.
+    ///
+    /// # Errors
+    /// An I/O error from the backend.
+    fn start_sync(&self, offset: u64, len: u64) -> Result<()> {
+        let _ = (offset, len);
+        Ok(())
+    }
     /// The path the file was opened with (for error messages).
     fn path(&self) -> &Path;
 }
