@@ -243,7 +243,7 @@ pub fn unpack(
     let batch = (rayon::current_num_threads().max(1) * 2) as u64;
     // One (compressed, uncompressed) buffer pair per chunk of a batch, reused from batch to
     // batch: decompressing into memory already touched is much cheaper than into fresh
-    // pages, and equal-sized chunks then need no zero-filling either.
+    // pages, and nothing is zero-filled before c-blosc writes it.
     let mut slots: Vec<(Vec<u8>, Vec<u8>)> = Vec::new();
     let mut written = 0u64;
     let mut k = 0;
@@ -256,12 +256,7 @@ pub fn unpack(
             .try_for_each(|(j, (scratch, plain))| -> Result<()> {
                 let i = k + j as u64;
                 reader.read_chunk_into(i, scratch)?;
-                // read_chunk_into validated the chunk, header included.
-                let nbytes = blosc::ChunkHeader::parse(scratch)
-                    .map_err(|e| Error::chunk(reader.path(), i, e.0))?
-                    .nbytes as usize;
-                plain.resize(nbytes, 0);
-                blosc::decompress_into(scratch, plain, 1)
+                blosc::decompress_to_vec(scratch, plain, 1)
                     .map_err(|e| Error::chunk(reader.path(), i, e.0))
             })?;
         for (_, p) in &slots {
