@@ -9,7 +9,7 @@ use criterion::{criterion_group, criterion_main, BenchmarkId, Criterion, Through
 use std::ffi::c_void;
 use std::hint::black_box;
 use std::path::Path;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 const N: usize = 1 << 20; // float64 values: 8 MiB
 
@@ -229,9 +229,158 @@ fn random_chunk(c: &mut Criterion) {
                     .unwrap()
             })
         });
+        if nchunks > 1 {
+            // The same chunk every time: what the format costs, with the chunk's bytes hot
+            // in the CPU caches as they are for a 1-chunk file.
+            g.bench_function(BenchmarkId::new("same-chunk", nchunks), |b| {
+                b.iter(|| {
+                    reader
+                        .decompress_chunk_into(nchunks as u64 / 2, &mut dst, &mut scratch, 1)
+                        .unwrap()
+                })
+            });
+        }
     }
     g.finish();
 }
 
-criterion_group!(benches, chunk_codec, superchunk_files, random_chunk);
+/// Fastest of `rounds` runs of `a` and of `b`, run alternately: on a shared, noisy machine
+/// interference only ever adds time, so the minimum of interleaved runs gives a ratio that
+/// criterion's medians (taken minutes apart) cannot.
+fn min_pair(rounds: usize, a: &mut dyn FnMut(), b: &mut dyn FnMut()) -> (f64, f64) {
+    let time = |f: &mut dyn FnMut()| {
+        let t = Instant::now();
+        f();
+        t.elapsed().as_secs_f64()
+    };
+    let (mut ta, mut tb) = (f64::MAX, f64::MAX);
+    for _ in 0..rounds {
+        ta = ta.min(time(a));
+        tb = tb.min(time(b));
+    }
+    (ta, tb)
+}
+
+fn report(what: &str, bytes: usize, (ta, tb): (f64, f64)) {
+    let gib = |t: f64| bytes as f64 / t / (1u64 << 30) as f64;
+    eprintln!(
+        "ratio {what:<48} blz {:>7.3} ms ({:>6.2} GiB/s)  baseline {:>7.3} ms ({:>6.2} GiB/s)  blz/baseline {:.3}",
+        ta * 1e3,
+        gib(ta),
+        tb * 1e3,
+        gib(tb),
+        ta / tb
+    );
+}
+
+/// Interleaved min-of-N ratios of blz against its baselines, printed to stderr.
+fn ratios(_c: &mut Criterion) {
+    for (name, data) in datasets() {
+        for codec in [Codec::Lz4, Codec::Zstd] {
+            let p = params(codec);
+            let rounds = if codec == Codec::Zstd { 7 } else { 25 };
+            let mut out = Vec::new();
+            let mut raw = vec![0u8; data.len() + 16];
+            report(
+                &format!("chunk compress {name}/{codec} vs c-blosc"),
+                data.len(),
+                min_pair(
+                    rounds,
+                    &mut || {
+                        blosc::compress_into(&p, &data, &mut out).unwrap();
+                    },
+                    &mut || {
+                        raw_compress(&p, &data, &mut raw);
+                    },
+                ),
+            );
+            let chunk = blosc::compress(&p, &data).unwrap();
+            let mut dst = vec![0u8; data.len()];
+            let mut dst2 = vec![0u8; data.len()];
+            report(
+                &format!("chunk decompress {name}/{codec} vs c-blosc"),
+                data.len(),
+                min_pair(
+                    25,
+                    &mut || blosc::decompress_into(&chunk, &mut dst, 1).unwrap(),
+                    &mut || raw_decompress(&chunk, &mut dst2),
+                ),
+            );
+        }
+    }
+    // Whole files, one thread: unpack (read, digest, validate, decompress, write to a sink)
+    // against the least any reader of the format does: read each chunk's bytes and
+    // decompress them with c-blosc, into reused buffers, no digest.
+    let dir = tempfile::tempdir().unwrap();
+    let one_thread = rayon::ThreadPoolBuilder::new()
+        .num_threads(1)
+        .build()
+        .unwrap();
+    let walk64: Vec<u8> = random_walk().repeat(8);
+    let cases = datasets()
+        .into_iter()
+        .chain([("walk-64MiB", walk64)])
+        .flat_map(|(name, data)| {
+            let sizes: &[usize] = if data.len() > N * 8 {
+                &[1 << 20]
+            } else {
+                &[1 << 20, 256 << 10]
+            };
+            sizes
+                .iter()
+                .map(|&cs| (name, data.clone(), cs))
+                .collect::<Vec<_>>()
+        });
+    for (name, data, chunk_size) in cases {
+        {
+            let path = dir.path().join("r.blp");
+            pack_file(&path, &data, chunk_size);
+            let file = LocalStorage.open(&path, OpenMode::Read).unwrap();
+            let reader =
+                SuperchunkReader::open(LocalStorage.open(&path, OpenMode::Read).unwrap()).unwrap();
+            let infos: Vec<_> = (0..reader.nchunks())
+                .map(|k| reader.chunk_info(k).unwrap())
+                .collect();
+            let mut cbuf = vec![0u8; chunk_size + 16 + 4];
+            let mut dst = vec![0u8; chunk_size];
+            for verify in [false, true] {
+                report(
+                    &format!(
+                        "unpack {name}/{}KiB vs pread+{}c-blosc",
+                        chunk_size >> 10,
+                        if verify { "adler32+" } else { "" }
+                    ),
+                    data.len(),
+                    // Both sides run on the pool's one thread, so that unpack's rayon calls run
+                    // inline and neither side pays for waking another thread.
+                    one_thread.install(|| {
+                        min_pair(
+                            25,
+                            &mut || {
+                                blpk::unpack(&reader, &mut std::io::sink(), |_| {}).unwrap();
+                            },
+                            &mut || {
+                                for info in &infos {
+                                    let n = info.header.cbytes as usize;
+                                    let c = &mut cbuf[..n + 4];
+                                    file.read_at(info.offset, c).unwrap();
+                                    if verify {
+                                        let d = blpk::Checksum::Adler32.digest(&c[..n]);
+                                        assert_eq!(d.as_slice(), &c[n..]);
+                                    }
+                                    raw_decompress(
+                                        &c[..n],
+                                        &mut dst[..info.header.nbytes as usize],
+                                    );
+                                }
+                            },
+                        )
+                    }),
+                );
+            }
+        }
+    }
+}
+
+criterion_group!(benches, ratios, chunk_codec, superchunk_files, random_chunk);
 criterion_main!(benches);

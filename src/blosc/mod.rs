@@ -344,10 +344,49 @@ pub fn decompress_into(chunk: &[u8], dst: &mut [u8], nthreads: usize) -> Result<
 /// # Errors
 /// As [`decompress_into`].
 pub fn decompress(chunk: &[u8], nthreads: usize) -> Result<Vec<u8>, CodecError> {
-    let header = validate(chunk)?;
-    let mut out = vec![0u8; header.nbytes as usize];
-    decompress_into(chunk, &mut out, nthreads)?;
+    let mut out = Vec::new();
+    decompress_to_vec(chunk, &mut out, nthreads)?;
     Ok(out)
+}
+
+/// Decompresses a chunk into `out`, replacing its contents (its allocation is reused). Unlike
+/// resizing a buffer and calling [`decompress_into`], nothing is zero-filled first: c-blosc
+/// writes every byte.
+///
+/// # Errors
+/// As [`decompress_into`]; `out` is left empty on error.
+pub fn decompress_to_vec(
+    chunk: &[u8],
+    out: &mut Vec<u8>,
+    nthreads: usize,
+) -> Result<(), CodecError> {
+    let header = validate(chunk)?;
+    let nbytes = header.nbytes as usize;
+    out.clear();
+    if nbytes == 0 {
+        return Ok(());
+    }
+    out.reserve(nbytes);
+    // SAFETY: the header was validated against the buffer (see `decompress_into`); `out` has
+    // capacity for `nbytes` bytes and c-blosc writes at most `destsize = nbytes` bytes through
+    // the raw pointer (no reference to uninitialised memory is formed). The length is set only
+    // once c-blosc reports having written all `nbytes` bytes.
+    let n = unsafe {
+        blosc_src::blosc_decompress_ctx(
+            chunk.as_ptr().cast::<c_void>(),
+            out.as_mut_ptr().cast::<c_void>(),
+            nbytes,
+            nthreads.clamp(1, 256) as i32,
+        )
+    };
+    if n < 0 || n as usize != nbytes {
+        return Err(CodecError(format!(
+            "c-blosc failed to decompress the chunk (code {n})"
+        )));
+    }
+    // SAFETY: c-blosc initialised exactly `nbytes <= capacity` bytes.
+    unsafe { out.set_len(nbytes) };
+    Ok(())
 }
 
 /// Decompresses only the items `start..start + dst.len() / typesize` of a chunk (c-blosc
@@ -428,6 +467,25 @@ mod tests {
                 }
             }
         }
+    }
+
+    #[test]
+    fn decompress_to_vec_reuses_and_replaces() {
+        let a = sample(50_000);
+        let b = sample(300);
+        let p = CompressParams::default();
+        let mut out = vec![9u8; 7];
+        decompress_to_vec(&compress(&p, &a).unwrap(), &mut out, 1).unwrap();
+        assert_eq!(out, a);
+        decompress_to_vec(&compress(&p, &b).unwrap(), &mut out, 1).unwrap();
+        assert_eq!(out, b);
+        decompress_to_vec(&compress(&p, &[]).unwrap(), &mut out, 1).unwrap();
+        assert!(out.is_empty());
+        let mut bad = compress(&p, &a).unwrap();
+        let last = bad.len() - 1;
+        bad[40..last].fill(0);
+        assert!(decompress_to_vec(&bad, &mut out, 1).is_err());
+        assert!(out.is_empty());
     }
 
     #[test]

@@ -183,4 +183,35 @@ mod tests {
         }
         assert_eq!(Checksum::from_id(9), None);
     }
+
+    #[test]
+    fn adler32_matches_the_definition_at_every_length() {
+        // The SIMD paths work in blocks; check lengths around every block boundary and long
+        // runs of 0xff (the worst case for the modular sums).
+        let reference = |data: &[u8]| {
+            let (mut a, mut b) = (1u32, 0u32);
+            for &x in data {
+                a = (a + u32::from(x)) % 65521;
+                b = (b + a) % 65521;
+            }
+            (b << 16) | a
+        };
+        let mut data: Vec<u8> = (0..70_000u32)
+            .map(|i| (i.wrapping_mul(2_654_435_761) >> 13) as u8)
+            .collect();
+        data[20_000..40_000].fill(0xff);
+        for len in (0..300).chain([5551, 5552, 5553, 11_104, 65_536, 70_000]) {
+            let got = Checksum::Adler32.digest(&data[..len]);
+            assert_eq!(
+                got.as_slice(),
+                reference(&data[..len]).to_le_bytes(),
+                "length {len}"
+            );
+        }
+        let ones = vec![0xffu8; 100_000];
+        assert_eq!(
+            Checksum::Adler32.digest(&ones).as_slice(),
+            reference(&ones).to_le_bytes()
+        );
+    }
 }

@@ -241,16 +241,26 @@ pub fn unpack(
 ) -> Result<u64> {
     let n = reader.nchunks();
     let batch = (rayon::current_num_threads().max(1) * 2) as u64;
+    // One (compressed, uncompressed) buffer pair per chunk of a batch, reused from batch to
+    // batch: decompressing into memory already touched is much cheaper than into fresh
+    // pages, and nothing is zero-filled before c-blosc writes it.
+    let mut slots: Vec<(Vec<u8>, Vec<u8>)> = Vec::new();
     let mut written = 0u64;
     let mut k = 0;
     while k < n {
         let end = (k + batch).min(n);
-        let parts: Vec<Vec<u8>> = (k..end)
-            .into_par_iter()
-            .map(|i| reader.decompress_chunk(i))
-            .collect::<Result<_>>()?;
-        for p in parts {
-            out.write_all(&p)
+        slots.resize_with((end - k) as usize, Default::default);
+        slots
+            .par_iter_mut()
+            .enumerate()
+            .try_for_each(|(j, (scratch, plain))| -> Result<()> {
+                let i = k + j as u64;
+                reader.read_chunk_into(i, scratch)?;
+                blosc::decompress_to_vec(scratch, plain, 1)
+                    .map_err(|e| Error::chunk(reader.path(), i, e.0))
+            })?;
+        for (_, p) in &slots {
+            out.write_all(p)
                 .map_err(|e| Error::io("write", "output", e))?;
             written += p.len() as u64;
         }

@@ -279,6 +279,8 @@ impl SuperchunkReader {
         .max(0) as u64
             + hlen as u64
             + dlen as u64;
+        // Every byte of `buf` up to read_len is overwritten by the read: resizing without
+        // clearing first only zero-fills what the buffer grows by, not what it already held.
         let mut read_len = if self.layout.header.chunk_size >= 0 && extent <= max_chunk + 4096 {
             extent as usize
         } else {

@@ -2,6 +2,11 @@
 //! operation (append, replace, truncate) into a list of positioned writes, so that the caller
 //! decides how they reach the disk: directly and in a crash-safe order ([`SuperchunkFile`]),
 //! or through a dataset's journal.
+//!
+//! Every plan lists its writes in the order they must reach the disk: a write that makes bytes
+//! visible to readers (an offsets slot, the header) comes after the bytes it exposes, and must
+//! not become durable before them. Writes past the allocation end touch nothing a reader can
+//! reach and may go first in any order.
 
 use super::header::{FileHeader, HEADER_LEN, OPT_METADATA, OPT_OFFSETS, OPT_SCATTERED, OPT_VARLEN};
 use super::metadata::{self, MetadataParams};
