@@ -183,7 +183,8 @@ pub struct ArrayStorage {
     pub expectedlen: u64,
 }
 
-mod checksum_name {
+/// Serializes a [`Checksum`] by its bloscpack name (`crc32`, `sha256`, ...) in meta documents.
+pub(crate) mod checksum_name {
     use crate::blpk::Checksum;
     use serde::{Deserialize, Deserializer, Serializer};
 

@@ -190,7 +190,7 @@ pub struct LayerColumn {
     /// Compression.
     pub compression: Compression,
     /// Digest after each chunk.
-    #[serde(with = "checksum_name")]
+    #[serde(with = "crate::meta::checksum_name")]
     pub checksum: Checksum,
     /// Membership filter, if any.
     pub filter: Option<FilterMeta>,
@@ -242,21 +242,6 @@ pub struct LayerSizes {
     pub kind: String,
     /// Per column, outermost first.
     pub columns: Vec<ColumnCounts>,
-}
-
-mod checksum_name {
-    use crate::blpk::Checksum;
-    use serde::{Deserialize, Deserializer, Serializer};
-
-    pub fn serialize<S: Serializer>(c: &Checksum, s: S) -> Result<S::Ok, S::Error> {
-        s.serialize_str(c.name())
-    }
-
-    pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<Checksum, D::Error> {
-        let s = String::deserialize(d)?;
-        Checksum::from_name(&s)
-            .ok_or_else(|| serde::de::Error::custom(format!("unknown checksum {s:?}")))
-    }
 }
 
 impl LayerSchema {

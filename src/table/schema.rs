@@ -160,27 +160,12 @@ pub struct ColumnStorage {
     /// Compression.
     pub compression: Compression,
     /// Digest after each chunk.
-    #[serde(with = "checksum_name")]
+    #[serde(with = "crate::meta::checksum_name")]
     pub checksum: Checksum,
     /// Bytes reserved after each chunk.
     pub slack: u32,
     /// Fill value.
     pub dflt: serde_json::Value,
-}
-
-mod checksum_name {
-    use crate::blpk::Checksum;
-    use serde::{Deserialize, Deserializer, Serializer};
-
-    pub fn serialize<S: Serializer>(c: &Checksum, s: S) -> Result<S::Ok, S::Error> {
-        s.serialize_str(c.name())
-    }
-
-    pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<Checksum, D::Error> {
-        let s = String::deserialize(d)?;
-        Checksum::from_name(&s)
-            .ok_or_else(|| serde::de::Error::custom(format!("unknown checksum {s:?}")))
-    }
 }
 
 /// A field as recorded in `meta/storage`: `{"name", "dtype", "storage"}` where `dtype` is a
