@@ -84,7 +84,8 @@ impl Default for CreateOptions {
 }
 
 /// Chooses a chunkshape of about `target` bytes: inner axes are kept whole while a row fits,
-/// otherwise halved from the outermost inner axis; axis 0 takes the rest.
+/// otherwise halved from the outermost inner axis; axis 0 takes the rest, but no more than
+/// the expected rows (rounded up to a power of two) when they are known (non-zero).
 pub fn default_chunkshape(
     shape: &[u64],
     itemsize: u64,
@@ -1102,4 +1103,34 @@ pub(crate) fn prepare_root(storage: &dyn Storage, root: &Path, overwrite: bool) 
     }
     storage.create_dir_all(&root.join("meta"))?;
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn chunkshape(dtype: DType, shape: &[u64], expectedlen: Option<u64>) -> Vec<u64> {
+        let opts = CreateOptions {
+            expectedlen,
+            ..Default::default()
+        };
+        build_storage_meta(dtype, shape, &opts).unwrap().chunkshape
+    }
+
+    #[test]
+    fn default_chunks_are_about_a_mebibyte_unless_the_data_stays_small() {
+        // Unknown length: rows will be appended, so full-size chunks.
+        assert_eq!(chunkshape(DType::F64, &[0], None), vec![131_072]);
+        assert_eq!(chunkshape(DType::F64, &[0, 1000], None), vec![131, 1000]);
+        assert_eq!(chunkshape(DType::U8, &[0], Some(0)), vec![1 << 20]);
+        // Known and large.
+        assert_eq!(
+            chunkshape(DType::F64, &[0], Some(100_000_000)),
+            vec![131_072]
+        );
+        // Known and small: small chunks, no longer than the data.
+        assert_eq!(chunkshape(DType::F64, &[0], Some(1000)), vec![1024]);
+        assert_eq!(chunkshape(DType::F64, &[10], None), vec![16]);
+        assert_eq!(chunkshape(DType::F64, &[0], Some(100_000)), vec![8192]);
+    }
 }
