@@ -931,20 +931,10 @@ impl Table {
         Ok((out, len.unwrap_or(0)))
     }
 
-    /// Appends rows: one [`Values`] per leaf column, all of the same length. Atomic across
-    /// columns.
-    ///
-    /// # Errors
-    /// Missing, unknown or duplicate columns, unequal lengths, wrong types; I/O errors (the
-    /// table then keeps its last committed state).
-    pub fn append(&mut self, cols: &[(&str, Values)]) -> Result<()> {
-        let (data, n) = self.gather(cols, true)?;
-        if n == 0 {
-            return Ok(());
-        }
-        let nrows = self.nrows();
-        let data: Vec<(usize, usize)> = data
-            .iter()
+    /// Turns gathered (column, values) pairs into (column index, values index) pairs, which
+    /// outlive the borrow of `self` that [`Table::run`] needs.
+    fn indices(&self, data: &[(&Column, &Values)], cols: &[(&str, Values)]) -> Vec<(usize, usize)> {
+        data.iter()
             .map(|(c, v)| {
                 (
                     self.columns
@@ -956,14 +946,42 @@ impl Table {
                         .unwrap_or(0),
                 )
             })
-            .collect();
-        self.run(nrows + n, None, |columns, txn| {
+            .collect()
+    }
+
+    /// Writes the gathered columns at row `start` in one transaction; the table then has
+    /// `new_rows` rows.
+    fn write_gathered(
+        &mut self,
+        data: &[(usize, usize)],
+        cols: &[(&str, Values)],
+        start: u64,
+        new_rows: u64,
+    ) -> Result<()> {
+        let nrows = self.nrows();
+        self.run(new_rows, None, |columns, txn| {
             let pairs: Vec<(&Column, &Values)> = data
                 .iter()
                 .map(|&(ci, vi)| (&columns[ci], &cols[vi].1))
                 .collect();
-            Self::write_columns(columns, txn, nrows, nrows, &pairs, 0)
+            Self::write_columns(columns, txn, nrows, start, &pairs, 0)
         })
+    }
+
+    /// Appends rows: one [`Values`] per leaf column, all of the same length. Atomic across
+    /// columns.
+    ///
+    /// # Errors
+    /// Missing, unknown or duplicate columns, unequal lengths, wrong types; I/O errors (the
+    /// table then keeps its last committed state).
+    pub fn append(&mut self, cols: &[(&str, Values)]) -> Result<()> {
+        let (data, n) = self.gather(cols, true)?;
+        if n == 0 {
+            return Ok(());
+        }
+        let data = self.indices(&data, cols);
+        let nrows = self.nrows();
+        self.write_gathered(&data, cols, nrows, nrows + n)
     }
 
     /// Overwrites rows `start..start + len` of the given columns (a subset is fine). Atomic
@@ -977,28 +995,9 @@ impl Table {
         if n == 0 {
             return Ok(());
         }
+        let data = self.indices(&data, cols);
         let nrows = self.nrows();
-        let data: Vec<(usize, usize)> = data
-            .iter()
-            .map(|(c, v)| {
-                (
-                    self.columns
-                        .iter()
-                        .position(|x| std::ptr::eq(x, *c))
-                        .unwrap_or(0),
-                    cols.iter()
-                        .position(|(_, x)| std::ptr::eq(x, *v))
-                        .unwrap_or(0),
-                )
-            })
-            .collect();
-        self.run(nrows, None, |columns, txn| {
-            let pairs: Vec<(&Column, &Values)> = data
-                .iter()
-                .map(|&(ci, vi)| (&columns[ci], &cols[vi].1))
-                .collect();
-            Self::write_columns(columns, txn, nrows, start, &pairs, 0)
-        })
+        self.write_gathered(&data, cols, start, nrows)
     }
 
     /// Sets the number of rows: shrinking drops rows of every column, growing fills every
