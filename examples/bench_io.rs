@@ -59,6 +59,10 @@ struct Args {
     /// Only write (`write`), only read an existing dataset (`read`), or both.
     #[arg(long, default_value = "both")]
     phase: String,
+    /// Touch and free as much memory as the data before each timed phase (compare.py's
+    /// `warm`: on a VM that hands freed memory back to its host, fresh pages are slow).
+    #[arg(long)]
+    warm: bool,
     /// Memory mode: append this many batches.
     #[arg(long)]
     append_batches: Option<usize>,
@@ -68,12 +72,20 @@ struct Args {
 }
 
 fn read_raw(path: &Path) -> Vec<f64> {
-    let bytes = std::fs::read(path).expect("read input");
-    assert!(bytes.len().is_multiple_of(8), "input is not whole float64s");
-    bytes
-        .chunks_exact(8)
-        .map(|c| f64::from_ne_bytes(c.try_into().expect("8 bytes")))
-        .collect()
+    use std::io::Read;
+    let mut file = std::fs::File::open(path).expect("open input");
+    let len = file.metadata().expect("stat input").len() as usize;
+    assert!(len.is_multiple_of(8), "input is not whole float64s");
+    // One allocation, read into in place (as numpy's `fromfile` does).
+    let mut data = vec![0.0f64; len / 8];
+    let bytes = as_bytes_mut(&mut data);
+    file.read_exact(bytes).expect("read input");
+    data
+}
+
+fn as_bytes_mut(v: &mut [f64]) -> &mut [u8] {
+    // SAFETY: any byte pattern is a valid f64, and the slice covers exactly `v`'s memory.
+    unsafe { std::slice::from_raw_parts_mut(v.as_mut_ptr().cast::<u8>(), std::mem::size_of_val(v)) }
 }
 
 /// CPU time (user + system, all threads) of this process so far, in seconds.
@@ -105,6 +117,26 @@ fn vm_hwm() -> u64 {
         .find_map(|l| l.strip_prefix("VmHWM:"))
         .and_then(|v| v.trim().trim_end_matches("kB").trim().parse::<u64>().ok())
         .map_or(0, |kb| kb * 1024)
+}
+
+/// Touches `nbytes` of fresh memory, in huge pages where the system gives them (as numpy
+/// asks for its large arrays, and as blz's read buffers do), and frees it (see
+/// `Args::warm`).
+fn warm(nbytes: usize) {
+    let mut w: Vec<u8> = Vec::with_capacity(nbytes);
+    #[cfg(target_os = "linux")]
+    // SAFETY: the range is the vector's own allocation; the advice changes only how the
+    // kernel backs it.
+    unsafe {
+        // madvise wants a page-aligned start; the allocator's pointer is not.
+        let start = (w.as_mut_ptr() as usize).next_multiple_of(4096);
+        let end = (w.as_mut_ptr() as usize + nbytes) / 4096 * 4096;
+        if end > start {
+            libc::madvise(start as *mut libc::c_void, end - start, libc::MADV_HUGEPAGE);
+        }
+    }
+    w.resize(nbytes, 1);
+    drop(std::hint::black_box(w));
 }
 
 fn options(a: &Args, expected: u64) -> CreateOptions {
@@ -145,6 +177,9 @@ fn write_read(a: &Args) {
         if a.phase != "read" {
             // Remove an earlier dataset outside the timed part (the peers' runs do the same).
             let _ = std::fs::remove_dir_all(&a.out);
+            if a.warm {
+                warm(nbytes as usize);
+            }
             let t = Clock::start();
             let mut ds =
                 Dataset::create_with(&a.out, DType::F64, &[0], &options(a, data.len() as u64))
@@ -154,6 +189,9 @@ fn write_read(a: &Args) {
             write = t.stop();
         }
         if a.phase != "write" {
+            if a.warm {
+                warm(nbytes as usize);
+            }
             let t = Clock::start();
             let ds = Dataset::open(&a.out).expect("open");
             let back = ds.read::<f64>().expect("read");
