@@ -251,3 +251,58 @@ fn rename_over_a_leftover_directory_keeps_the_data() {
     );
     assert!(!p.join("data/a").exists());
 }
+
+#[test]
+fn writer_open_removes_stray_files_in_every_column() {
+    let dir = tempfile::tempdir().unwrap();
+    let p = dir.path().join("t.blz");
+    let mut t = Table::create(&p, fields(), &TableOptions::default()).unwrap();
+    t.append(&rows(20, 0)).unwrap();
+    let before = t.rows(0, 20, None).unwrap();
+    drop(t);
+    // Each column holds one committed file; plant what a crashed writer leaves behind: files
+    // past the committed ones and compaction temporaries, in plain, nested and
+    // variable-length columns.
+    let cols = ["id", "name", "pos/x", "pos/y", "blob"];
+    let strays = [
+        "__2__.bin",
+        "__7__.bin",
+        "__0__.bin",
+        "__1__.bin.tmp",
+        "x.tmp",
+    ];
+    for c in cols {
+        let d = p.join("data").join(c);
+        assert!(d.join("__1__.bin").is_file(), "{c} has no first file");
+        for s in strays {
+            std::fs::write(d.join(s), b"stray").unwrap();
+        }
+        std::fs::write(d.join("notes.txt"), b"not blz's").unwrap();
+    }
+    let planted = |c: &str, s: &str| p.join("data").join(c).join(s).exists();
+
+    // Readers leave the files alone.
+    let t = Table::open(&p).unwrap();
+    assert_eq!(t.rows(0, 20, None).unwrap(), before);
+    drop(t);
+    for c in cols {
+        for s in strays {
+            assert!(planted(c, s), "a reader removed {c}/{s}");
+        }
+    }
+
+    // A writer removes them, and only them.
+    let t = Table::open_rw(&p).unwrap();
+    for c in cols {
+        for s in strays {
+            assert!(!planted(c, s), "{c}/{s} survived a writer's open");
+        }
+        assert!(planted(c, "__1__.bin"));
+        assert!(planted(c, "notes.txt"));
+    }
+    assert_eq!(t.rows(0, 20, None).unwrap(), before);
+    assert!(t.verify(|_, _| {}).is_empty());
+    drop(t);
+    let t = Table::open(&p).unwrap();
+    assert_eq!(t.rows(0, 20, None).unwrap(), before);
+}

@@ -89,6 +89,33 @@ impl ChunkStore {
         n.div_ceil(self.superchunksize)
     }
 
+    /// Removes what an interrupted writer can leave in the store's directory: superchunk
+    /// files past the `nchunks` committed chunks (an operation that crashed before its
+    /// commit) and `*.tmp` files (a compaction that crashed before its rename). Only a
+    /// writer may call this: a reader must not touch the files.
+    pub(crate) fn remove_strays(&self, nchunks: u64) -> Result<()> {
+        let dir = self.root.join(&self.dir);
+        if !self.storage.is_dir(&dir) {
+            return Ok(());
+        }
+        let nfiles = self.nfiles(nchunks);
+        for name in self.storage.list(&dir)? {
+            let stray = match name
+                .strip_prefix("__")
+                .and_then(|s| s.strip_suffix("__.bin"))
+                .and_then(|s| s.parse::<u64>().ok())
+            {
+                Some(num) => num > nfiles || num == 0,
+                None => name.ends_with(".tmp"),
+            };
+            let path = dir.join(&name);
+            if stray && !self.storage.is_dir(&path) {
+                self.storage.remove_file(&path)?;
+            }
+        }
+        Ok(())
+    }
+
     /// Drops cached readers (after a commit changed the files).
     pub(crate) fn invalidate(&self) {
         if let Ok(mut r) = self.readers.lock() {

@@ -462,34 +462,9 @@ impl Dataset {
             core,
         };
         if mode == Mode::ReadWrite {
-            ds.remove_strays()?;
+            ds.core.store.remove_strays(ds.nchunks())?;
         }
         Ok(ds)
-    }
-
-    /// Removes superchunk files past the committed ones (left by an operation that crashed
-    /// before its commit).
-    fn remove_strays(&self) -> Result<()> {
-        let n = self.core.nchunks(&self.sizes.shape);
-        let nfiles = self.core.store.nfiles(n);
-        let dir = self.root.join("data");
-        if !self.storage.is_dir(&dir) {
-            return Ok(());
-        }
-        for name in self.storage.list(&dir)? {
-            if let Some(num) = name
-                .strip_prefix("__")
-                .and_then(|s| s.strip_suffix("__.bin"))
-                .and_then(|s| s.parse::<u64>().ok())
-            {
-                if num > nfiles || num == 0 {
-                    self.storage.remove_file(&dir.join(&name))?;
-                }
-            } else if name.ends_with(".tmp") {
-                self.storage.remove_file(&dir.join(&name))?;
-            }
-        }
-        Ok(())
     }
 
     /// The dataset's directory.

@@ -521,7 +521,7 @@ impl Table {
             .into_iter()
             .map(|l| build_column(storage.clone(), root, l))
             .collect::<Result<Vec<_>>>()?;
-        Ok(Table {
+        let t = Table {
             root: root.to_path_buf(),
             storage,
             mode,
@@ -529,7 +529,14 @@ impl Table {
             meta,
             sizes,
             columns,
-        })
+        };
+        if mode == Mode::ReadWrite {
+            let n = t.nrows();
+            for c in &t.columns {
+                c.store().remove_strays(c.nchunks(n))?;
+            }
+        }
+        Ok(t)
     }
 
     /// The table's directory.
