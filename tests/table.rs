@@ -306,3 +306,90 @@ fn writer_open_removes_stray_files_in_every_column() {
     let t = Table::open(&p).unwrap();
     assert_eq!(t.rows(0, 20, None).unwrap(), before);
 }
+
+/// What `meta/sizes` must say a variable-length column holds: the payloads of its chunks
+/// holding exactly its rows (`spec/varlen.md` §2), counts and lengths included.
+fn varlen_nbytes<B: AsRef<[u8]>>(items: &[B], chunklen: usize) -> u64 {
+    items
+        .chunks(chunklen)
+        .map(|c| 4 + 4 * c.len() as u64 + c.iter().map(|b| b.as_ref().len() as u64).sum::<u64>())
+        .sum()
+}
+
+#[test]
+fn varlen_nbytes_is_exact_after_every_operation() {
+    let dir = tempfile::tempdir().unwrap();
+    let p = dir.path().join("t.blz");
+    let mut t = Table::create(&p, fields(), &TableOptions::default()).unwrap();
+    // `blob` has chunks of 3 items, `name` of 8192: shrinks cut both inside a chunk.
+    let mut names: Vec<String> = Vec::new();
+    let mut blobs: Vec<Vec<u8>> = Vec::new();
+    let check = |t: &Table, names: &[String], blobs: &[Vec<u8>], when: &str| {
+        let cols = t.sizes().columns.clone().unwrap();
+        assert_eq!(
+            cols["name"].nbytes,
+            varlen_nbytes(names, 8192),
+            "name, {when}"
+        );
+        assert_eq!(cols["blob"].nbytes, varlen_nbytes(blobs, 3), "blob, {when}");
+        assert_eq!(cols["id"].nbytes, 8 * names.len() as u64, "id, {when}");
+        assert_eq!(
+            t.sizes().nbytes,
+            cols.values().map(|c| c.nbytes).sum::<u64>(),
+            "total, {when}"
+        );
+    };
+    let mut append = |t: &mut Table, names: &mut Vec<String>, blobs: &mut Vec<Vec<u8>>, n| {
+        let r = rows(n, names.len() as i64);
+        names.extend(r[1].1.to_strings().unwrap());
+        if let Values::Var(b) = &r[4].1 {
+            blobs.extend(b.iter().cloned());
+        }
+        t.append(&r).unwrap();
+    };
+    append(&mut t, &mut names, &mut blobs, 20);
+    check(&t, &names, &blobs, "append");
+    t.resize(10).unwrap();
+    names.truncate(10);
+    blobs.truncate(10);
+    check(&t, &names, &blobs, "shrink inside a chunk");
+    t.write_rows(
+        9,
+        &[
+            ("name", Values::strings(&["a much longer name than before"])),
+            ("blob", Values::bytes(&[b"0123456789"])),
+        ],
+    )
+    .unwrap();
+    names[9] = "a much longer name than before".into();
+    blobs[9] = b"0123456789".to_vec();
+    check(&t, &names, &blobs, "write into the last chunk");
+    t.resize(7).unwrap();
+    names.truncate(7);
+    blobs.truncate(7);
+    check(&t, &names, &blobs, "second shrink");
+    append(&mut t, &mut names, &mut blobs, 4);
+    check(&t, &names, &blobs, "append after a shrink");
+    t.resize(6).unwrap();
+    names.truncate(6);
+    blobs.truncate(6);
+    check(&t, &names, &blobs, "shrink to a chunk boundary");
+    t.resize(8).unwrap();
+    names.resize(8, String::new());
+    blobs.resize(8, Vec::new());
+    check(&t, &names, &blobs, "grow");
+    t.resize(1).unwrap();
+    names.truncate(1);
+    blobs.truncate(1);
+    check(&t, &names, &blobs, "shrink to one row");
+    t.write_rows(0, &[("blob", Values::bytes(&[b"xyz"]))])
+        .unwrap();
+    blobs[0] = b"xyz".to_vec();
+    check(&t, &names, &blobs, "write the only row");
+    drop(t);
+    let t = Table::open_rw(&p).unwrap();
+    check(&t, &names, &blobs, "reopen");
+    assert_eq!(t.column("name").unwrap().to_strings().unwrap(), names);
+    assert_eq!(t.column("blob").unwrap(), Values::bytes(&blobs));
+    assert!(t.verify(|_, _| {}).is_empty());
+}

@@ -62,13 +62,30 @@ fn check(t: &Table, model: &BTreeMap<String, Col>, nrows: usize) {
     let mut names: Vec<&str> = t.column_names();
     names.sort();
     assert_eq!(names, model.keys().map(String::as_str).collect::<Vec<_>>());
+    let sizes = t.sizes().columns.clone().unwrap();
     for (name, col) in model {
         let got = t.column(name).unwrap();
         match col {
             Col::I(v) => assert_eq!(&got.to_vec::<i32>().unwrap(), v, "{name}"),
             Col::S(v) => assert_eq!(&got.to_strings().unwrap(), v, "{name}"),
         }
+        // nbytes is the size of the rows: 4 bytes per element, or the payloads of chunks
+        // holding exactly the rows (spec/varlen.md §2).
+        let want = match col {
+            Col::I(v) => 4 * v.len() as u64,
+            Col::S(v) => {
+                let leaf = t.leaves().into_iter().find(|l| l.path == *name).unwrap();
+                v.chunks(leaf.storage.chunklen as usize)
+                    .map(|c| 4 + c.iter().map(|s| 4 + s.len() as u64).sum::<u64>())
+                    .sum::<u64>()
+            }
+        };
+        assert_eq!(sizes[name].nbytes, want, "nbytes of {name}");
     }
+    assert_eq!(
+        t.sizes().nbytes,
+        sizes.values().map(|c| c.nbytes).sum::<u64>()
+    );
 }
 
 fn run(ops: Vec<Op>) {

@@ -316,14 +316,16 @@ impl<'s> ChunkWrites<'s> {
         Ok(spare)
     }
 
-    /// Drops every chunk from `n` on (files past the last one are removed at commit).
+    /// Drops every chunk from `n` on (files past the last one are removed at commit): the
+    /// chunks put so far, and committed chunks not rewritten yet (with `rewrite_from`).
     pub(crate) fn truncate(&mut self, txn: &mut Txn<'_>, n: u64) -> Result<()> {
         let s = self.store;
-        if n >= self.count {
+        let end = self.count.max(self.committed);
+        if n >= end {
             return Ok(());
         }
         let keep_files = s.nfiles(n);
-        for f in keep_files..s.nfiles(self.count) {
+        for f in keep_files..s.nfiles(end) {
             if f * s.superchunksize < self.committed {
                 // A committed file: count its bytes out, remove it at commit.
                 let (before, nbefore) = match self.writers.remove(&f) {

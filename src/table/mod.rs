@@ -1021,7 +1021,19 @@ impl Table {
             let mut deltas = BTreeMap::new();
             if rows < nrows {
                 for c in columns {
-                    let mut w = ChunkWrites::new(c.store(), c.nchunks(nrows), None);
+                    let cl = c.leaf.storage.chunklen;
+                    // A variable-length chunk cut in the middle is written again with only
+                    // the rows it keeps, so that no dropped item lingers in it and the
+                    // column's nbytes stays the size of its rows.
+                    let cut = match &c.engine {
+                        Engine::Var(var) if !rows.is_multiple_of(cl) => Some((var, rows / cl)),
+                        _ => None,
+                    };
+                    let mut w = ChunkWrites::new(c.store(), c.nchunks(nrows), cut.map(|(_, k)| k));
+                    if let Some((var, k)) = cut {
+                        let kept = var.read_rows(nrows, k * cl, rows)?;
+                        var.write(txn, &mut w, rows, k * cl, &kept)?;
+                    }
                     w.truncate(txn, c.nchunks(rows))?;
                     deltas.insert(c.leaf.path.clone(), w.finish_both(txn)?);
                 }
