@@ -2,7 +2,8 @@
 //! / rename / reopen, against a Vec per column; and crash consistency of multi-column
 //! operations.
 
-use blz::storage::{FaultyStorage, LocalStorage, Storage};
+use blz::blpk::SuperchunkReader;
+use blz::storage::{FaultyStorage, LocalStorage, OpenMode, Storage};
 use blz::table::{ColumnOptions, Field, Table, TableOptions, Values};
 use blz::{DType, Mode};
 use proptest::prelude::*;
@@ -86,6 +87,36 @@ fn check(t: &Table, model: &BTreeMap<String, Col>, nrows: usize) {
         t.sizes().nbytes,
         sizes.values().map(|c| c.nbytes).sum::<u64>()
     );
+    for name in t.column_names() {
+        for f in t.column_files(name).unwrap() {
+            check_chunk_sizes(&f);
+        }
+    }
+}
+
+/// A superchunk header's `chunk_size` and `last_chunk` tell the truth about its chunks
+/// (spec/blpk.md, "Chunk sizes"), variable-length columns included: blz's reader bounds
+/// every chunk by them.
+fn check_chunk_sizes(path: &Path) {
+    let r = SuperchunkReader::open(LocalStorage.open(path, OpenMode::Read).unwrap()).unwrap();
+    let h = *r.header();
+    let sizes: Vec<i32> = (0..r.nchunks())
+        .map(|k| r.chunk_info(k).unwrap().header.nbytes as i32)
+        .collect();
+    let Some((&last, rest)) = sizes.split_last() else {
+        return;
+    };
+    let at = path.display();
+    if h.last_chunk >= 0 {
+        assert_eq!(h.last_chunk, last, "last_chunk of {at} ({sizes:?})");
+    }
+    if h.chunk_size >= 0 {
+        assert!(
+            rest.iter().all(|&s| s == h.chunk_size) && last <= h.chunk_size,
+            "chunk_size {} of {at} does not fit its chunks {sizes:?}",
+            h.chunk_size
+        );
+    }
 }
 
 fn run(ops: Vec<Op>) {
