@@ -393,3 +393,50 @@ fn varlen_nbytes_is_exact_after_every_operation() {
     assert_eq!(t.column("blob").unwrap(), Values::bytes(&blobs));
     assert!(t.verify(|_, _| {}).is_empty());
 }
+
+/// Bytes on disk of every column's superchunk files.
+fn file_bytes(t: &Table) -> u64 {
+    t.column_names()
+        .iter()
+        .flat_map(|c| t.column_files(c).unwrap())
+        .map(|f| std::fs::metadata(f).unwrap().len())
+        .sum()
+}
+
+#[test]
+fn compact_drops_dead_space_and_keeps_the_data() {
+    let dir = tempfile::tempdir().unwrap();
+    let p = dir.path().join("t.blz");
+    let mut t = Table::create(&p, fields(), &TableOptions::default()).unwrap();
+    t.append(&rows(40, 0)).unwrap();
+    // Rewrites whose chunks change size are moved to the end of their files, leaving their
+    // old bytes behind as dead space.
+    for round in 0..5 {
+        let mut r = rows(10, 1000 * (round + 1));
+        r[1].1 = Values::strings(&vec!["longer and longer ".repeat(round as usize + 2); 10]);
+        t.write_rows(5 + round as u64 * 3, &r).unwrap();
+    }
+    let data = t.rows(0, 40, None).unwrap();
+    let sizes = t.sizes().clone();
+    let before = file_bytes(&t);
+    let saved = t.compact().unwrap();
+    let after = file_bytes(&t);
+    assert!(saved > 0, "nothing to compact");
+    assert_eq!(before - after, saved);
+    assert_eq!(t.rows(0, 40, None).unwrap(), data);
+    assert_eq!(
+        t.sizes(),
+        &sizes,
+        "compaction changes no size the table reports"
+    );
+    // Compacting again finds nothing left to save.
+    assert_eq!(t.compact().unwrap(), 0);
+    drop(t);
+    let t = Table::open(&p).unwrap();
+    assert_eq!(t.rows(0, 40, None).unwrap(), data);
+    assert!(t.verify(|_, _| {}).is_empty());
+    assert_eq!(file_bytes(&t), after);
+    // A reader may not compact.
+    let mut ro = Table::open(&p).unwrap();
+    assert!(matches!(ro.compact(), Err(blz::Error::ReadOnly { .. })));
+}

@@ -827,13 +827,7 @@ impl Dataset {
     /// [`Error::ReadOnly`], corrupt chunks, I/O errors.
     pub fn compact(&mut self) -> Result<u64> {
         self.check_writable()?;
-        let saved = compact_store(
-            self.storage.as_ref(),
-            &self.core,
-            self.nchunks(),
-            self.meta.slack,
-        )?;
-        Ok(saved)
+        self.core.store.compact(self.nchunks())
     }
 }
 
@@ -884,34 +878,6 @@ pub(crate) fn verify_store(
         k = end;
     }
     errors
-}
-
-/// Compacts each superchunk file of a store: writes a compacted copy beside it and renames it
-/// over the original (atomic: a crash leaves either file, both holding the same chunks).
-pub(crate) fn compact_store(
-    storage: &dyn Storage,
-    core: &ArrayCore,
-    n: u64,
-    slack: u32,
-) -> Result<u64> {
-    let mut saved = 0;
-    for f in 0..core.store.nfiles(n) {
-        let path = core.store.file_path(f);
-        let r = core.store.reader(f)?;
-        let before = r.layout().file_len;
-        let mut tmp_name = path.file_name().unwrap_or_default().to_os_string();
-        tmp_name.push(".tmp");
-        let tmp = path.with_file_name(tmp_name);
-        let out = storage.open(&tmp, crate::storage::OpenMode::Create)?;
-        let after = crate::blpk::compact(&r, out, slack)?;
-        storage.rename(&tmp, &path)?;
-        saved += before.saturating_sub(after);
-    }
-    if let Some(dir) = core.store.file_path(0).parent() {
-        storage.sync_dir(dir)?;
-    }
-    core.store.invalidate();
-    Ok(saved)
 }
 
 pub(crate) fn make_core(

@@ -1190,6 +1190,23 @@ impl Table {
         )
     }
 
+    /// Rewrites every superchunk file of every column without dead space (after many
+    /// relocating writes), as [`crate::Dataset::compact`] does for an array: file by file,
+    /// each through an atomic rename, so a crash leaves the table readable and unchanged.
+    /// Returns the bytes saved.
+    ///
+    /// # Errors
+    /// [`Error::ReadOnly`], corrupt chunks (naming file and chunk), I/O errors.
+    pub fn compact(&mut self) -> Result<u64> {
+        self.check_writable()?;
+        let n = self.nrows();
+        let mut saved = 0;
+        for c in &self.columns {
+            saved += c.store().compact(c.nchunks(n))?;
+        }
+        Ok(saved)
+    }
+
     /// Reads every chunk of every column and checks every digest; returns the problems.
     pub fn verify(&self, mut progress: impl FnMut(u64, u64)) -> Vec<Error> {
         let n = self.nrows();

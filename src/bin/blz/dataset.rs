@@ -216,10 +216,12 @@ Example:
 
 const COMPACT_EXAMPLES: &str = "\
 Modifying stored chunks can leave unused bytes in superchunk files; compact rewrites each
-file (atomically, one at a time) without them.
+file (atomically, one at a time) without them: every file of an array, or of every column
+of a table.
 
-Example:
-  blz compact temps.blz";
+Examples:
+  blz compact temps.blz
+  blz compact people.blz";
 
 /// A dataset path.
 #[derive(Args, Debug)]
@@ -458,10 +460,7 @@ pub fn run(cmd: &DatasetCommand) -> Result<(), Failure> {
         }
         DatasetCommand::Verify(a) if table::is_table(&a.path) => table::verify(&a.path),
         DatasetCommand::Verify(a) => verify(&a.path),
-        DatasetCommand::Compact(a) if table::is_table(&a.path) => Err(Failure::new(format!(
-            "{}: compact handles arrays only; tables are not compacted yet",
-            a.path.display()
-        ))),
+        DatasetCommand::Compact(a) if table::is_table(&a.path) => table::compact(&a.path),
         DatasetCommand::Compact(a) => compact(&a.path),
     }
 }
@@ -1410,35 +1409,47 @@ pub fn verify(path: &Path) -> Result<(), Failure> {
     }
 }
 
-fn disk_bytes(ds: &Dataset) -> u64 {
-    (0..ds.nfiles())
-        .filter_map(|f| std::fs::metadata(ds.superchunk_path(f)).ok())
+/// Bytes on disk of the given files (missing ones count 0).
+pub(crate) fn disk_bytes(files: &[PathBuf]) -> u64 {
+    files
+        .iter()
+        .filter_map(|f| std::fs::metadata(f).ok())
         .map(|m| m.len())
         .sum()
 }
 
-/// `blz compact`.
-pub fn compact(path: &Path) -> Result<(), Failure> {
-    let mut ds = open(path, true)?;
-    let before = disk_bytes(&ds);
+/// Runs a compaction of the superchunk `files` of the dataset at `path` behind a spinner and
+/// says what it saved.
+pub(crate) fn run_compaction(
+    path: &Path,
+    files: &[PathBuf],
+    compact: impl FnOnce() -> blz::Result<u64>,
+) -> Result<(), Failure> {
+    let before = disk_bytes(files);
     let pb = if std::io::stderr().is_terminal() {
         let pb = ProgressBar::new_spinner();
-        pb.set_message(format!("compacting {} files", ds.nfiles()));
+        pb.set_message(format!("compacting {}", plural(files.len() as u64, "file")));
         pb.enable_steady_tick(std::time::Duration::from_millis(120));
         pb
     } else {
         ProgressBar::hidden()
     };
-    let saved = ds.compact();
+    let saved = compact();
     pb.finish_and_clear();
     let saved = saved?;
-    let after = disk_bytes(&ds);
     say!(
         "compacted {} of {}: saved {saved} bytes ({} -> {})",
-        plural(ds.nfiles(), "file"),
+        plural(files.len() as u64, "file"),
         path.display(),
         human(before),
-        human(after)
+        human(disk_bytes(files))
     );
     Ok(())
+}
+
+/// `blz compact`.
+pub fn compact(path: &Path) -> Result<(), Failure> {
+    let mut ds = open(path, true)?;
+    let files: Vec<PathBuf> = (0..ds.nfiles()).map(|f| ds.superchunk_path(f)).collect();
+    run_compaction(path, &files, || ds.compact())
 }

@@ -1162,3 +1162,13 @@ pub fn verify(path: &Path) -> Result<(), Failure> {
         )))
     }
 }
+
+/// `blz compact` on a table: every superchunk file of every column.
+pub fn compact(path: &Path) -> Result<(), Failure> {
+    let mut t = open(path, true)?;
+    let mut files = Vec::new();
+    for c in t.column_names() {
+        files.extend(t.column_files(c)?);
+    }
+    crate::dataset::run_compaction(path, &files, || t.compact())
+}
