@@ -1320,9 +1320,35 @@ pub fn resize(a: &ResizeArgs) -> Result<(), Failure> {
 
 /// `blz attrs`.
 pub fn attrs(a: &AttrsArgs) -> Result<(), Failure> {
+    edit_attrs(a, open)
+}
+
+/// A dataset with user attributes (an array or a table).
+pub(crate) trait Attributes {
+    /// The user attributes.
+    fn get(&self) -> blz::Result<serde_json::Map<String, serde_json::Value>>;
+    /// Replaces the user attributes.
+    fn set(&mut self, attrs: serde_json::Map<String, serde_json::Value>) -> blz::Result<()>;
+}
+
+impl Attributes for Dataset {
+    fn get(&self) -> blz::Result<serde_json::Map<String, serde_json::Value>> {
+        self.attrs()
+    }
+    fn set(&mut self, attrs: serde_json::Map<String, serde_json::Value>) -> blz::Result<()> {
+        self.set_attrs(attrs)
+    }
+}
+
+/// `blz attrs` on a dataset that `open(path, write)` opens: prints the attributes, or
+/// applies `--delete` and `--set`.
+pub(crate) fn edit_attrs<D: Attributes>(
+    a: &AttrsArgs,
+    open: impl Fn(&Path, bool) -> Result<D, Failure>,
+) -> Result<(), Failure> {
     if a.set.is_empty() && a.delete.is_empty() {
         let ds = open(&a.path, false)?;
-        let attrs = serde_json::Value::Object(ds.attrs()?);
+        let attrs = serde_json::Value::Object(ds.get()?);
         say!(
             "{}",
             serde_json::to_string_pretty(&attrs).unwrap_or_default()
@@ -1335,7 +1361,7 @@ pub fn attrs(a: &AttrsArgs) -> Result<(), Failure> {
         .map(|kv| parse_kv(kv, "--set"))
         .collect::<Result<Vec<_>, _>>()?;
     let mut ds = open(&a.path, true)?;
-    let mut attrs = ds.attrs()?;
+    let mut attrs = ds.get()?;
     for k in &a.delete {
         if attrs.shift_remove(k).is_none() {
             return Err(Failure::new(format!(
@@ -1347,7 +1373,7 @@ pub fn attrs(a: &AttrsArgs) -> Result<(), Failure> {
     for (k, v) in sets {
         attrs.insert(k, v);
     }
-    ds.set_attrs(attrs)?;
+    ds.set(attrs)?;
     Ok(())
 }
 
@@ -1364,10 +1390,21 @@ pub fn verify(path: &Path) -> Result<(), Failure> {
         pb.set_position(done);
     });
     pb.finish_and_clear();
+    report_verify(path, &errors, n, &plural(ds.nfiles(), "file"))
+}
+
+/// Prints what `verify` found in the `chunks` chunks of the dataset at `path` (held in
+/// `place`: "3 files", "5 columns"), and fails when `errors` is not empty.
+pub(crate) fn report_verify(
+    path: &Path,
+    errors: &[blz::Error],
+    chunks: u64,
+    place: &str,
+) -> Result<(), Failure> {
     // A damaged file header makes every chunk of the file fail the same way: say it once.
     let mut seen: Vec<(String, u64)> = Vec::new();
     let mut index: std::collections::HashMap<String, usize> = std::collections::HashMap::new();
-    for e in &errors {
+    for e in errors {
         let m = describe(e);
         match index.get(&m) {
             Some(&i) => seen[i].1 += 1,
@@ -1384,25 +1421,22 @@ pub fn verify(path: &Path) -> Result<(), Failure> {
             say!("corrupt: {m}");
         }
     }
-    let files = ds.nfiles();
     if errors.is_empty() {
         say!(
-            "{}: {} in {} verified, all intact",
+            "{}: {} in {place} verified, all intact",
             path.display(),
-            plural(n, "chunk"),
-            plural(files, "file")
+            plural(chunks, "chunk"),
         );
         Ok(())
     } else {
         say!(
-            "{}: {} in {} verified, {} corrupt",
+            "{}: {} in {place} verified, {} corrupt",
             path.display(),
-            plural(n, "chunk"),
-            plural(files, "file"),
+            plural(chunks, "chunk"),
             errors.len()
         );
         Err(Failure::new(format!(
-            "{}: {} of {n} chunks are corrupt",
+            "{}: {} of {chunks} chunks are corrupt",
             path.display(),
             errors.len()
         )))
