@@ -183,6 +183,30 @@ pub(crate) fn settle(storage: &dyn Storage, root: &Path, mode: Mode) -> Result<(
     })
 }
 
+/// The first step of opening any dataset (array or table) at `root`: checks that it has a
+/// meta directory, takes the writer lock in read-write mode, brings the dataset to its
+/// committed state ([`settle`]) and reads `meta/storage`, which the caller interprets.
+pub(crate) fn open_root(
+    storage: &dyn Storage,
+    root: &Path,
+    mode: Mode,
+) -> Result<(Option<WriterLock>, serde_json::Value)> {
+    let mp = MetaPaths::new(root);
+    if !storage.is_dir(&mp.dir) {
+        return Err(Error::metadata(
+            &mp.dir,
+            "not a blz dataset (no meta directory)",
+        ));
+    }
+    let lock = match mode {
+        Mode::ReadWrite => Some(WriterLock::acquire(root)?),
+        Mode::ReadOnly => None,
+    };
+    settle(storage, root, mode)?;
+    let raw = meta::read_json(storage, &mp.storage())?;
+    Ok((lock, raw))
+}
+
 /// An N-d array dataset.
 #[derive(Debug)]
 pub struct Dataset {
@@ -419,18 +443,7 @@ impl Dataset {
     /// [`Error::InvalidMetadata`] naming a missing or malformed meta file; I/O errors.
     pub fn open_in(storage: Arc<dyn Storage>, root: &Path, mode: Mode) -> Result<Dataset> {
         let mp = MetaPaths::new(root);
-        if !storage.is_dir(&mp.dir) {
-            return Err(Error::metadata(
-                &mp.dir,
-                "not a blz dataset (no meta directory)",
-            ));
-        }
-        let lock = match mode {
-            Mode::ReadWrite => Some(WriterLock::acquire(root)?),
-            Mode::ReadOnly => None,
-        };
-        settle(storage.as_ref(), root, mode)?;
-        let raw: serde_json::Value = meta::read_json(storage.as_ref(), &mp.storage())?;
+        let (lock, raw) = open_root(storage.as_ref(), root, mode)?;
         if let Some(kind) = raw.get("kind").and_then(|k| k.as_str()) {
             return Err(Error::metadata(
                 mp.storage(),

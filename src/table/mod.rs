@@ -28,8 +28,8 @@ pub use schema::{
 
 use crate::array::select::AxisSel;
 use crate::array::{
-    build_storage_meta, prepare_root, read_attrs, settle, ArrayCore, ChunkStore, ChunkWrites,
-    CreateOptions, Mode, Source, WriterLock,
+    build_storage_meta, open_root, prepare_root, read_attrs, settle, ArrayCore, ChunkStore,
+    ChunkWrites, CreateOptions, Mode, Source, WriterLock,
 };
 use crate::blpk::Checksum;
 use crate::dtype::{bytes_to_value, value_to_bytes, DType, Element, Endianness};
@@ -181,6 +181,17 @@ impl Column {
 
     fn nchunks(&self, nrows: u64) -> u64 {
         nrows.div_ceil(self.leaf.storage.chunklen)
+    }
+
+    /// No values, of the column's kind (what a fill-only write passes as its data).
+    fn empty_values(&self) -> Values {
+        match &self.engine {
+            Engine::Fixed(core) => Values::Fixed {
+                dtype: core.dtype,
+                data: Vec::new(),
+            },
+            Engine::Var(_) => Values::Var(Vec::new()),
+        }
     }
 }
 
@@ -479,18 +490,7 @@ impl Table {
     /// dataset that is not a table, I/O errors.
     pub fn open_in(storage: Arc<dyn Storage>, root: &Path, mode: Mode) -> Result<Table> {
         let mp = MetaPaths::new(root);
-        if !storage.is_dir(&mp.dir) {
-            return Err(Error::metadata(
-                &mp.dir,
-                "not a blz dataset (no meta directory)",
-            ));
-        }
-        let lock = match mode {
-            Mode::ReadWrite => Some(WriterLock::acquire(root)?),
-            Mode::ReadOnly => None,
-        };
-        settle(storage.as_ref(), root, mode)?;
-        let raw: serde_json::Value = meta::read_json(storage.as_ref(), &mp.storage())?;
+        let (lock, raw) = open_root(storage.as_ref(), root, mode)?;
         if raw.get("kind").and_then(|k| k.as_str()) != Some("table") {
             return Err(Error::metadata(
                 mp.storage(),
@@ -1038,17 +1038,8 @@ impl Table {
                     deltas.insert(c.leaf.path.clone(), w.finish_both(txn)?);
                 }
             } else {
-                let empty_fixed: Vec<Values> = columns
-                    .iter()
-                    .map(|c| match &c.engine {
-                        Engine::Fixed(core) => Values::Fixed {
-                            dtype: core.dtype,
-                            data: Vec::new(),
-                        },
-                        Engine::Var(_) => Values::Var(Vec::new()),
-                    })
-                    .collect();
-                let pairs: Vec<(&Column, &Values)> = columns.iter().zip(&empty_fixed).collect();
+                let empties: Vec<Values> = columns.iter().map(Column::empty_values).collect();
+                let pairs: Vec<(&Column, &Values)> = columns.iter().zip(&empties).collect();
                 deltas = Self::write_columns(columns, txn, nrows, nrows, &pairs, rows - nrows)?;
             }
             Ok(deltas)
@@ -1087,16 +1078,7 @@ impl Table {
                 .into_iter()
                 .map(|l| build_column(storage.clone(), &root, l))
                 .collect::<Result<_>>()?;
-            let empties: Vec<Values> = cols
-                .iter()
-                .map(|c| match &c.engine {
-                    Engine::Fixed(core) => Values::Fixed {
-                        dtype: core.dtype,
-                        data: Vec::new(),
-                    },
-                    Engine::Var(_) => Values::Var(Vec::new()),
-                })
-                .collect();
+            let empties: Vec<Values> = cols.iter().map(Column::empty_values).collect();
             let pairs: Vec<(&Column, &Values)> = cols.iter().zip(&empties).collect();
             Self::write_columns(&cols, txn, 0, 0, &pairs, nrows)
         })
