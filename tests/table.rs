@@ -339,7 +339,7 @@ fn varlen_nbytes_is_exact_after_every_operation() {
             "total, {when}"
         );
     };
-    let mut append = |t: &mut Table, names: &mut Vec<String>, blobs: &mut Vec<Vec<u8>>, n| {
+    let append = |t: &mut Table, names: &mut Vec<String>, blobs: &mut Vec<Vec<u8>>, n| {
         let r = rows(n, names.len() as i64);
         names.extend(r[1].1.to_strings().unwrap());
         if let Values::Var(b) = &r[4].1 {
