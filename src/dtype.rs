@@ -355,6 +355,49 @@ where
     }
 }
 
+/// Writes the integer `x` as one native-endian element of an integer `dtype` into `out`
+/// (exactly the itemsize). Returns `None` when `x` is outside the type's range or `dtype` is
+/// not an integer type.
+pub fn put_int(x: i128, dtype: DType, out: &mut [u8]) -> Option<()> {
+    macro_rules! int {
+        ($t:ty) => {
+            out.copy_from_slice(&<$t>::try_from(x).ok()?.to_ne_bytes())
+        };
+    }
+    match dtype {
+        DType::I8 => int!(i8),
+        DType::I16 => int!(i16),
+        DType::I32 => int!(i32),
+        DType::I64 => int!(i64),
+        DType::U8 => int!(u8),
+        DType::U16 => int!(u16),
+        DType::U32 => int!(u32),
+        DType::U64 => int!(u64),
+        _ => return None,
+    }
+    Some(())
+}
+
+/// Writes the number `re + im·i` as one native-endian element of a float or complex `dtype`
+/// into `out` (exactly the itemsize); real types drop `im`. Returns `None` when `dtype` is
+/// not a float or complex type.
+pub fn put_float(re: f64, im: f64, dtype: DType, out: &mut [u8]) -> Option<()> {
+    match dtype {
+        DType::F32 => out.copy_from_slice(&(re as f32).to_ne_bytes()),
+        DType::F64 => out.copy_from_slice(&re.to_ne_bytes()),
+        DType::C64 => {
+            out[..4].copy_from_slice(&(re as f32).to_ne_bytes());
+            out[4..].copy_from_slice(&(im as f32).to_ne_bytes());
+        }
+        DType::C128 => {
+            out[..8].copy_from_slice(&re.to_ne_bytes());
+            out[8..].copy_from_slice(&im.to_ne_bytes());
+        }
+        _ => return None,
+    }
+    Some(())
+}
+
 /// Converts a JSON value to one element's bytes in the given byte order (for fill values).
 ///
 /// # Errors
@@ -363,21 +406,6 @@ pub fn value_to_bytes(v: &serde_json::Value, dtype: DType, endian: Endianness) -
     use serde_json::Value;
     let bad = || Error::InvalidArgument(format!("fill value {v} does not fit dtype {dtype}"));
     let mut out = vec![0u8; dtype.itemsize()];
-    macro_rules! int {
-        ($t:ty) => {{
-            let x: $t = match v {
-                Value::Number(n) => n
-                    .as_i64()
-                    .and_then(|i| <$t>::try_from(i).ok())
-                    .or_else(|| n.as_u64().and_then(|u| <$t>::try_from(u).ok()))
-                    .ok_or_else(bad)?,
-                Value::Bool(b) => <$t>::from(*b),
-                Value::Null => 0,
-                _ => return Err(bad()),
-            };
-            out.copy_from_slice(&x.to_ne_bytes());
-        }};
-    }
     let float = |v: &Value| -> Result<f64> {
         match v {
             Value::Number(n) => n.as_f64().ok_or_else(bad),
@@ -397,28 +425,34 @@ pub fn value_to_bytes(v: &serde_json::Value, dtype: DType, endian: Endianness) -
                 _ => return Err(bad()),
             }
         }
-        DType::I8 => int!(i8),
-        DType::I16 => int!(i16),
-        DType::I32 => int!(i32),
-        DType::I64 => int!(i64),
-        DType::U8 => int!(u8),
-        DType::U16 => int!(u16),
-        DType::U32 => int!(u32),
-        DType::U64 => int!(u64),
-        DType::F32 => out.copy_from_slice(&(float(v)? as f32).to_ne_bytes()),
-        DType::F64 => out.copy_from_slice(&float(v)?.to_ne_bytes()),
-        DType::C64 | DType::C128 => {
+        DType::I8
+        | DType::I16
+        | DType::I32
+        | DType::I64
+        | DType::U8
+        | DType::U16
+        | DType::U32
+        | DType::U64 => {
+            let x: i128 = match v {
+                Value::Number(n) => n
+                    .as_i64()
+                    .map(i128::from)
+                    .or_else(|| n.as_u64().map(i128::from))
+                    .ok_or_else(bad)?,
+                Value::Bool(b) => i128::from(*b),
+                Value::Null => 0,
+                _ => return Err(bad()),
+            };
+            put_int(x, dtype, &mut out).ok_or_else(bad)?;
+        }
+        DType::F32 | DType::F64 | DType::C64 | DType::C128 => {
             let (re, im) = match v {
-                Value::Array(a) if a.len() == 2 => (float(&a[0])?, float(&a[1])?),
+                Value::Array(a) if a.len() == 2 && matches!(dtype, DType::C64 | DType::C128) => {
+                    (float(&a[0])?, float(&a[1])?)
+                }
                 other => (float(other)?, 0.0),
             };
-            if dtype == DType::C64 {
-                out[..4].copy_from_slice(&(re as f32).to_ne_bytes());
-                out[4..].copy_from_slice(&(im as f32).to_ne_bytes());
-            } else {
-                out[..8].copy_from_slice(&re.to_ne_bytes());
-                out[8..].copy_from_slice(&im.to_ne_bytes());
-            }
+            put_float(re, im, dtype, &mut out).ok_or_else(bad)?;
         }
         DType::Bytes(n) => {
             let s = match v {

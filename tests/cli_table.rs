@@ -1,7 +1,7 @@
 //! The `blz` table commands, run as a user would: create a table from a CSV file (inferred
 //! types, `--schema` with nested paths), `info` (text and JSON), `get` with `--columns` to
 //! standard output, to CSV and to a directory of `.npy` files, `append --csv`, `resize`,
-//! `attrs`, `verify`, and the errors a user can provoke.
+//! `attrs`, `verify`, `compact`, and the errors a user can provoke.
 
 use ndarray::{array, Array1};
 use ndarray_npy::read_npy;
@@ -367,4 +367,46 @@ fn array_from_one_csv_column_still_works() {
     assert_eq!(json_of(&["get", &a, "--json"]), json!([1, 2, 3, 4]));
     let err = fails(&["get", &a, "--columns", "id"]);
     assert!(err.contains("tables"), "{err}");
+}
+
+#[test]
+fn compact_a_table() {
+    let d = Dir::new();
+    let csv = d.write("people.csv", PEOPLE);
+    let t = d.s("people.blz");
+    ok(&["create", &t, "--csv", &csv, "--chunkshape", "2"]);
+    // Rewritten chunks of another size move to the end of their files and leave dead bytes.
+    {
+        let mut tb = blz::table::Table::open_rw(d.p("people.blz")).expect("open");
+        tb.write_rows(
+            0,
+            &[
+                (
+                    "name",
+                    blz::table::Values::strings(&["a much longer name than John's", "x"]),
+                ),
+                (
+                    "id",
+                    blz::table::Values::from_slice(&[7_000_000_000i64, -3]),
+                ),
+            ],
+        )
+        .expect("write");
+    }
+    let before = ok(&["get", &t, "--json"]);
+    let out = ok(&["compact", &t]);
+    assert!(out.contains("compacted") && out.contains("saved"), "{out}");
+    let saved: u64 = out
+        .split("saved ")
+        .nth(1)
+        .and_then(|s| s.split(' ').next())
+        .and_then(|s| s.parse().ok())
+        .unwrap_or_else(|| panic!("{out}"));
+    assert!(saved > 0, "{out}");
+    assert_eq!(ok(&["get", &t, "--json"]), before);
+    assert!(ok(&["verify", &t]).contains("all intact"));
+    // Nothing is left to save the second time.
+    assert!(ok(&["compact", &t]).contains("saved 0 bytes"));
+    let err = fails(&["compact", &d.s("missing.blz")]);
+    assert!(err.contains("missing.blz"), "{err}");
 }

@@ -251,3 +251,192 @@ fn rename_over_a_leftover_directory_keeps_the_data() {
     );
     assert!(!p.join("data/a").exists());
 }
+
+#[test]
+fn writer_open_removes_stray_files_in_every_column() {
+    let dir = tempfile::tempdir().unwrap();
+    let p = dir.path().join("t.blz");
+    let mut t = Table::create(&p, fields(), &TableOptions::default()).unwrap();
+    t.append(&rows(20, 0)).unwrap();
+    let before = t.rows(0, 20, None).unwrap();
+    drop(t);
+    // Each column holds one committed file; plant what a crashed writer leaves behind: files
+    // past the committed ones and compaction temporaries, in plain, nested and
+    // variable-length columns.
+    let cols = ["id", "name", "pos/x", "pos/y", "blob"];
+    let strays = [
+        "__2__.bin",
+        "__7__.bin",
+        "__0__.bin",
+        "__1__.bin.tmp",
+        "x.tmp",
+    ];
+    for c in cols {
+        let d = p.join("data").join(c);
+        assert!(d.join("__1__.bin").is_file(), "{c} has no first file");
+        for s in strays {
+            std::fs::write(d.join(s), b"stray").unwrap();
+        }
+        std::fs::write(d.join("notes.txt"), b"not blz's").unwrap();
+    }
+    let planted = |c: &str, s: &str| p.join("data").join(c).join(s).exists();
+
+    // Readers leave the files alone.
+    let t = Table::open(&p).unwrap();
+    assert_eq!(t.rows(0, 20, None).unwrap(), before);
+    drop(t);
+    for c in cols {
+        for s in strays {
+            assert!(planted(c, s), "a reader removed {c}/{s}");
+        }
+    }
+
+    // A writer removes them, and only them.
+    let t = Table::open_rw(&p).unwrap();
+    for c in cols {
+        for s in strays {
+            assert!(!planted(c, s), "{c}/{s} survived a writer's open");
+        }
+        assert!(planted(c, "__1__.bin"));
+        assert!(planted(c, "notes.txt"));
+    }
+    assert_eq!(t.rows(0, 20, None).unwrap(), before);
+    assert!(t.verify(|_, _| {}).is_empty());
+    drop(t);
+    let t = Table::open(&p).unwrap();
+    assert_eq!(t.rows(0, 20, None).unwrap(), before);
+}
+
+/// What `meta/sizes` must say a variable-length column holds: the payloads of its chunks
+/// holding exactly its rows (`spec/varlen.md` §2), counts and lengths included.
+fn varlen_nbytes<B: AsRef<[u8]>>(items: &[B], chunklen: usize) -> u64 {
+    items
+        .chunks(chunklen)
+        .map(|c| 4 + 4 * c.len() as u64 + c.iter().map(|b| b.as_ref().len() as u64).sum::<u64>())
+        .sum()
+}
+
+#[test]
+fn varlen_nbytes_is_exact_after_every_operation() {
+    let dir = tempfile::tempdir().unwrap();
+    let p = dir.path().join("t.blz");
+    let mut t = Table::create(&p, fields(), &TableOptions::default()).unwrap();
+    // `blob` has chunks of 3 items, `name` of 8192: shrinks cut both inside a chunk.
+    let mut names: Vec<String> = Vec::new();
+    let mut blobs: Vec<Vec<u8>> = Vec::new();
+    let check = |t: &Table, names: &[String], blobs: &[Vec<u8>], when: &str| {
+        let cols = t.sizes().columns.clone().unwrap();
+        assert_eq!(
+            cols["name"].nbytes,
+            varlen_nbytes(names, 8192),
+            "name, {when}"
+        );
+        assert_eq!(cols["blob"].nbytes, varlen_nbytes(blobs, 3), "blob, {when}");
+        assert_eq!(cols["id"].nbytes, 8 * names.len() as u64, "id, {when}");
+        assert_eq!(
+            t.sizes().nbytes,
+            cols.values().map(|c| c.nbytes).sum::<u64>(),
+            "total, {when}"
+        );
+    };
+    let append = |t: &mut Table, names: &mut Vec<String>, blobs: &mut Vec<Vec<u8>>, n| {
+        let r = rows(n, names.len() as i64);
+        names.extend(r[1].1.to_strings().unwrap());
+        if let Values::Var(b) = &r[4].1 {
+            blobs.extend(b.iter().cloned());
+        }
+        t.append(&r).unwrap();
+    };
+    append(&mut t, &mut names, &mut blobs, 20);
+    check(&t, &names, &blobs, "append");
+    t.resize(10).unwrap();
+    names.truncate(10);
+    blobs.truncate(10);
+    check(&t, &names, &blobs, "shrink inside a chunk");
+    t.write_rows(
+        9,
+        &[
+            ("name", Values::strings(&["a much longer name than before"])),
+            ("blob", Values::bytes(&[b"0123456789"])),
+        ],
+    )
+    .unwrap();
+    names[9] = "a much longer name than before".into();
+    blobs[9] = b"0123456789".to_vec();
+    check(&t, &names, &blobs, "write into the last chunk");
+    t.resize(7).unwrap();
+    names.truncate(7);
+    blobs.truncate(7);
+    check(&t, &names, &blobs, "second shrink");
+    append(&mut t, &mut names, &mut blobs, 4);
+    check(&t, &names, &blobs, "append after a shrink");
+    t.resize(6).unwrap();
+    names.truncate(6);
+    blobs.truncate(6);
+    check(&t, &names, &blobs, "shrink to a chunk boundary");
+    t.resize(8).unwrap();
+    names.resize(8, String::new());
+    blobs.resize(8, Vec::new());
+    check(&t, &names, &blobs, "grow");
+    t.resize(1).unwrap();
+    names.truncate(1);
+    blobs.truncate(1);
+    check(&t, &names, &blobs, "shrink to one row");
+    t.write_rows(0, &[("blob", Values::bytes(&[b"xyz"]))])
+        .unwrap();
+    blobs[0] = b"xyz".to_vec();
+    check(&t, &names, &blobs, "write the only row");
+    drop(t);
+    let t = Table::open_rw(&p).unwrap();
+    check(&t, &names, &blobs, "reopen");
+    assert_eq!(t.column("name").unwrap().to_strings().unwrap(), names);
+    assert_eq!(t.column("blob").unwrap(), Values::bytes(&blobs));
+    assert!(t.verify(|_, _| {}).is_empty());
+}
+
+/// Bytes on disk of every column's superchunk files.
+fn file_bytes(t: &Table) -> u64 {
+    t.column_names()
+        .iter()
+        .flat_map(|c| t.column_files(c).unwrap())
+        .map(|f| std::fs::metadata(f).unwrap().len())
+        .sum()
+}
+
+#[test]
+fn compact_drops_dead_space_and_keeps_the_data() {
+    let dir = tempfile::tempdir().unwrap();
+    let p = dir.path().join("t.blz");
+    let mut t = Table::create(&p, fields(), &TableOptions::default()).unwrap();
+    t.append(&rows(40, 0)).unwrap();
+    // Rewrites whose chunks change size are moved to the end of their files, leaving their
+    // old bytes behind as dead space.
+    for round in 0..5 {
+        let mut r = rows(10, 1000 * (round + 1));
+        r[1].1 = Values::strings(&vec!["longer and longer ".repeat(round as usize + 2); 10]);
+        t.write_rows(5 + round as u64 * 3, &r).unwrap();
+    }
+    let data = t.rows(0, 40, None).unwrap();
+    let sizes = t.sizes().clone();
+    let before = file_bytes(&t);
+    let saved = t.compact().unwrap();
+    let after = file_bytes(&t);
+    assert!(saved > 0, "nothing to compact");
+    assert_eq!(before - after, saved);
+    assert_eq!(t.rows(0, 40, None).unwrap(), data);
+    assert_eq!(
+        t.sizes(),
+        &sizes,
+        "compaction changes no size the table reports"
+    );
+    // Compacting again finds nothing left to save.
+    assert_eq!(t.compact().unwrap(), 0);
+    drop(t);
+    let t = Table::open(&p).unwrap();
+    assert_eq!(t.rows(0, 40, None).unwrap(), data);
+    assert!(t.verify(|_, _| {}).is_empty());
+    assert_eq!(file_bytes(&t), after);
+    // A reader may not compact.
+    let mut ro = Table::open(&p).unwrap();
+    assert!(matches!(ro.compact(), Err(blz::Error::ReadOnly { .. })));
+}

@@ -2,7 +2,8 @@
 //! / rename / reopen, against a Vec per column; and crash consistency of multi-column
 //! operations.
 
-use blz::storage::{FaultyStorage, LocalStorage, Storage};
+use blz::blpk::SuperchunkReader;
+use blz::storage::{FaultyStorage, LocalStorage, OpenMode, Storage};
 use blz::table::{ColumnOptions, Field, Table, TableOptions, Values};
 use blz::{DType, Mode};
 use proptest::prelude::*;
@@ -62,12 +63,59 @@ fn check(t: &Table, model: &BTreeMap<String, Col>, nrows: usize) {
     let mut names: Vec<&str> = t.column_names();
     names.sort();
     assert_eq!(names, model.keys().map(String::as_str).collect::<Vec<_>>());
+    let sizes = t.sizes().columns.clone().unwrap();
     for (name, col) in model {
         let got = t.column(name).unwrap();
         match col {
             Col::I(v) => assert_eq!(&got.to_vec::<i32>().unwrap(), v, "{name}"),
             Col::S(v) => assert_eq!(&got.to_strings().unwrap(), v, "{name}"),
         }
+        // nbytes is the size of the rows: 4 bytes per element, or the payloads of chunks
+        // holding exactly the rows (spec/varlen.md §2).
+        let want = match col {
+            Col::I(v) => 4 * v.len() as u64,
+            Col::S(v) => {
+                let leaf = t.leaves().into_iter().find(|l| l.path == *name).unwrap();
+                v.chunks(leaf.storage.chunklen as usize)
+                    .map(|c| 4 + c.iter().map(|s| 4 + s.len() as u64).sum::<u64>())
+                    .sum::<u64>()
+            }
+        };
+        assert_eq!(sizes[name].nbytes, want, "nbytes of {name}");
+    }
+    assert_eq!(
+        t.sizes().nbytes,
+        sizes.values().map(|c| c.nbytes).sum::<u64>()
+    );
+    for name in t.column_names() {
+        for f in t.column_files(name).unwrap() {
+            check_chunk_sizes(&f);
+        }
+    }
+}
+
+/// A superchunk header's `chunk_size` and `last_chunk` tell the truth about its chunks
+/// (spec/blpk.md, "Chunk sizes"), variable-length columns included: blz's reader bounds
+/// every chunk by them.
+fn check_chunk_sizes(path: &Path) {
+    let r = SuperchunkReader::open(LocalStorage.open(path, OpenMode::Read).unwrap()).unwrap();
+    let h = *r.header();
+    let sizes: Vec<i32> = (0..r.nchunks())
+        .map(|k| r.chunk_info(k).unwrap().header.nbytes as i32)
+        .collect();
+    let Some((&last, rest)) = sizes.split_last() else {
+        return;
+    };
+    let at = path.display();
+    if h.last_chunk >= 0 {
+        assert_eq!(h.last_chunk, last, "last_chunk of {at} ({sizes:?})");
+    }
+    if h.chunk_size >= 0 {
+        assert!(
+            rest.iter().all(|&s| s == h.chunk_size) && last <= h.chunk_size,
+            "chunk_size {} of {at} does not fit its chunks {sizes:?}",
+            h.chunk_size
+        );
     }
 }
 
@@ -354,5 +402,84 @@ fn multi_column_operations_survive_a_crash_at_every_step() {
             );
             std::fs::remove_dir_all(&d).unwrap();
         }
+    }
+}
+
+/// Every `*.tmp` file under `dir`.
+fn tmp_files(dir: &Path) -> Vec<std::path::PathBuf> {
+    let mut out = Vec::new();
+    for e in std::fs::read_dir(dir).unwrap() {
+        let p = e.unwrap().path();
+        if p.is_dir() {
+            out.extend(tmp_files(&p));
+        } else if p.extension().is_some_and(|x| x == "tmp") {
+            out.push(p);
+        }
+    }
+    out
+}
+
+#[test]
+fn compaction_survives_a_crash_at_every_step() {
+    let dir = tempfile::tempdir().unwrap();
+    let base = dir.path().join("base");
+    let opts = ColumnOptions {
+        chunklen: Some(4),
+        superchunksize: Some(2),
+        ..Default::default()
+    };
+    let mut t = Table::create(
+        &base,
+        vec![
+            Field::new("a", DType::I64).with_options(opts.clone()),
+            Field::structure("n", vec![Field::varstr("s").with_options(opts.clone())]),
+        ],
+        &TableOptions::default(),
+    )
+    .unwrap();
+    t.append(&[
+        ("a", Values::from_slice(&(0..12).collect::<Vec<i64>>())),
+        (
+            "n/s",
+            Values::strings(&(0..12).map(|i| format!("s{i}")).collect::<Vec<_>>()),
+        ),
+    ])
+    .unwrap();
+    // Leave dead space in both columns' files.
+    t.write_rows(
+        1,
+        &[
+            ("a", Values::from_slice(&[i64::MAX, -7, 1 << 40])),
+            ("n/s", Values::strings(&["a longer string", "x", "yy"])),
+        ],
+    )
+    .unwrap();
+    drop(t);
+    let before = snapshot(&base);
+    let counter = Arc::new(FaultyStorage::new(Arc::new(LocalStorage), u64::MAX));
+    let clean = dir.path().join("clean");
+    copy_dir(&base, &clean);
+    {
+        let mut t = Table::open_in(counter.clone(), &clean, Mode::ReadWrite).unwrap();
+        assert!(t.compact().unwrap() > 0);
+    }
+    assert_eq!(snapshot(&clean), before);
+    let steps = counter.operations();
+    assert!(steps > 4);
+    for k in 0..steps {
+        let d = dir.path().join(format!("k{k}"));
+        copy_dir(&base, &d);
+        let faulty: Arc<dyn Storage> = Arc::new(FaultyStorage::new(Arc::new(LocalStorage), k));
+        if let Ok(mut t) = Table::open_in(faulty, &d, Mode::ReadWrite) {
+            assert!(t.compact().is_err(), "step {k}: the crash was not reported");
+        }
+        assert_eq!(snapshot(&d), before, "crash at step {k} of {steps}");
+        // A writer's open removes a half-written copy; compaction then completes.
+        let mut t = Table::open_rw(&d).unwrap();
+        assert_eq!(tmp_files(&d), Vec::<std::path::PathBuf>::new(), "step {k}");
+        t.compact().unwrap();
+        drop(t);
+        assert_eq!(snapshot(&d), before, "step {k}, compacted after the crash");
+        std::fs::remove_dir_all(&d).unwrap();
     }
 }

@@ -89,6 +89,60 @@ impl ChunkStore {
         n.div_ceil(self.superchunksize)
     }
 
+    /// Removes what an interrupted writer can leave in the store's directory: superchunk
+    /// files past the `nchunks` committed chunks (an operation that crashed before its
+    /// commit) and `*.tmp` files (a compaction that crashed before its rename). Only a
+    /// writer may call this: a reader must not touch the files.
+    pub(crate) fn remove_strays(&self, nchunks: u64) -> Result<()> {
+        let dir = self.root.join(&self.dir);
+        if !self.storage.is_dir(&dir) {
+            return Ok(());
+        }
+        let nfiles = self.nfiles(nchunks);
+        for name in self.storage.list(&dir)? {
+            let stray = match name
+                .strip_prefix("__")
+                .and_then(|s| s.strip_suffix("__.bin"))
+                .and_then(|s| s.parse::<u64>().ok())
+            {
+                Some(num) => num > nfiles || num == 0,
+                None => name.ends_with(".tmp"),
+            };
+            let path = dir.join(&name);
+            if stray && !self.storage.is_dir(&path) {
+                self.storage.remove_file(&path)?;
+            }
+        }
+        Ok(())
+    }
+
+    /// Compacts the files holding the first `nchunks` chunks: writes a compacted copy of
+    /// each beside it (`__<n>__.bin.tmp`) and renames it over the original. Each rename is
+    /// atomic and both versions hold the same chunks, so a crash leaves every file readable
+    /// and needs no journal; a writer's next open removes a leftover copy
+    /// ([`remove_strays`](Self::remove_strays)). Returns the bytes saved.
+    pub(crate) fn compact(&self, nchunks: u64) -> Result<u64> {
+        let nfiles = self.nfiles(nchunks);
+        let mut saved = 0;
+        for f in 0..nfiles {
+            let path = self.file_path(f);
+            let r = self.reader(f)?;
+            let before = r.layout().file_len;
+            let mut tmp_name = path.file_name().unwrap_or_default().to_os_string();
+            tmp_name.push(".tmp");
+            let tmp = path.with_file_name(tmp_name);
+            let out = self.storage.open(&tmp, OpenMode::Create)?;
+            let after = crate::blpk::compact(&r, out, self.slack)?;
+            self.storage.rename(&tmp, &path)?;
+            saved += before.saturating_sub(after);
+        }
+        if nfiles > 0 {
+            self.storage.sync_dir(&self.root.join(&self.dir))?;
+        }
+        self.invalidate();
+        Ok(saved)
+    }
+
     /// Drops cached readers (after a commit changed the files).
     pub(crate) fn invalidate(&self) {
         if let Ok(mut r) = self.readers.lock() {
@@ -289,14 +343,16 @@ impl<'s> ChunkWrites<'s> {
         Ok(spare)
     }
 
-    /// Drops every chunk from `n` on (files past the last one are removed at commit).
+    /// Drops every chunk from `n` on (files past the last one are removed at commit): the
+    /// chunks put so far, and committed chunks not rewritten yet (with `rewrite_from`).
     pub(crate) fn truncate(&mut self, txn: &mut Txn<'_>, n: u64) -> Result<()> {
         let s = self.store;
-        if n >= self.count {
+        let end = self.count.max(self.committed);
+        if n >= end {
             return Ok(());
         }
         let keep_files = s.nfiles(n);
-        for f in keep_files..s.nfiles(self.count) {
+        for f in keep_files..s.nfiles(end) {
             if f * s.superchunksize < self.committed {
                 // A committed file: count its bytes out, remove it at commit.
                 let (before, nbefore) = match self.writers.remove(&f) {

@@ -183,6 +183,30 @@ pub(crate) fn settle(storage: &dyn Storage, root: &Path, mode: Mode) -> Result<(
     })
 }
 
+/// The first step of opening any dataset (array or table) at `root`: checks that it has a
+/// meta directory, takes the writer lock in read-write mode, brings the dataset to its
+/// committed state ([`settle`]) and reads `meta/storage`, which the caller interprets.
+pub(crate) fn open_root(
+    storage: &dyn Storage,
+    root: &Path,
+    mode: Mode,
+) -> Result<(Option<WriterLock>, serde_json::Value)> {
+    let mp = MetaPaths::new(root);
+    if !storage.is_dir(&mp.dir) {
+        return Err(Error::metadata(
+            &mp.dir,
+            "not a blz dataset (no meta directory)",
+        ));
+    }
+    let lock = match mode {
+        Mode::ReadWrite => Some(WriterLock::acquire(root)?),
+        Mode::ReadOnly => None,
+    };
+    settle(storage, root, mode)?;
+    let raw = meta::read_json(storage, &mp.storage())?;
+    Ok((lock, raw))
+}
+
 /// An N-d array dataset.
 #[derive(Debug)]
 pub struct Dataset {
@@ -419,18 +443,7 @@ impl Dataset {
     /// [`Error::InvalidMetadata`] naming a missing or malformed meta file; I/O errors.
     pub fn open_in(storage: Arc<dyn Storage>, root: &Path, mode: Mode) -> Result<Dataset> {
         let mp = MetaPaths::new(root);
-        if !storage.is_dir(&mp.dir) {
-            return Err(Error::metadata(
-                &mp.dir,
-                "not a blz dataset (no meta directory)",
-            ));
-        }
-        let lock = match mode {
-            Mode::ReadWrite => Some(WriterLock::acquire(root)?),
-            Mode::ReadOnly => None,
-        };
-        settle(storage.as_ref(), root, mode)?;
-        let raw: serde_json::Value = meta::read_json(storage.as_ref(), &mp.storage())?;
+        let (lock, raw) = open_root(storage.as_ref(), root, mode)?;
         if let Some(kind) = raw.get("kind").and_then(|k| k.as_str()) {
             return Err(Error::metadata(
                 mp.storage(),
@@ -462,34 +475,9 @@ impl Dataset {
             core,
         };
         if mode == Mode::ReadWrite {
-            ds.remove_strays()?;
+            ds.core.store.remove_strays(ds.nchunks())?;
         }
         Ok(ds)
-    }
-
-    /// Removes superchunk files past the committed ones (left by an operation that crashed
-    /// before its commit).
-    fn remove_strays(&self) -> Result<()> {
-        let n = self.core.nchunks(&self.sizes.shape);
-        let nfiles = self.core.store.nfiles(n);
-        let dir = self.root.join("data");
-        if !self.storage.is_dir(&dir) {
-            return Ok(());
-        }
-        for name in self.storage.list(&dir)? {
-            if let Some(num) = name
-                .strip_prefix("__")
-                .and_then(|s| s.strip_suffix("__.bin"))
-                .and_then(|s| s.parse::<u64>().ok())
-            {
-                if num > nfiles || num == 0 {
-                    self.storage.remove_file(&dir.join(&name))?;
-                }
-            } else if name.ends_with(".tmp") {
-                self.storage.remove_file(&dir.join(&name))?;
-            }
-        }
-        Ok(())
     }
 
     /// The dataset's directory.
@@ -852,13 +840,7 @@ impl Dataset {
     /// [`Error::ReadOnly`], corrupt chunks, I/O errors.
     pub fn compact(&mut self) -> Result<u64> {
         self.check_writable()?;
-        let saved = compact_store(
-            self.storage.as_ref(),
-            &self.core,
-            self.nchunks(),
-            self.meta.slack,
-        )?;
-        Ok(saved)
+        self.core.store.compact(self.nchunks())
     }
 }
 
@@ -909,34 +891,6 @@ pub(crate) fn verify_store(
         k = end;
     }
     errors
-}
-
-/// Compacts each superchunk file of a store: writes a compacted copy beside it and renames it
-/// over the original (atomic: a crash leaves either file, both holding the same chunks).
-pub(crate) fn compact_store(
-    storage: &dyn Storage,
-    core: &ArrayCore,
-    n: u64,
-    slack: u32,
-) -> Result<u64> {
-    let mut saved = 0;
-    for f in 0..core.store.nfiles(n) {
-        let path = core.store.file_path(f);
-        let r = core.store.reader(f)?;
-        let before = r.layout().file_len;
-        let mut tmp_name = path.file_name().unwrap_or_default().to_os_string();
-        tmp_name.push(".tmp");
-        let tmp = path.with_file_name(tmp_name);
-        let out = storage.open(&tmp, crate::storage::OpenMode::Create)?;
-        let after = crate::blpk::compact(&r, out, slack)?;
-        storage.rename(&tmp, &path)?;
-        saved += before.saturating_sub(after);
-    }
-    if let Some(dir) = core.store.file_path(0).parent() {
-        storage.sync_dir(dir)?;
-    }
-    core.store.invalidate();
-    Ok(saved)
 }
 
 pub(crate) fn make_core(

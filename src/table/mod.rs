@@ -28,8 +28,8 @@ pub use schema::{
 
 use crate::array::select::AxisSel;
 use crate::array::{
-    build_storage_meta, prepare_root, read_attrs, settle, ArrayCore, ChunkStore, ChunkWrites,
-    CreateOptions, Mode, Source, WriterLock,
+    build_storage_meta, open_root, prepare_root, read_attrs, settle, ArrayCore, ChunkStore,
+    ChunkWrites, CreateOptions, Mode, Source, WriterLock,
 };
 use crate::blpk::Checksum;
 use crate::dtype::{bytes_to_value, value_to_bytes, DType, Element, Endianness};
@@ -181,6 +181,17 @@ impl Column {
 
     fn nchunks(&self, nrows: u64) -> u64 {
         nrows.div_ceil(self.leaf.storage.chunklen)
+    }
+
+    /// No values, of the column's kind (what a fill-only write passes as its data).
+    fn empty_values(&self) -> Values {
+        match &self.engine {
+            Engine::Fixed(core) => Values::Fixed {
+                dtype: core.dtype,
+                data: Vec::new(),
+            },
+            Engine::Var(_) => Values::Var(Vec::new()),
+        }
     }
 }
 
@@ -479,18 +490,7 @@ impl Table {
     /// dataset that is not a table, I/O errors.
     pub fn open_in(storage: Arc<dyn Storage>, root: &Path, mode: Mode) -> Result<Table> {
         let mp = MetaPaths::new(root);
-        if !storage.is_dir(&mp.dir) {
-            return Err(Error::metadata(
-                &mp.dir,
-                "not a blz dataset (no meta directory)",
-            ));
-        }
-        let lock = match mode {
-            Mode::ReadWrite => Some(WriterLock::acquire(root)?),
-            Mode::ReadOnly => None,
-        };
-        settle(storage.as_ref(), root, mode)?;
-        let raw: serde_json::Value = meta::read_json(storage.as_ref(), &mp.storage())?;
+        let (lock, raw) = open_root(storage.as_ref(), root, mode)?;
         if raw.get("kind").and_then(|k| k.as_str()) != Some("table") {
             return Err(Error::metadata(
                 mp.storage(),
@@ -521,7 +521,7 @@ impl Table {
             .into_iter()
             .map(|l| build_column(storage.clone(), root, l))
             .collect::<Result<Vec<_>>>()?;
-        Ok(Table {
+        let t = Table {
             root: root.to_path_buf(),
             storage,
             mode,
@@ -529,7 +529,14 @@ impl Table {
             meta,
             sizes,
             columns,
-        })
+        };
+        if mode == Mode::ReadWrite {
+            let n = t.nrows();
+            for c in &t.columns {
+                c.store().remove_strays(c.nchunks(n))?;
+            }
+        }
+        Ok(t)
     }
 
     /// The table's directory.
@@ -1014,22 +1021,25 @@ impl Table {
             let mut deltas = BTreeMap::new();
             if rows < nrows {
                 for c in columns {
-                    let mut w = ChunkWrites::new(c.store(), c.nchunks(nrows), None);
+                    let cl = c.leaf.storage.chunklen;
+                    // A variable-length chunk cut in the middle is written again with only
+                    // the rows it keeps, so that no dropped item lingers in it and the
+                    // column's nbytes stays the size of its rows.
+                    let cut = match &c.engine {
+                        Engine::Var(var) if !rows.is_multiple_of(cl) => Some((var, rows / cl)),
+                        _ => None,
+                    };
+                    let mut w = ChunkWrites::new(c.store(), c.nchunks(nrows), cut.map(|(_, k)| k));
+                    if let Some((var, k)) = cut {
+                        let kept = var.read_rows(nrows, k * cl, rows)?;
+                        var.write(txn, &mut w, rows, k * cl, &kept)?;
+                    }
                     w.truncate(txn, c.nchunks(rows))?;
                     deltas.insert(c.leaf.path.clone(), w.finish_both(txn)?);
                 }
             } else {
-                let empty_fixed: Vec<Values> = columns
-                    .iter()
-                    .map(|c| match &c.engine {
-                        Engine::Fixed(core) => Values::Fixed {
-                            dtype: core.dtype,
-                            data: Vec::new(),
-                        },
-                        Engine::Var(_) => Values::Var(Vec::new()),
-                    })
-                    .collect();
-                let pairs: Vec<(&Column, &Values)> = columns.iter().zip(&empty_fixed).collect();
+                let empties: Vec<Values> = columns.iter().map(Column::empty_values).collect();
+                let pairs: Vec<(&Column, &Values)> = columns.iter().zip(&empties).collect();
                 deltas = Self::write_columns(columns, txn, nrows, nrows, &pairs, rows - nrows)?;
             }
             Ok(deltas)
@@ -1068,16 +1078,7 @@ impl Table {
                 .into_iter()
                 .map(|l| build_column(storage.clone(), &root, l))
                 .collect::<Result<_>>()?;
-            let empties: Vec<Values> = cols
-                .iter()
-                .map(|c| match &c.engine {
-                    Engine::Fixed(core) => Values::Fixed {
-                        dtype: core.dtype,
-                        data: Vec::new(),
-                    },
-                    Engine::Var(_) => Values::Var(Vec::new()),
-                })
-                .collect();
+            let empties: Vec<Values> = cols.iter().map(Column::empty_values).collect();
             let pairs: Vec<(&Column, &Values)> = cols.iter().zip(&empties).collect();
             Self::write_columns(&cols, txn, 0, 0, &pairs, nrows)
         })
@@ -1169,6 +1170,23 @@ impl Table {
             &MetaPaths::new(&self.root).attributes(),
             &serde_json::Value::Object(attrs),
         )
+    }
+
+    /// Rewrites every superchunk file of every column without dead space (after many
+    /// relocating writes), as [`crate::Dataset::compact`] does for an array: file by file,
+    /// each through an atomic rename, so a crash leaves the table readable and unchanged.
+    /// Returns the bytes saved.
+    ///
+    /// # Errors
+    /// [`Error::ReadOnly`], corrupt chunks (naming file and chunk), I/O errors.
+    pub fn compact(&mut self) -> Result<u64> {
+        self.check_writable()?;
+        let n = self.nrows();
+        let mut saved = 0;
+        for c in &self.columns {
+            saved += c.store().compact(c.nchunks(n))?;
+        }
+        Ok(saved)
     }
 
     /// Reads every chunk of every column and checks every digest; returns the problems.

@@ -216,10 +216,12 @@ Example:
 
 const COMPACT_EXAMPLES: &str = "\
 Modifying stored chunks can leave unused bytes in superchunk files; compact rewrites each
-file (atomically, one at a time) without them.
+file (atomically, one at a time) without them: every file of an array, or of every column
+of a table.
 
-Example:
-  blz compact temps.blz";
+Examples:
+  blz compact temps.blz
+  blz compact people.blz";
 
 /// A dataset path.
 #[derive(Args, Debug)]
@@ -458,10 +460,7 @@ pub fn run(cmd: &DatasetCommand) -> Result<(), Failure> {
         }
         DatasetCommand::Verify(a) if table::is_table(&a.path) => table::verify(&a.path),
         DatasetCommand::Verify(a) => verify(&a.path),
-        DatasetCommand::Compact(a) if table::is_table(&a.path) => Err(Failure::new(format!(
-            "{}: compact handles arrays only; tables are not compacted yet",
-            a.path.display()
-        ))),
+        DatasetCommand::Compact(a) if table::is_table(&a.path) => table::compact(&a.path),
         DatasetCommand::Compact(a) => compact(&a.path),
     }
 }
@@ -1321,9 +1320,35 @@ pub fn resize(a: &ResizeArgs) -> Result<(), Failure> {
 
 /// `blz attrs`.
 pub fn attrs(a: &AttrsArgs) -> Result<(), Failure> {
+    edit_attrs(a, open)
+}
+
+/// A dataset with user attributes (an array or a table).
+pub(crate) trait Attributes {
+    /// The user attributes.
+    fn get(&self) -> blz::Result<serde_json::Map<String, serde_json::Value>>;
+    /// Replaces the user attributes.
+    fn set(&mut self, attrs: serde_json::Map<String, serde_json::Value>) -> blz::Result<()>;
+}
+
+impl Attributes for Dataset {
+    fn get(&self) -> blz::Result<serde_json::Map<String, serde_json::Value>> {
+        self.attrs()
+    }
+    fn set(&mut self, attrs: serde_json::Map<String, serde_json::Value>) -> blz::Result<()> {
+        self.set_attrs(attrs)
+    }
+}
+
+/// `blz attrs` on a dataset that `open(path, write)` opens: prints the attributes, or
+/// applies `--delete` and `--set`.
+pub(crate) fn edit_attrs<D: Attributes>(
+    a: &AttrsArgs,
+    open: impl Fn(&Path, bool) -> Result<D, Failure>,
+) -> Result<(), Failure> {
     if a.set.is_empty() && a.delete.is_empty() {
         let ds = open(&a.path, false)?;
-        let attrs = serde_json::Value::Object(ds.attrs()?);
+        let attrs = serde_json::Value::Object(ds.get()?);
         say!(
             "{}",
             serde_json::to_string_pretty(&attrs).unwrap_or_default()
@@ -1336,7 +1361,7 @@ pub fn attrs(a: &AttrsArgs) -> Result<(), Failure> {
         .map(|kv| parse_kv(kv, "--set"))
         .collect::<Result<Vec<_>, _>>()?;
     let mut ds = open(&a.path, true)?;
-    let mut attrs = ds.attrs()?;
+    let mut attrs = ds.get()?;
     for k in &a.delete {
         if attrs.shift_remove(k).is_none() {
             return Err(Failure::new(format!(
@@ -1348,7 +1373,7 @@ pub fn attrs(a: &AttrsArgs) -> Result<(), Failure> {
     for (k, v) in sets {
         attrs.insert(k, v);
     }
-    ds.set_attrs(attrs)?;
+    ds.set(attrs)?;
     Ok(())
 }
 
@@ -1365,10 +1390,21 @@ pub fn verify(path: &Path) -> Result<(), Failure> {
         pb.set_position(done);
     });
     pb.finish_and_clear();
+    report_verify(path, &errors, n, &plural(ds.nfiles(), "file"))
+}
+
+/// Prints what `verify` found in the `chunks` chunks of the dataset at `path` (held in
+/// `place`: "3 files", "5 columns"), and fails when `errors` is not empty.
+pub(crate) fn report_verify(
+    path: &Path,
+    errors: &[blz::Error],
+    chunks: u64,
+    place: &str,
+) -> Result<(), Failure> {
     // A damaged file header makes every chunk of the file fail the same way: say it once.
     let mut seen: Vec<(String, u64)> = Vec::new();
     let mut index: std::collections::HashMap<String, usize> = std::collections::HashMap::new();
-    for e in &errors {
+    for e in errors {
         let m = describe(e);
         match index.get(&m) {
             Some(&i) => seen[i].1 += 1,
@@ -1385,60 +1421,69 @@ pub fn verify(path: &Path) -> Result<(), Failure> {
             say!("corrupt: {m}");
         }
     }
-    let files = ds.nfiles();
     if errors.is_empty() {
         say!(
-            "{}: {} in {} verified, all intact",
+            "{}: {} in {place} verified, all intact",
             path.display(),
-            plural(n, "chunk"),
-            plural(files, "file")
+            plural(chunks, "chunk"),
         );
         Ok(())
     } else {
         say!(
-            "{}: {} in {} verified, {} corrupt",
+            "{}: {} in {place} verified, {} corrupt",
             path.display(),
-            plural(n, "chunk"),
-            plural(files, "file"),
+            plural(chunks, "chunk"),
             errors.len()
         );
         Err(Failure::new(format!(
-            "{}: {} of {n} chunks are corrupt",
+            "{}: {} of {chunks} chunks are corrupt",
             path.display(),
             errors.len()
         )))
     }
 }
 
-fn disk_bytes(ds: &Dataset) -> u64 {
-    (0..ds.nfiles())
-        .filter_map(|f| std::fs::metadata(ds.superchunk_path(f)).ok())
+/// Bytes on disk of the given files (missing ones count 0).
+pub(crate) fn disk_bytes(files: &[PathBuf]) -> u64 {
+    files
+        .iter()
+        .filter_map(|f| std::fs::metadata(f).ok())
         .map(|m| m.len())
         .sum()
 }
 
-/// `blz compact`.
-pub fn compact(path: &Path) -> Result<(), Failure> {
-    let mut ds = open(path, true)?;
-    let before = disk_bytes(&ds);
+/// Runs a compaction of the superchunk `files` of the dataset at `path` behind a spinner and
+/// says what it saved.
+pub(crate) fn run_compaction(
+    path: &Path,
+    files: &[PathBuf],
+    compact: impl FnOnce() -> blz::Result<u64>,
+) -> Result<(), Failure> {
+    let before = disk_bytes(files);
     let pb = if std::io::stderr().is_terminal() {
         let pb = ProgressBar::new_spinner();
-        pb.set_message(format!("compacting {} files", ds.nfiles()));
+        pb.set_message(format!("compacting {}", plural(files.len() as u64, "file")));
         pb.enable_steady_tick(std::time::Duration::from_millis(120));
         pb
     } else {
         ProgressBar::hidden()
     };
-    let saved = ds.compact();
+    let saved = compact();
     pb.finish_and_clear();
     let saved = saved?;
-    let after = disk_bytes(&ds);
     say!(
         "compacted {} of {}: saved {saved} bytes ({} -> {})",
-        plural(ds.nfiles(), "file"),
+        plural(files.len() as u64, "file"),
         path.display(),
         human(before),
-        human(after)
+        human(disk_bytes(files))
     );
     Ok(())
+}
+
+/// `blz compact`.
+pub fn compact(path: &Path) -> Result<(), Failure> {
+    let mut ds = open(path, true)?;
+    let files: Vec<PathBuf> = (0..ds.nfiles()).map(|f| ds.superchunk_path(f)).collect();
+    run_compaction(path, &files, || ds.compact())
 }

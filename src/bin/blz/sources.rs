@@ -3,7 +3,7 @@
 //! hands out native-endian bytes in C order, a bounded batch of rows at a time.
 
 use crate::npy::NpyReader;
-use blz::dtype::value_to_bytes;
+use blz::dtype::{put_float, put_int, value_to_bytes};
 use blz::{DType, Endianness};
 use std::path::PathBuf;
 
@@ -70,20 +70,6 @@ impl std::fmt::Display for Scalar<'_> {
 /// Encodes a value as one native-endian element of `dtype` into `out` (exactly the itemsize).
 /// Integers must fit the type; floats stored into integer types must be whole numbers.
 pub fn encode(v: Scalar<'_>, dtype: DType, out: &mut [u8]) -> Result<(), String> {
-    let range = || format!("{v} does not fit {dtype}");
-    macro_rules! int {
-        ($t:ty) => {{
-            let i: i128 = match v {
-                Scalar::Int(i) => i,
-                Scalar::Float(x) if x.fract() == 0.0 && x.abs() < 1e38 => x as i128,
-                Scalar::Float(_) => return Err(format!("{v} is not a whole number ({dtype})")),
-                Scalar::Bool(b) => i128::from(b),
-                Scalar::Text(_) => return Err(format!("{v} is not a number")),
-            };
-            let x = <$t>::try_from(i).map_err(|_| range())?;
-            out.copy_from_slice(&x.to_ne_bytes());
-        }};
-    }
     let float = || -> Result<f64, String> {
         match v {
             Scalar::Int(i) => Ok(i as f64),
@@ -101,23 +87,26 @@ pub fn encode(v: Scalar<'_>, dtype: DType, out: &mut [u8]) -> Result<(), String>
                 _ => return Err(format!("{v} is not a truth value (true/false, 1/0)")),
             }
         }
-        DType::I8 => int!(i8),
-        DType::I16 => int!(i16),
-        DType::I32 => int!(i32),
-        DType::I64 => int!(i64),
-        DType::U8 => int!(u8),
-        DType::U16 => int!(u16),
-        DType::U32 => int!(u32),
-        DType::U64 => int!(u64),
-        DType::F32 => out.copy_from_slice(&(float()? as f32).to_ne_bytes()),
-        DType::F64 => out.copy_from_slice(&float()?.to_ne_bytes()),
-        DType::C64 => {
-            out[..4].copy_from_slice(&(float()? as f32).to_ne_bytes());
-            out[4..].copy_from_slice(&0f32.to_ne_bytes());
+        DType::I8
+        | DType::I16
+        | DType::I32
+        | DType::I64
+        | DType::U8
+        | DType::U16
+        | DType::U32
+        | DType::U64 => {
+            let i: i128 = match v {
+                Scalar::Int(i) => i,
+                Scalar::Float(x) if x.fract() == 0.0 && x.abs() < 1e38 => x as i128,
+                Scalar::Float(_) => return Err(format!("{v} is not a whole number ({dtype})")),
+                Scalar::Bool(b) => i128::from(b),
+                Scalar::Text(_) => return Err(format!("{v} is not a number")),
+            };
+            put_int(i, dtype, out).ok_or_else(|| format!("{v} does not fit {dtype}"))?;
         }
-        DType::C128 => {
-            out[..8].copy_from_slice(&float()?.to_ne_bytes());
-            out[8..].copy_from_slice(&0f64.to_ne_bytes());
+        DType::F32 | DType::F64 | DType::C64 | DType::C128 => {
+            put_float(float()?, 0.0, dtype, out)
+                .ok_or_else(|| format!("{v} does not fit {dtype}"))?;
         }
         DType::Bytes(_) | DType::Str(_) => {
             let Scalar::Text(s) = v else {

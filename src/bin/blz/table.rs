@@ -1081,35 +1081,16 @@ pub fn resize(a: &ResizeArgs) -> Result<(), Failure> {
 
 /// `blz attrs` on a table.
 pub fn attrs(a: &AttrsArgs) -> Result<(), Failure> {
-    if a.set.is_empty() && a.delete.is_empty() {
-        let t = open(&a.path, false)?;
-        let attrs = serde_json::Value::Object(t.attrs()?);
-        say!(
-            "{}",
-            serde_json::to_string_pretty(&attrs).unwrap_or_default()
-        );
-        return Ok(());
+    crate::dataset::edit_attrs(a, open)
+}
+
+impl crate::dataset::Attributes for Table {
+    fn get(&self) -> blz::Result<serde_json::Map<String, serde_json::Value>> {
+        self.attrs()
     }
-    let sets = a
-        .set
-        .iter()
-        .map(|kv| parse_kv(kv, "--set"))
-        .collect::<Result<Vec<_>, _>>()?;
-    let mut t = open(&a.path, true)?;
-    let mut attrs = t.attrs()?;
-    for k in &a.delete {
-        if attrs.shift_remove(k).is_none() {
-            return Err(Failure::new(format!(
-                "{}: no attribute {k:?} to delete",
-                a.path.display()
-            )));
-        }
+    fn set(&mut self, attrs: serde_json::Map<String, serde_json::Value>) -> blz::Result<()> {
+        self.set_attrs(attrs)
     }
-    for (k, v) in sets {
-        attrs.insert(k, v);
-    }
-    t.set_attrs(attrs)?;
-    Ok(())
 }
 
 /// `blz verify` on a table: every chunk of every column.
@@ -1123,42 +1104,16 @@ pub fn verify(path: &Path) -> Result<(), Failure> {
         chunks = total;
     });
     pb.finish_and_clear();
-    let mut seen: Vec<(String, u64)> = Vec::new();
-    for e in &errors {
-        let m = describe(e);
-        match seen.iter_mut().find(|(s, _)| *s == m) {
-            Some(s) => s.1 += 1,
-            None => seen.push((m, 1)),
-        }
-    }
-    for (m, c) in &seen {
-        if *c > 1 {
-            say!("corrupt: {m} ({c} chunks)");
-        } else {
-            say!("corrupt: {m}");
-        }
-    }
     let ncols = t.column_names().len() as u64;
-    if errors.is_empty() {
-        say!(
-            "{}: {} in {} verified, all intact",
-            path.display(),
-            plural(chunks, "chunk"),
-            plural(ncols, "column")
-        );
-        Ok(())
-    } else {
-        say!(
-            "{}: {} in {} verified, {} corrupt",
-            path.display(),
-            plural(chunks, "chunk"),
-            plural(ncols, "column"),
-            errors.len()
-        );
-        Err(Failure::new(format!(
-            "{}: {} of {chunks} chunks are corrupt",
-            path.display(),
-            errors.len()
-        )))
+    crate::dataset::report_verify(path, &errors, chunks, &plural(ncols, "column"))
+}
+
+/// `blz compact` on a table: every superchunk file of every column.
+pub fn compact(path: &Path) -> Result<(), Failure> {
+    let mut t = open(path, true)?;
+    let mut files = Vec::new();
+    for c in t.column_names() {
+        files.extend(t.column_files(c)?);
     }
+    crate::dataset::run_compaction(path, &files, || t.compact())
 }
