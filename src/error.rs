@@ -116,6 +116,16 @@ pub enum Error {
         path: PathBuf,
     },
 
+    /// Stored data that is well formed but that blz cannot represent (a bcolz `object` dtype,
+    /// a compressor blz does not build, ...).
+    #[error("{path}: unsupported: {reason}")]
+    Unsupported {
+        /// The file or directory concerned.
+        path: PathBuf,
+        /// What blz cannot represent, and what to do about it when something can be done.
+        reason: String,
+    },
+
     /// An argument that cannot be honoured (bad codec name, zero chunk size, bad column name...).
     #[error("invalid argument: {0}")]
     InvalidArgument(String),
@@ -161,6 +171,14 @@ impl Error {
         Error::InvalidChunk {
             path: path.as_ref().to_path_buf(),
             chunk,
+            reason: reason.into(),
+        }
+    }
+
+    /// An [`Error::Unsupported`] for `path`.
+    pub fn unsupported(path: impl AsRef<Path>, reason: impl Into<String>) -> Self {
+        Error::Unsupported {
+            path: path.as_ref().to_path_buf(),
             reason: reason.into(),
         }
     }

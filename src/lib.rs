@@ -2,9 +2,11 @@
 //!
 //! Layers, from the bottom: [`storage`] (where bytes live), [`blosc`] (one compressed chunk),
 //! [`blpk`] (superchunk files of many chunks, bloscpack format 3); datasets on top: [`array`],
-//! [`table`] and [`layer`] (sorted columns with row groups, value indexes and filters).
+//! [`table`] and [`layer`] (sorted columns with row groups, value indexes and filters);
+//! [`bcolz`] reads bcolz carrays and ctables and imports them.
 
 pub mod array;
+pub mod bcolz;
 pub mod blosc;
 pub mod blpk;
 pub mod dtype;

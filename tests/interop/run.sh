@@ -1,9 +1,11 @@
 #!/usr/bin/env bash
-# Live interop between blz and the real peers (bloscpack 0.16, python-blosc 1.11):
+# Live interop between blz and the real peers (bloscpack 0.16, python-blosc 1.11, bcolz 1.13):
 #   1. blz writes files (examples/interop.rs `write`), the peers read them
 #      (peer_check.py verify);
 #   2. the peers write files (peer_check.py write), blz reads them (`interop read`);
-#   3. blz reads back its own files too.
+#   3. blz reads back its own files too;
+#   4. bcolz writes carrays and a ctable (bcolz_check.py write), `blz import` imports them and
+#      `blz get` exports them as .npy, which must equal what bcolz reads (bcolz_check.py compare).
 # Exits non-zero if any step fails. The peers' venv comes from ../shared/peers/setup.sh beside
 # the repository (override with PEERS_SETUP=/path/to/setup.sh). KEEP=1 keeps the temporary
 # directories.
@@ -17,12 +19,15 @@ fi
 PY=$("$setup") || { echo "run.sh: $setup failed" >&2; exit 2; }
 checker=$root/tests/interop/peer_check.py
 
-echo "== building the interop example (release)"
-(cd "$root" && cargo build --release --quiet --example interop) || exit 2
+echo "== building the interop example and the blz command (release)"
+(cd "$root" && cargo build --release --quiet --example interop --bin blz) || exit 2
 target=$(cd "$root" && cargo metadata --format-version 1 --no-deps \
   | "$PY" -c 'import json, sys; print(json.load(sys.stdin)["target_directory"])') || exit 2
 interop=$target/release/examples/interop
 [[ -x $interop ]] || { echo "run.sh: $interop was not built" >&2; exit 2; }
+blz=$target/release/blz
+[[ -x $blz ]] || { echo "run.sh: $blz was not built" >&2; exit 2; }
+bcolz_checker=$root/tests/interop/bcolz_check.py
 
 work=$(mktemp -d "${TMPDIR:-/tmp}/blz-interop.XXXXXX")
 if [[ ${KEEP:-0} == 1 ]]; then
@@ -50,8 +55,26 @@ step "bloscpack and python-blosc write" "$PY" "$checker" write "$work/peers"
 step "blz reads the peers' files" "$interop" read "$work/peers"
 step "blz reads its own files" "$interop" read "$work/blz"
 
+# bcolz -> blz: bcolz writes carrays and a ctable, `blz import` imports them, `blz get`
+# exports them as .npy, and the checker compares those with what bcolz reads.
+import_bcolz() {
+  local dir=$1 kind name
+  mkdir -p "$dir/out"
+  while read -r kind name; do
+    "$blz" import "$dir/$name" "$dir/$name.blz" || return 1
+    if [[ $kind == ctable ]]; then
+      "$blz" get "$dir/$name.blz" --out-dir "$dir/out/$name" >/dev/null || return 1
+    else
+      "$blz" get "$dir/$name.blz" --out "$dir/out/$name.npy" >/dev/null || return 1
+    fi
+  done < <("$PY" "$bcolz_checker" list "$dir")
+}
+step "bcolz writes" "$PY" "$bcolz_checker" write "$work/bcolz"
+step "blz imports bcolz's carrays and ctable" import_bcolz "$work/bcolz"
+step "blz's imports hold what bcolz reads" "$PY" "$bcolz_checker" compare "$work/bcolz"
+
 if ((${#failed[@]})); then
   printf 'interop FAILED: %s\n' "${failed[@]}"
   exit 1
 fi
-echo "interop passed: blz -> peers and peers -> blz"
+echo "interop passed: blz -> peers, peers -> blz, bcolz -> blz import"

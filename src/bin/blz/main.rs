@@ -4,6 +4,7 @@
 mod dataset;
 mod dist;
 mod file;
+mod import;
 mod layer;
 mod npy;
 mod selection;
@@ -41,6 +42,8 @@ enum Command {
     Scan(dist::ScanArgs),
     /// Layer datasets: sorted columns with row groups, value indexes and filters.
     Layer(layer::LayerArgs),
+    /// Import a bcolz carray (as a dataset) or ctable (as a table).
+    Import(import::ImportArgs),
 }
 
 /// Arguments of `blz info`.
@@ -160,6 +163,7 @@ fn run(cli: Cli) -> Result<(), Fail> {
         Command::Locate(a) => dist::locate(&a),
         Command::Scan(a) => dist::scan(&a),
         Command::Layer(a) => layer::run(&a),
+        Command::Import(a) => import::run(&a).map_err(Fail::from),
     }
 }
 
