@@ -425,18 +425,14 @@ impl Dataset {
                 "not a blz dataset (no meta directory)",
             ));
         }
+        meta::refuse_other_kind(storage.as_ref(), &mp, None)?;
         let lock = match mode {
             Mode::ReadWrite => Some(WriterLock::acquire(root)?),
             Mode::ReadOnly => None,
         };
         settle(storage.as_ref(), root, mode)?;
         let raw: serde_json::Value = meta::read_json(storage.as_ref(), &mp.storage())?;
-        if let Some(kind) = raw.get("kind").and_then(|k| k.as_str()) {
-            return Err(Error::metadata(
-                mp.storage(),
-                format!("this is a {kind} dataset, not an array (open it with the {kind} API)"),
-            ));
-        }
+        meta::check_dataset_kind(&raw, &mp.storage(), None)?;
         let meta: ArrayStorage = serde_json::from_value(raw)
             .map_err(|e| Error::metadata(mp.storage(), e.to_string()))?;
         validate_storage_meta(&meta, &mp.storage())?;

@@ -485,18 +485,14 @@ impl Table {
                 "not a blz dataset (no meta directory)",
             ));
         }
+        meta::refuse_other_kind(storage.as_ref(), &mp, Some("table"))?;
         let lock = match mode {
             Mode::ReadWrite => Some(WriterLock::acquire(root)?),
             Mode::ReadOnly => None,
         };
         settle(storage.as_ref(), root, mode)?;
         let raw: serde_json::Value = meta::read_json(storage.as_ref(), &mp.storage())?;
-        if raw.get("kind").and_then(|k| k.as_str()) != Some("table") {
-            return Err(Error::metadata(
-                mp.storage(),
-                "not a table (open it as an array dataset)",
-            ));
-        }
+        meta::check_dataset_kind(&raw, &mp.storage(), Some("table"))?;
         let meta: TableStorage = serde_json::from_value(raw)
             .map_err(|e| Error::metadata(mp.storage(), e.to_string()))?;
         if meta.format != FORMAT_NAME || meta.version != FORMAT_VERSION {
