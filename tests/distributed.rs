@@ -679,7 +679,11 @@ fn check_layer(p: &Path, m: &LayerModel, what: &str) {
         assert!(errs.is_empty(), "{what}: {}: {errs:?}", q.display());
         let rows: Vec<u64> = (0..layer.ncolumns()).map(|c| layer.rows(c)).collect();
         assert_eq!(rows, layer_rows(m), "{what}: {}", q.display());
-        assert_eq!(layer.index_levels(0), 3, "fan-out 4 over 2500/64 chunks");
+        assert_eq!(
+            layer.index_levels(0),
+            3,
+            "{what}: fan-out 4 over 29 or more chunks"
+        );
         let (mut item_row, mut price_row) = (0, 0);
         let mut uc = layer.cursor();
         for (u, items) in m {
