@@ -227,6 +227,57 @@ impl MetaPaths {
     }
 }
 
+/// Checks that the `kind` of a `meta/storage` document is `expected` (`None`: an array,
+/// whose document names no kind).
+///
+/// # Errors
+/// [`Error::InvalidMetadata`] naming both kinds and the API that opens the dataset.
+pub(crate) fn check_dataset_kind(
+    raw: &serde_json::Value,
+    path: &Path,
+    expected: Option<&str>,
+) -> Result<()> {
+    let kind = raw.get("kind").and_then(|k| k.as_str());
+    if kind == expected {
+        return Ok(());
+    }
+    let name = |k: Option<&str>| k.unwrap_or("array").to_string();
+    let (found, wanted) = (name(kind), name(expected));
+    let a = |w: &str| {
+        if w.starts_with(['a', 'e', 'i', 'o', 'u']) {
+            format!("an {w}")
+        } else {
+            format!("a {w}")
+        }
+    };
+    Err(Error::metadata(
+        path,
+        format!(
+            "this is {} dataset, not {} (open it with the {found} API)",
+            a(&found),
+            a(&wanted)
+        ),
+    ))
+}
+
+/// Refuses, before a writer lock is taken, a dataset whose readable `meta/storage` names
+/// another kind than `expected`: opening the wrong kind of dataset for writing then leaves
+/// nothing (no `meta/lock`) behind in it. A `meta/storage` that cannot be read is left to
+/// the full checks made after recovery.
+///
+/// # Errors
+/// As [`check_dataset_kind`].
+pub(crate) fn refuse_other_kind(
+    storage: &dyn Storage,
+    mp: &MetaPaths,
+    expected: Option<&str>,
+) -> Result<()> {
+    match read_json::<serde_json::Value>(storage, &mp.storage()) {
+        Ok(raw) => check_dataset_kind(&raw, &mp.storage(), expected),
+        Err(_) => Ok(()),
+    }
+}
+
 /// Reads and parses a JSON meta file.
 ///
 /// # Errors

@@ -128,3 +128,40 @@ fn unsorted_csv_fails_and_leaves_nothing() {
     );
     assert_eq!(std::fs::read_dir(dir.path()).unwrap().count(), 1);
 }
+
+#[test]
+fn negative_values_are_values_not_options() {
+    let dir = tempfile::tempdir().unwrap();
+    let csv = dir.path().join("in.csv");
+    std::fs::write(&csv, "-5,a,1.5\n-5,b,-2.5\n3,c,0\n").unwrap();
+    let out = dir.path().join("l.blz");
+    ok(&[
+        "layer",
+        "build",
+        "--columns",
+        "k:int64,v:varstr",
+        "--weight",
+        "w:float64",
+        s(&csv),
+        s(&out),
+    ]);
+    let o = ok(&["layer", "seek", s(&out), "-5"]);
+    assert!(o.starts_with("-5 (row 0 "), "{o}");
+    let o = ok(&["layer", "seek", s(&out), "--le", "-4", "--json"]);
+    let j: serde_json::Value = serde_json::from_str(&o).unwrap();
+    assert_eq!(j["value"], -5);
+    let o = ok(&["layer", "seek", s(&out), "-1000"]);
+    assert!(o.starts_with("-5 "), "{o}");
+    let o = ok(&["layer", "seek", s(&out), "--in", "-5", "b", "--json"]);
+    let j: serde_json::Value = serde_json::from_str(&o).unwrap();
+    assert_eq!(j["weight"], -2.5);
+    let o = ok(&["layer", "contains", s(&out), "-5"]);
+    assert!(o.starts_with("yes"), "{o}");
+    let o = ok(&["layer", "contains", s(&out), "-6"]);
+    assert!(o.starts_with("no"), "{o}");
+    let o = ok(&["layer", "contains", s(&out), "--in", "-5", "a"]);
+    assert!(o.starts_with("yes"), "{o}");
+    // Options still parse after a negative value.
+    let o = ok(&["layer", "seek", s(&out), "-5", "--json"]);
+    assert!(o.starts_with('{'), "{o}");
+}

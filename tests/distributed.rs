@@ -1,5 +1,6 @@
 //! blz on a distributed filesystem: create, append, read, modify, shrink and verify arrays
-//! and tables, locate their superchunk files, scan them, and run `blz locate`/`blz scan`.
+//! and tables, build, read, seek in, replace and verify layer datasets, locate their
+//! superchunk files, scan them, and run `blz locate`/`blz scan`/`blz layer`.
 //!
 //! The same test body runs twice:
 //! * on a local temporary directory (always), where every file is on one local device;
@@ -14,12 +15,17 @@
 //! client never sees stale data (see the README section "Running on a distributed filesystem" for the mount options this
 //! needs).
 
-use blz::locate::{group_by_location, locate_dataset, LocationKind};
+use blz::blpk::SuperchunkReader;
+use blz::layer::{
+    ColumnDef, Cursor, FilterSetting, Layer, LayerSchema, LayerSizes, LayerWriter, Value,
+};
+use blz::locate::{group_by_location, locate_dataset, locate_file, LocationKind};
 use blz::scan::{reduce, reduce_column, scan, Reduction, Scalar, ScanOptions};
-use blz::table::{ColumnOptions, Field, Table, TableOptions, Values};
-use blz::{CreateOptions, DType, Dataset};
+use blz::storage::{LocalStorage, OpenMode, Storage};
+use blz::table::{ColumnOptions, Field, LeafKind, Table, TableOptions, Values};
+use blz::{CreateOptions, DType, Dataset, Error};
 use ndarray::{s, Array1, Array2, ArrayD, Axis};
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
@@ -234,6 +240,26 @@ fn plain_dataset(base: &Path, gluster: bool) {
     assert!(close(v["value"].as_f64().unwrap(), model.iter().sum()));
     let out = blz(&["scan", p.to_str().unwrap(), "--op", "max"]);
     assert!(out.contains("max: "), "{out}");
+
+    // Append after the shrink: the cut chunk and file are filled up again, new files follow.
+    drop(ds);
+    let mut ds = Dataset::open_rw(&p).unwrap();
+    let block: Vec<f64> = (0..3_000).map(|_| rng.f64()).collect();
+    ds.append(&Array1::from(block.clone()).into_dyn().view())
+        .unwrap();
+    model.extend(block);
+    assert_eq!(ds.nfiles(), 27);
+    drop(ds);
+    check_plain(&p, &model, "after appending past the shrink");
+    for q in std::iter::once(p.clone()).chain(second_view(&p)) {
+        assert!(Dataset::open(&q).unwrap().verify(|_, _| {}).is_empty());
+        let out = blz(&["verify", q.to_str().unwrap()]);
+        assert!(
+            out.contains("53 chunks in 27 files verified, all intact"),
+            "{out}"
+        );
+    }
+    check_spread(&p, gluster, 27);
 }
 
 /// A 2-d dataset whose inner axis ends inside a chunk.
@@ -256,10 +282,14 @@ fn nd_dataset(base: &Path, gluster: bool) {
     ds.resize(930).unwrap();
     let model = model.slice(s![..930, ..]).to_owned();
     drop(ds);
+    for q in std::iter::once(p.clone()).chain(second_view(&p)) {
+        let ds = Dataset::open(&q).unwrap();
+        assert_eq!(ds.shape(), &[930, 7]);
+        let back: ArrayD<i32> = ds.read().unwrap();
+        assert_eq!(back, model.clone().into_dyn(), "{}", q.display());
+        assert!(ds.verify(|_, _| {}).is_empty());
+    }
     let ds = Dataset::open(&p).unwrap();
-    let back: ArrayD<i32> = ds.read().unwrap();
-    assert_eq!(back, model.clone().into_dyn());
-    assert!(ds.verify(|_, _| {}).is_empty());
     check_spread(&p, gluster, 24);
     for threads in [1, 2] {
         let opts = ScanOptions::with_threads(threads);
@@ -296,6 +326,30 @@ fn nd_dataset(base: &Path, gluster: bool) {
                 .map(|&x| i64::from(x))
                 .sum::<i64>()
         );
+    }
+}
+
+/// Checks the table at `p` (and through the second mount) against its columns' models.
+fn check_table(p: &Path, ids: &[i64], names: &[String], xs: &[f32], what: &str) {
+    for q in std::iter::once(p.to_path_buf()).chain(second_view(p)) {
+        let t = Table::open(&q).unwrap_or_else(|e| panic!("{what}: open {}: {e}", q.display()));
+        assert_eq!(t.nrows(), ids.len() as u64, "{what}: {}", q.display());
+        assert_eq!(
+            t.column("id").unwrap().to_vec::<i64>().unwrap(),
+            ids,
+            "{what}"
+        );
+        assert_eq!(
+            t.column("name").unwrap().to_strings().unwrap(),
+            names,
+            "{what}"
+        );
+        assert_eq!(
+            t.column("pos/x").unwrap().to_vec::<f32>().unwrap(),
+            xs,
+            "{what}"
+        );
+        assert!(t.verify(|_, _| {}).is_empty(), "{what}: {}", q.display());
     }
 }
 
@@ -340,6 +394,7 @@ fn table_dataset(base: &Path, gluster: bool) {
         names.extend(nm);
         xs.extend(x);
     }
+    check_table(&p, &ids, &names, &xs, "after appends");
     // Modify rows across chunk and file boundaries, in two of the three columns.
     let new_names: Vec<String> = (0..1200).map(|i| format!("changed {i}")).collect();
     let new_ids: Vec<i64> = (0..1200).map(|i| -i).collect();
@@ -353,23 +408,16 @@ fn table_dataset(base: &Path, gluster: bool) {
     .unwrap();
     names.splice(2900..4100, new_names);
     ids.splice(2900..4100, new_ids);
+    check_table(&p, &ids, &names, &xs, "after modify");
+    // Shrink into the middle of a chunk of every column.
     t.resize(12_100).unwrap();
     ids.truncate(12_100);
     names.truncate(12_100);
     xs.truncate(12_100);
     assert!(t.verify(|_, _| {}).is_empty());
     drop(t);
+    check_table(&p, &ids, &names, &xs, "after shrink");
 
-    let mut paths = vec![p.clone()];
-    paths.extend(second_view(&p));
-    for q in &paths {
-        let t = Table::open(q).unwrap();
-        assert_eq!(t.nrows(), 12_100);
-        assert_eq!(t.column("id").unwrap().to_vec::<i64>().unwrap(), ids);
-        assert_eq!(t.column("name").unwrap().to_strings().unwrap(), names);
-        assert_eq!(t.column("pos/x").unwrap().to_vec::<f32>().unwrap(), xs);
-        assert!(t.verify(|_, _| {}).is_empty());
-    }
     let t = Table::open(&p).unwrap();
     // 25 files per column, in data/id, data/name, data/pos/x
     check_spread(&p, gluster, 75);
@@ -397,6 +445,597 @@ fn table_dataset(base: &Path, gluster: bool) {
     let out = blz(&["scan", p.to_str().unwrap(), "--column", "id", "--op", "min"]);
     let min = ids.iter().min().unwrap();
     assert!(out.contains(&format!("min: {min}")), "{out}");
+
+    // Append after the shrink: the cut chunks are filled up again, new files follow.
+    drop(t);
+    let mut t = Table::open_rw(&p).unwrap();
+    let (i, nm, x) = batch(ids.len(), 900);
+    t.append(&[
+        ("id", Values::from_slice(&i)),
+        ("name", Values::strings(&nm)),
+        ("pos/x", Values::from_slice(&x)),
+    ])
+    .unwrap();
+    ids.extend(i);
+    names.extend(nm);
+    xs.extend(x);
+    drop(t);
+    check_table(&p, &ids, &names, &xs, "after appending past the shrink");
+    check_spread(&p, gluster, 78);
+    for q in std::iter::once(p.clone()).chain(second_view(&p)) {
+        let out = blz(&["verify", q.to_str().unwrap()]);
+        assert!(
+            out.contains("78 chunks in 3 columns verified, all intact"),
+            "{out}"
+        );
+    }
+}
+
+/// A 3-column layer dataset in memory: user -> item -> price, and the weight of each price.
+type LayerModel = BTreeMap<Value, BTreeMap<Value, BTreeMap<Value, Value>>>;
+
+/// `users` users (int64, negative and positive), each with 1 to 4 items (strings, some
+/// non-ASCII), each with 1 to 3 prices (float64) carrying an int64 weight.
+fn layer_model(seed: u64, users: i64) -> LayerModel {
+    let mut rng = Lcg(seed);
+    let mut m = LayerModel::new();
+    for u in 0..users {
+        let items = m.entry(Value::Int(u * 7 - 6000)).or_default();
+        let n = 1 + rng.next() % 4;
+        while (items.len() as u64) < n {
+            let name = format!(
+                "item-{:03}{}",
+                rng.next() % 400,
+                "é".repeat((rng.next() % 3) as usize)
+            );
+            let prices = items.entry(Value::Str(name)).or_default();
+            let k = 1 + rng.next() % 3;
+            while (prices.len() as u64) < k {
+                let price = (rng.next() % 4000) as f64 * 0.25 - 500.0;
+                let w = rng.next() as i64 - (1 << 30);
+                prices.insert(Value::Float(price), Value::Int(w));
+            }
+        }
+    }
+    m
+}
+
+/// Row counts of the model's three columns.
+fn layer_rows(m: &LayerModel) -> Vec<u64> {
+    let items: usize = m.values().map(BTreeMap::len).sum();
+    let prices: usize = m
+        .values()
+        .flat_map(BTreeMap::values)
+        .map(BTreeMap::len)
+        .sum();
+    vec![m.len() as u64, items as u64, prices as u64]
+}
+
+/// Small chunks, fan-out 4 (three index levels) and 4 chunks per file, so that every column
+/// has many superchunk files; one column of each filter setting.
+fn layer_schema(overwrite: bool) -> LayerSchema {
+    let mut s = LayerSchema::new(vec![
+        ColumnDef::new("user", LeafKind::Fixed(DType::I64))
+            .with_chunklen(64)
+            .with_fanout(4)
+            .with_filter(FilterSetting::Fpr(1e-3)),
+        ColumnDef::new("item", LeafKind::VarStr)
+            .with_chunklen(128)
+            .with_fanout(4)
+            .with_filter(FilterSetting::BitsPerValue(12)),
+        ColumnDef::new("price", LeafKind::Fixed(DType::F64))
+            .with_chunklen(256)
+            .with_fanout(4)
+            .with_filter(FilterSetting::Off),
+    ])
+    .with_weight("w", DType::I64);
+    s.superchunksize = 4;
+    s.overwrite = overwrite;
+    s
+}
+
+fn write_layer(p: &Path, m: &LayerModel, overwrite: bool) -> blz::Result<LayerSizes> {
+    let mut w = LayerWriter::create(p, layer_schema(overwrite))?;
+    for (u, items) in m {
+        for (i, prices) in items {
+            for (price, weight) in prices {
+                w.push(&[u.clone(), i.clone(), price.clone()], Some(weight.clone()))?;
+            }
+        }
+    }
+    w.finish()
+}
+
+/// The superchunk files a layer dataset must have, from its meta files: data, row-group,
+/// weight, index (every level) and filter chunks, `superchunksize` to a file.
+fn layer_file_count(layer: &Layer) -> usize {
+    let meta = layer.storage_meta();
+    let mut n = 0;
+    for (i, (c, s)) in meta.columns.iter().zip(&layer.sizes().columns).enumerate() {
+        let files = |chunks: u64| chunks.div_ceil(c.superchunksize);
+        let data = files(s.rows.div_ceil(c.chunklen));
+        let last = i + 1 == meta.columns.len();
+        n += data;
+        if !last || meta.weight.is_some() {
+            n += data; // row groups, or the weights of the last column
+        }
+        n += s.index_chunks.iter().map(|&k| files(k)).sum::<u64>();
+        n += files(s.filter_chunks);
+    }
+    n as usize
+}
+
+/// Checks a row group's seeks and membership answers against its model `keys`.
+fn check_group_seeks<T>(c: &mut Cursor<'_>, keys: &BTreeMap<Value, T>, probes: &[Value]) {
+    for v in probes.iter().chain(keys.keys()) {
+        let ge = keys.range(v.clone()..).next().map(|(k, _)| k);
+        assert_eq!(c.seek_ge(v).unwrap(), ge.is_some(), "seek_ge {v}");
+        assert_eq!(c.value().unwrap().as_ref(), ge, "seek_ge {v}");
+        let le = keys.range(..=v.clone()).next_back().map(|(k, _)| k);
+        assert_eq!(c.seek_le(v).unwrap(), le.is_some(), "seek_le {v}");
+        assert_eq!(c.value().unwrap().as_ref(), le, "seek_le {v}");
+        let present = keys.contains_key(v);
+        assert_eq!(c.contains(v).unwrap(), present, "contains {v}");
+        if present {
+            assert!(c.may_contain(v).unwrap(), "the filter said no for {v}");
+        }
+    }
+    if let Some((k, _)) = keys.last_key_value() {
+        assert!(c.last());
+        assert_eq!(c.value().unwrap().as_ref(), Some(k));
+        assert!(!c.next());
+        assert!(c.prev());
+        assert_eq!(c.index(), Some(keys.len() as u64 - 1));
+    }
+}
+
+/// Seeks, child row groups, weights and membership against the model.
+fn check_layer_queries(layer: &Layer, m: &LayerModel) {
+    let mut rng = Lcg(99);
+    let (lo, hi) = (-6000 - 100, 7 * m.len() as i64 - 6000 + 100);
+    let probes: Vec<Value> = (0..300)
+        .map(|_| Value::Int(lo + (rng.next() as i64) % (hi - lo)))
+        .chain([Value::Int(i64::MIN), Value::Int(i64::MAX)])
+        .collect();
+    check_group_seeks(&mut layer.cursor(), m, &probes);
+    for v in &probes {
+        assert_eq!(layer.contains(v).unwrap(), m.contains_key(v), "{v}");
+        // A "no" from the filter or the fences reads no data chunk.
+        layer.reset_stats();
+        if !layer.may_contain(v).unwrap() {
+            assert!(!m.contains_key(v), "{v}");
+            assert_eq!(layer.stats().data_chunks, 0, "{v}");
+        }
+    }
+    // Past either end the fences answer alone.
+    layer.clear_cache();
+    layer.reset_stats();
+    assert!(!layer.may_contain(&Value::Int(lo - 1)).unwrap());
+    assert!(!layer.may_contain(&Value::Int(hi + 1)).unwrap());
+    assert_eq!(layer.stats().data_chunks, 0);
+    assert_eq!(layer.stats().filter_chunks, 0);
+    // A seek reads one data chunk.
+    layer.clear_cache();
+    layer.reset_stats();
+    let mut c = layer.cursor();
+    assert!(c.seek_ge(&Value::Int(0)).unwrap());
+    c.value().unwrap();
+    assert_eq!(layer.stats().data_chunks, 1);
+
+    // Row groups of columns 2 and 3 under 60 users picked at random.
+    let users: Vec<&Value> = m.keys().collect();
+    for _ in 0..60 {
+        let j = rng.next() % users.len() as u64;
+        let mut uc = layer.cursor();
+        assert!(uc.nth(j));
+        let u = uc.value().unwrap().unwrap();
+        assert_eq!(&u, users[j as usize]);
+        let items = &m[&u];
+        let mut ic = uc.child().unwrap().unwrap();
+        assert_eq!(ic.count(), items.len() as u64);
+        assert_eq!(layer.group(1, j).unwrap().rows(), ic.rows());
+        let mut item_probes: Vec<Value> = (0..10)
+            .map(|_| Value::Str(format!("item-{:03}", rng.next() % 400)))
+            .collect();
+        item_probes.extend(["".into(), "item-".into(), "zzz".into()]);
+        check_group_seeks(&mut ic, items, &item_probes);
+        for (i, prices) in items {
+            assert!(ic.seek_ge(i).unwrap());
+            let mut pc = ic.child().unwrap().unwrap();
+            assert_eq!(pc.count(), prices.len() as u64);
+            assert_eq!(layer.group(2, ic.row().unwrap()).unwrap().rows(), pc.rows());
+            let price_probes: Vec<Value> = (0..5)
+                .map(|_| Value::Float((rng.next() % 4000) as f64 * 0.25 - 500.0))
+                .chain([Value::Float(-1e300), Value::Float(1e300)])
+                .collect();
+            check_group_seeks(&mut pc, prices, &price_probes);
+            // An integer is taken as the float it equals.
+            let ge = pc.seek_ge(&Value::Float(3.0)).unwrap().then(|| pc.row());
+            assert_eq!(pc.seek_ge(&Value::Int(3)).unwrap().then(|| pc.row()), ge);
+            for (price, weight) in prices {
+                assert!(pc.seek_ge(price).unwrap());
+                assert_eq!(pc.weight().unwrap().as_ref(), Some(weight));
+                assert!(
+                    pc.child().unwrap().is_none(),
+                    "the last column has no children"
+                );
+            }
+        }
+    }
+    // Values that do not fit a column are errors, not answers.
+    assert!(layer.cursor().seek_ge(&Value::Str("x".into())).is_err());
+    assert!(layer.contains(&Value::Float(0.5)).is_err());
+    assert!(layer.cursor().weight().is_err());
+}
+
+/// Opens the layer dataset at `p` (and through the second mount), verifies it, walks every
+/// row of every column against the model and checks the queries.
+fn check_layer(p: &Path, m: &LayerModel, what: &str) {
+    let mut paths = vec![p.to_path_buf()];
+    paths.extend(second_view(p));
+    for q in paths {
+        let layer = Layer::open(&q).unwrap_or_else(|e| panic!("{what}: open {}: {e}", q.display()));
+        let errs = layer.verify();
+        assert!(errs.is_empty(), "{what}: {}: {errs:?}", q.display());
+        let rows: Vec<u64> = (0..layer.ncolumns()).map(|c| layer.rows(c)).collect();
+        assert_eq!(rows, layer_rows(m), "{what}: {}", q.display());
+        assert_eq!(
+            layer.index_levels(0),
+            3,
+            "{what}: fan-out 4 over 29 or more chunks"
+        );
+        let (mut item_row, mut price_row) = (0, 0);
+        let mut uc = layer.cursor();
+        for (u, items) in m {
+            assert_eq!(uc.value().unwrap().as_ref(), Some(u), "{what}");
+            let mut ic = uc.child().unwrap().unwrap();
+            assert_eq!(ic.rows(), item_row..item_row + items.len() as u64);
+            item_row += items.len() as u64;
+            for (i, prices) in items {
+                assert_eq!(ic.value().unwrap().as_ref(), Some(i), "{what}: {u}");
+                let mut pc = ic.child().unwrap().unwrap();
+                assert_eq!(pc.rows(), price_row..price_row + prices.len() as u64);
+                price_row += prices.len() as u64;
+                for (price, weight) in prices {
+                    assert_eq!(pc.value().unwrap().as_ref(), Some(price), "{what}: {u} {i}");
+                    assert_eq!(pc.weight().unwrap().as_ref(), Some(weight));
+                    pc.next();
+                }
+                assert!(!pc.is_valid());
+                ic.next();
+            }
+            assert!(!ic.is_valid());
+            uc.next();
+        }
+        assert!(!uc.is_valid());
+        check_layer_queries(&layer, m);
+    }
+}
+
+/// Flips one byte inside chunk 1 of the superchunk file `file` (as tests/layer.rs does).
+fn flip_byte_in_chunk(file: &Path) {
+    let st = LocalStorage;
+    let r = SuperchunkReader::open(st.open(file, OpenMode::Read).unwrap()).unwrap();
+    let off = r.layout().offsets[1];
+    let len = u64::from(r.chunk_info(1).unwrap().header.cbytes);
+    drop(r);
+    let f = st.open(file, OpenMode::ReadWrite).unwrap();
+    let at = off + 16 + (len - 16) / 2;
+    let mut b = [0u8];
+    f.read_at(at, &mut b).unwrap();
+    f.write_at(at, &[b[0] ^ 0x5a]).unwrap();
+    f.sync().unwrap();
+}
+
+/// Names of the entries of `dir` (sorted).
+fn listing(dir: &Path) -> Vec<String> {
+    let mut v: Vec<String> = std::fs::read_dir(dir)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .collect();
+    v.sort();
+    v
+}
+
+fn layer_dataset(base: &Path, gluster: bool) {
+    let p = base.join("layer.blz");
+    let m = layer_model(11, 2500);
+    let sizes = write_layer(&p, &m, false).unwrap();
+    let rows: Vec<u64> = sizes.columns.iter().map(|c| c.rows).collect();
+    assert_eq!(rows, layer_rows(&m));
+    check_layer(&p, &m, "after the build");
+
+    // Every data, row-group, weight, index and filter file is located, on all three bricks.
+    let layer = Layer::open(&p).unwrap();
+    let nfiles = layer_file_count(&layer);
+    assert!(nfiles >= 80, "{nfiles} files");
+    check_spread(&p, gluster, nfiles);
+    let locs = locate_dataset(&p).unwrap();
+    assert_eq!(locs.len(), nfiles);
+    for sub in [
+        "data/user/index/2",
+        "data/user/rowgroups",
+        "data/user/filter",
+        "data/item",
+        "data/price/weight",
+    ] {
+        assert!(
+            locs.iter().any(|l| l.path.parent() == Some(&p.join(sub))),
+            "no file in {sub}"
+        );
+    }
+    assert!(!p.join("data/price/filter").exists(), "filter off");
+
+    // The command line on the same dataset.
+    let ps = p.to_str().unwrap();
+    let out = blz(&["locate", "--json", ps]);
+    let v: serde_json::Value = serde_json::from_str(&out).unwrap();
+    assert_eq!(v["files"].as_array().unwrap().len(), nfiles);
+    assert_eq!(
+        v["locations"].as_array().unwrap().len(),
+        if gluster { 3 } else { 1 }
+    );
+    let text = blz(&["locate", ps]);
+    assert!(text.contains("data/user/index/0/__1__.bin"), "{text}");
+    assert!(text.contains("data/price/weight/__1__.bin"), "{text}");
+    // User 123 has a negative key, item names are non-ASCII for some.
+    let (u, items) = m.iter().nth(123).unwrap();
+    let (item, prices) = items.iter().next().unwrap();
+    let (price, weight) = prices.iter().last().unwrap();
+    let (us, is) = (u.to_string(), item.to_json().as_str().unwrap().to_string());
+    let o = blz(&["layer", "seek", ps, &us]);
+    assert!(us.starts_with('-'));
+    assert!(o.starts_with(&format!("{us} (row 123 ")), "{o}");
+    let o = blz(&[
+        "layer",
+        "seek",
+        ps,
+        "--le",
+        &(7 * 123 - 6000 + 3).to_string(),
+        "--json",
+    ]);
+    let j: serde_json::Value = serde_json::from_str(&o).unwrap();
+    assert_eq!(j["value"], u.to_json());
+    assert_eq!(j["row"], 123);
+    assert_eq!(j["children"], items.len());
+    assert_eq!(j["reads"]["data"], 1);
+    let o = blz(&[
+        "layer",
+        "seek",
+        ps,
+        "--column",
+        "price",
+        "--in",
+        &us,
+        "--in",
+        &is,
+        &price.to_string(),
+        "--json",
+    ]);
+    let j: serde_json::Value = serde_json::from_str(&o).unwrap();
+    assert_eq!(j["value"], price.to_json());
+    assert_eq!(j["weight"], weight.to_json());
+    let o = blz(&["layer", "contains", ps, &us]);
+    assert!(o.starts_with("yes"), "{o}");
+    let o = blz(&["layer", "contains", ps, "-100000"]);
+    assert!(o.starts_with("no") && o.contains(" 0 data chunks"), "{o}");
+    let o = blz(&["layer", "contains", ps, "--in", &us, &is]);
+    assert!(o.starts_with("yes"), "{o}");
+    let o = blz(&["layer", "contains", ps, "--in", &us, "item-999"]);
+    assert!(o.starts_with("no"), "{o}");
+    let o = blz(&["layer", "info", ps, "--json"]);
+    let j: serde_json::Value = serde_json::from_str(&o).unwrap();
+    for (c, r) in layer_rows(&m).iter().enumerate() {
+        assert_eq!(j["columns"][c]["rows"], *r);
+    }
+    assert_eq!(j["columns"][0]["index_levels"], 3);
+    assert_eq!(j["weight"]["name"], "w");
+    let o = blz(&["layer", "info", ps]);
+    assert!(
+        o.contains(&format!(
+            "column 2 item (varstr): {} rows",
+            layer_rows(&m)[1]
+        )),
+        "{o}"
+    );
+    let o = blz(&["info", ps, "--json"]);
+    let j: serde_json::Value = serde_json::from_str(&o).unwrap();
+    assert_eq!(j["kind"], "layer");
+    let ok = format!(
+        "ok ({} rows)",
+        layer_rows(&m)
+            .iter()
+            .map(u64::to_string)
+            .collect::<Vec<_>>()
+            .join(" / ")
+    );
+    for cmd in [&["layer", "verify", ps][..], &["verify", ps]] {
+        let o = blz(cmd);
+        assert!(o.contains(&ok), "{cmd:?}: {o}");
+    }
+
+    // A corrupt chunk in one superchunk file: verify names the file (through both
+    // clients), queries that need the chunk fail, and the restored file is sound again.
+    let rel = Path::new("data/item/__3__.bin");
+    let file = p.join(rel);
+    let original = std::fs::read(&file).unwrap();
+    flip_byte_in_chunk(&file);
+    if gluster {
+        println!(
+            "corrupted {} on {}",
+            rel.display(),
+            locate_file(&file).unwrap().location
+        );
+    }
+    let mut views = vec![p.clone()];
+    views.extend(second_view(&p));
+    for q in &views {
+        let errs = Layer::open(q).unwrap().verify();
+        assert!(
+            errs.iter().any(|e| matches!(e,
+                Error::ChecksumMismatch { path, chunk: 1, .. } if *path == q.join(rel))),
+            "{}: {errs:?}",
+            q.display()
+        );
+        let out = Command::new(env!("CARGO_BIN_EXE_blz"))
+            .args(["layer", "verify", q.to_str().unwrap()])
+            .output()
+            .unwrap();
+        assert!(!out.status.success());
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(err.contains(q.join(rel).to_str().unwrap()), "{err}");
+        assert!(err.contains("checksum"), "{err}");
+    }
+    // Chunk 1 of file 3 is chunk 9 of column 2: reading a row of it is an error too.
+    let layer = Layer::open(&p).unwrap();
+    let row = 9 * 128;
+    let j = (0..layer.rows(0))
+        .find(|&j| layer.group(1, j).unwrap().rows().contains(&row))
+        .unwrap();
+    let mut g = layer.group(1, j).unwrap();
+    assert!(g.nth(row - g.rows().start));
+    assert!(matches!(g.value(), Err(Error::ChecksumMismatch { .. })));
+    std::fs::write(&file, &original).unwrap();
+    check_layer(&p, &m, "after restoring the corrupt file");
+
+    // Layer datasets are write-once: the array, table and scan entry points refuse them
+    // with a clear error and leave them as they are.
+    let before = (locate_dataset(&p).unwrap(), listing(&p.join("meta")));
+    for attempt in [
+        Dataset::open_rw(&p).map(drop),
+        Dataset::open(&p).map(drop),
+        Table::open_rw(&p).map(drop),
+        Table::open(&p).map(drop),
+    ] {
+        let e = attempt.unwrap_err();
+        assert!(e.to_string().contains("layer"), "{e}");
+    }
+    for (cmd, why) in [
+        (
+            &["resize", ps, "10"][..],
+            "this is a layer dataset, not an array",
+        ),
+        (
+            &["attrs", ps, "--set", "a=1"],
+            "this is a layer dataset, not an array",
+        ),
+        (&["compact", ps], "this is a layer dataset, not an array"),
+        (&["get", ps], "this is a layer dataset, not an array"),
+        (
+            &["scan", ps, "--op", "sum"],
+            "this is a layer dataset, not an array",
+        ),
+        (
+            &["scan", ps, "--column", "user", "--op", "sum"],
+            "this is a layer dataset, not a table",
+        ),
+        (&["create", ps, "--arange", "10"], "already exists"),
+    ] {
+        let out = Command::new(env!("CARGO_BIN_EXE_blz"))
+            .args(cmd)
+            .output()
+            .unwrap();
+        assert_eq!(out.status.code(), Some(1), "blz {cmd:?}");
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(
+            err.starts_with("blz: ") && err.contains(why) && err.lines().count() == 1,
+            "{cmd:?}: {err}"
+        );
+    }
+    assert_eq!(
+        (locate_dataset(&p).unwrap(), listing(&p.join("meta"))),
+        before
+    );
+    let e = write_layer(&p, &layer_model(12, 10), false).unwrap_err();
+    assert!(e.to_string().contains("already exists"), "{e}");
+    check_layer(&p, &m, "after refused changes");
+
+    // Replacing: a new build over the old one (overwrite) appears whole to both clients,
+    // and leaves no temporary directory behind.
+    let m2 = layer_model(13, 1800);
+    write_layer(&p, &m2, true).unwrap();
+    check_layer(&p, &m2, "after the rebuild");
+    assert_eq!(
+        listing(base)
+            .iter()
+            .filter(|n| n.starts_with("layer.blz"))
+            .count(),
+        1
+    );
+    let layer = Layer::open(&p).unwrap();
+    check_spread(&p, gluster, layer_file_count(&layer));
+    assert_eq!(locate_dataset(&p).unwrap().len(), layer_file_count(&layer));
+    // A failed rebuild (unsorted input) leaves the dataset as it was.
+    let mut w = LayerWriter::create(&p, layer_schema(true)).unwrap();
+    w.push(
+        &[Value::Int(5), "b".into(), Value::Float(1.0)],
+        Some(Value::Int(1)),
+    )
+    .unwrap();
+    let e = w
+        .push(
+            &[Value::Int(4), "a".into(), Value::Float(1.0)],
+            Some(Value::Int(1)),
+        )
+        .unwrap_err();
+    assert!(e.to_string().contains("unsorted"), "{e}");
+    assert!(w.finish().is_err());
+    assert_eq!(
+        listing(base)
+            .iter()
+            .filter(|n| n.starts_with("layer.blz"))
+            .count(),
+        1
+    );
+    check_layer(&p, &m2, "after a failed rebuild");
+
+    // `blz layer build` from a sorted CSV on the same filesystem, replaced with --overwrite.
+    let csv = base.join("pairs.csv");
+    let mut text = String::from("k,v,w\n");
+    for k in 0..500 {
+        for v in 0..(k % 3 + 1) {
+            text.push_str(&format!("{},v{v},{}\n", k * 2, k + v));
+        }
+    }
+    std::fs::write(&csv, &text).unwrap();
+    let out = base.join("cli-layer.blz");
+    let (cs, os) = (csv.to_str().unwrap(), out.to_str().unwrap());
+    let build = [
+        "layer",
+        "build",
+        "--columns",
+        "k:int32,v:varstr",
+        "--weight",
+        "w:int64",
+    ];
+    let o = blz(&[&build[..], &["--header", "--chunklen", "16", cs, os]].concat());
+    assert!(o.contains("column rows 500 / 999"), "{o}");
+    let o = blz(&[
+        &build[..],
+        &["--header", "--chunklen", "8", "--overwrite", cs, os],
+    ]
+    .concat());
+    assert!(o.contains("column rows 500 / 999"), "{o}");
+    let mut views = vec![out.clone()];
+    views.extend(second_view(&out));
+    for q in &views {
+        let l = Layer::open(q).unwrap();
+        assert!(l.verify().is_empty());
+        assert_eq!(l.storage_meta().columns[0].chunklen, 8);
+        let o = blz(&[
+            "layer",
+            "seek",
+            q.to_str().unwrap(),
+            "--in",
+            "998",
+            "v1",
+            "--json",
+        ]);
+        let j: serde_json::Value = serde_json::from_str(&o).unwrap();
+        assert_eq!(j["value"], "v1");
+        assert_eq!(j["weight"], 500);
+    }
+    std::fs::remove_file(&csv).unwrap();
 }
 
 fn blz(args: &[&str]) -> String {
@@ -416,6 +1055,7 @@ fn exercise(base: &Path, gluster: bool) {
     plain_dataset(base, gluster);
     nd_dataset(base, gluster);
     table_dataset(base, gluster);
+    layer_dataset(base, gluster);
 }
 
 #[test]

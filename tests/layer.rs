@@ -204,3 +204,43 @@ fn corrupt_index_filter_or_data_chunks_are_errors_not_answers() {
         }
     }
 }
+
+#[test]
+fn array_and_table_opens_refuse_a_layer_dataset_and_leave_it_untouched() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("l.blz");
+    let mut w = LayerWriter::create(&path, two_cols()).unwrap();
+    w.push(&[Value::Int(1), "a".into()], Some(Value::Int(1)))
+        .unwrap();
+    w.finish().unwrap();
+    let meta_files = || {
+        let mut v = leftovers(&path.join("meta"));
+        v.sort();
+        v
+    };
+    let before = meta_files();
+    for (what, r) in [
+        ("array rw", blz::Dataset::open_rw(&path).map(drop)),
+        ("array", blz::Dataset::open(&path).map(drop)),
+        ("table rw", blz::table::Table::open_rw(&path).map(drop)),
+        ("table", blz::table::Table::open(&path).map(drop)),
+    ] {
+        let msg = r.unwrap_err().to_string();
+        assert!(
+            msg.contains("this is a layer dataset") && msg.contains("layer API"),
+            "{what}: {msg}"
+        );
+    }
+    // No writer lock file was left behind in the write-once dataset.
+    assert_eq!(meta_files(), before);
+    assert!(Layer::open(&path).unwrap().verify().is_empty());
+
+    // An array opened as a table names what it is.
+    let a = dir.path().join("a.blz");
+    blz::Dataset::create(&a, DType::I32, &[4]).unwrap();
+    let msg = blz::table::Table::open_rw(&a).unwrap_err().to_string();
+    assert!(
+        msg.contains("this is an array dataset, not a table"),
+        "{msg}"
+    );
+}

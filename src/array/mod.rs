@@ -184,12 +184,15 @@ pub(crate) fn settle(storage: &dyn Storage, root: &Path, mode: Mode) -> Result<(
 }
 
 /// The first step of opening any dataset (array or table) at `root`: checks that it has a
-/// meta directory, takes the writer lock in read-write mode, brings the dataset to its
-/// committed state ([`settle`]) and reads `meta/storage`, which the caller interprets.
+/// meta directory and is of the `kind` the caller opens (`None`: an array) before taking the
+/// writer lock in read-write mode, brings the dataset to its committed state ([`settle`]),
+/// reads `meta/storage` and checks its kind again, and returns it for the caller to
+/// interpret.
 pub(crate) fn open_root(
     storage: &dyn Storage,
     root: &Path,
     mode: Mode,
+    kind: Option<&str>,
 ) -> Result<(Option<WriterLock>, serde_json::Value)> {
     let mp = MetaPaths::new(root);
     if !storage.is_dir(&mp.dir) {
@@ -198,12 +201,14 @@ pub(crate) fn open_root(
             "not a blz dataset (no meta directory)",
         ));
     }
+    meta::refuse_other_kind(storage, &mp, kind)?;
     let lock = match mode {
         Mode::ReadWrite => Some(WriterLock::acquire(root)?),
         Mode::ReadOnly => None,
     };
     settle(storage, root, mode)?;
     let raw = meta::read_json(storage, &mp.storage())?;
+    meta::check_dataset_kind(&raw, &mp.storage(), kind)?;
     Ok((lock, raw))
 }
 
@@ -443,13 +448,7 @@ impl Dataset {
     /// [`Error::InvalidMetadata`] naming a missing or malformed meta file; I/O errors.
     pub fn open_in(storage: Arc<dyn Storage>, root: &Path, mode: Mode) -> Result<Dataset> {
         let mp = MetaPaths::new(root);
-        let (lock, raw) = open_root(storage.as_ref(), root, mode)?;
-        if let Some(kind) = raw.get("kind").and_then(|k| k.as_str()) {
-            return Err(Error::metadata(
-                mp.storage(),
-                format!("this is a {kind} dataset, not an array (open it with the {kind} API)"),
-            ));
-        }
+        let (lock, raw) = open_root(storage.as_ref(), root, mode, None)?;
         let meta: ArrayStorage = serde_json::from_value(raw)
             .map_err(|e| Error::metadata(mp.storage(), e.to_string()))?;
         validate_storage_meta(&meta, &mp.storage())?;

@@ -490,13 +490,7 @@ impl Table {
     /// dataset that is not a table, I/O errors.
     pub fn open_in(storage: Arc<dyn Storage>, root: &Path, mode: Mode) -> Result<Table> {
         let mp = MetaPaths::new(root);
-        let (lock, raw) = open_root(storage.as_ref(), root, mode)?;
-        if raw.get("kind").and_then(|k| k.as_str()) != Some("table") {
-            return Err(Error::metadata(
-                mp.storage(),
-                "not a table (open it as an array dataset)",
-            ));
-        }
+        let (lock, raw) = open_root(storage.as_ref(), root, mode, Some("table"))?;
         let meta: TableStorage = serde_json::from_value(raw)
             .map_err(|e| Error::metadata(mp.storage(), e.to_string()))?;
         if meta.format != FORMAT_NAME || meta.version != FORMAT_VERSION {

@@ -28,11 +28,16 @@ LOCK_FILE=/run/blz-gluster.lock
 
 # Coherence between clients.  blz rewrites superchunk headers, offsets and chunks in place
 # (through its journal); with the default caches another client of the volume can read the
-# old bytes or size of such a file for about a second.  These settings together made every
-# client see every committed change at once (see README.md, "Caveat -- caching between
-# clients"): the FUSE attribute cache off on each mount, and the md-cache (stat-prefetch)
-# and quick-read translators off on the volume.
-MOUNT_OPTS=attribute-timeout=0
+# old bytes or size of such a file.  These settings together made every client see every
+# committed change at once (see README.md, "Caveat -- caching between clients"):
+#  * the FUSE attribute cache off on each client (--attribute-timeout=0);
+#  * the kernel page cache dropped at every open on each client (--fopen-keep-cache=false):
+#    glusterfs 10.3 keeps it by default, and a file rewritten in place without a change of
+#    size was then read stale by the other client for minutes (510 s once);
+#  * the md-cache (stat-prefetch) and quick-read translators off on the volume.
+# mount.glusterfs 10.3 cannot pass --fopen-keep-cache=false (it hands glusterfs
+# "--fopen-keep-cache==false", which it refuses), so mount_client starts the client itself.
+MOUNT_ARGS=(--attribute-timeout=0 --fopen-keep-cache=false)
 VOLUME_OPTS=(performance.stat-prefetch=off performance.quick-read=off)
 
 SELF=$(basename "$0" .sh)
@@ -122,12 +127,21 @@ mount_entries() { awk -v m="$MNT" '$2 == m { print $1, $3 }' /proc/mounts; }
 
 # Does the mount at $MNT answer?  A FUSE mount whose client died fails here
 # with ENOTCONN ("Transport endpoint is not connected").
-# Was the FUSE client at $MNT started with $MOUNT_OPTS?
+# Was the FUSE client at $MNT started with $MOUNT_ARGS?
 mount_has_opts() {
     local o
-    for o in ${MOUNT_OPTS//,/ }; do
-        pgrep -af "glusterfs" | grep -F -- " $MNT" | grep -qF -- "--$o" || return 1
+    for o in "${MOUNT_ARGS[@]}"; do
+        pgrep -af "glusterfs" | grep -F -- " $MNT" | grep -qF -- " $o" || return 1
     done
+}
+
+# mount_client HOST:/VOLUME MOUNTPOINT: start a FUSE client of the volume at MOUNTPOINT with
+# $MOUNT_ARGS, as mount -t glusterfs would (same process name and log file,
+# /var/log/glusterfs/<mount point with - for />.log).  It returns once the client has
+# daemonized; the mount may appear a moment later.
+mount_client() {
+    glusterfs "${MOUNT_ARGS[@]}" --process-name fuse --volfile-server="${1%%:*}" \
+        --volfile-id="/${1#*:/}" "$2"
 }
 
 mount_answers() { timeout -s KILL 10 stat -f "$MNT" >/dev/null 2>&1 && timeout -s KILL 10 ls -a "$MNT" >/dev/null 2>&1; }

@@ -41,11 +41,19 @@ fi
 export BLZ_GLUSTER_MOUNT=$mnt
 
 # A second client of the same volume: the tests read every state back through it.
-# Same options as setup.sh's mount (MOUNT_OPTS in common.sh).
+# Same options as setup.sh's mount (MOUNT_ARGS and mount_client in common.sh).
+# shellcheck source-path=SCRIPTDIR source=common.sh
+. "$here/common.sh"
+trap - ERR # common.sh's; run.sh reports its own failures
 src=$(findmnt -n -o SOURCE --target "$mnt")
 mount2=${mnt}-client2
 mkdir -p "$mount2"
-mount -t glusterfs -o attribute-timeout=0 "$src" "$mount2" || fail "mounting $src a second time at $mount2 failed"
+mount_client "$src" "$mount2" || fail "mounting $src a second time at $mount2 failed"
+for _ in $(seq 50); do
+    mountpoint -q "$mount2" && break
+    sleep 0.2
+done
+mountpoint -q "$mount2" || fail "$mount2 is not mounted 10 s after starting its client"
 export BLZ_GLUSTER_MOUNT2=$mount2
 
 say "running the tests on $BLZ_GLUSTER_MOUNT (second client: $BLZ_GLUSTER_MOUNT2)"

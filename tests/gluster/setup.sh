@@ -35,7 +35,7 @@ install_packages() {
             }
         fi
     fi
-    for p in glusterd gluster mount.glusterfs getfattr; do
+    for p in glusterd gluster glusterfs getfattr; do
         command -v "$p" >/dev/null || die "$p not found after installing ${PACKAGES[*]}"
     done
 }
@@ -202,13 +202,13 @@ ensure_mount() {
                 log "$MNT is already mounted"
                 return 0
             fi
-            log "$MNT is mounted without -o $MOUNT_OPTS; remounting"
+            log "$MNT is mounted without ${MOUNT_ARGS[*]}; remounting"
         fi
         unmount_all
     fi
     mkdir -p "$MNT"
-    log "mounting $HOST:/$VOL at $MNT (-o $MOUNT_OPTS)"
-    mount -t glusterfs -o "$MOUNT_OPTS" "$HOST:/$VOL" "$MNT" 9>&- || die "mount failed; see $(mount_log)"
+    log "mounting $HOST:/$VOL at $MNT (${MOUNT_ARGS[*]})"
+    mount_client "$HOST:/$VOL" "$MNT" 9>&- || die "mount failed; see $(mount_log)"
     # shellcheck disable=SC2016 # expanded by eval
     wait_for 15 eval '[ "$(mount_entries)" = "$HOST:/$VOL fuse.glusterfs" ] && mount_answers' ||
         die "$MNT does not answer after mounting; see $(mount_log)"

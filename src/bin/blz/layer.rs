@@ -66,7 +66,7 @@ struct Target {
     #[arg(long)]
     column: Option<String>,
     /// Keys of the enclosing rows, outermost first (one per column before --column).
-    #[arg(long = "in", value_name = "KEY")]
+    #[arg(long = "in", value_name = "KEY", allow_negative_numbers = true)]
     parents: Vec<String>,
 }
 
@@ -76,6 +76,7 @@ struct SeekArgs {
     /// The layer dataset.
     dataset: PathBuf,
     /// The value sought.
+    #[arg(allow_negative_numbers = true)]
     value: String,
     #[command(flatten)]
     target: Target,
@@ -96,6 +97,7 @@ struct ContainsArgs {
     /// The layer dataset.
     dataset: PathBuf,
     /// The value.
+    #[arg(allow_negative_numbers = true)]
     value: String,
     #[command(flatten)]
     target: Target,
