@@ -18,6 +18,8 @@ use crate::error::{Error, Result};
 use crate::storage::{read_small_file, write_file_atomic, OpenMode, Storage, StorageFile};
 use std::collections::BTreeMap;
 use std::path::{Component, Path, PathBuf};
+use std::sync::{mpsc, Arc};
+use std::thread::JoinHandle;
 
 const MAGIC: &[u8; 4] = b"BLZJ";
 const VERSION: u32 = 1;
@@ -76,7 +78,8 @@ pub enum Entry {
 }
 
 struct OpenFile {
-    file: Box<dyn StorageFile>,
+    /// Shared with the background syncer once the file is handed to it.
+    file: Arc<dyn StorageFile>,
     /// Writes at or past this position touch no committed byte.
     boundary: u64,
     fresh_writes: bool,
@@ -95,6 +98,40 @@ pub struct Txn<'a> {
     files: BTreeMap<PathBuf, OpenFile>,
     entries: Vec<Entry>,
     created_dirs: Vec<PathBuf>,
+    syncer: Option<Syncer>,
+}
+
+/// A thread that syncs files the transaction has finished writing while the rest is still
+/// being encoded and written, so that the commit waits only for the last ones.
+struct Syncer {
+    tx: mpsc::Sender<Arc<dyn StorageFile>>,
+    worker: JoinHandle<Result<()>>,
+}
+
+impl Syncer {
+    fn start() -> Syncer {
+        let (tx, rx) = mpsc::channel::<Arc<dyn StorageFile>>();
+        // After an error, later files are still received (and dropped) so senders never
+        // block; the first error is reported at commit.
+        let worker = std::thread::spawn(move || {
+            let mut first = Ok(());
+            for f in rx {
+                if first.is_ok() {
+                    first = f.sync();
+                }
+            }
+            first
+        });
+        Syncer { tx, worker }
+    }
+
+    /// Waits for every file handed over so far to be synced.
+    fn finish(self) -> Result<()> {
+        drop(self.tx);
+        self.worker
+            .join()
+            .unwrap_or_else(|panic| std::panic::resume_unwind(panic))
+    }
 }
 
 fn journal_path(root: &Path) -> PathBuf {
@@ -121,6 +158,7 @@ impl<'a> Txn<'a> {
             files: BTreeMap::new(),
             entries: Vec::new(),
             created_dirs: Vec::new(),
+            syncer: None,
         }
     }
 
@@ -136,9 +174,10 @@ impl<'a> Txn<'a> {
     pub fn open_existing(&mut self, rel: &Path, boundary: u64) -> Result<()> {
         check_relative(rel)?;
         if !self.files.contains_key(rel) {
-            let file = self
-                .storage
-                .open(&self.root.join(rel), OpenMode::ReadWrite)?;
+            let file = Arc::from(
+                self.storage
+                    .open(&self.root.join(rel), OpenMode::ReadWrite)?,
+            );
             self.files.insert(
                 rel.to_path_buf(),
                 OpenFile {
@@ -175,7 +214,7 @@ impl<'a> Txn<'a> {
                 self.created_dirs.extend(missing);
             }
         }
-        let file = self.storage.open(&path, OpenMode::Create)?;
+        let file = Arc::from(self.storage.open(&path, OpenMode::Create)?);
         self.files.insert(
             rel.to_path_buf(),
             OpenFile {
@@ -258,6 +297,20 @@ impl<'a> Txn<'a> {
         Ok(split)
     }
 
+    /// Tells the transaction that `rel` gets no more writes for now: its fresh bytes start
+    /// being synced in the background. A later write to it is synced at commit as usual.
+    pub fn done_with(&mut self, rel: &Path) {
+        let Some(f) = self.files.get_mut(rel).filter(|f| f.fresh_writes) else {
+            return;
+        };
+        f.fresh_writes = false;
+        let syncer = self.syncer.get_or_insert_with(Syncer::start);
+        if syncer.tx.send(Arc::clone(&f.file)).is_err() {
+            // The worker is gone (it cannot panic short of a bug): sync at commit instead.
+            f.fresh_writes = true;
+        }
+    }
+
     /// Truncates a file to `len` once the transaction commits.
     pub fn set_len(&mut self, rel: &Path, len: u64) {
         self.entries.push(Entry::SetLen {
@@ -304,7 +357,10 @@ impl<'a> Txn<'a> {
     /// # Errors
     /// I/O errors. An error before the commit point leaves the last committed state; an error
     /// after it leaves a journal that the next [`recover`] applies.
-    pub fn commit(self) -> Result<()> {
+    pub fn commit(mut self) -> Result<()> {
+        if let Some(syncer) = self.syncer.take() {
+            syncer.finish()?;
+        }
         for f in self.files.values() {
             if f.fresh_writes {
                 f.file.sync()?;

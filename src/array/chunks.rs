@@ -338,6 +338,10 @@ impl<'s> ChunkWrites<'s> {
         }
         if !exists {
             self.count += 1;
+            if j + 1 == s.superchunksize {
+                // The file is full: nothing more is appended to it in this operation.
+                txn.done_with(&rel);
+            }
         }
         spare.clear();
         Ok(spare)

@@ -11,7 +11,7 @@ use crate::error::{Error, Result};
 use crate::meta::{Compression, FilterName};
 use crate::txn::Txn;
 use rayon::prelude::*;
-use std::sync::Mutex;
+use std::sync::{Condvar, Mutex, PoisonError};
 
 /// Everything needed to turn chunks into elements and back.
 #[derive(Debug)]
@@ -235,9 +235,14 @@ impl ArrayCore {
     /// store through `writes`. Chunks the selection covers only partly are read, patched and
     /// re-encoded; chunks past `writes`'s committed count start from the fill value.
     ///
-    /// Chunks are encoded a few at a time in parallel while the previous few are written, so
-    /// memory stays at a few chunks whatever the size of the write; whole chunks that lie in
-    /// one piece in the source are compressed straight from it.
+    /// Chunks are encoded in order by a few threads (as many as rayon's pool has) while the
+    /// calling thread writes each one as soon as it and those before it are ready, so the
+    /// encoders never wait for a batch to finish. At most two chunks per encoder are ahead of
+    /// the writer, so memory stays at a few chunks whatever the size of the write; whole
+    /// chunks that lie in one piece in the source are compressed straight from it.
+    ///
+    /// The encoders are threads of their own, not rayon tasks, so a caller that is itself
+    /// a rayon task cannot starve them.
     pub(crate) fn write(
         &self,
         txn: &mut Txn<'_>,
@@ -251,40 +256,62 @@ impl ArrayCore {
         let parts = chunk_parts(sel, &self.chunkshape);
         let params = self.blosc_params();
         let pools = (BufferPool::default(), BufferPool::default());
-        let batch = rayon::current_num_threads().max(1) * 2;
-        let mut encoded: Vec<(u64, Vec<u8>)> = Vec::new();
-        let put_all = |txn: &mut Txn<'_>,
-                       writes: &mut ChunkWrites<'_>,
-                       done: Vec<(u64, Vec<u8>)>|
-         -> Result<()> {
-            for (k, c) in done {
-                pools.0.give(writes.put(txn, k, c)?);
-            }
-            Ok(())
+        let encode = |part: &ChunkPart, scratch: &mut Vec<u8>| -> Result<(u64, Vec<u8>)> {
+            let k = self.linear(&part.coords, shape);
+            let mut out = pools.0.take();
+            self.encode_part(
+                part, k, committed, shape, &counts, src, &params, &pools.1, scratch, &mut out,
+            )?;
+            Ok((k, out))
         };
-        for group in parts.chunks(batch) {
-            let done = std::mem::take(&mut encoded);
-            let (put, next) = rayon::join(
-                || put_all(txn, writes, done),
-                || {
-                    group
-                        .par_iter()
-                        .map_init(Vec::new, |scratch, part| {
-                            let k = self.linear(&part.coords, shape);
-                            let mut out = pools.0.take();
-                            self.encode_part(
-                                part, k, committed, shape, &counts, src, &params, &pools.1,
-                                scratch, &mut out,
-                            )?;
-                            Ok((k, out))
-                        })
-                        .collect::<Result<Vec<_>>>()
-                },
-            );
-            put?;
-            encoded = next?;
+        if parts.len() <= 1 {
+            let mut scratch = Vec::new();
+            for part in &parts {
+                let (k, c) = encode(part, &mut scratch)?;
+                writes.put(txn, k, c)?;
+            }
+            return Ok(());
         }
-        put_all(txn, writes, encoded)
+        let workers = rayon::current_num_threads().clamp(1, parts.len());
+        let queue = InOrder::new(parts.len(), 2 * workers);
+        std::thread::scope(|s| {
+            let (tx, rx) = std::sync::mpsc::channel();
+            for _ in 0..workers {
+                let tx = tx.clone();
+                let (queue, parts, encode) = (&queue, &parts, &encode);
+                s.spawn(move || {
+                    let mut scratch = Vec::new();
+                    while let Some(i) = queue.claim() {
+                        if tx.send((i, encode(&parts[i], &mut scratch))).is_err() {
+                            break;
+                        }
+                    }
+                });
+            }
+            drop(tx);
+            let mut ready = std::collections::BTreeMap::new();
+            let mut next = 0;
+            let result = rx.iter().try_for_each(|(i, r)| {
+                ready.insert(i, r?);
+                while let Some((k, c)) = ready.remove(&next) {
+                    pools.0.give(writes.put(txn, k, c)?);
+                    next += 1;
+                    queue.advance();
+                }
+                Ok(())
+            });
+            // Stops the encoders early on an error; they have all finished otherwise.
+            queue.stop();
+            result?;
+            if next == parts.len() {
+                Ok(())
+            } else {
+                Err(Error::InvalidArgument(format!(
+                    "a chunk encoder stopped after {next} of {} chunks",
+                    parts.len()
+                )))
+            }
+        })
     }
 
     /// Compresses the chunk `k` that `part` of a write touches into `out`.
@@ -444,6 +471,66 @@ impl ArrayCore {
         blosc::compress_into(params, chunk, out)
             .map(|_| ())
             .map_err(|e| Error::Compress(e.0))
+    }
+}
+
+/// Hands out the indices `0..n` in order to the threads of a write, never more than
+/// `window` ahead of the chunks already written.
+struct InOrder {
+    state: Mutex<InOrderState>,
+    moved: Condvar,
+}
+
+struct InOrderState {
+    next: usize,
+    limit: usize,
+    n: usize,
+    stopped: bool,
+}
+
+impl InOrder {
+    fn new(n: usize, window: usize) -> InOrder {
+        InOrder {
+            state: Mutex::new(InOrderState {
+                next: 0,
+                limit: window,
+                n,
+                stopped: false,
+            }),
+            moved: Condvar::new(),
+        }
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, InOrderState> {
+        // The state stays consistent whatever panicked while holding it.
+        self.state.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// The next index to encode, waiting while the window is full; `None` when all are
+    /// taken or the write stopped.
+    fn claim(&self) -> Option<usize> {
+        let mut st = self.lock();
+        loop {
+            if st.stopped || st.next >= st.n {
+                return None;
+            }
+            if st.next < st.limit {
+                st.next += 1;
+                return Some(st.next - 1);
+            }
+            st = self.moved.wait(st).unwrap_or_else(PoisonError::into_inner);
+        }
+    }
+
+    /// One more chunk was written: the window moves on by one.
+    fn advance(&self) {
+        self.lock().limit += 1;
+        self.moved.notify_one();
+    }
+
+    fn stop(&self) {
+        self.lock().stopped = true;
+        self.moved.notify_all();
     }
 }
 
