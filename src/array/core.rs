@@ -235,14 +235,16 @@ impl ArrayCore {
     /// store through `writes`. Chunks the selection covers only partly are read, patched and
     /// re-encoded; chunks past `writes`'s committed count start from the fill value.
     ///
-    /// Chunks are encoded in order by a few threads (as many as rayon's pool has) while the
-    /// calling thread writes each one as soon as it and those before it are ready, so the
-    /// encoders never wait for a batch to finish. At most two chunks per encoder are ahead of
-    /// the writer, so memory stays at a few chunks whatever the size of the write; whole
-    /// chunks that lie in one piece in the source are compressed straight from it.
+    /// Chunks are encoded in order by as many threads as rayon's pool has: helper threads
+    /// and the calling thread, which writes each chunk as soon as it and those before it
+    /// are ready and encodes one itself whenever there is nothing to write. Nobody waits for
+    /// a batch to finish, and no more threads run than there are cores (a third thread
+    /// contending for two cores cost more than it gave). At most two chunks per thread are
+    /// ahead of the writer, so memory stays at a few chunks whatever the size of the write;
+    /// whole chunks that lie in one piece in the source are compressed straight from it.
     ///
-    /// The encoders are threads of their own, not rayon tasks, so a caller that is itself
-    /// a rayon task cannot starve them.
+    /// The helpers are threads of their own, not rayon tasks, so a caller that is itself a
+    /// rayon task cannot starve them.
     pub(crate) fn write(
         &self,
         txn: &mut Txn<'_>,
@@ -264,19 +266,11 @@ impl ArrayCore {
             )?;
             Ok((k, out))
         };
-        if parts.len() <= 1 {
-            let mut scratch = Vec::new();
-            for part in &parts {
-                let (k, c) = encode(part, &mut scratch)?;
-                writes.put(txn, k, c)?;
-            }
-            return Ok(());
-        }
-        let workers = rayon::current_num_threads().clamp(1, parts.len());
-        let queue = InOrder::new(parts.len(), 2 * workers);
+        let threads = rayon::current_num_threads().clamp(1, parts.len().max(1));
+        let queue = InOrder::new(parts.len(), 2 * threads);
         std::thread::scope(|s| {
             let (tx, rx) = std::sync::mpsc::channel();
-            for _ in 0..workers {
+            for _ in 1..threads {
                 let tx = tx.clone();
                 let (queue, parts, encode) = (&queue, &parts, &encode);
                 s.spawn(move || {
@@ -291,16 +285,27 @@ impl ArrayCore {
             drop(tx);
             let mut ready = std::collections::BTreeMap::new();
             let mut next = 0;
-            let result = rx.iter().try_for_each(|(i, r)| {
-                ready.insert(i, r?);
-                while let Some((k, c)) = ready.remove(&next) {
-                    pools.0.give(writes.put(txn, k, c)?);
-                    next += 1;
-                    queue.advance();
+            let mut scratch = Vec::new();
+            let result = (|| -> Result<()> {
+                while next < parts.len() {
+                    while let Ok((i, r)) = rx.try_recv() {
+                        ready.insert(i, r?);
+                    }
+                    if let Some((k, c)) = ready.remove(&next) {
+                        pools.0.give(writes.put(txn, k, c)?);
+                        next += 1;
+                        queue.advance();
+                    } else if let Some(i) = queue.try_claim() {
+                        ready.insert(i, encode(&parts[i], &mut scratch)?);
+                    } else {
+                        // The chunk to write next is with a helper.
+                        let Ok((i, r)) = rx.recv() else { break };
+                        ready.insert(i, r?);
+                    }
                 }
                 Ok(())
-            });
-            // Stops the encoders early on an error; they have all finished otherwise.
+            })();
+            // Stops the helpers early on an error; they have all finished otherwise.
             queue.stop();
             result?;
             if next == parts.len() {
@@ -520,6 +525,16 @@ impl InOrder {
             }
             st = self.moved.wait(st).unwrap_or_else(PoisonError::into_inner);
         }
+    }
+
+    /// The next index to encode if one may be taken now.
+    fn try_claim(&self) -> Option<usize> {
+        let mut st = self.lock();
+        if st.stopped || st.next >= st.n || st.next >= st.limit {
+            return None;
+        }
+        st.next += 1;
+        Some(st.next - 1)
     }
 
     /// One more chunk was written: the window moves on by one.
