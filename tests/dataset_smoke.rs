@@ -90,3 +90,61 @@ fn default_chunks_are_sized_for_growth() {
     .unwrap();
     assert!(t.leaves()[0].storage.chunklen >= 65_536);
 }
+
+/// A write whose chunks are all decoded and re-encoded in parallel stops at a corrupt
+/// chunk in its middle with an error naming the file and the chunk, and leaves the dataset
+/// exactly as it was committed.
+#[test]
+fn write_stops_at_a_corrupt_chunk_and_changes_nothing() {
+    let dir = tempfile::tempdir().unwrap();
+    let p = dir.path().join("c.blz");
+    let opts = CreateOptions {
+        chunkshape: Some(vec![1000]),
+        superchunksize: Some(4),
+        ..Default::default()
+    };
+    let mut ds = Dataset::create_with(&p, DType::I64, &[0], &opts).unwrap();
+    let a = Array1::from_shape_fn(20_000, |i| i as i64 * 3);
+    ds.append(&a.view().into_dyn()).unwrap();
+    drop(ds);
+    // Chunk 13 is chunk 1 of the fourth file.
+    let file = p.join("data").join("__4__.bin");
+    let r = blz::blpk::SuperchunkReader::open(
+        blz::storage::local()
+            .open(&file, blz::storage::OpenMode::Read)
+            .unwrap(),
+    )
+    .unwrap();
+    let info = r.chunk_info(1).unwrap();
+    drop(r);
+    let mut bytes = std::fs::read(&file).unwrap();
+    bytes[(info.offset + 16 + u64::from(info.header.cbytes - 16) / 2) as usize] ^= 0x5a;
+    std::fs::write(&file, &bytes).unwrap();
+
+    let mut ds = Dataset::open_rw(&p).unwrap();
+    // Every second element of every chunk: each chunk is read back before it is re-encoded.
+    let patch = Array1::from_elem(10_000, -1i64);
+    let err = ds
+        .write_slice(s![0..20_000;2], &patch.view().into_dyn())
+        .unwrap_err();
+    let msg = err.to_string();
+    assert!(msg.contains("__4__.bin"), "{msg}");
+    assert!(msg.contains("chunk 1"), "{msg}");
+    drop(ds);
+    // Chunks re-encoded before the error may have gone to free space past the committed
+    // bytes; the committed bytes themselves are untouched.
+    let after = std::fs::read(&file).unwrap();
+    assert!(
+        after.len() >= bytes.len() && after[..bytes.len()] == bytes[..],
+        "committed bytes of the corrupt file changed"
+    );
+    let ds = Dataset::open(&p).unwrap();
+    assert_eq!(ds.shape(), &[20_000]);
+    let bad = ds.verify(|_, _| {});
+    assert_eq!(bad.len(), 1, "{bad:?}");
+    for k in (0..20).filter(|&k| k != 13) {
+        let r = k * 1000..(k + 1) * 1000;
+        let got = ds.slice::<i64, _>(s![r.clone()]).unwrap();
+        assert_eq!(got, a.slice(s![r]).into_dyn(), "chunk {k} changed");
+    }
+}
