@@ -4,12 +4,15 @@
 //! settings bcolz reported (`manifest.json`). Then the corruptions a bcolz directory can
 //! suffer, each of which must give a typed error naming the file (and chunk), never a panic.
 
+mod common;
+
 use blz::array::select::AxisSel;
 use blz::bcolz::{self, CarrayReader, CtableReader, ImportOptions, Kind};
 use blz::blosc::Codec;
 use blz::meta::FilterName;
 use blz::table::Values;
 use blz::{DType, Dataset, Endianness, Error};
+use common::copy_dir;
 use serde_json::{json, Value};
 use std::path::{Path, PathBuf};
 
@@ -86,20 +89,6 @@ fn filters_of(shuffle: &Value) -> Vec<FilterName> {
         1 => vec![FilterName::Shuffle],
         2 => vec![FilterName::Bitshuffle],
         s => panic!("shuffle {s}"),
-    }
-}
-
-/// Copies a fixture into a temporary directory, to corrupt it there.
-fn copy_dir(from: &Path, to: &Path) {
-    std::fs::create_dir_all(to).unwrap();
-    for e in std::fs::read_dir(from).unwrap() {
-        let e = e.unwrap();
-        let dst = to.join(e.file_name());
-        if e.file_type().unwrap().is_dir() {
-            copy_dir(&e.path(), &dst);
-        } else {
-            std::fs::copy(e.path(), dst).unwrap();
-        }
     }
 }
 

@@ -1,6 +1,8 @@
 //! Superchunk files: round trips, random access, appends, in-place and relocated
 //! replacements, truncation, compaction, and corrupt input.
 
+mod common;
+
 use blz::blosc::{self, Codec, CompressParams, Filter};
 use blz::blpk::{
     self, Checksum, PackOptions, Placement, SuperchunkFile, SuperchunkReader, WriterOptions,
@@ -8,18 +10,9 @@ use blz::blpk::{
 };
 use blz::storage::{LocalStorage, OpenMode, Storage, StorageFile};
 use blz::Error;
+use common::walk as data;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
-
-fn data(n: usize) -> Vec<u8> {
-    let mut x = 0.0f64;
-    (0..n)
-        .flat_map(|i| {
-            x += ((i * 7919) % 13) as f64 - 6.0;
-            x.to_le_bytes()
-        })
-        .collect()
-}
 
 fn create(path: &Path) -> Box<dyn StorageFile> {
     LocalStorage.open(path, OpenMode::Create).unwrap()

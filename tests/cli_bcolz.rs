@@ -2,9 +2,11 @@
 //! (`tests/fixtures/bcolz/`): the summary line, the imported values as `blz get` prints
 //! them, `--overwrite`, recompression options, `--help`, and the errors a user can meet.
 
-use serde_json::Value;
+mod common;
+
+use common::{fails, json_of, ok};
 use std::path::{Path, PathBuf};
-use std::process::{Command, Output};
+use std::process::Command;
 
 fn fixture(name: &str) -> String {
     Path::new(env!("CARGO_MANIFEST_DIR"))
@@ -12,43 +14,6 @@ fn fixture(name: &str) -> String {
         .join(name)
         .display()
         .to_string()
-}
-
-fn run(args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_blz"))
-        .args(args)
-        .output()
-        .expect("blz runs")
-}
-
-fn text(b: &[u8]) -> String {
-    String::from_utf8_lossy(b).into_owned()
-}
-
-fn ok(args: &[&str]) -> String {
-    let o = run(args);
-    assert!(
-        o.status.success(),
-        "blz {args:?} failed ({:?}):\n{}{}",
-        o.status.code(),
-        text(&o.stdout),
-        text(&o.stderr)
-    );
-    text(&o.stdout)
-}
-
-fn fails(args: &[&str]) -> String {
-    let o = run(args);
-    let err = text(&o.stderr);
-    assert_eq!(o.status.code(), Some(1), "blz {args:?}: {err}");
-    assert!(!err.contains("panicked"), "blz {args:?} panicked: {err}");
-    assert!(err.starts_with("blz: "), "blz {args:?}: {err}");
-    err
-}
-
-fn json_of(args: &[&str]) -> Value {
-    let out = ok(args);
-    serde_json::from_str(&out).unwrap_or_else(|e| panic!("blz {args:?}: {e}: {out}"))
 }
 
 fn tmp() -> (tempfile::TempDir, impl Fn(&str) -> String) {

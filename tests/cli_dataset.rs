@@ -3,77 +3,17 @@
 //! and the errors a user can provoke. `.npy` files are written and read with ndarray-npy (an
 //! independent implementation) and, where the peer Python environment exists, with numpy.
 
+mod common;
+
+use common::{fails, fails_with, json_of, ok, run, text, Dir};
 use ndarray::{array, Array1, Array2, ArrayD, IxDyn};
 use ndarray_npy::{read_npy, write_npy};
 use num_complex::Complex;
-use serde_json::{json, Value};
-use std::path::{Path, PathBuf};
-use std::process::{Command, Output};
+use serde_json::json;
+use std::path::Path;
+use std::process::Command;
 
 const PEER_PYTHON: &str = "/root/.cache/blz-peers/bin/python";
-
-fn run(args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_blz"))
-        .args(args)
-        .output()
-        .expect("blz runs")
-}
-
-fn text(b: &[u8]) -> String {
-    String::from_utf8_lossy(b).into_owned()
-}
-
-/// Runs blz, expects success, returns stdout.
-fn ok(args: &[&str]) -> String {
-    let o = run(args);
-    assert!(
-        o.status.success(),
-        "blz {args:?} failed ({:?}):\n{}{}",
-        o.status.code(),
-        text(&o.stdout),
-        text(&o.stderr)
-    );
-    text(&o.stdout)
-}
-
-/// Runs blz, expects exit status 1 (or `code`), a `blz: ` message and no panic; returns
-/// stderr.
-fn fails_with(code: i32, args: &[&str]) -> String {
-    let o = run(args);
-    let err = text(&o.stderr);
-    assert_eq!(
-        o.status.code(),
-        Some(code),
-        "blz {args:?}: stdout {}\nstderr {err}",
-        text(&o.stdout)
-    );
-    assert!(!err.contains("panicked"), "blz {args:?} panicked: {err}");
-    assert!(err.starts_with("blz: "), "blz {args:?}: {err}");
-    err
-}
-
-fn fails(args: &[&str]) -> String {
-    fails_with(1, args)
-}
-
-fn json_of(args: &[&str]) -> Value {
-    let out = ok(args);
-    serde_json::from_str(&out).unwrap_or_else(|e| panic!("blz {args:?}: {e}: {out}"))
-}
-
-struct Dir(tempfile::TempDir);
-
-impl Dir {
-    fn new() -> Dir {
-        Dir(tempfile::tempdir().expect("tempdir"))
-    }
-    fn p(&self, name: &str) -> PathBuf {
-        self.0.path().join(name)
-    }
-    fn s(&self, name: &str) -> String {
-        self.p(name).to_string_lossy().into_owned()
-    }
-}
 
 /// Creates a dataset from `a` through a .npy file, reads it back whole with `get --out`, and
 /// checks the two are equal.

@@ -1,16 +1,13 @@
 //! The `blz` binary on single superchunk files: `pack`, `unpack` and `info`, run as a user
 //! would run them.
 
+mod common;
+
+use common::run as blz;
 use serde_json::Value;
 use sha2::{Digest, Sha256};
 use std::path::{Path, PathBuf};
-use std::process::{Command, Output};
-
-const BLZ: &str = env!("CARGO_BIN_EXE_blz");
-
-fn blz(args: &[&str]) -> Output {
-    Command::new(BLZ).args(args).output().unwrap()
-}
+use std::process::Output;
 
 fn p(path: &Path) -> &str {
     path.to_str().unwrap()

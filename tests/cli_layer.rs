@@ -1,24 +1,9 @@
 //! `blz layer build/seek/contains/info/verify` end to end.
 
+mod common;
+
+use common::{ok, run};
 use std::path::Path;
-use std::process::{Command, Output};
-
-fn blz(args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_blz"))
-        .args(args)
-        .output()
-        .unwrap()
-}
-
-fn ok(args: &[&str]) -> String {
-    let o = blz(args);
-    assert!(
-        o.status.success(),
-        "blz {args:?}: {}",
-        String::from_utf8_lossy(&o.stderr)
-    );
-    String::from_utf8(o.stdout).unwrap()
-}
 
 fn s(p: &Path) -> &str {
     p.to_str().unwrap()
@@ -99,10 +84,10 @@ fn build_seek_contains_info_verify() {
     let n = b.len();
     b[n - 20] ^= 0xff;
     std::fs::write(&f, b).unwrap();
-    let o = blz(&["layer", "verify", s(&out)]);
+    let o = run(&["layer", "verify", s(&out)]);
     assert!(!o.status.success());
     assert!(String::from_utf8_lossy(&o.stderr).contains("checksum"));
-    let o = blz(&["verify", s(&out)]);
+    let o = run(&["verify", s(&out)]);
     assert!(!o.status.success());
 }
 
@@ -112,7 +97,7 @@ fn unsorted_csv_fails_and_leaves_nothing() {
     let csv = dir.path().join("in.csv");
     std::fs::write(&csv, "1,a\n1,c\n1,b\n").unwrap();
     let out = dir.path().join("l.blz");
-    let o = blz(&[
+    let o = run(&[
         "layer",
         "build",
         "--columns",

@@ -3,67 +3,13 @@
 //! standard output, to CSV and to a directory of `.npy` files, `append --csv`, `resize`,
 //! `attrs`, `verify`, `compact`, and the errors a user can provoke.
 
+mod common;
+
+use common::{fails, json_of, ok, run, text, Dir};
 use ndarray::{array, Array1};
 use ndarray_npy::read_npy;
 use serde_json::{json, Value};
-use std::path::{Path, PathBuf};
-use std::process::{Command, Output};
-
-fn run(args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_blz"))
-        .args(args)
-        .output()
-        .expect("blz runs")
-}
-
-fn text(b: &[u8]) -> String {
-    String::from_utf8_lossy(b).into_owned()
-}
-
-fn ok(args: &[&str]) -> String {
-    let o = run(args);
-    assert!(
-        o.status.success(),
-        "blz {args:?} failed ({:?}):\n{}{}",
-        o.status.code(),
-        text(&o.stdout),
-        text(&o.stderr)
-    );
-    text(&o.stdout)
-}
-
-/// Expects exit status 1, a `blz: ` message and no panic; returns stderr.
-fn fails(args: &[&str]) -> String {
-    let o = run(args);
-    let err = text(&o.stderr);
-    assert_eq!(o.status.code(), Some(1), "blz {args:?}: {err}");
-    assert!(!err.contains("panicked"), "blz {args:?} panicked: {err}");
-    assert!(err.starts_with("blz: "), "blz {args:?}: {err}");
-    err
-}
-
-fn json_of(args: &[&str]) -> Value {
-    let out = ok(args);
-    serde_json::from_str(&out).unwrap_or_else(|e| panic!("blz {args:?}: {e}: {out}"))
-}
-
-struct Dir(tempfile::TempDir);
-
-impl Dir {
-    fn new() -> Dir {
-        Dir(tempfile::tempdir().expect("tempdir"))
-    }
-    fn p(&self, name: &str) -> PathBuf {
-        self.0.path().join(name)
-    }
-    fn s(&self, name: &str) -> String {
-        self.p(name).to_string_lossy().into_owned()
-    }
-    fn write(&self, name: &str, content: &str) -> String {
-        std::fs::write(self.p(name), content).expect("write");
-        self.s(name)
-    }
-}
+use std::path::Path;
 
 const PEOPLE: &str = "\
 id,price,name,ok,score

@@ -5,10 +5,13 @@
 //! never panic; and when only bytes a digest covers were changed, a file with checksums must
 //! never unpack to different bytes.
 
+mod common;
+
 use blz::blosc::{Codec, CompressParams, Filter};
 use blz::blpk::{self, Checksum, MetaCodec, MetadataParams, PackOptions, SuperchunkReader};
 use blz::blpk::{SuperchunkWriter, WriterOptions};
 use blz::storage::{LocalStorage, OpenMode, Storage, StorageFile};
+use common::walk;
 use proptest::prelude::*;
 use std::ops::Range;
 use std::path::{Path, PathBuf};
@@ -140,16 +143,6 @@ fn describe(name: String, bytes: Vec<u8>) -> Sample {
         covered,
         chunk_ranges,
     }
-}
-
-fn walk(n: usize) -> Vec<u8> {
-    let mut x = 0.0f64;
-    (0..n)
-        .flat_map(|i| {
-            x += ((i * 7919) % 13) as f64 - 6.0;
-            x.to_le_bytes()
-        })
-        .collect()
 }
 
 /// The files the properties start from, built once.

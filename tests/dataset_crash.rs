@@ -3,8 +3,11 @@
 //! dataset must open with the real storage and hold exactly the state before the operation or
 //! the state after it, with every chunk intact.
 
+mod common;
+
 use blz::storage::{FaultyStorage, LocalStorage, Storage};
 use blz::{CreateOptions, DType, Dataset, Mode};
+use common::copy_dir;
 use ndarray::{s, Array1, Array2, ArrayD};
 use std::path::Path;
 use std::sync::Arc;
@@ -18,19 +21,6 @@ fn snapshot(path: &Path) -> (ArrayD<i64>, serde_json::Map<String, serde_json::Va
         "corrupt chunks after reopen"
     );
     (ds.read::<i64>().unwrap(), ds.attrs().unwrap())
-}
-
-fn copy_dir(from: &Path, to: &Path) {
-    std::fs::create_dir_all(to).unwrap();
-    for e in std::fs::read_dir(from).unwrap() {
-        let e = e.unwrap();
-        let t = to.join(e.file_name());
-        if e.file_type().unwrap().is_dir() {
-            copy_dir(&e.path(), &t);
-        } else {
-            std::fs::copy(e.path(), &t).unwrap();
-        }
-    }
 }
 
 /// Runs `op` on a copy of `base` with a crash at every step; returns the number of steps.

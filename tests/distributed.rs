@@ -15,19 +15,19 @@
 //! client never sees stale data (see the README section "Running on a distributed filesystem" for the mount options this
 //! needs).
 
-use blz::blpk::SuperchunkReader;
+mod common;
+
 use blz::layer::{
     ColumnDef, Cursor, FilterSetting, Layer, LayerSchema, LayerSizes, LayerWriter, Value,
 };
 use blz::locate::{group_by_location, locate_dataset, locate_file, LocationKind};
 use blz::scan::{reduce, reduce_column, scan, Reduction, Scalar, ScanOptions};
-use blz::storage::{LocalStorage, OpenMode, Storage};
 use blz::table::{ColumnOptions, Field, LeafKind, Table, TableOptions, Values};
 use blz::{CreateOptions, DType, Dataset, Error};
+use common::{flip_byte_in_chunk, ok as blz, run};
 use ndarray::{s, Array1, Array2, ArrayD, Axis};
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
-use std::process::Command;
 
 /// A small deterministic generator (no external randomness in tests).
 struct Lcg(u64);
@@ -712,21 +712,6 @@ fn check_layer(p: &Path, m: &LayerModel, what: &str) {
     }
 }
 
-/// Flips one byte inside chunk 1 of the superchunk file `file` (as tests/layer.rs does).
-fn flip_byte_in_chunk(file: &Path) {
-    let st = LocalStorage;
-    let r = SuperchunkReader::open(st.open(file, OpenMode::Read).unwrap()).unwrap();
-    let off = r.layout().offsets[1];
-    let len = u64::from(r.chunk_info(1).unwrap().header.cbytes);
-    drop(r);
-    let f = st.open(file, OpenMode::ReadWrite).unwrap();
-    let at = off + 16 + (len - 16) / 2;
-    let mut b = [0u8];
-    f.read_at(at, &mut b).unwrap();
-    f.write_at(at, &[b[0] ^ 0x5a]).unwrap();
-    f.sync().unwrap();
-}
-
 /// Names of the entries of `dir` (sorted).
 fn listing(dir: &Path) -> Vec<String> {
     let mut v: Vec<String> = std::fs::read_dir(dir)
@@ -859,7 +844,7 @@ fn layer_dataset(base: &Path, gluster: bool) {
     let rel = Path::new("data/item/__3__.bin");
     let file = p.join(rel);
     let original = std::fs::read(&file).unwrap();
-    flip_byte_in_chunk(&file);
+    flip_byte_in_chunk(&file, 1);
     if gluster {
         println!(
             "corrupted {} on {}",
@@ -877,10 +862,7 @@ fn layer_dataset(base: &Path, gluster: bool) {
             "{}: {errs:?}",
             q.display()
         );
-        let out = Command::new(env!("CARGO_BIN_EXE_blz"))
-            .args(["layer", "verify", q.to_str().unwrap()])
-            .output()
-            .unwrap();
+        let out = run(&["layer", "verify", q.to_str().unwrap()]);
         assert!(!out.status.success());
         let err = String::from_utf8_lossy(&out.stderr);
         assert!(err.contains(q.join(rel).to_str().unwrap()), "{err}");
@@ -931,10 +913,7 @@ fn layer_dataset(base: &Path, gluster: bool) {
         ),
         (&["create", ps, "--arange", "10"], "already exists"),
     ] {
-        let out = Command::new(env!("CARGO_BIN_EXE_blz"))
-            .args(cmd)
-            .output()
-            .unwrap();
+        let out = run(cmd);
         assert_eq!(out.status.code(), Some(1), "blz {cmd:?}");
         let err = String::from_utf8_lossy(&out.stderr);
         assert!(
@@ -1036,19 +1015,6 @@ fn layer_dataset(base: &Path, gluster: bool) {
         assert_eq!(j["weight"], 500);
     }
     std::fs::remove_file(&csv).unwrap();
-}
-
-fn blz(args: &[&str]) -> String {
-    let out = Command::new(env!("CARGO_BIN_EXE_blz"))
-        .args(args)
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "blz {args:?}: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    String::from_utf8(out.stdout).unwrap()
 }
 
 fn exercise(base: &Path, gluster: bool) {

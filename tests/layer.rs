@@ -1,11 +1,12 @@
 //! Layer datasets: bad input leaves no dataset, corrupt chunks give checksum errors, the
 //! filter's measured false-positive rate, and chunk reads per query.
 
-use blz::blpk::SuperchunkReader;
+mod common;
+
 use blz::layer::{ColumnDef, FilterSetting, Layer, LayerSchema, LayerWriter, Value};
-use blz::storage::{LocalStorage, OpenMode, Storage};
 use blz::table::LeafKind;
 use blz::{DType, Error};
+use common::flip_byte_in_chunk;
 use std::path::Path;
 
 fn two_cols() -> LayerSchema {
@@ -154,20 +155,6 @@ fn a_seek_reads_one_data_chunk_and_one_index_chunk_per_level() {
     }
 }
 
-/// Flips one byte inside chunk 0 of the superchunk file `file`.
-fn corrupt(file: &Path) {
-    let st = LocalStorage;
-    let r = SuperchunkReader::open(st.open(file, OpenMode::Read).unwrap()).unwrap();
-    let off = r.layout().offsets[0];
-    let len = u64::from(r.chunk_info(0).unwrap().header.cbytes);
-    drop(r);
-    let f = st.open(file, OpenMode::ReadWrite).unwrap();
-    let at = off + 16 + (len - 16) / 2;
-    let mut b = [0u8];
-    f.read_at(at, &mut b).unwrap();
-    f.write_at(at, &[b[0] ^ 0x5a]).unwrap();
-}
-
 fn is_checksum(e: &Error) -> bool {
     matches!(e, Error::ChecksumMismatch { .. })
 }
@@ -182,7 +169,7 @@ fn corrupt_index_filter_or_data_chunks_are_errors_not_answers() {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("e.blz");
         drop(evens(&path, 50_000, FilterSetting::Fpr(1e-4)));
-        corrupt(&path.join(rel));
+        flip_byte_in_chunk(&path.join(rel), 0);
         let layer = Layer::open(&path).unwrap();
         let v = Value::Int(101);
         let errs = layer.verify();

@@ -2,10 +2,13 @@
 //! / rename / reopen, against a Vec per column; and crash consistency of multi-column
 //! operations.
 
+mod common;
+
 use blz::blpk::SuperchunkReader;
 use blz::storage::{FaultyStorage, LocalStorage, OpenMode, Storage};
 use blz::table::{ColumnOptions, Field, Table, TableOptions, Values};
 use blz::{DType, Mode};
+use common::copy_dir;
 use proptest::prelude::*;
 use std::collections::BTreeMap;
 use std::path::Path;
@@ -285,19 +288,6 @@ proptest! {
     #[test]
     fn table_against_model(ops in proptest::collection::vec(op(), 1..16)) {
         run(ops);
-    }
-}
-
-fn copy_dir(from: &Path, to: &Path) {
-    std::fs::create_dir_all(to).unwrap();
-    for e in std::fs::read_dir(from).unwrap() {
-        let e = e.unwrap();
-        let t = to.join(e.file_name());
-        if e.file_type().unwrap().is_dir() {
-            copy_dir(&e.path(), &t);
-        } else {
-            std::fs::copy(e.path(), &t).unwrap();
-        }
     }
 }
 

@@ -1,0 +1,123 @@
+//! Helpers shared by the integration tests: running the `blz` binary as a user would,
+//! scratch directories, copying directory trees, corrupting a superchunk file and sample
+//! data. Each test binary uses its own subset, hence the `dead_code` allowance.
+
+#![allow(dead_code)]
+
+use blz::blpk::SuperchunkReader;
+use blz::storage::{LocalStorage, OpenMode, Storage};
+use serde_json::Value;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+
+/// Runs the `blz` binary with `args`.
+pub fn run(args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_blz"))
+        .args(args)
+        .output()
+        .expect("blz runs")
+}
+
+pub fn text(b: &[u8]) -> String {
+    String::from_utf8_lossy(b).into_owned()
+}
+
+/// Runs blz, expects success, returns stdout (which must be UTF-8).
+pub fn ok(args: &[&str]) -> String {
+    let o = run(args);
+    assert!(
+        o.status.success(),
+        "blz {args:?} failed ({:?}):\n{}{}",
+        o.status.code(),
+        text(&o.stdout),
+        text(&o.stderr)
+    );
+    String::from_utf8(o.stdout).unwrap_or_else(|e| panic!("blz {args:?}: stdout: {e}"))
+}
+
+/// Runs blz, expects exit status `code`, a `blz: ` message and no panic; returns stderr.
+pub fn fails_with(code: i32, args: &[&str]) -> String {
+    let o = run(args);
+    let err = text(&o.stderr);
+    assert_eq!(
+        o.status.code(),
+        Some(code),
+        "blz {args:?}: stdout {}\nstderr {err}",
+        text(&o.stdout)
+    );
+    assert!(!err.contains("panicked"), "blz {args:?} panicked: {err}");
+    assert!(err.starts_with("blz: "), "blz {args:?}: {err}");
+    err
+}
+
+/// Runs blz, expects exit status 1, a `blz: ` message and no panic; returns stderr.
+pub fn fails(args: &[&str]) -> String {
+    fails_with(1, args)
+}
+
+/// Runs blz, expects success and JSON on stdout.
+pub fn json_of(args: &[&str]) -> Value {
+    let out = ok(args);
+    serde_json::from_str(&out).unwrap_or_else(|e| panic!("blz {args:?}: {e}: {out}"))
+}
+
+/// A temporary directory, naming the files in it.
+pub struct Dir(tempfile::TempDir);
+
+impl Dir {
+    pub fn new() -> Dir {
+        Dir(tempfile::tempdir().expect("tempdir"))
+    }
+    pub fn p(&self, name: &str) -> PathBuf {
+        self.0.path().join(name)
+    }
+    pub fn s(&self, name: &str) -> String {
+        self.p(name).to_string_lossy().into_owned()
+    }
+    /// Writes `content` to the file `name`; returns its path.
+    pub fn write(&self, name: &str, content: &str) -> String {
+        std::fs::write(self.p(name), content).expect("write");
+        self.s(name)
+    }
+}
+
+/// Copies the directory tree `from` to `to`.
+pub fn copy_dir(from: &Path, to: &Path) {
+    std::fs::create_dir_all(to).unwrap();
+    for e in std::fs::read_dir(from).unwrap() {
+        let e = e.unwrap();
+        let dst = to.join(e.file_name());
+        if e.file_type().unwrap().is_dir() {
+            copy_dir(&e.path(), &dst);
+        } else {
+            std::fs::copy(e.path(), &dst).unwrap();
+        }
+    }
+}
+
+/// Flips one byte inside chunk `k` of the superchunk file `file`, past the chunk's blosc
+/// header, and syncs the file.
+pub fn flip_byte_in_chunk(file: &Path, k: u64) {
+    let st = LocalStorage;
+    let r = SuperchunkReader::open(st.open(file, OpenMode::Read).unwrap()).unwrap();
+    let off = r.layout().offsets[k as usize];
+    let len = u64::from(r.chunk_info(k).unwrap().header.cbytes);
+    drop(r);
+    let f = st.open(file, OpenMode::ReadWrite).unwrap();
+    let at = off + 16 + (len - 16) / 2;
+    let mut b = [0u8];
+    f.read_at(at, &mut b).unwrap();
+    f.write_at(at, &[b[0] ^ 0x5a]).unwrap();
+    f.sync().unwrap();
+}
+
+/// `n` little-endian f64 of a bounded random walk: compressible, but not trivially.
+pub fn walk(n: usize) -> Vec<u8> {
+    let mut x = 0.0f64;
+    (0..n)
+        .flat_map(|i| {
+            x += ((i * 7919) % 13) as f64 - 6.0;
+            x.to_le_bytes()
+        })
+        .collect()
+}
