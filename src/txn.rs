@@ -15,7 +15,9 @@
 //! The journal's bytes are described in `spec/journal.md`.
 
 use crate::error::{Error, Result};
-use crate::storage::{read_small_file, write_file_atomic, OpenMode, Storage, StorageFile};
+use crate::storage::{
+    read_small_file, write_file_atomic, JournalView, OpenMode, Storage, StorageFile,
+};
 use std::collections::BTreeMap;
 use std::path::{Component, Path, PathBuf};
 use std::sync::{mpsc, Arc};
@@ -672,6 +674,25 @@ pub fn recover(storage: &dyn Storage, root: &Path) -> Result<bool> {
     storage.remove_file(&jp)?;
     storage.sync_dir(&root.join("meta"))?;
     Ok(true)
+}
+
+/// The dataset at `root` as its committed journal will leave it, as a read-only view over
+/// `storage` that changes nothing on disk (for readers that cannot replay the journal).
+/// `None` when no journal is pending (any more).
+///
+/// # Errors
+/// I/O errors, and [`Error::InvalidHeader`] for a damaged journal, as [`recover`].
+pub fn pending_view(storage: &Arc<dyn Storage>, root: &Path) -> Result<Option<Arc<dyn Storage>>> {
+    let jp = journal_path(root);
+    let bytes = match read_small_file(storage.as_ref(), &jp, MAX_JOURNAL) {
+        Ok(b) => b,
+        // A writer finished applying it meanwhile.
+        Err(_) if !pending(storage.as_ref(), root) => return Ok(None),
+        Err(e) => return Err(e),
+    };
+    let entries = decode(&bytes, &jp)?;
+    let view = JournalView::new(Arc::clone(storage), root, &jp, entries)?;
+    Ok(Some(Arc::new(view)))
 }
 
 /// True when the dataset at `root` has a committed journal not yet applied.

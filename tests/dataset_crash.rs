@@ -23,8 +23,9 @@ fn snapshot(path: &Path) -> (ArrayD<i64>, serde_json::Map<String, serde_json::Va
     (ds.read::<i64>().unwrap(), ds.attrs().unwrap())
 }
 
-/// Runs `op` on a copy of `base` with a crash at every step; returns the number of steps.
-fn crash_everywhere(base: &Path, op: &Op) -> u64 {
+/// Runs `op` on a copy of `base` with a crash at every step; returns the number of steps and
+/// how many of them left a pending journal (checked through the read-only journal view).
+fn crash_everywhere(base: &Path, op: &Op) -> (u64, u64) {
     let work = tempfile::tempdir().unwrap();
     // The expected states: before, and after a clean run.
     let before = snapshot(base);
@@ -40,6 +41,7 @@ fn crash_everywhere(base: &Path, op: &Op) -> u64 {
     assert_ne!(before, after, "the operation changed nothing");
     let mut saw_before = false;
     let mut saw_after = false;
+    let mut views = 0;
     for k in 0..steps {
         let dir = work.path().join(format!("k{k}"));
         copy_dir(base, &dir);
@@ -48,7 +50,19 @@ fn crash_everywhere(base: &Path, op: &Op) -> u64 {
             let r = op(&mut ds);
             assert!(r.is_err(), "step {k}: the crash was not reported");
         }
+        // A reader that cannot write sees the recovered state through the journal view.
+        let viewed = common::check_journal_view(&dir).map(|view| {
+            let ds = Dataset::open_in(view, &dir, Mode::ReadOnly).unwrap();
+            (ds.read::<i64>().unwrap(), ds.attrs().unwrap())
+        });
         let got = snapshot(&dir);
+        if let Some(v) = viewed {
+            views += 1;
+            assert!(
+                v == got,
+                "step {k}: the journal view differs from the recovered dataset"
+            );
+        }
         if got == before {
             saw_before = true;
         } else if got == after {
@@ -80,7 +94,7 @@ fn crash_everywhere(base: &Path, op: &Op) -> u64 {
         saw_before && saw_after,
         "crashes should land on both sides of the commit"
     );
-    steps
+    (steps, views)
 }
 
 fn base_1d(dir: &Path, slack: u32) -> std::path::PathBuf {
@@ -102,7 +116,7 @@ fn base_1d(dir: &Path, slack: u32) -> std::path::PathBuf {
 fn append_into_partial_chunk_and_new_files() {
     let dir = tempfile::tempdir().unwrap();
     let base = base_1d(dir.path(), 0);
-    let n = crash_everywhere(&base, &|ds| {
+    let (n, _) = crash_everywhere(&base, &|ds| {
         ds.append(&Array1::from_iter(1000..1420i64).into_dyn().view())
     });
     assert!(n > 10);
@@ -112,7 +126,9 @@ fn append_into_partial_chunk_and_new_files() {
 fn shrink_and_grow() {
     let dir = tempfile::tempdir().unwrap();
     let base = base_1d(dir.path(), 0);
-    crash_everywhere(&base, &|ds| ds.resize(120));
+    let (_, views) = crash_everywhere(&base, &|ds| ds.resize(120));
+    // Cutting a committed file goes through the journal.
+    assert!(views > 0, "no crash left a pending journal");
     crash_everywhere(&base, &|ds| ds.resize(777));
 }
 
@@ -121,12 +137,14 @@ fn modify_relocating_and_in_place() {
     let dir = tempfile::tempdir().unwrap();
     for slack in [0u32, 4096] {
         let base = base_1d(&dir.path().join(format!("s{slack}")), slack);
-        crash_everywhere(&base, &|ds| {
+        let (_, views) = crash_everywhere(&base, &|ds| {
             ds.write_slice(
                 s![50..260;3],
                 &Array1::from_elem(70, -7i64).into_dyn().view(),
             )
         });
+        // Rewriting committed offsets goes through the journal.
+        assert!(views > 0, "slack {slack}: no crash left a pending journal");
     }
 }
 
@@ -161,4 +179,117 @@ fn two_d_append() {
                 .view(),
         )
     });
+}
+
+/// Makes `dir` read-only for this process: a read-only bind mount as root (whom file modes
+/// do not stop), file modes otherwise. Returns a guard that undoes it, or `None` when the
+/// system refuses (then the caller skips the check, saying so).
+fn make_read_only(dir: &Path) -> Option<impl Drop> {
+    struct Undo(std::path::PathBuf, bool);
+    impl Drop for Undo {
+        fn drop(&mut self) {
+            if self.1 {
+                let _ = std::process::Command::new("umount").arg(&self.0).status();
+            } else {
+                set_writable(&self.0, true);
+            }
+        }
+    }
+    fn set_writable(p: &Path, on: bool) {
+        use std::os::unix::fs::PermissionsExt;
+        let meta = std::fs::metadata(p).unwrap();
+        let mode = meta.permissions().mode();
+        let mode = if on { mode | 0o200 } else { mode & !0o222 };
+        if meta.is_dir() && on {
+            std::fs::set_permissions(p, std::fs::Permissions::from_mode(mode)).unwrap();
+        }
+        if meta.is_dir() {
+            for e in std::fs::read_dir(p).unwrap() {
+                set_writable(&e.unwrap().path(), on);
+            }
+        }
+        if !(meta.is_dir() && on) {
+            std::fs::set_permissions(p, std::fs::Permissions::from_mode(mode)).unwrap();
+        }
+    }
+    // SAFETY: geteuid has no preconditions.
+    if unsafe { libc::geteuid() } == 0 {
+        let run = |args: &[&str]| {
+            std::process::Command::new("mount")
+                .args(args)
+                .arg(dir)
+                .arg(dir)
+                .status()
+                .is_ok_and(|s| s.success())
+        };
+        if !run(&["--bind"]) {
+            return None;
+        }
+        let undo = Undo(dir.to_path_buf(), true);
+        let remount = std::process::Command::new("mount")
+            .args(["-o", "remount,bind,ro"])
+            .arg(dir)
+            .status()
+            .is_ok_and(|s| s.success());
+        remount.then_some(undo)
+    } else {
+        set_writable(dir, false);
+        Some(Undo(dir.to_path_buf(), false))
+    }
+}
+
+/// A writer crashed after its commit point, before applying its journal, and the dataset
+/// is now where this reader cannot write (a read-only mount, or no permission): the reader
+/// still opens it, and sees the committed state, without changing a byte.
+#[test]
+fn reader_that_cannot_write_sees_a_pending_commit() {
+    let dir = tempfile::tempdir().unwrap();
+    let base = base_1d(dir.path(), 0);
+    let expect = Array1::from_iter(0..120i64).into_dyn();
+    let mut pending_at = None;
+    for k in 0.. {
+        let d = dir.path().join(format!("k{k}"));
+        copy_dir(&base, &d);
+        let faulty: Arc<dyn Storage> = Arc::new(FaultyStorage::new(Arc::new(LocalStorage), k));
+        let mut ds = Dataset::open_in(faulty, &d, Mode::ReadWrite).unwrap();
+        if ds.resize(120).is_ok() {
+            break;
+        }
+        drop(ds);
+        if blz::txn::pending(&LocalStorage, &d) {
+            pending_at = Some(d);
+            break;
+        }
+    }
+    let d = pending_at.expect("some crash leaves a pending journal");
+    let before = common::tree(&LocalStorage, &d);
+    {
+        let Some(_ro) = make_read_only(&d) else {
+            eprintln!("skipped: cannot make {} read-only here", d.display());
+            return;
+        };
+        assert!(
+            std::fs::File::create(d.join("meta").join("probe")).is_err(),
+            "the directory is still writable"
+        );
+        let ds = Dataset::open(&d).unwrap();
+        assert_eq!(ds.shape(), &[120]);
+        assert_eq!(ds.read::<i64>().unwrap(), expect);
+        assert_eq!(ds.attrs().unwrap()["unit"], serde_json::json!("m"));
+        assert!(ds.verify(|_, _| {}).is_empty());
+        // Writing is refused with the reason, not with a panic or a half-done change.
+        let err = Dataset::open_rw(&d).unwrap_err().to_string();
+        assert!(err.contains("meta/lock"), "{err}");
+        // The command line reads it the same way.
+        let out = common::ok(&["get", d.to_str().unwrap(), "115:120"]);
+        assert!(out.contains("115") && out.contains("119"), "{out}");
+    }
+    assert!(
+        common::tree(&LocalStorage, &d) == before,
+        "a reader changed the dataset"
+    );
+    // Once writable again, the next open applies the journal for good.
+    let ds = Dataset::open(&d).unwrap();
+    assert!(!blz::txn::pending(&LocalStorage, &d));
+    assert_eq!(ds.read::<i64>().unwrap(), expect);
 }

@@ -157,23 +157,37 @@ impl WriterLock {
 
 /// Brings a dataset to its committed state before it is read: replays a journal left by a
 /// crashed writer (taking the writer lock to do so), or waits for a live writer to finish
-/// applying one.
-pub(crate) fn settle(storage: &dyn Storage, root: &Path, mode: Mode) -> Result<()> {
+/// applying one. A reader that cannot write to the dataset (read-only filesystem, no
+/// permission) gets a read-only view that applies the journal in memory instead: the storage
+/// to read through is returned, `None` meaning `storage` itself.
+pub(crate) fn settle(
+    storage: &Arc<dyn Storage>,
+    root: &Path,
+    mode: Mode,
+) -> Result<Option<Arc<dyn Storage>>> {
     for attempt in 0..200 {
-        if !txn::pending(storage, root) {
-            return Ok(());
+        if !txn::pending(storage.as_ref(), root) {
+            return Ok(None);
         }
         if mode == Mode::ReadWrite {
-            txn::recover(storage, root)?;
-            return Ok(());
+            txn::recover(storage.as_ref(), root)?;
+            return Ok(None);
         }
         match WriterLock::acquire(root) {
             Ok(_lock) => {
-                txn::recover(storage, root)?;
-                return Ok(());
+                txn::recover(storage.as_ref(), root)?;
+                return Ok(None);
             }
             Err(Error::Locked { .. }) if attempt < 199 => {
                 std::thread::sleep(std::time::Duration::from_millis(10));
+            }
+            Err(Error::Io { source, .. })
+                if matches!(
+                    source.kind(),
+                    std::io::ErrorKind::PermissionDenied | std::io::ErrorKind::ReadOnlyFilesystem
+                ) =>
+            {
+                return txn::pending_view(storage, root);
             }
             Err(e) => return Err(e),
         }
@@ -187,13 +201,13 @@ pub(crate) fn settle(storage: &dyn Storage, root: &Path, mode: Mode) -> Result<(
 /// meta directory and is of the `kind` the caller opens (`None`: an array) before taking the
 /// writer lock in read-write mode, brings the dataset to its committed state ([`settle`]),
 /// reads `meta/storage` and checks its kind again, and returns it for the caller to
-/// interpret.
+/// interpret, with the storage to read the dataset through ([`settle`]).
 pub(crate) fn open_root(
-    storage: &dyn Storage,
+    storage: &Arc<dyn Storage>,
     root: &Path,
     mode: Mode,
     kind: Option<&str>,
-) -> Result<(Option<WriterLock>, serde_json::Value)> {
+) -> Result<(Option<WriterLock>, serde_json::Value, Arc<dyn Storage>)> {
     let mp = MetaPaths::new(root);
     if !storage.is_dir(&mp.dir) {
         return Err(Error::metadata(
@@ -201,15 +215,15 @@ pub(crate) fn open_root(
             "not a blz dataset (no meta directory)",
         ));
     }
-    meta::refuse_other_kind(storage, &mp, kind)?;
+    meta::refuse_other_kind(storage.as_ref(), &mp, kind)?;
     let lock = match mode {
         Mode::ReadWrite => Some(WriterLock::acquire(root)?),
         Mode::ReadOnly => None,
     };
-    settle(storage, root, mode)?;
-    let raw = meta::read_json(storage, &mp.storage())?;
+    let storage = settle(storage, root, mode)?.unwrap_or_else(|| Arc::clone(storage));
+    let raw = meta::read_json(storage.as_ref(), &mp.storage())?;
     meta::check_dataset_kind(&raw, &mp.storage(), kind)?;
-    Ok((lock, raw))
+    Ok((lock, raw, storage))
 }
 
 /// An N-d array dataset.
@@ -448,7 +462,7 @@ impl Dataset {
     /// [`Error::InvalidMetadata`] naming a missing or malformed meta file; I/O errors.
     pub fn open_in(storage: Arc<dyn Storage>, root: &Path, mode: Mode) -> Result<Dataset> {
         let mp = MetaPaths::new(root);
-        let (lock, raw) = open_root(storage.as_ref(), root, mode, None)?;
+        let (lock, raw, storage) = open_root(&storage, root, mode, None)?;
         let meta: ArrayStorage = serde_json::from_value(raw)
             .map_err(|e| Error::metadata(mp.storage(), e.to_string()))?;
         validate_storage_meta(&meta, &mp.storage())?;
@@ -650,7 +664,7 @@ impl Dataset {
             Err(e) => {
                 // Whatever happened, the disk holds a committed state (or a journal that
                 // recovery applies): reload it so this handle stays truthful.
-                if let Ok(()) = settle(self.storage.as_ref(), &self.root, Mode::ReadWrite) {
+                if let Ok(None) = settle(&self.storage, &self.root, Mode::ReadWrite) {
                     if let Ok(s) = meta::read_json::<Sizes>(
                         self.storage.as_ref(),
                         &MetaPaths::new(&self.root).sizes(),

@@ -3,9 +3,11 @@
 //! (later) an object store without the array code knowing.
 
 mod fault;
+mod journal_view;
 mod local;
 
 pub use fault::FaultyStorage;
+pub use journal_view::JournalView;
 pub use local::LocalStorage;
 
 use crate::error::{Error, Result};
@@ -134,6 +136,14 @@ pub fn read_small_file(storage: &dyn Storage, path: &Path, limit: u64) -> Result
     Ok(buf)
 }
 
+/// The temporary file [`write_file_atomic`] writes before renaming it to `path`: the same
+/// name with `.tmp` added.
+pub(crate) fn atomic_tmp_path(path: &Path) -> Option<std::path::PathBuf> {
+    let mut tmp_name = path.file_name()?.to_os_string();
+    tmp_name.push(".tmp");
+    Some(path.with_file_name(tmp_name))
+}
+
 /// Replaces `path` with `data` atomically: writes a temporary file beside it, syncs it,
 /// renames it over `path` and syncs the directory. A crash at any point leaves either the old
 /// or the new content at `path`, never a mix.
@@ -141,12 +151,8 @@ pub fn read_small_file(storage: &dyn Storage, path: &Path, limit: u64) -> Result
 /// # Errors
 /// An I/O error naming the file.
 pub fn write_file_atomic(storage: &dyn Storage, path: &Path, data: &[u8]) -> Result<()> {
-    let name = path
-        .file_name()
+    let tmp = atomic_tmp_path(path)
         .ok_or_else(|| Error::InvalidArgument(format!("{} has no file name", path.display())))?;
-    let mut tmp_name = name.to_os_string();
-    tmp_name.push(".tmp");
-    let tmp = path.with_file_name(tmp_name);
     {
         let file = storage.open(&tmp, OpenMode::Create)?;
         file.write_at(0, data)?;

@@ -490,7 +490,7 @@ impl Table {
     /// dataset that is not a table, I/O errors.
     pub fn open_in(storage: Arc<dyn Storage>, root: &Path, mode: Mode) -> Result<Table> {
         let mp = MetaPaths::new(root);
-        let (lock, raw) = open_root(storage.as_ref(), root, mode, Some("table"))?;
+        let (lock, raw, storage) = open_root(&storage, root, mode, Some("table"))?;
         let meta: TableStorage = serde_json::from_value(raw)
             .map_err(|e| Error::metadata(mp.storage(), e.to_string()))?;
         if meta.format != FORMAT_NAME || meta.version != FORMAT_VERSION {
@@ -810,7 +810,7 @@ impl Table {
                 Ok(())
             }
             Err(e) => {
-                if settle(self.storage.as_ref(), &self.root, Mode::ReadWrite).is_ok() {
+                if settle(&self.storage, &self.root, Mode::ReadWrite).is_ok() {
                     let mp = MetaPaths::new(&self.root);
                     if let Ok(s) = meta::read_json::<Sizes>(self.storage.as_ref(), &mp.sizes()) {
                         self.sizes = s;

@@ -121,3 +121,67 @@ pub fn walk(n: usize) -> Vec<u8> {
         })
         .collect()
 }
+
+/// Every file under `root` as `storage` shows it: relative path -> bytes.
+pub fn tree(storage: &dyn Storage, root: &Path) -> std::collections::BTreeMap<PathBuf, Vec<u8>> {
+    fn walk_into(
+        storage: &dyn Storage,
+        root: &Path,
+        dir: &Path,
+        out: &mut std::collections::BTreeMap<PathBuf, Vec<u8>>,
+    ) {
+        for name in storage.list(dir).expect("list") {
+            let p = dir.join(&name);
+            if storage.is_dir(&p) {
+                walk_into(storage, root, &p, out);
+            } else {
+                let f = storage.open(&p, OpenMode::Read).expect("open");
+                let mut buf = vec![0u8; f.len().expect("len") as usize];
+                f.read_at(0, &mut buf).expect("read");
+                out.insert(p.strip_prefix(root).expect("under root").to_path_buf(), buf);
+            }
+        }
+    }
+    let mut out = std::collections::BTreeMap::new();
+    walk_into(storage, root, root, &mut out);
+    out
+}
+
+/// When a committed journal is pending at `dir` (a writer crashed while applying it):
+/// checks that the read-only view of it shows exactly the files a writer's recovery leaves
+/// (recovering a copy), changes nothing in `dir`, and returns the view.
+pub fn check_journal_view(dir: &Path) -> Option<std::sync::Arc<dyn Storage>> {
+    let local = blz::storage::local();
+    if !blz::txn::pending(local.as_ref(), dir) {
+        return None;
+    }
+    let on_disk = tree(&LocalStorage, dir);
+    let view = blz::txn::pending_view(&local, dir)
+        .expect("view of the pending journal")
+        .expect("a journal is pending");
+    let recovered = dir.with_extension("recovered");
+    copy_dir(dir, &recovered);
+    assert!(blz::txn::recover(local.as_ref(), &recovered).expect("recover"));
+    let want = tree(&LocalStorage, &recovered);
+    let got = tree(view.as_ref(), dir);
+    let names =
+        |t: &std::collections::BTreeMap<PathBuf, Vec<u8>>| t.keys().cloned().collect::<Vec<_>>();
+    assert_eq!(
+        names(&got),
+        names(&want),
+        "files in the view and after recovery"
+    );
+    for (p, bytes) in &want {
+        assert!(
+            got[p] == *bytes,
+            "{}: the view's bytes differ from the recovered file",
+            p.display()
+        );
+    }
+    assert!(
+        tree(&LocalStorage, dir) == on_disk,
+        "the view changed files on disk"
+    );
+    std::fs::remove_dir_all(&recovered).expect("remove the recovered copy");
+    Some(view)
+}
