@@ -127,7 +127,13 @@ impl JournalView {
         let mut p = path.to_path_buf();
         for (from, to) in self.renames.iter().rev() {
             if let Ok(rest) = p.strip_prefix(to) {
-                p = from.join(rest);
+                // (Joining an empty rest would add a trailing separator, which a file's
+                // path must not have.)
+                p = if rest.as_os_str().is_empty() {
+                    from.clone()
+                } else {
+                    from.join(rest)
+                };
             } else if p.starts_with(from) {
                 return None;
             }
@@ -155,6 +161,8 @@ impl PatchedFile {
         let mut len = inner.len()?;
         for op in ops.iter() {
             len = match op {
+                // Writing nothing does not extend a file.
+                Op::Patch { data, .. } if data.is_empty() => len,
                 Op::Patch { offset, data } => len.max(offset.saturating_add(data.len() as u64)),
                 Op::SetLen(l) => *l,
             };
