@@ -1,6 +1,7 @@
 #!/usr/bin/env python3
 """Times blz against python-blosc2 (NDArray on disk) and zarr (local store) on the same
-float64 data, in one run, and prints the ratios.
+float64 data, in one run, and prints the ratios; also against zarrs (the Rust Zarr library,
+benches/zarrs_peer) when that is built.
 
 Run from the repository root with the peers' python (it has numpy, blosc2 and zarr):
 
@@ -8,10 +9,15 @@ Run from the repository root with the peers' python (it has numpy, blosc2 and za
     PY=$(/work/shared/peers/setup.sh)      # or ../shared/peers/setup.sh
     $PY benches/compare.py --n 1e8 --reps 3
 
+zarrs joins the run when its program exists (--zarrs-bin; build it once with
+`cargo build --release --manifest-path benches/zarrs_peer/Cargo.toml`). It encodes chunks in
+parallel over rayon with the same c-blosc (blosc-src) as blz, so it is the compiled peer:
+the one that does not pay Python's costs.
+
 Every tool writes from data already in memory and reads the whole array back into memory,
 with the same codec settings (lz4, clevel 5, byte shuffle, typesize 8) and the same chunk
 (1e6 elements). Block sizes are each library's own choice unless --blocksize forces one
-(the same bytes for all three). The tools run in alternation, `--reps` times each; the
+(the same bytes for all). The tools run in alternation, `--reps` times each; the
 tables show the median and the best run, and the CPU time of all threads, which a busy
 machine disturbs less than the wall-clock time. The page cache stays warm (nothing is
 dropped). Every run of every tool is a fresh process that loads the data from the same raw
@@ -195,6 +201,19 @@ def run_peer(tool, raw, path, args):
     return json.loads(out.strip().splitlines()[-1])
 
 
+def run_zarrs(raw, path, args):
+    cmd = [args.zarrs_bin, "--input", raw, "--out", path, "--chunk", str(args.chunk),
+           "--clevel", str(args.clevel)]
+    if not args.cold:
+        cmd += ["--warm"]
+    if args.blocksize:
+        # zarrs hands the block size to the same c-blosc 1.x, which multiplies it by the
+        # typesize when it splits.
+        cmd += ["--blocksize", str(args.blocksize // 8)]
+    out = subprocess.run(cmd, check=True, capture_output=True, text=True).stdout
+    return json.loads(out.strip().splitlines()[-1])
+
+
 def run_blz(raw, path, args):
     cmd = [args.bin, "--input", raw, "--out", path, "--chunk", str(args.chunk),
            "--clevel", str(args.clevel), "--codec", "lz4"]
@@ -218,9 +237,11 @@ def main():
     p.add_argument("--chunk", type=int, default=CHUNK, help="elements per chunk")
     p.add_argument("--clevel", type=int, default=5)
     p.add_argument("--blocksize", type=int, default=0,
-                   help="force this Blosc block size in bytes on all three (0: own choice)")
+                   help="force this Blosc block size in bytes on all tools (0: own choice)")
     p.add_argument("--workdir", default="/tmp/blz-compare")
     p.add_argument("--bin", default="target/release/examples/bench_io")
+    p.add_argument("--zarrs-bin", default="benches/zarrs_peer/target/release/zarrs_peer",
+                   help="zarrs' program (benches/zarrs_peer); skipped when it does not exist")
     p.add_argument("--json", help="also write the raw results here")
     p.add_argument("--cold", action="store_true",
                    help="do not warm memory before the timed phases (see the docstring)")
@@ -234,12 +255,17 @@ def main():
     if not os.path.exists(args.bin):
         sys.exit(f"{args.bin} not found: cargo build --release --example bench_io")
     os.makedirs(args.workdir, exist_ok=True)
-    print(f"# blz vs python-blosc2 {blosc2.__version__} vs zarr {zarr.__version__}; "
+    tools = ["blz", "blosc2", "zarr"]
+    if os.path.exists(args.zarrs_bin):
+        tools.append("zarrs")
+    else:
+        print(f"# {args.zarrs_bin} not found, zarrs left out (see the docstring)")
+    print(f"# blz vs python-blosc2 {blosc2.__version__} vs zarr {zarr.__version__}"
+          f"{' vs zarrs 0.23' if 'zarrs' in tools else ''}; "
           f"n={n:.3g} float64 ({n * 8 / 1e6:.0f} MB), lz4 clevel {args.clevel} shuffle, "
           f"chunk {args.chunk}, blocks {args.blocksize or 'auto'}, reps {args.reps}, "
           f"load {os.getloadavg()[0]:.2f}", flush=True)
     results = {}
-    tools = ["blz", "blosc2", "zarr"]
     for kind in args.datasets.split(","):
         a = generate(kind, n)
         raw = os.path.join(args.workdir, f"{kind}.f64")
@@ -249,11 +275,14 @@ def main():
         fsync_tree(raw)
         runs = {t: [] for t in tools}
         for rep in range(args.reps):
-            order = tools[rep % 3:] + tools[:rep % 3]
+            k = rep % len(tools)
+            order = tools[k:] + tools[:k]
             for tool in order:
                 path = os.path.join(args.workdir, f"{kind}.{tool}")
                 if tool == "blz":
                     r = run_blz(raw, path, args)
+                elif tool == "zarrs":
+                    r = run_zarrs(raw, path, args)
                 else:
                     r = run_peer(tool, raw, path + (".b2nd" if tool == "blosc2" else ""), args)
                 runs[tool].append(r)
@@ -292,7 +321,7 @@ def main():
     print("|---|---|---|---|---|---|---|---|")
     for kind, runs in results.items():
         b = runs["blz"]
-        for peer in ["blosc2", "zarr"]:
+        for peer in tools[1:]:
             q = runs[peer]
             ratio = lambda f: f"{f(med, q) / f(med, b):.2f}x ({f(best, q) / f(best, b):.2f}x)"
             dq = [durable(r) for r in q]
