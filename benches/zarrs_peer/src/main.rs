@@ -146,9 +146,13 @@ fn main() {
     files(&a.out, &mut all);
     let (_, sync_s, _) = clock(|| {
         for (p, _) in &all {
-            std::fs::File::open(p).and_then(|f| f.sync_all()).expect("fsync");
+            std::fs::File::open(p)
+                .and_then(|f| f.sync_all())
+                .expect("fsync");
         }
-        std::fs::File::open(&a.out).and_then(|d| d.sync_all()).expect("fsync dir");
+        std::fs::File::open(&a.out)
+            .and_then(|d| d.sync_all())
+            .expect("fsync dir");
     });
 
     if a.warm {
@@ -165,10 +169,9 @@ fn main() {
         let shape = array.shape().to_vec();
         let cells = unsafe_cell_slice::UnsafeCellSlice::new_from_vec_with_spare_capacity(&mut out);
         // SAFETY: one view covers the whole buffer; nothing else writes to it.
-        let mut view = unsafe {
-            ArrayBytesFixedDisjointView::new(cells, 8, &shape, array.subset_all())
-        }
-        .expect("view");
+        let mut view =
+            unsafe { ArrayBytesFixedDisjointView::new(cells, 8, &shape, array.subset_all()) }
+                .expect("view");
         array
             .retrieve_array_subset_into(&array.subset_all(), (&mut view).into())
             .expect("read");
