@@ -357,7 +357,7 @@ fn check(s: &Sample, bytes: Vec<u8>, only_covered: bool) -> Result<(), TestCaseE
 
 proptest! {
     #![proptest_config(ProptestConfig {
-        cases: 1000,
+        cases: common::cases(1000),
         failure_persistence: None,
         ..ProptestConfig::default()
     })]

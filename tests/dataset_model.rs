@@ -2,6 +2,8 @@
 //! attribute / reopen on a dataset, checked after every step against a plain in-memory
 //! ndarray.
 
+mod common;
+
 use blz::blosc::Codec;
 use blz::meta::{Compression, FilterName};
 use blz::storage::Storage as _;
@@ -198,7 +200,7 @@ fn run_with<T: Gen>(
 }
 
 proptest! {
-    #![proptest_config(ProptestConfig { cases: 24, .. ProptestConfig::default() })]
+    #![proptest_config(ProptestConfig { cases: common::cases(24), .. ProptestConfig::default() })]
 
     #[test]
     fn f64_1d(ops in proptest::collection::vec(op(1), 1..14), slack in prop_oneof![Just(0u32), Just(64)]) {

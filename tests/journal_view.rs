@@ -52,7 +52,7 @@ fn populate(root: &Path, contents: &[Vec<u8>; 3]) {
 }
 
 proptest! {
-    #![proptest_config(ProptestConfig { cases: 1000, .. ProptestConfig::default() })]
+    #![proptest_config(ProptestConfig { cases: common::cases(1000), .. ProptestConfig::default() })]
 
     #[test]
     fn view_equals_recovery(

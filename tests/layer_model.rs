@@ -3,6 +3,8 @@
 //! walked forward, backward and by position; random seeks; child navigation; counts;
 //! weights; the filter never says no for a present value, and exact membership matches.
 
+mod common;
+
 use blz::layer::{ColumnDef, Cursor, FilterSetting, Layer, LayerSchema, LayerWriter, Value};
 use blz::table::LeafKind;
 use blz::DType;
@@ -242,7 +244,7 @@ fn str_probes() -> Vec<Value> {
 }
 
 proptest! {
-    #![proptest_config(ProptestConfig { cases: 24, ..ProptestConfig::default() })]
+    #![proptest_config(ProptestConfig { cases: common::cases(24), ..ProptestConfig::default() })]
 
     #[test]
     fn one_layer_int(m in prop::collection::btree_map(int_key(), any::<i64>(), 0..60), cl in 1u64..6, fan in 2u64..4, filter in any::<bool>()) {

@@ -185,3 +185,13 @@ pub fn check_journal_view(dir: &Path) -> Option<std::sync::Arc<dyn Storage>> {
     std::fs::remove_dir_all(&recovered).expect("remove the recovered copy");
     Some(view)
 }
+
+/// The number of cases a property test runs: `PROPTEST_CASES` when set (for long soak runs,
+/// e.g. `PROPTEST_CASES=2000 cargo test --release --test dataset_model`), otherwise
+/// `default`, what the suite runs every time.
+pub fn cases(default: u32) -> u32 {
+    std::env::var("PROPTEST_CASES")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(default)
+}
