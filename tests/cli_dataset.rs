@@ -492,6 +492,11 @@ fn get_prints_like_numpy() {
     );
     assert_eq!(ok(&["get", &ds, "8:2:-3, 1"]), "81\n51\n");
     assert_eq!(ok(&["get", &ds, "100:, 0"]), "");
+    let o = run(&["get", &ds, "100:, 0"]);
+    assert!(text(&o.stderr).contains("selection is empty (shape [0])"));
+    // Steps longer than any axis (even beyond 64 bits) select one element, as in numpy.
+    assert_eq!(ok(&["get", &ds, "::1000000000000000000000, 0"]), "0\n");
+    assert_eq!(ok(&["get", &ds, "::-1000000000000000000000, -1"]), "96\n");
     assert_eq!(ok(&["get", &ds, "::4,:"]).lines().count(), 3);
     // Over 1000 values: the edges and '...', unless --all.
     ok(&["create", &d.s("big.blz"), "--arange", "5000"]);

@@ -1187,6 +1187,8 @@ pub fn get(a: &GetArgs) -> Result<(), Failure> {
         return Ok(());
     }
     if total == 0 {
+        // Nothing on stdout (it holds values only), but say why.
+        eprintln!("blz: the selection is empty (shape {out_shape:?})");
         return Ok(());
     }
     let stdout = std::io::stdout();

@@ -157,7 +157,9 @@ pub fn to_slice_info(items: &[Item], shape: &[u64]) -> Result<Vec<SliceInfoElem>
                 // blz could allocate).
                 let to_isize =
                     |v: i128| isize::try_from(v).map_err(|_| "axis too large".to_string());
-                let astep = to_isize(step.abs())?;
+                // A step at least as long as the axis selects at most one element, whatever
+                // its size: clamp it (as Python clamps slice bounds) so huge steps work.
+                let astep = to_isize(step.abs().min(n.max(1)))?;
                 let elem = if count == 0 {
                     SliceInfoElem::Slice {
                         start: 0,
@@ -244,7 +246,9 @@ mod tests {
             Some(13),
             Some(40),
         ];
-        for step in [-4i128, -1, 1, 2, 5] {
+        // Steps beyond isize (Python clamps them) select at most one element.
+        let huge = 10i128.pow(30);
+        for step in [-huge, -4i128, -1, 1, 2, 5, huge] {
             for &a in &ends {
                 for &b in &ends {
                     let items = [Item::Slice {
