@@ -9,6 +9,7 @@ use blz::meta::{Compression, FilterName};
 use blz::storage::Storage as _;
 use blz::{CreateOptions, DType, Dataset, Element, Endianness};
 use ndarray::{ArrayD, Axis, Dimension, IxDyn, SliceInfoElem};
+use num_complex::Complex64;
 use proptest::prelude::*;
 
 #[derive(Debug, Clone)]
@@ -34,27 +35,67 @@ fn op(ndim: usize) -> impl Strategy<Value = Op> {
     ]
 }
 
-trait Gen: Element + PartialEq + std::fmt::Debug + serde::Serialize {
+trait Gen: Element + PartialEq + std::fmt::Debug {
     fn gen(seed: u64, i: usize) -> Self;
+    /// The value as a fill value in `CreateOptions`.
+    fn fill_json(&self) -> serde_json::Value;
+}
+/// Numbers and bools: the fill value is the value itself.
+macro_rules! plain_fill {
+    () => {
+        fn fill_json(&self) -> serde_json::Value {
+            serde_json::json!(self)
+        }
+    };
 }
 impl Gen for f64 {
+    plain_fill!();
     fn gen(seed: u64, i: usize) -> Self {
         (seed % 1000) as f64 + i as f64 * 0.5
     }
 }
 impl Gen for i32 {
+    plain_fill!();
     fn gen(seed: u64, i: usize) -> Self {
         (seed as i32).wrapping_add(i as i32 * 7)
     }
 }
 impl Gen for u8 {
+    plain_fill!();
     fn gen(seed: u64, i: usize) -> Self {
         (seed as u8).wrapping_add(i as u8)
     }
 }
 impl Gen for bool {
+    plain_fill!();
     fn gen(seed: u64, i: usize) -> Self {
         (seed as usize + i).is_multiple_of(3)
+    }
+}
+
+// Complex numbers and byte strings: elements of two or more Blosc items (complex128 is
+// shuffled as 8-byte floats, `S<n>` as bytes), so element and byte offsets differ.
+impl Gen for Complex64 {
+    fn gen(seed: u64, i: usize) -> Self {
+        Complex64::new((seed % 1000) as f64 + i as f64, -(i as f64) * 0.25)
+    }
+    fn fill_json(&self) -> serde_json::Value {
+        serde_json::json!([self.re, self.im])
+    }
+}
+impl Gen for [u8; 5] {
+    fn gen(seed: u64, i: usize) -> Self {
+        let mut b = *b"s0000";
+        for (k, c) in format!("{:04}", (seed as usize + i) % 10_000)
+            .bytes()
+            .enumerate()
+        {
+            b[k + 1] = c;
+        }
+        b
+    }
+    fn fill_json(&self) -> serde_json::Value {
+        serde_json::json!(String::from_utf8_lossy(self))
     }
 }
 
@@ -107,7 +148,7 @@ fn run_with<T: Gen>(
             filters: vec![FilterName::Shuffle],
             ..Default::default()
         },
-        fill: serde_json::to_value(fill).unwrap(),
+        fill: fill.fill_json(),
         endianness,
         ..Default::default()
     };
@@ -226,6 +267,21 @@ proptest! {
     #[test]
     fn i32_2d_fill(ops in proptest::collection::vec(op(2), 1..12), cs1 in 1u64..6) {
         run_with::<i32>(DType::I32, vec![5], vec![3, cs1], 0, -7, Endianness::native(), ops);
+    }
+
+    #[test]
+    fn complex128_1d(ops in proptest::collection::vec(op(1), 1..12)) {
+        run_with::<Complex64>(DType::C128, vec![], vec![7], 0, Complex64::new(1.5, -2.0), Endianness::native(), ops);
+    }
+
+    #[test]
+    fn complex128_2d(ops in proptest::collection::vec(op(2), 1..12), cs1 in 1u64..6) {
+        run_with::<Complex64>(DType::C128, vec![5], vec![4, cs1], 0, Complex64::new(1.5, -2.0), Endianness::native(), ops);
+    }
+
+    #[test]
+    fn bytes5_1d(ops in proptest::collection::vec(op(1), 1..12), slack in prop_oneof![Just(0u32), Just(64)]) {
+        run_with::<[u8; 5]>(DType::Bytes(5), vec![], vec![6], slack, *b"fill_", Endianness::native(), ops);
     }
 
     #[test]

@@ -198,18 +198,18 @@ impl ChunkStore {
             .map_err(|e| Error::chunk(self.file_path(f), j, e.0))
     }
 
-    /// Reads only items `start..start + dst.len()/itemsize` of chunk `k` (c-blosc decodes the
-    /// blocks holding them).
+    /// Reads only bytes `byte_start..byte_start + dst.len()` of chunk `k`, decoded (c-blosc
+    /// decodes the blocks holding them).
     pub(crate) fn getitem(
         &self,
         k: u64,
-        start: usize,
+        byte_start: usize,
         dst: &mut [u8],
         scratch: &mut Vec<u8>,
     ) -> Result<()> {
         self.read_chunk(k, scratch)?;
         let (f, j) = self.locate(k);
-        crate::blosc::getitem(scratch, start, dst)
+        crate::blosc::getitem(scratch, byte_start, dst)
             .map_err(|e| Error::chunk(self.file_path(f), j, e.0))
     }
 

@@ -155,7 +155,7 @@ impl ArrayCore {
                     if n * isz * 4 < chunk_bytes {
                         // A short run: decode only the Blosc blocks that hold it.
                         let mut run = vec![0u8; n * isz];
-                        self.store.getitem(k, item, &mut run, scratch)?;
+                        self.store.getitem(k, item * isz, &mut run, scratch)?;
                         if self.swap_needed() {
                             swap_bytes(&mut run, self.dtype.swap_unit());
                         }

@@ -389,20 +389,23 @@ pub fn decompress_to_vec(
     Ok(())
 }
 
-/// Decompresses only the items `start..start + dst.len() / typesize` of a chunk (c-blosc
-/// decodes just the blocks that hold them).
+/// Decompresses only the bytes `byte_start..byte_start + dst.len()` of a chunk (c-blosc
+/// decodes just the blocks that hold them). Both ends must fall on the chunk's Blosc items
+/// (its typesize, which can be smaller than an element: 8 for complex128, 1 for `S<n>`).
 ///
 /// # Errors
-/// A [`CodecError`] when the chunk is malformed or the range is outside it.
-pub fn getitem(chunk: &[u8], start: usize, dst: &mut [u8]) -> Result<(), CodecError> {
+/// A [`CodecError`] when the chunk is malformed, the range is outside it or does not fall on
+/// whole items.
+pub fn getitem(chunk: &[u8], byte_start: usize, dst: &mut [u8]) -> Result<(), CodecError> {
     let header = validate(chunk)?;
     let ts = header.typesize.max(1) as usize;
-    if !dst.len().is_multiple_of(ts) {
+    if !dst.len().is_multiple_of(ts) || !byte_start.is_multiple_of(ts) {
         return Err(CodecError(format!(
-            "destination of {} bytes is not a whole number of {ts}-byte items",
-            dst.len()
+            "bytes {byte_start}..{} do not fall on the chunk's {ts}-byte items",
+            byte_start.saturating_add(dst.len())
         )));
     }
+    let start = byte_start / ts;
     let nitems = dst.len() / ts;
     let end = start
         .checked_add(nitems)
@@ -500,9 +503,15 @@ mod tests {
         let src = sample(100_000);
         let c = compress(&CompressParams::default(), &src).unwrap();
         let mut out = vec![0u8; 8 * 10];
-        getitem(&c, 54_321, &mut out).unwrap();
+        getitem(&c, 54_321 * 8, &mut out).unwrap();
         assert_eq!(out, &src[54_321 * 8..54_331 * 8]);
-        assert!(getitem(&c, 99_995, &mut out).is_err());
+        assert!(getitem(&c, 99_995 * 8, &mut out).is_err());
+        assert!(getitem(&c, 54_321 * 8 + 4, &mut out).is_err());
+        // Elements of two Blosc items (complex128 is shuffled as 8-byte floats): the range is
+        // in bytes, not in items.
+        let mut two = vec![0u8; 16 * 3];
+        getitem(&c, 1_000 * 16, &mut two).unwrap();
+        assert_eq!(two, &src[16_000..16_048]);
     }
 
     #[test]
