@@ -5,7 +5,7 @@
 
 mod common;
 
-use common::{fails, fails_with, json_of, ok, run, text, Dir};
+use common::{fails, fails_with, json_of, ok, raw_npy, run, text, Dir};
 use ndarray::{array, Array1, Array2, ArrayD, IxDyn};
 use ndarray_npy::{read_npy, write_npy};
 use num_complex::Complex;
@@ -106,19 +106,6 @@ fn create_from_npy_of_many_dtypes() {
         (ix[0] * 100 + ix[1] * 10 + ix[2]) as u8
     });
     npy_roundtrip(&d, "u8-3d", &a3, &["--chunkshape", "4x3x2"]);
-}
-
-/// The bytes of a .npy file written by hand (for dtypes and byte orders ndarray-npy does not
-/// write).
-fn raw_npy(descr: &str, shape: &str, data: &[u8]) -> Vec<u8> {
-    let dict = format!("{{'descr': '{descr}', 'fortran_order': False, 'shape': {shape}, }}");
-    let pad = (64 - (10 + dict.len() + 1) % 64) % 64;
-    let header = format!("{dict}{}\n", " ".repeat(pad));
-    let mut out = b"\x93NUMPY\x01\x00".to_vec();
-    out.extend_from_slice(&(header.len() as u16).to_le_bytes());
-    out.extend_from_slice(header.as_bytes());
-    out.extend_from_slice(data);
-    out
 }
 
 #[test]

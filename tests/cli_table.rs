@@ -5,7 +5,7 @@
 
 mod common;
 
-use common::{fails, json_of, ok, run, text, Dir};
+use common::{fails, json_of, ok, raw_npy, run, text, Dir};
 use ndarray::{array, Array1};
 use ndarray_npy::read_npy;
 use serde_json::{json, Value};
@@ -355,4 +355,161 @@ fn compact_a_table() {
     assert!(ok(&["compact", &t]).contains("saved 0 bytes"));
     let err = fails(&["compact", &d.s("missing.blz")]);
     assert!(err.contains("missing.blz"), "{err}");
+}
+
+/// Records as numpy writes them: `[('id', '<i4'), ('pos', [('x', '>f8'), ('y', '<f4')]),
+/// ('', '|V2'), ('tag', 'S3'), ('z', '<c16')]`, 33 bytes each with 2 of padding, rows `from..to`.
+fn records(from: i32, to: i32) -> Vec<u8> {
+    let mut b = Vec::new();
+    for i in from..to {
+        b.extend_from_slice(&i.to_le_bytes());
+        b.extend_from_slice(&(f64::from(i) * 0.5).to_be_bytes());
+        b.extend_from_slice(&(-(i as f32)).to_le_bytes());
+        b.extend_from_slice(&[0xAA, 0xBB]);
+        b.extend_from_slice(format!("t{:02}", i % 100).as_bytes());
+        b.extend_from_slice(&f64::from(i).to_le_bytes());
+        b.extend_from_slice(&(-f64::from(i)).to_le_bytes());
+    }
+    b
+}
+
+const RECORD_DESCR: &str =
+    "[('id', '<i4'), ('pos', [('x', '>f8'), ('y', '<f4')]), ('', '|V2'), ('tag', 'S3'), ('z', '<c16')]";
+
+#[test]
+fn records_npy_makes_a_table_and_appends() {
+    let d = Dir::new();
+    let n = 50_000;
+    std::fs::write(
+        d.p("r.npy"),
+        raw_npy(RECORD_DESCR, &format!("({n},)"), &records(0, n)),
+    )
+    .expect("write");
+    let t = d.s("r.blz");
+    ok(&["create", &t, "--npy", &d.s("r.npy"), "--chunkshape", "1000"]);
+    let info = json_of(&["info", &t, "--json"]);
+    let want = [
+        ("id", "int32"),
+        ("pos/x", "float64"),
+        ("pos/y", "float32"),
+        ("tag", "S3"),
+        ("z", "complex128"),
+    ];
+    assert_eq!(
+        field_types(&info),
+        want.iter()
+            .map(|(a, b)| (a.to_string(), b.to_string()))
+            .collect::<Vec<_>>()
+    );
+    // Append a partial chunk of records, then read rows across the boundary.
+    std::fs::write(
+        d.p("more.npy"),
+        raw_npy(RECORD_DESCR, "(7,)", &records(n, n + 7)),
+    )
+    .expect("write");
+    ok(&["append", &t, "--npy", &d.s("more.npy")]);
+    ok(&["verify", &t]);
+    let dir = d.s("out");
+    ok(&["get", &t, "49990:", "--out-dir", &dir]);
+    let id: Array1<i32> = read_npy(d.p("out/id.npy")).expect("id");
+    let x: Array1<f64> = read_npy(d.p("out/pos.x.npy")).expect("pos.x");
+    let y: Array1<f32> = read_npy(d.p("out/pos.y.npy")).expect("pos.y");
+    let z: Array1<num_complex::Complex64> = read_npy(d.p("out/z.npy")).expect("z");
+    let rows: Vec<i32> = (49_990..n + 7).collect();
+    assert_eq!(id.to_vec(), rows);
+    assert_eq!(
+        x.to_vec(),
+        rows.iter().map(|&i| f64::from(i) * 0.5).collect::<Vec<_>>()
+    );
+    assert_eq!(
+        y.to_vec(),
+        rows.iter().map(|&i| -(i as f32)).collect::<Vec<_>>()
+    );
+    let zs: Vec<_> = rows
+        .iter()
+        .map(|&i| num_complex::Complex64::new(f64::from(i), -f64::from(i)))
+        .collect();
+    assert_eq!(z.to_vec(), zs);
+    // Short runs of rows in the middle of chunks (decoded through c-blosc's getitem).
+    let s = ok(&[
+        "get",
+        &t,
+        "--rows",
+        "1234,49999,50006",
+        "--columns",
+        "tag,z",
+    ]);
+    let lines: Vec<String> = s
+        .lines()
+        .skip(1)
+        .map(|l| l.split_whitespace().collect::<Vec<_>>().join(" "))
+        .collect();
+    assert_eq!(
+        lines,
+        [
+            "t34 1234.0-1234.0j",
+            "t99 49999.0-49999.0j",
+            "t06 50006.0-50006.0j"
+        ],
+        "{s}"
+    );
+    let s = ok(&["get", &t, "1233:1235", "--columns", "id,tag,z"]);
+    assert!(s.contains("1233  t33") && s.contains("1234  t34"), "{s}");
+    assert!(s.contains("1234.0-1234.0j"), "{s}");
+}
+
+#[test]
+fn records_npy_that_do_not_fit_are_refused() {
+    let d = Dir::new();
+    std::fs::write(d.p("r.npy"), raw_npy(RECORD_DESCR, "(4,)", &records(0, 4))).expect("write");
+    let t = d.s("r.blz");
+    ok(&["create", &t, "--npy", &d.s("r.npy")]);
+    // Other fields, or the same names with other types.
+    std::fs::write(d.p("other.npy"), raw_npy("[('q', '<f8')]", "(1,)", &[0; 8])).expect("w");
+    let err = fails(&["append", &t, "--npy", &d.s("other.npy")]);
+    assert!(
+        err.contains("are not the columns of") && err.contains("q: float64"),
+        "{err}"
+    );
+    let narrow = RECORD_DESCR.replace("'<i4'", "'<i2'");
+    let mut bytes = records(0, 1);
+    bytes.drain(2..4);
+    std::fs::write(d.p("narrow.npy"), raw_npy(&narrow, "(1,)", &bytes)).expect("w");
+    let err = fails(&["append", &t, "--npy", &d.s("narrow.npy")]);
+    assert!(err.contains("id: int16"), "{err}");
+    // A plain array is not records.
+    std::fs::write(d.p("plain.npy"), raw_npy("<f8", "(1,)", &[0; 8])).expect("w");
+    let err = fails(&["append", &t, "--npy", &d.s("plain.npy")]);
+    assert!(err.contains("a table appends records"), "{err}");
+    assert_eq!(ok(&["get", &t, "--columns", "id"]).lines().count(), 5);
+    // Records to an array, sub-arrays, unsupported field types, truncated data.
+    ok(&["create", &d.s("a.blz"), "--arange", "10"]);
+    let err = fails(&["append", &d.s("a.blz"), "--npy", &d.s("r.npy")]);
+    assert!(
+        err.contains("structured (record) dtypes make tables"),
+        "{err}"
+    );
+    std::fs::write(
+        d.p("sub.npy"),
+        raw_npy("[('v', '<f8', (3,))]", "(1,)", &[0; 24]),
+    )
+    .expect("w");
+    let err = fails(&["create", &d.s("s.blz"), "--npy", &d.s("sub.npy")]);
+    assert!(err.contains("subarray of shape (3)"), "{err}");
+    std::fs::write(d.p("m.npy"), raw_npy("[('t', '<M8[s]')]", "(1,)", &[0; 8])).expect("w");
+    let err = fails(&["create", &d.s("m.blz"), "--npy", &d.s("m.npy")]);
+    assert!(
+        err.contains("field \"t\"") && err.contains("datetime"),
+        "{err}"
+    );
+    std::fs::write(
+        d.p("short.npy"),
+        raw_npy(RECORD_DESCR, "(9,)", &records(0, 8)),
+    )
+    .expect("w");
+    let err = fails(&["create", &d.s("short.blz"), "--npy", &d.s("short.npy")]);
+    assert!(err.contains("truncated"), "{err}");
+    for bad in ["s.blz", "m.blz", "short.blz"] {
+        assert!(!d.p(bad).exists(), "{bad} was left behind");
+    }
 }

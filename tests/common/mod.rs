@@ -195,3 +195,22 @@ pub fn cases(default: u32) -> u32 {
         .and_then(|v| v.parse().ok())
         .unwrap_or(default)
 }
+
+/// The bytes of a .npy file written by hand (for dtypes and byte orders ndarray-npy does not
+/// write). `descr` is a type string such as `>f8`, or a record's list written as Python
+/// does, `[('a', '<i4'), ('b', [('x', '>f8')])]`.
+pub fn raw_npy(descr: &str, shape: &str, data: &[u8]) -> Vec<u8> {
+    let descr = if descr.starts_with('[') {
+        descr.to_string()
+    } else {
+        format!("'{descr}'")
+    };
+    let dict = format!("{{'descr': {descr}, 'fortran_order': False, 'shape': {shape}, }}");
+    let pad = (64 - (10 + dict.len() + 1) % 64) % 64;
+    let header = format!("{dict}{}\n", " ".repeat(pad));
+    let mut out = b"\x93NUMPY\x01\x00".to_vec();
+    out.extend_from_slice(&(header.len() as u16).to_le_bytes());
+    out.extend_from_slice(header.as_bytes());
+    out.extend_from_slice(data);
+    out
+}

@@ -5,7 +5,9 @@
 #   2. the peers write files (peer_check.py write), blz reads them (`interop read`);
 #   3. blz reads back its own files too;
 #   4. bcolz writes carrays and a ctable (bcolz_check.py write), `blz import` imports them and
-#      `blz get` exports them as .npy, which must equal what bcolz reads (bcolz_check.py compare).
+#      `blz get` exports them as .npy, which must equal what bcolz reads (bcolz_check.py compare);
+#   5. numpy writes record .npy files, blz makes tables of them, appends more and exports the
+#      columns, which must equal the fields numpy reads (records_check.py).
 # Exits non-zero if any step fails. The peers' venv comes from ../shared/peers/setup.sh beside
 # the repository (override with PEERS_SETUP=/path/to/setup.sh). KEEP=1 keeps the temporary
 # directories.
@@ -73,8 +75,25 @@ step "bcolz writes" "$PY" "$bcolz_checker" write "$work/bcolz"
 step "blz imports bcolz's carrays and ctable" import_bcolz "$work/bcolz"
 step "blz's imports hold what bcolz reads" "$PY" "$bcolz_checker" compare "$work/bcolz"
 
+# numpy -> blz: numpy writes record (structured) .npy files, `blz create --npy` makes tables
+# of them, `blz append --npy` adds records, `blz get --out-dir` exports every column, and the
+# checker compares those with the fields numpy reads.
+records_checker=$root/tests/interop/records_check.py
+import_records() {
+  local dir=$1 name more
+  while read -r name more; do
+    "$blz" create "$dir/$name.blz" --npy "$dir/$name.npy" >/dev/null || return 1
+    "$blz" append "$dir/$name.blz" --npy "$dir/$more.npy" >/dev/null || return 1
+    "$blz" verify "$dir/$name.blz" >/dev/null || return 1
+    "$blz" get "$dir/$name.blz" --out-dir "$dir/out/$name" >/dev/null || return 1
+  done < <("$PY" "$records_checker" list "$dir")
+}
+step "numpy writes record .npy files" "$PY" "$records_checker" write "$work/records"
+step "blz makes tables of them and appends" import_records "$work/records"
+step "blz's tables hold the fields numpy reads" "$PY" "$records_checker" compare "$work/records"
+
 if ((${#failed[@]})); then
   printf 'interop FAILED: %s\n' "${failed[@]}"
   exit 1
 fi
-echo "interop passed: blz -> peers, peers -> blz, bcolz -> blz import"
+echo "interop passed: blz -> peers, peers -> blz, bcolz -> blz import, numpy records -> blz tables"

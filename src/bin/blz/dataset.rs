@@ -139,9 +139,15 @@ Examples:
   blz create walk.blz --random-walk 10000000 --seed 42 --truncate-bits 20
   blz create grid.blz --zeros 1000x20 --dtype int32 --fill -1 --attr 'units=\"m\"'
 
-Tables (--csv without --column):
+Tables (--csv without --column, or --npy of records):
   blz create trades.blz --csv trades.csv
   blz create trades.blz --csv trades.csv --schema 'qty:int32,sym:S8,pos/x:float64'
+  blz create points.blz --npy points.npy     # np.save of a structured array
+
+A .npy file of records (a 1-d array of a structured dtype, such as np.zeros(n,
+dtype=[('id', 'i8'), ('pos', [('x', 'f8'), ('y', 'f8')])])) makes a table with a column
+per field: id, pos/x, pos/y, each in its own files, with the field's type. Sub-array
+fields are refused; padding between fields is dropped.
 
 A table takes its column names from the CSV header row (a name such as pos/x makes column
 x of the nested field pos). Types are inferred over the whole file unless --schema gives
@@ -188,6 +194,10 @@ the dataset's dtype; the file is checked whole before anything is appended.
 Examples:
   blz append temps.blz --npy more_temps.npy
   blz append prices.blz --csv trades-2.csv --column price
+
+Tables take records from --npy: the structured dtype's fields must be the table's
+columns with the same types (in any order, either byte order):
+  blz append points.blz --npy more_points.npy
 
 Tables: the CSV header row names every column of the table (in any order); values are
 read as the columns' types. The whole file is checked before anything is appended, then
@@ -239,7 +249,9 @@ pub struct CreateArgs {
     pub path: PathBuf,
 
     /// Read the array from a numpy .npy file (any shape; numbers, bool, complex, S<n>, U<n>;
-    /// either byte order; C or Fortran order). A 0-d array becomes one element.
+    /// either byte order; C or Fortran order). A 0-d array becomes one element. A 1-d array
+    /// of records (a structured dtype) becomes a table with a column per field, nested
+    /// records as nested fields.
     #[arg(long, value_name = "FILE.npy", help_heading = "Source")]
     pub npy: Option<PathBuf>,
     /// Read a CSV file: with --column, one column as a 1-d array (int64 or float64 unless
@@ -399,7 +411,7 @@ pub struct GetArgs {
 pub struct AppendArgs {
     /// The dataset directory.
     pub path: PathBuf,
-    /// Append the rows of a numpy .npy file.
+    /// Append the rows of a numpy .npy file (to a table: records with a field per column).
     #[arg(long, value_name = "FILE.npy")]
     pub npy: Option<PathBuf>,
     /// Append the values of one column of a CSV file (with --column), or whole rows to a
@@ -443,7 +455,10 @@ pub struct AttrsArgs {
 pub fn run(cmd: &DatasetCommand) -> Result<(), Failure> {
     match cmd {
         DatasetCommand::Create(a) if a.csv.is_some() && a.column.is_none() => table::create(a),
-        DatasetCommand::Create(a) => create(a),
+        DatasetCommand::Create(a) => match a.npy.as_deref() {
+            Some(npy) if table::is_record_npy(npy) => table::create_npy(a, npy),
+            _ => create(a),
+        },
         DatasetCommand::Get(a) if table::is_table(&a.path) => table::get(a),
         DatasetCommand::Get(a) => get(a),
         DatasetCommand::Append(a) if table::is_table(&a.path) => table::append(a),

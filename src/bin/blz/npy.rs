@@ -193,13 +193,14 @@ fn unsupported_descr(descr: &Py) -> String {
             };
             format!("dtype {s:?}: {what}")
         }
-        _ => "structured (record) dtypes are not supported; save each field as its own array"
+        _ => "structured (record) dtypes make tables, not arrays: `blz create TABLE --npy FILE` \
+              turns each field into a column, and `blz append TABLE --npy FILE` adds records"
             .to_string(),
     }
 }
 
-/// Parses the dict of a `.npy` header.
-fn parse_dict(text: &[u8]) -> Result<NpyHeader, String> {
+/// The dict of a `.npy` header: its `descr` as written, Fortran order, shape.
+fn parse_raw_dict(text: &[u8]) -> Result<(Py, bool, Vec<u64>), String> {
     let mut lit = Lit { s: text, i: 0 };
     let Py::Dict(items) = lit.value(0)? else {
         return Err("header is not a dict".into());
@@ -227,6 +228,13 @@ fn parse_dict(text: &[u8]) -> Result<NpyHeader, String> {
         Some(_) => return Err("'shape' is not a tuple".into()),
         None => return Err("header has no 'shape'".into()),
     };
+    Ok((descr.clone(), fortran, shape))
+}
+
+/// Parses the dict of a `.npy` header.
+fn parse_dict(text: &[u8]) -> Result<NpyHeader, String> {
+    let (descr, fortran, shape) = parse_raw_dict(text)?;
+    let descr = &descr;
     let Py::Str(d) = descr else {
         return Err(unsupported_descr(descr));
     };
@@ -244,8 +252,8 @@ fn parse_dict(text: &[u8]) -> Result<NpyHeader, String> {
     })
 }
 
-/// Reads the magic, version and header dict; returns the header and the data offset.
-pub fn read_header(r: &mut impl Read) -> Result<(NpyHeader, u64), String> {
+/// Reads the magic, version and header dict; returns the dict's text and the data offset.
+fn read_header_text(r: &mut impl Read) -> Result<(Vec<u8>, u64), String> {
     let mut pre = [0u8; 8];
     r.read_exact(&mut pre)
         .map_err(|_| "not a .npy file (too short)".to_string())?;
@@ -278,6 +286,12 @@ pub fn read_header(r: &mut impl Read) -> Result<(NpyHeader, u64), String> {
     let mut text = vec![0u8; len];
     r.read_exact(&mut text)
         .map_err(|_| "truncated .npy header".to_string())?;
+    Ok((text, at + len as u64))
+}
+
+/// Reads the magic, version and header dict; returns the header and the data offset.
+pub fn read_header(r: &mut impl Read) -> Result<(NpyHeader, u64), String> {
+    let (text, at) = read_header_text(r)?;
     let h = parse_dict(&text).map_err(|e| {
         if e.starts_with("dtype ") || e.starts_with("structured") {
             e
@@ -285,7 +299,7 @@ pub fn read_header(r: &mut impl Read) -> Result<(NpyHeader, u64), String> {
             format!("bad .npy header: {e}")
         }
     })?;
-    Ok((h, at + len as u64))
+    Ok((h, at))
 }
 
 /// The header block (magic to final newline) for an array.
@@ -443,6 +457,197 @@ impl NpyReader {
             .map_err(|e| format!("{}: {e}", self.path.display()))?;
         let rows = view.slice_axis(Axis(0), Slice::from(r0 as usize..(r0 + n) as usize));
         Ok(rows.iter().copied().collect())
+    }
+}
+
+/// One leaf field of a structured (record) dtype.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RecordField {
+    /// Its path: the field's name, or `outer/inner` for a field of a nested record.
+    pub path: String,
+    /// Element type.
+    pub dtype: DType,
+    /// Byte order in the file.
+    pub endian: Endianness,
+    /// Offset of the field in a record, in bytes.
+    pub offset: usize,
+}
+
+/// Flattens a structured descr (a list of `(name, type)` or `(name, type, shape)` tuples,
+/// types nested the same way) into `out`, fields at `base` onwards; returns the record's size.
+/// Unnamed `|V<n>` entries are padding.
+fn record_fields(
+    descr: &[Py],
+    prefix: &str,
+    base: usize,
+    out: &mut Vec<RecordField>,
+) -> Result<usize, String> {
+    let mut at = base;
+    for item in descr {
+        let Py::Seq(parts) = item else {
+            return Err(format!(
+                "structured dtype: entry {item:?} is not a (name, type) tuple"
+            ));
+        };
+        let name = match parts.first() {
+            Some(Py::Str(n)) => n.clone(),
+            // (title, name)
+            Some(Py::Seq(t)) if matches!(t.get(1), Some(Py::Str(_))) => match &t[1] {
+                Py::Str(n) => n.clone(),
+                _ => unreachable!("matched above"),
+            },
+            _ => return Err(format!("structured dtype: entry {item:?} has no name")),
+        };
+        let path = if prefix.is_empty() {
+            name.clone()
+        } else {
+            format!("{prefix}/{name}")
+        };
+        if let Some(shape) = parts.get(2) {
+            let dims = match shape {
+                Py::Seq(v) => v
+                    .iter()
+                    .map(|d| match d {
+                        Py::Int(n) => n.to_string(),
+                        other => format!("{other:?}"),
+                    })
+                    .collect::<Vec<_>>()
+                    .join(", "),
+                other => format!("{other:?}"),
+            };
+            return Err(format!(
+                "field {path:?} is a subarray of shape ({dims}); tables hold one value per \
+                 row and field, so give each element its own field"
+            ));
+        }
+        match parts.get(1) {
+            Some(Py::Seq(inner)) => {
+                let end = record_fields(inner, &path, at, out)?;
+                at = end;
+            }
+            Some(Py::Str(d)) => {
+                let code = d.trim_start_matches(['<', '>', '|', '=']);
+                if name.is_empty() && code.starts_with('V') {
+                    let n: usize = code[1..]
+                        .parse()
+                        .map_err(|_| format!("structured dtype: bad padding {d:?}"))?;
+                    at = at
+                        .checked_add(n)
+                        .ok_or_else(|| "structured dtype is too large".to_string())?;
+                    continue;
+                }
+                let unsupported =
+                    || format!("field {path:?}: {}", unsupported_descr(&Py::Str(d.clone())));
+                if code.is_empty()
+                    || !matches!(&code[..1], "b" | "i" | "u" | "f" | "c" | "S" | "U" | "?")
+                {
+                    return Err(unsupported());
+                }
+                let (dtype, endian) = DType::parse_descr(d).map_err(|_| unsupported())?;
+                out.push(RecordField {
+                    path,
+                    dtype,
+                    endian: endian.unwrap_or_else(Endianness::native),
+                    offset: at,
+                });
+                at = at
+                    .checked_add(dtype.itemsize())
+                    .ok_or_else(|| "structured dtype is too large".to_string())?;
+            }
+            _ => return Err(format!("structured dtype: field {path:?} has no type")),
+        }
+    }
+    Ok(at)
+}
+
+/// A `.npy` file of records (a structured dtype), read field by field: what becomes a table.
+pub struct RecordReader {
+    path: PathBuf,
+    file: BufReader<File>,
+    /// The leaf fields, in the order of the dtype.
+    pub fields: Vec<RecordField>,
+    /// Bytes of one record, padding included.
+    pub itemsize: usize,
+    /// Number of records.
+    pub rows: u64,
+    done: u64,
+}
+
+impl RecordReader {
+    /// Opens `path` if it holds records: `Ok(None)` when its dtype is not structured (or it
+    /// cannot be read as `.npy` at all, which the array reader then reports).
+    pub fn open(path: &Path) -> Result<Option<RecordReader>, String> {
+        let ctx = |e: String| format!("{}: {e}", path.display());
+        let Ok(f) = File::open(path) else {
+            return Ok(None);
+        };
+        let file_len = f.metadata().map_err(|e| ctx(e.to_string()))?.len();
+        let mut file = BufReader::with_capacity(1 << 20, f);
+        let Ok((text, data_at)) = read_header_text(&mut file) else {
+            return Ok(None);
+        };
+        let Ok((Py::Seq(descr), _fortran, shape)) = parse_raw_dict(&text) else {
+            return Ok(None);
+        };
+        let mut fields = Vec::new();
+        let itemsize = record_fields(&descr, "", 0, &mut fields).map_err(ctx)?;
+        if fields.is_empty() {
+            return Err(ctx("structured dtype without fields".into()));
+        }
+        if shape.len() > 1 {
+            return Err(ctx(format!(
+                "records of shape {shape:?}: a table takes a 1-d array of records"
+            )));
+        }
+        // A 0-d array is one record; Fortran order means nothing for one axis.
+        let rows = shape.first().copied().unwrap_or(1);
+        let need = rows
+            .checked_mul(itemsize as u64)
+            .ok_or_else(|| ctx("shape is too large".into()))?;
+        if file_len < data_at + need {
+            return Err(ctx(format!(
+                "file is truncated: the header announces {need} bytes of data, the file holds {}",
+                file_len.saturating_sub(data_at)
+            )));
+        }
+        Ok(Some(RecordReader {
+            path: path.to_path_buf(),
+            file,
+            fields,
+            itemsize,
+            rows,
+            done: 0,
+        }))
+    }
+
+    /// Reads up to `max` further records, split into one native-endian byte vector per field
+    /// (in the order of `fields`); `None` at the end.
+    pub fn next_rows(&mut self, max: u64) -> Result<Option<Vec<Vec<u8>>>, String> {
+        let n = max.min(self.rows - self.done) as usize;
+        if n == 0 {
+            return Ok(None);
+        }
+        let mut buf = vec![0u8; n * self.itemsize];
+        self.file
+            .read_exact(&mut buf)
+            .map_err(|e| format!("{}: {e}", self.path.display()))?;
+        let cols = self
+            .fields
+            .iter()
+            .map(|f| {
+                let isz = f.dtype.itemsize();
+                let mut col = Vec::with_capacity(n * isz);
+                if self.itemsize > 0 {
+                    for rec in buf.chunks_exact(self.itemsize) {
+                        col.extend_from_slice(&rec[f.offset..f.offset + isz]);
+                    }
+                }
+                to_native(&mut col, f.dtype, f.endian);
+                col
+            })
+            .collect();
+        self.done += n as u64;
+        Ok(Some(cols))
     }
 }
 

@@ -1,12 +1,12 @@
 //! Table commands: `create --csv` without `--column` (every CSV column becomes a table
-//! column), `info`, `get --columns`, `append --csv`, `resize`, `attrs` and `verify` on table
+//! column) and `create --npy` of a structured dtype (every field becomes one), `info`, `get --columns`, `append --csv`, `resize`, `attrs` and `verify` on table
 //! datasets. Everything goes through blz's public `blz::table` API.
 
 use crate::dataset::{
     describe, human, out_err, parse_dtype, parse_kv, plural, progress, AppendArgs, AttrsArgs,
     CreateArgs, Failure, GetArgs, LayoutArgs, ResizeArgs,
 };
-use crate::npy::NpyWriter;
+use crate::npy::{NpyWriter, RecordReader};
 use crate::selection;
 use crate::show;
 use crate::sources::{encode, parse_field};
@@ -23,6 +23,8 @@ use std::path::{Path, PathBuf};
 
 /// Rows converted and appended at a time, so a huge CSV never sits in memory.
 const BATCH_ROWS: usize = 65536;
+/// Bytes of records read from a `.npy` file at a time.
+const NPY_BATCH_BYTES: usize = 32 << 20;
 /// `get` prints every row up to this many; beyond, the first and last few.
 const SUMMARY_THRESHOLD: u64 = 1000;
 /// Rows shown at each end of a summary.
@@ -524,6 +526,131 @@ pub fn create(a: &CreateArgs) -> Result<(), Failure> {
     Ok(())
 }
 
+/// True when `path` is a `.npy` file of records (a structured dtype), which becomes a table.
+pub fn is_record_npy(path: &Path) -> bool {
+    matches!(RecordReader::open(path), Ok(Some(_)) | Err(_))
+}
+
+fn open_records(path: &Path) -> Result<RecordReader, Failure> {
+    RecordReader::open(path)?
+        .ok_or_else(|| Failure::new(format!("{}: not a .npy file of records", path.display())))
+}
+
+/// Appends every record of `rec` to `t`, one column per field, in batches.
+fn append_records(t: &mut Table, rec: &mut RecordReader, what: &str) -> Result<(), Failure> {
+    let batch = (NPY_BATCH_BYTES / rec.itemsize.max(1)).max(1) as u64;
+    let pb = progress(rec.rows, what, "rows");
+    let paths: Vec<String> = rec.fields.iter().map(|f| f.path.clone()).collect();
+    let dtypes: Vec<DType> = rec.fields.iter().map(|f| f.dtype).collect();
+    while let Some(cols) = rec.next_rows(batch)? {
+        let n = cols
+            .first()
+            .map_or(0, |c| c.len() / dtypes[0].itemsize().max(1));
+        let cols: Vec<(&str, Values)> = paths
+            .iter()
+            .zip(&dtypes)
+            .zip(cols)
+            .map(|((p, &dtype), data)| (p.as_str(), Values::Fixed { dtype, data }))
+            .collect();
+        t.append(&cols)?;
+        pb.inc(n as u64);
+    }
+    pb.finish_and_clear();
+    Ok(())
+}
+
+/// `blz create --npy` of records: a table with a column per field (nested records become
+/// nested fields).
+pub fn create_npy(a: &CreateArgs, npy_path: &Path) -> Result<(), Failure> {
+    if a.schema.is_some() {
+        return Err(Failure::new(
+            "--schema applies to CSV tables; a .npy file of records carries its own types",
+        ));
+    }
+    let mut rec = open_records(npy_path)?;
+    let targets: Vec<(String, LeafKind)> = rec
+        .fields
+        .iter()
+        .map(|f| (f.path.clone(), LeafKind::Fixed(f.dtype)))
+        .collect();
+    let fields =
+        build_fields(&targets).map_err(|m| Failure::new(format!("{}: {m}", npy_path.display())))?;
+    let opts = table_options(&a.layout, rec.rows)?;
+    let mut t = Table::create(&a.path, fields, &opts)?;
+    if let Err(e) = append_records(&mut t, &mut rec, "create") {
+        // Leave nothing half-made behind.
+        drop(t);
+        let _ = std::fs::remove_dir_all(&a.path);
+        return Err(e);
+    }
+    let (nb, cb) = totals(&t);
+    say!(
+        "created {}: table of {} and {}, {} -> {} ({})",
+        a.path.display(),
+        plural(t.nrows(), "row"),
+        plural(t.column_names().len() as u64, "column"),
+        human(nb),
+        human(cb),
+        ratio_text(nb, cb)
+    );
+    for (p, k) in &targets {
+        say!("  {p}: {}", k.name());
+    }
+    Ok(())
+}
+
+/// `blz append --npy` on a table: the records' fields must be the table's columns, with
+/// the same types.
+fn append_npy(a: &AppendArgs, npy_path: &Path) -> Result<(), Failure> {
+    let mut t = open(&a.path, true)?;
+    let mut rec = RecordReader::open(npy_path)?.ok_or_else(|| {
+        Failure::new(format!(
+            "{}: a table appends records (a structured dtype with a field per column: {})",
+            npy_path.display(),
+            t.column_names().join(", ")
+        ))
+    })?;
+    let leaves: Vec<(String, LeafKind)> = t
+        .leaves()
+        .iter()
+        .map(|l| (l.path.clone(), l.kind))
+        .collect();
+    let got: Vec<(String, LeafKind)> = rec
+        .fields
+        .iter()
+        .map(|f| (f.path.clone(), LeafKind::Fixed(f.dtype)))
+        .collect();
+    let mut sorted_leaves = leaves.clone();
+    let mut sorted_got = got.clone();
+    sorted_leaves.sort_by(|x, y| x.0.cmp(&y.0));
+    sorted_got.sort_by(|x, y| x.0.cmp(&y.0));
+    if sorted_leaves != sorted_got {
+        let show = |v: &[(String, LeafKind)]| {
+            v.iter()
+                .map(|(p, k)| format!("{p}: {}", k.name()))
+                .collect::<Vec<_>>()
+                .join(", ")
+        };
+        return Err(Failure::new(format!(
+            "{}: its fields ({}) are not the columns of {} ({})",
+            npy_path.display(),
+            show(&got),
+            a.path.display(),
+            show(&leaves)
+        )));
+    }
+    let before = t.nrows();
+    let rows = rec.rows;
+    append_records(&mut t, &mut rec, "append")?;
+    say!(
+        "appended {} to {}: {before} -> {} rows",
+        plural(rows, "row"),
+        a.path.display(),
+        t.nrows()
+    );
+    Ok(())
+}
+
 // ---------------------------------------------------------------------------------------------
 // info
 
@@ -996,9 +1123,13 @@ fn write_npy_dir(t: &Table, names: &[&str], sel: &RowSel, dir: &Path) -> Result<
 
 /// `blz append PATH --csv FILE` on a table: checked whole first, then appended in batches.
 pub fn append(a: &AppendArgs) -> Result<(), Failure> {
+    if let (Some(npy_path), None) = (&a.npy, &a.csv) {
+        return append_npy(a, npy_path);
+    }
     let Some(csv_path) = &a.csv else {
         return Err(Failure::new(
-            "a table takes rows from --csv FILE (a header row naming every column)",
+            "a table takes rows from --csv FILE (a header row naming every column) or \
+             --npy FILE (records with a field per column)",
         ));
     };
     if a.no_header || a.column.is_some() {
