@@ -504,23 +504,33 @@ pub fn create(a: &CreateArgs) -> Result<(), Failure> {
         })
     });
     pb.finish_and_clear();
+    finish_create(&a.path, t, res.map(drop), &targets)
+}
+
+/// Ends `blz create` of a table filled by `res`: removes the new table if filling it failed
+/// (nothing half-made is left behind), otherwise reports its columns and sizes.
+fn finish_create(
+    path: &Path,
+    t: Table,
+    res: Result<(), Failure>,
+    targets: &[(String, LeafKind)],
+) -> Result<(), Failure> {
     if let Err(e) = res {
-        // Leave nothing half-made behind.
         drop(t);
-        let _ = std::fs::remove_dir_all(&a.path);
+        let _ = std::fs::remove_dir_all(path);
         return Err(e);
     }
     let (nb, cb) = totals(&t);
     say!(
         "created {}: table of {} and {}, {} -> {} ({})",
-        a.path.display(),
+        path.display(),
         plural(t.nrows(), "row"),
         plural(t.column_names().len() as u64, "column"),
         human(nb),
         human(cb),
         ratio_text(nb, cb)
     );
-    for (p, k) in &targets {
+    for (p, k) in targets {
         say!("  {p}: {}", k.name());
     }
     Ok(())
@@ -577,26 +587,8 @@ pub fn create_npy(a: &CreateArgs, npy_path: &Path) -> Result<(), Failure> {
         build_fields(&targets).map_err(|m| Failure::new(format!("{}: {m}", npy_path.display())))?;
     let opts = table_options(&a.layout, rec.rows)?;
     let mut t = Table::create(&a.path, fields, &opts)?;
-    if let Err(e) = append_records(&mut t, &mut rec, "create") {
-        // Leave nothing half-made behind.
-        drop(t);
-        let _ = std::fs::remove_dir_all(&a.path);
-        return Err(e);
-    }
-    let (nb, cb) = totals(&t);
-    say!(
-        "created {}: table of {} and {}, {} -> {} ({})",
-        a.path.display(),
-        plural(t.nrows(), "row"),
-        plural(t.column_names().len() as u64, "column"),
-        human(nb),
-        human(cb),
-        ratio_text(nb, cb)
-    );
-    for (p, k) in &targets {
-        say!("  {p}: {}", k.name());
-    }
-    Ok(())
+    let res = append_records(&mut t, &mut rec, "create");
+    finish_create(&a.path, t, res, &targets)
 }
 
 /// `blz append --npy` on a table: the records' fields must be the table's columns, with
