@@ -35,6 +35,10 @@ use std::sync::Arc;
 
 /// Chunk size blz aims for when the caller gives no chunkshape.
 pub const DEFAULT_CHUNK_BYTES: u64 = 1 << 20;
+/// Smallest chunk blz picks by itself, however small the data: tiny chunks cost a Blosc
+/// header, a digest and an offset each and compress poorly, and a small dataset may be
+/// appended to later. (zarr's own guess never goes below 128 KiB.)
+pub const MIN_DEFAULT_CHUNK_BYTES: u64 = 64 << 10;
 /// Superchunk file size blz aims for (large enough that a distributed filesystem spreads
 /// files, small enough that a modify or shrink touches little).
 pub const DEFAULT_SUPERCHUNK_BYTES: u64 = 64 << 20;
@@ -85,7 +89,9 @@ impl Default for CreateOptions {
 
 /// Chooses a chunkshape of about `target` bytes: inner axes are kept whole while a row fits,
 /// otherwise halved from the outermost inner axis; axis 0 takes the rest, but no more than
-/// the expected rows (rounded up to a power of two) when they are known (non-zero).
+/// the expected rows (rounded up to a power of two) when they are known (non-zero), and
+/// never fewer rows than make [`MIN_DEFAULT_CHUNK_BYTES`]: a dataset created small and then
+/// appended to must not be left with chunks of a few bytes each.
 pub fn default_chunkshape(
     shape: &[u64],
     itemsize: u64,
@@ -110,7 +116,8 @@ pub fn default_chunkshape(
         0 => u64::MAX,
         n => n.checked_next_power_of_two().unwrap_or(u64::MAX),
     };
-    cs[0] = rows.min(want);
+    let floor = (MIN_DEFAULT_CHUNK_BYTES / (inner.max(1) * itemsize.max(1))).max(1);
+    cs[0] = rows.min(want).max(floor.min(rows));
     cs
 }
 
@@ -1095,9 +1102,13 @@ mod tests {
             chunkshape(DType::F64, &[0], Some(100_000_000)),
             vec![131_072]
         );
-        // Known and small: small chunks, no longer than the data.
-        assert_eq!(chunkshape(DType::F64, &[0], Some(1000)), vec![1024]);
-        assert_eq!(chunkshape(DType::F64, &[10], None), vec![16]);
+        // Known and small: small chunks, but never below 64 KiB, so that a dataset created
+        // small and appended to later does not get chunks of a few bytes.
+        assert_eq!(chunkshape(DType::F64, &[0], Some(1000)), vec![8192]);
+        assert_eq!(chunkshape(DType::F64, &[10], None), vec![8192]);
+        assert_eq!(chunkshape(DType::F64, &[1], None), vec![8192]);
         assert_eq!(chunkshape(DType::F64, &[0], Some(100_000)), vec![8192]);
+        assert_eq!(chunkshape(DType::F64, &[3, 100], None), vec![81, 100]);
+        assert_eq!(chunkshape(DType::U8, &[2, 100_000], None), vec![1, 50_000]);
     }
 }
