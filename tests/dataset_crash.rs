@@ -238,30 +238,133 @@ fn make_read_only(dir: &Path) -> Option<impl Drop> {
     }
 }
 
+/// `base_1d` shrunk to 120 rows by a writer that crashed after its commit point, before
+/// applying its journal: the dataset holds a pending committed journal.
+fn pending_shrink(dir: &Path) -> std::path::PathBuf {
+    let base = base_1d(dir, 0);
+    for k in 0.. {
+        let d = dir.join(format!("k{k}"));
+        copy_dir(&base, &d);
+        let faulty: Arc<dyn Storage> = Arc::new(FaultyStorage::new(Arc::new(LocalStorage), k));
+        let mut ds = Dataset::open_in(faulty, &d, Mode::ReadWrite).unwrap();
+        let done = ds.resize(120).is_ok();
+        drop(ds);
+        if blz::txn::pending(&LocalStorage, &d) {
+            return d;
+        }
+        assert!(!done, "no crash left a pending journal");
+    }
+    unreachable!()
+}
+
+/// Holds the writer lock of the dataset at `root` as another writer would (flock on
+/// `meta/lock`) until dropped.
+struct OtherWriter(std::fs::File);
+
+impl OtherWriter {
+    fn lock(root: &Path) -> OtherWriter {
+        use std::os::fd::AsRawFd;
+        let f = std::fs::OpenOptions::new()
+            .write(true)
+            .create(true)
+            .truncate(false)
+            .open(root.join("meta").join("lock"))
+            .unwrap();
+        // SAFETY: the descriptor belongs to `f`, open for the whole call.
+        let rc = unsafe { libc::flock(f.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) };
+        assert_eq!(rc, 0, "the lock is free");
+        OtherWriter(f)
+    }
+}
+
+/// One writer at a time: a second one gets a clear error naming the lock, readers still open
+/// and read the committed state, and the lock is free again once the first writer is gone.
+#[test]
+fn second_writer_is_refused_readers_are_not() {
+    let dir = tempfile::tempdir().unwrap();
+    let base = base_1d(dir.path(), 0);
+    let mut w = Dataset::open_rw(&base).unwrap();
+    let err = Dataset::open_rw(&base).unwrap_err();
+    assert!(matches!(err, blz::Error::Locked { .. }), "{err:?}");
+    let msg = err.to_string();
+    assert!(
+        msg.contains("meta/lock") && msg.contains("locked by another writer"),
+        "{msg}"
+    );
+    // The command line says the same and changes nothing.
+    let p = base.to_str().unwrap();
+    let out = common::fails(&["resize", p, "10"]);
+    assert!(out.contains("locked by another writer"), "{out}");
+    // Readers open while the writer works, and see what it has committed.
+    let r = Dataset::open(&base).unwrap();
+    assert_eq!(r.shape(), &[450]);
+    w.append(&Array1::from_iter(450..500i64).into_dyn().view())
+        .unwrap();
+    assert_eq!(Dataset::open(&base).unwrap().shape(), &[500]);
+    assert_eq!(
+        r.slice::<i64, _>(s![440..450]).unwrap(),
+        Array1::from_iter(440..450i64).into_dyn()
+    );
+    drop(w);
+    let w2 = Dataset::open_rw(&base).unwrap();
+    assert_eq!(w2.shape(), &[500]);
+    drop(w2);
+    // Tables share the rule.
+    let t = dir.path().join("t.blz");
+    let tw = blz::table::Table::create(
+        &t,
+        vec![blz::table::Field::new("a", DType::I32)],
+        &Default::default(),
+    )
+    .unwrap();
+    let err = blz::table::Table::open_rw(&t).unwrap_err();
+    assert!(matches!(err, blz::Error::Locked { .. }), "{err:?}");
+    blz::table::Table::open(&t).unwrap();
+    drop(tw);
+    blz::table::Table::open_rw(&t).unwrap();
+}
+
+/// A reader that opens just after a live writer's commit point, while that writer is still
+/// applying its journal, waits for it and then sees the new committed state.
+#[test]
+fn reader_waits_for_a_live_writer_to_apply_its_commit() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = pending_shrink(dir.path());
+    let writer = OtherWriter::lock(&d);
+    let reader = {
+        let d = d.clone();
+        std::thread::spawn(move || {
+            let t = std::time::Instant::now();
+            let ds = Dataset::open(&d).unwrap();
+            (t.elapsed(), ds.shape().to_vec(), ds.read::<i64>().unwrap())
+        })
+    };
+    // The "writer" takes its time (as a large modification on a slow filesystem would),
+    // then applies its journal and releases the lock.
+    std::thread::sleep(std::time::Duration::from_millis(2500));
+    assert!(
+        !reader.is_finished(),
+        "the reader did not wait for the writer"
+    );
+    assert!(blz::txn::recover(&LocalStorage, &d).unwrap());
+    drop(writer);
+    let (waited, shape, data) = reader.join().unwrap();
+    assert!(
+        waited >= std::time::Duration::from_millis(2500),
+        "{waited:?}"
+    );
+    assert_eq!(shape, [120]);
+    assert_eq!(data, Array1::from_iter(0..120i64).into_dyn());
+}
+
 /// A writer crashed after its commit point, before applying its journal, and the dataset
 /// is now where this reader cannot write (a read-only mount, or no permission): the reader
 /// still opens it, and sees the committed state, without changing a byte.
 #[test]
 fn reader_that_cannot_write_sees_a_pending_commit() {
     let dir = tempfile::tempdir().unwrap();
-    let base = base_1d(dir.path(), 0);
+    let d = pending_shrink(dir.path());
     let expect = Array1::from_iter(0..120i64).into_dyn();
-    let mut pending_at = None;
-    for k in 0.. {
-        let d = dir.path().join(format!("k{k}"));
-        copy_dir(&base, &d);
-        let faulty: Arc<dyn Storage> = Arc::new(FaultyStorage::new(Arc::new(LocalStorage), k));
-        let mut ds = Dataset::open_in(faulty, &d, Mode::ReadWrite).unwrap();
-        if ds.resize(120).is_ok() {
-            break;
-        }
-        drop(ds);
-        if blz::txn::pending(&LocalStorage, &d) {
-            pending_at = Some(d);
-            break;
-        }
-    }
-    let d = pending_at.expect("some crash leaves a pending journal");
     let before = common::tree(&LocalStorage, &d);
     {
         let Some(_ro) = make_read_only(&d) else {

@@ -162,6 +162,10 @@ impl WriterLock {
     }
 }
 
+/// How long a reader waits for a live writer to finish applying its commit before it gives
+/// up with [`Error::Locked`] (only a writer stopped in the middle of applying takes that long).
+pub const LIVE_APPLY_WAIT: std::time::Duration = std::time::Duration::from_secs(60);
+
 /// Brings a dataset to its committed state before it is read: replays a journal left by a
 /// crashed writer (taking the writer lock to do so), or waits for a live writer to finish
 /// applying one. A reader that cannot write to the dataset (read-only filesystem, no
@@ -172,7 +176,9 @@ pub(crate) fn settle(
     root: &Path,
     mode: Mode,
 ) -> Result<Option<Arc<dyn Storage>>> {
-    for attempt in 0..200 {
+    let start = std::time::Instant::now();
+    let mut pause = std::time::Duration::from_millis(5);
+    loop {
         if !txn::pending(storage.as_ref(), root) {
             return Ok(None);
         }
@@ -185,8 +191,11 @@ pub(crate) fn settle(
                 txn::recover(storage.as_ref(), root)?;
                 return Ok(None);
             }
-            Err(Error::Locked { .. }) if attempt < 199 => {
-                std::thread::sleep(std::time::Duration::from_millis(10));
+            Err(Error::Locked { .. }) if start.elapsed() < LIVE_APPLY_WAIT => {
+                // A live writer is applying its commit (a large modification on a slow
+                // filesystem can take seconds): check again, less and less often.
+                std::thread::sleep(pause);
+                pause = (pause * 2).min(std::time::Duration::from_millis(100));
             }
             Err(Error::Io { source, .. })
                 if matches!(
@@ -199,9 +208,6 @@ pub(crate) fn settle(
             Err(e) => return Err(e),
         }
     }
-    Err(Error::Locked {
-        path: root.join("meta").join("lock"),
-    })
 }
 
 /// The first step of opening any dataset (array or table) at `root`: checks that it has a
