@@ -259,7 +259,9 @@ fn pending_shrink(dir: &Path) -> std::path::PathBuf {
 
 /// Holds the writer lock of the dataset at `root` as another writer would (flock on
 /// `meta/lock`) until dropped.
-struct OtherWriter(std::fs::File);
+struct OtherWriter {
+    _file: std::fs::File,
+}
 
 impl OtherWriter {
     fn lock(root: &Path) -> OtherWriter {
@@ -273,7 +275,7 @@ impl OtherWriter {
         // SAFETY: the descriptor belongs to `f`, open for the whole call.
         let rc = unsafe { libc::flock(f.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) };
         assert_eq!(rc, 0, "the lock is free");
-        OtherWriter(f)
+        OtherWriter { _file: f }
     }
 }
 
