@@ -560,6 +560,9 @@ fn record_fields(
     Ok(at)
 }
 
+/// Records read from a `.npy` file: one native-endian byte vector per field, and how many.
+pub type RecordBatch = (Vec<Vec<u8>>, u64);
+
 /// A `.npy` file of records (a structured dtype), read field by field: what becomes a table.
 pub struct RecordReader {
     path: PathBuf,
@@ -621,8 +624,8 @@ impl RecordReader {
     }
 
     /// Reads up to `max` further records, split into one native-endian byte vector per field
-    /// (in the order of `fields`); `None` at the end.
-    pub fn next_rows(&mut self, max: u64) -> Result<Option<Vec<Vec<u8>>>, String> {
+    /// (in the order of `fields`), with their number; `None` at the end.
+    pub fn next_rows(&mut self, max: u64) -> Result<Option<RecordBatch>, String> {
         let n = max.min(self.rows - self.done) as usize;
         if n == 0 {
             return Ok(None);
@@ -647,7 +650,7 @@ impl RecordReader {
             })
             .collect();
         self.done += n as u64;
-        Ok(Some(cols))
+        Ok(Some((cols, n as u64)))
     }
 }
 

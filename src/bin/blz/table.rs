@@ -1,6 +1,7 @@
 //! Table commands: `create --csv` without `--column` (every CSV column becomes a table
-//! column) and `create --npy` of a structured dtype (every field becomes one), `info`, `get --columns`, `append --csv`, `resize`, `attrs` and `verify` on table
-//! datasets. Everything goes through blz's public `blz::table` API.
+//! column) and `create --npy` of records (every field becomes one), `info`, `get --columns`,
+//! `append --csv|--npy`, `resize`, `attrs` and `verify` on table datasets. Everything goes
+//! through blz's public `blz::table` API.
 
 use crate::dataset::{
     describe, human, out_err, parse_dtype, parse_kv, plural, progress, AppendArgs, AttrsArgs,
@@ -546,16 +547,32 @@ fn open_records(path: &Path) -> Result<RecordReader, Failure> {
         .ok_or_else(|| Failure::new(format!("{}: not a .npy file of records", path.display())))
 }
 
+/// The columns the fields of `rec` make: their paths and types.
+fn record_leaves(rec: &RecordReader) -> Vec<(String, LeafKind)> {
+    rec.fields
+        .iter()
+        .map(|f| (f.path.clone(), LeafKind::Fixed(f.dtype)))
+        .collect()
+}
+
+/// Reports an append of `rows` rows to the table at `path`, which had `before`.
+fn report_append(path: &Path, rows: u64, before: u64, t: &Table) -> Result<(), Failure> {
+    say!(
+        "appended {} to {}: {before} -> {} rows",
+        plural(rows, "row"),
+        path.display(),
+        t.nrows()
+    );
+    Ok(())
+}
+
 /// Appends every record of `rec` to `t`, one column per field, in batches.
 fn append_records(t: &mut Table, rec: &mut RecordReader, what: &str) -> Result<(), Failure> {
     let batch = (NPY_BATCH_BYTES / rec.itemsize.max(1)).max(1) as u64;
     let pb = progress(rec.rows, what, "rows");
     let paths: Vec<String> = rec.fields.iter().map(|f| f.path.clone()).collect();
     let dtypes: Vec<DType> = rec.fields.iter().map(|f| f.dtype).collect();
-    while let Some(cols) = rec.next_rows(batch)? {
-        let n = cols
-            .first()
-            .map_or(0, |c| c.len() / dtypes[0].itemsize().max(1));
+    while let Some((cols, n)) = rec.next_rows(batch)? {
         let cols: Vec<(&str, Values)> = paths
             .iter()
             .zip(&dtypes)
@@ -563,7 +580,7 @@ fn append_records(t: &mut Table, rec: &mut RecordReader, what: &str) -> Result<(
             .map(|((p, &dtype), data)| (p.as_str(), Values::Fixed { dtype, data }))
             .collect();
         t.append(&cols)?;
-        pb.inc(n as u64);
+        pb.inc(n);
     }
     pb.finish_and_clear();
     Ok(())
@@ -578,11 +595,7 @@ pub fn create_npy(a: &CreateArgs, npy_path: &Path) -> Result<(), Failure> {
         ));
     }
     let mut rec = open_records(npy_path)?;
-    let targets: Vec<(String, LeafKind)> = rec
-        .fields
-        .iter()
-        .map(|f| (f.path.clone(), LeafKind::Fixed(f.dtype)))
-        .collect();
+    let targets = record_leaves(&rec);
     let fields =
         build_fields(&targets).map_err(|m| Failure::new(format!("{}: {m}", npy_path.display())))?;
     let opts = table_options(&a.layout, rec.rows)?;
@@ -607,11 +620,7 @@ fn append_npy(a: &AppendArgs, npy_path: &Path) -> Result<(), Failure> {
         .iter()
         .map(|l| (l.path.clone(), l.kind))
         .collect();
-    let got: Vec<(String, LeafKind)> = rec
-        .fields
-        .iter()
-        .map(|f| (f.path.clone(), LeafKind::Fixed(f.dtype)))
-        .collect();
+    let got = record_leaves(&rec);
     let mut sorted_leaves = leaves.clone();
     let mut sorted_got = got.clone();
     sorted_leaves.sort_by(|x, y| x.0.cmp(&y.0));
@@ -634,13 +643,7 @@ fn append_npy(a: &AppendArgs, npy_path: &Path) -> Result<(), Failure> {
     let before = t.nrows();
     let rows = rec.rows;
     append_records(&mut t, &mut rec, "append")?;
-    say!(
-        "appended {} to {}: {before} -> {} rows",
-        plural(rows, "row"),
-        a.path.display(),
-        t.nrows()
-    );
-    Ok(())
+    report_append(&a.path, rows, before, &t)
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -1180,13 +1183,7 @@ pub fn append(a: &AppendArgs) -> Result<(), Failure> {
     });
     pb.finish_and_clear();
     res?;
-    say!(
-        "appended {} to {}: {before} -> {} rows",
-        plural(rows, "row"),
-        a.path.display(),
-        t.nrows()
-    );
-    Ok(())
+    report_append(&a.path, rows, before, &t)
 }
 
 /// `blz resize` on a table.
