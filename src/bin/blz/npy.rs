@@ -238,18 +238,26 @@ fn parse_dict(text: &[u8]) -> Result<NpyHeader, String> {
     let Py::Str(d) = descr else {
         return Err(unsupported_descr(descr));
     };
-    let code = d.trim_start_matches(['<', '>', '|', '=']);
-    if code.is_empty() || !matches!(&code[..1], "b" | "i" | "u" | "f" | "c" | "S" | "U" | "?") {
-        return Err(unsupported_descr(descr));
-    }
-    let (dtype, endian) = DType::parse_descr(d).map_err(|_| unsupported_descr(descr))?;
-    // Numpy writes `<S0`-like names only for zero-size strings, which parse_descr refuses.
+    let (dtype, endian) = scalar_descr(d)?;
     Ok(NpyHeader {
         dtype,
-        endian: endian.unwrap_or_else(Endianness::native),
+        endian,
         fortran,
         shape,
     })
+}
+
+/// The element type and byte order of a scalar descr such as `<f8` or `|S5`, or why blz
+/// cannot store it.
+fn scalar_descr(d: &str) -> Result<(DType, Endianness), String> {
+    let unsupported = || unsupported_descr(&Py::Str(d.to_string()));
+    let code = d.trim_start_matches(['<', '>', '|', '=']);
+    if code.is_empty() || !matches!(&code[..1], "b" | "i" | "u" | "f" | "c" | "S" | "U" | "?") {
+        return Err(unsupported());
+    }
+    // Numpy writes `<S0`-like names only for zero-size strings, which parse_descr refuses.
+    let (dtype, endian) = DType::parse_descr(d).map_err(|_| unsupported())?;
+    Ok((dtype, endian.unwrap_or_else(Endianness::native)))
 }
 
 /// Reads the magic, version and header dict; returns the dict's text and the data offset.
@@ -492,9 +500,9 @@ fn record_fields(
         let name = match parts.first() {
             Some(Py::Str(n)) => n.clone(),
             // (title, name)
-            Some(Py::Seq(t)) if matches!(t.get(1), Some(Py::Str(_))) => match &t[1] {
-                Py::Str(n) => n.clone(),
-                _ => unreachable!("matched above"),
+            Some(Py::Seq(t)) => match t.get(1) {
+                Some(Py::Str(n)) => n.clone(),
+                _ => return Err(format!("structured dtype: entry {item:?} has no name")),
             },
             _ => return Err(format!("structured dtype: entry {item:?} has no name")),
         };
@@ -536,18 +544,12 @@ fn record_fields(
                         .ok_or_else(|| "structured dtype is too large".to_string())?;
                     continue;
                 }
-                let unsupported =
-                    || format!("field {path:?}: {}", unsupported_descr(&Py::Str(d.clone())));
-                if code.is_empty()
-                    || !matches!(&code[..1], "b" | "i" | "u" | "f" | "c" | "S" | "U" | "?")
-                {
-                    return Err(unsupported());
-                }
-                let (dtype, endian) = DType::parse_descr(d).map_err(|_| unsupported())?;
+                let (dtype, endian) =
+                    scalar_descr(d).map_err(|e| format!("field {path:?}: {e}"))?;
                 out.push(RecordField {
                     path,
                     dtype,
-                    endian: endian.unwrap_or_else(Endianness::native),
+                    endian,
                     offset: at,
                 });
                 at = at
@@ -780,6 +782,50 @@ mod tests {
         assert!(e.contains("datetime"), "{e}");
         assert!(parse_dict(b"{'descr': '<f8', 'shape': (3,), }").is_err());
         assert!(parse_dict(b"{'descr': '<f8', 'fortran_order': False, 'shape': (3,").is_err());
+    }
+
+    fn fields_of(descr: &[u8]) -> Result<(Vec<RecordField>, usize), String> {
+        let Py::Seq(d) = (Lit { s: descr, i: 0 }).value(0)? else {
+            panic!("not a list")
+        };
+        let mut out = Vec::new();
+        let size = record_fields(&d, "", 0, &mut out)?;
+        Ok((out, size))
+    }
+
+    #[test]
+    fn flattens_record_dtypes() {
+        // Nested, titled (numpy writes `((title, name), type)`), padded, big-endian.
+        let (f, size) = fields_of(
+            b"[('id', '<i4'), (('the position', 'pos'), [('x', '>f8'), ('', '|V4'), \
+              ('y', '<f4')]), ('', '|V3'), ('tag', '|S5')]",
+        )
+        .unwrap();
+        let got: Vec<(&str, DType, Endianness, usize)> = f
+            .iter()
+            .map(|r| (r.path.as_str(), r.dtype, r.endian, r.offset))
+            .collect();
+        assert_eq!(
+            got,
+            [
+                ("id", DType::I32, Endianness::Little, 0),
+                ("pos/x", DType::F64, Endianness::Big, 4),
+                ("pos/y", DType::F32, Endianness::Little, 16),
+                ("tag", DType::Bytes(5), Endianness::native(), 23),
+            ]
+        );
+        assert_eq!(size, 28);
+        for (bad, why) in [
+            (&b"[('v', '<f8', (3,))]"[..], "subarray of shape (3)"),
+            (b"[('t', '<M8[s]')]", "field \"t\": dtype"),
+            (b"[('a', '|V4')]", "field \"a\""),
+            (b"['a']", "not a (name, type) tuple"),
+            (b"[((1, 2), '<f8')]", "has no name"),
+            (b"[('', '|Vx')]", "bad padding"),
+        ] {
+            let e = fields_of(bad).unwrap_err();
+            assert!(e.contains(why), "{e}");
+        }
     }
 
     #[test]
