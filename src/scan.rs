@@ -725,7 +725,7 @@ pub fn reduce_column(
     op: Reduction,
 ) -> Result<Reduced> {
     let core = table.fixed_core(column)?;
-    reduce_core(core, &[table.nrows()], table.path(), opts, op)
+    reduce_core(core, &[table.nrows()], &table.path().join(column), opts, op)
 }
 
 #[cfg(test)]

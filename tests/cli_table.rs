@@ -453,6 +453,12 @@ fn records_npy_makes_a_table_and_appends() {
         ],
         "{s}"
     );
+    // Columns scan on their own; a scan that needs numbers names the column it refuses.
+    let sum: i64 = (0..i64::from(n) + 7).sum();
+    let out = ok(&["scan", &t, "--column", "id", "--op", "sum"]);
+    assert!(out.contains(&format!("sum: {sum}")), "{out}");
+    let err = fails(&["scan", &t, "--column", "z", "--op", "sum"]);
+    assert!(err.contains("r.blz/z holds complex128"), "{err}");
     let s = ok(&["get", &t, "1233:1235", "--columns", "id,tag,z"]);
     assert!(s.contains("1233  t33") && s.contains("1234  t34"), "{s}");
     assert!(s.contains("1234.0-1234.0j"), "{s}");
