@@ -453,6 +453,14 @@ fn records_npy_makes_a_table_and_appends() {
         ],
         "{s}"
     );
+    // Back out as records (numpy's np.load reads them as a structured array) and in again.
+    let back = d.s("back.npy");
+    ok(&["get", &t, "::-9", "--out", &back]);
+    ok(&["create", &d.s("again.blz"), "--npy", &back]);
+    let json = |p: &str, sel: &str| ok(&["get", p, sel, "--json", "--all"]);
+    assert_eq!(json(&d.s("again.blz"), ""), json(&t, "::-9"));
+    let err = fails(&["get", &t, "--columns", "nope", "--out", &back]);
+    assert!(err.contains("no column"), "{err}");
     // Columns scan on their own; a scan that needs numbers names the column it refuses.
     let sum: i64 = (0..i64::from(n) + 7).sum();
     let out = ok(&["scan", &t, "--column", "id", "--op", "sum"]);

@@ -2,7 +2,8 @@
 """Live numpy -> blz check for record (structured) .npy files: numpy writes records with
 nested, padded (aligned), big-endian, string, complex and bool fields (`write DIR`);
 run.sh has `blz create --npy` make tables of them, `blz append --npy` add more records and
-`blz get --out-dir` export every column; `compare DIR` checks that each exported column is
+`blz get --out-dir` export every column and `blz get --out` the whole table as records;
+`compare DIR` checks that each exported column and each field of the exported records is
 the field numpy reads from the files, in value and in (native-order) dtype.
 
 Each run draws new data; the seed is printed (pass --seed to repeat a run).
@@ -97,6 +98,18 @@ def compare(base):
                 print(f"{it['name']}/{path}: blz exported {got.dtype} {got.shape}, numpy "
                       f"reads {w.dtype} {w.shape}; first differences at {first}")
                 bad += 1
+        # The whole table exported as records: the same fields, packed, in native order.
+        rec = np.load(os.path.join(base, "out", it["name"] + ".records.npy"))
+        for path in leaves(want.dtype):
+            w, got = field(want, path), field(rec, path)
+            if got.dtype.newbyteorder("=") != w.dtype.newbyteorder("=") or \
+                    not np.array_equal(got, w):
+                print(f"{it['name']}.records.npy/{path}: blz wrote {got.dtype}, numpy reads "
+                      f"{w.dtype}; values {'equal' if np.array_equal(got, w) else 'differ'}")
+                bad += 1
+        if list(leaves(rec.dtype)) != list(leaves(want.dtype)):
+            print(f"{it['name']}.records.npy: fields {rec.dtype} for {want.dtype}")
+            bad += 1
         print(f"{it['name']}: {len(list(leaves(want.dtype)))} columns of {len(want)} "
               f"records {'differ' if bad > bad_before else 'match'}")
     return 1 if bad else 0

@@ -77,7 +77,7 @@ step "blz's imports hold what bcolz reads" "$PY" "$bcolz_checker" compare "$work
 
 # numpy -> blz: numpy writes record (structured) .npy files, `blz create --npy` makes tables
 # of them, `blz append --npy` adds records, `blz get --out-dir` exports every column, and the
-# checker compares those with the fields numpy reads.
+# checker compares those (and the whole table exported as records) with the fields numpy reads.
 records_checker=$root/tests/interop/records_check.py
 import_records() {
   local dir=$1 name more
@@ -86,6 +86,7 @@ import_records() {
     "$blz" append "$dir/$name.blz" --npy "$dir/$more.npy" >/dev/null || return 1
     "$blz" verify "$dir/$name.blz" >/dev/null || return 1
     "$blz" get "$dir/$name.blz" --out-dir "$dir/out/$name" >/dev/null || return 1
+    "$blz" get "$dir/$name.blz" --out "$dir/out/$name.records.npy" >/dev/null || return 1
   done < <("$PY" "$records_checker" list "$dir")
 }
 step "numpy writes record .npy files" "$PY" "$records_checker" write "$work/records"

@@ -181,6 +181,7 @@ Tables: the selection picks rows (one axis); --rows takes a list of row numbers.
   blz get trades.blz 10:20 --columns sym --json    # {\"sym\": [...]}
   blz get trades.blz --rows 3,7,9
   blz get trades.blz ::5 --out every5th.csv        # header row of column paths, then rows
+  blz get points.blz --out points.npy              # numpy records: np.load gives a structured array
   blz get trades.blz --columns price,pos/x --out-dir arrays/   # arrays/price.npy, arrays/pos.x.npy
 --out-dir writes one .npy per column (the column path with '/' as '.'); variable-length
 columns (varstr, varbytes) have no .npy form and are refused: use --out FILE.csv.
@@ -379,7 +380,8 @@ pub struct GetArgs {
     #[arg(allow_hyphen_values = true)]
     pub selection: Option<String>,
     /// Write the selection to this .npy file (the dataset's dtype and byte order) instead of
-    /// printing it; for a table, to this CSV file.
+    /// printing it; for a table, to this CSV file, or to a .npy file of records (a field per
+    /// column).
     #[arg(long, value_name = "FILE.npy|FILE.csv", conflicts_with_all = ["json", "all"])]
     pub out: Option<PathBuf>,
     /// Tables: the columns to read, by path, separated by commas (default: all).

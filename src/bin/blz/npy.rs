@@ -312,6 +312,51 @@ pub fn read_header(r: &mut impl Read) -> Result<(NpyHeader, u64), String> {
 
 /// The header block (magic to final newline) for an array.
 pub fn header_bytes(dtype: DType, endian: Endianness, shape: &[u64]) -> Vec<u8> {
+    header_with_descr(&format!("'{}'", dtype.descr(endian)), shape)
+}
+
+/// The Python literal of a record dtype whose leaf fields are `fields`, in order (a path
+/// `a/b` is field `b` of a nested record `a`), packed, in native byte order.
+pub fn record_descr(fields: &[(&str, DType)]) -> String {
+    fn quote(name: &str) -> String {
+        format!("'{}'", name.replace('\\', "\\\\").replace('\'', "\\'"))
+    }
+    fn list(items: &[(Vec<&str>, DType)]) -> String {
+        let mut out = Vec::new();
+        let mut i = 0;
+        while i < items.len() {
+            let (parts, dtype) = &items[i];
+            if parts.len() == 1 {
+                out.push(format!(
+                    "({}, '{}')",
+                    quote(parts[0]),
+                    dtype.descr(Endianness::native())
+                ));
+                i += 1;
+                continue;
+            }
+            // A nested record: every following leaf under the same name.
+            let mut j = i;
+            let mut inner = Vec::new();
+            while j < items.len() && items[j].0.len() > 1 && items[j].0[0] == parts[0] {
+                inner.push((items[j].0[1..].to_vec(), items[j].1));
+                j += 1;
+            }
+            out.push(format!("({}, {})", quote(parts[0]), list(&inner)));
+            i = j;
+        }
+        format!("[{}]", out.join(", "))
+    }
+    let items: Vec<(Vec<&str>, DType)> = fields
+        .iter()
+        .map(|(p, d)| (p.split('/').collect(), *d))
+        .collect();
+    list(&items)
+}
+
+/// The header block (magic to final newline) for an array of `shape` whose elements the
+/// Python literal `descr` describes.
+fn header_with_descr(descr: &str, shape: &[u64]) -> Vec<u8> {
     let shape_s = match shape {
         [] => "()".to_string(),
         [n] => format!("({n},)"),
@@ -324,10 +369,7 @@ pub fn header_bytes(dtype: DType, endian: Endianness, shape: &[u64]) -> Vec<u8> 
                 .join(", ")
         ),
     };
-    let dict = format!(
-        "{{'descr': '{}', 'fortran_order': False, 'shape': {shape_s}, }}",
-        dtype.descr(endian)
-    );
+    let dict = format!("{{'descr': {descr}, 'fortran_order': False, 'shape': {shape_s}, }}");
     // Pad with spaces so that the data starts on a multiple of 64 bytes; end with '\n'.
     let build = |pre: usize| {
         let unpadded = pre + dict.len() + 1;
@@ -672,14 +714,30 @@ impl NpyWriter {
         endian: Endianness,
         shape: &[u64],
     ) -> Result<NpyWriter, String> {
+        let expected = shape.iter().product::<u64>() * dtype.itemsize() as u64;
+        Self::with_header(path, &header_bytes(dtype, endian, shape), expected)
+    }
+
+    /// Creates a file of `rows` records whose leaf fields are `fields` (see
+    /// [`record_descr`]), packed, in native byte order, and writes its header.
+    pub fn create_records(
+        path: &Path,
+        fields: &[(&str, DType)],
+        rows: u64,
+    ) -> Result<NpyWriter, String> {
+        let size: u64 = fields.iter().map(|(_, d)| d.itemsize() as u64).sum();
+        let header = header_with_descr(&record_descr(fields), &[rows]);
+        Self::with_header(path, &header, rows * size)
+    }
+
+    fn with_header(path: &Path, header: &[u8], expected: u64) -> Result<NpyWriter, String> {
         let ctx = |e: std::io::Error| format!("{}: {e}", path.display());
         let mut file = BufWriter::with_capacity(1 << 20, File::create(path).map_err(ctx)?);
-        file.write_all(&header_bytes(dtype, endian, shape))
-            .map_err(ctx)?;
+        file.write_all(header).map_err(ctx)?;
         Ok(NpyWriter {
             path: path.to_path_buf(),
             file: Some(file),
-            expected: shape.iter().product::<u64>() * dtype.itemsize() as u64,
+            expected,
             written: 0,
         })
     }
@@ -826,6 +884,36 @@ mod tests {
             let e = fields_of(bad).unwrap_err();
             assert!(e.contains(why), "{e}");
         }
+    }
+
+    #[test]
+    fn record_descr_round_trips() {
+        let fields = [
+            ("id", DType::I64),
+            ("pos/x", DType::F64),
+            ("pos/deep/z", DType::U8),
+            ("pos/y", DType::F32),
+            ("it's", DType::Bytes(3)),
+        ];
+        let d = record_descr(&fields);
+        let (f, size) = fields_of(d.as_bytes()).unwrap();
+        let got: Vec<(&str, DType, usize)> = f
+            .iter()
+            .map(|r| (r.path.as_str(), r.dtype, r.offset))
+            .collect();
+        assert_eq!(
+            got,
+            [
+                ("id", DType::I64, 0),
+                ("pos/x", DType::F64, 8),
+                ("pos/deep/z", DType::U8, 16),
+                ("pos/y", DType::F32, 17),
+                ("it's", DType::Bytes(3), 21),
+            ]
+        );
+        assert_eq!(size, 24);
+        let h = header_with_descr(&d, &[5]);
+        assert_eq!(h.len() % 64, 0);
     }
 
     #[test]

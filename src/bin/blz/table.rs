@@ -929,6 +929,12 @@ pub fn get(a: &GetArgs) -> Result<(), Failure> {
         return write_npy_dir(&t, &names, &sel, dir);
     }
     if let Some(out) = &a.out {
+        if out
+            .extension()
+            .is_some_and(|e| e.eq_ignore_ascii_case("npy"))
+        {
+            return write_records(&t, &names, &sel, out);
+        }
         return write_csv(&t, &names, &sel, out);
     }
     if a.json {
@@ -1058,21 +1064,85 @@ fn write_csv(t: &Table, names: &[&str], sel: &RowSel, out: &Path) -> Result<(), 
     res
 }
 
-/// `blz get --out-dir DIR`: one `.npy` per column, named by its path with `/` as `.`.
-fn write_npy_dir(t: &Table, names: &[&str], sel: &RowSel, dir: &Path) -> Result<(), Failure> {
+/// The types of the columns `names`, all fixed-size: `.npy` has no variable-length form.
+fn npy_types(t: &Table, names: &[&str]) -> Result<Vec<DType>, Failure> {
     let leaves = t.leaves();
-    let mut kinds = Vec::new();
-    for n in names {
-        match leaves.iter().find(|l| l.path == *n).map(|l| l.kind) {
-            Some(LeafKind::Fixed(d)) => kinds.push(d),
-            _ => {
-                return Err(Failure::new(format!(
+    names
+        .iter()
+        .map(
+            |n| match leaves.iter().find(|l| l.path == *n).map(|l| l.kind) {
+                Some(LeafKind::Fixed(d)) => Ok(d),
+                _ => Err(Failure::new(format!(
                     "column {n} holds variable-length values, which .npy cannot store; \
-                     leave it out of --columns or use --out FILE.csv"
-                )))
+                 leave it out of --columns or use --out FILE.csv"
+                ))),
+            },
+        )
+        .collect()
+}
+
+/// `blz get --out FILE.npy`: the selected rows as numpy records, a field per column (nested
+/// paths as nested records, fields in the table's column order), written in batches.
+fn write_records(t: &Table, names: &[&str], sel: &RowSel, out: &Path) -> Result<(), Failure> {
+    // Fields in the table's order, which keeps the leaves of a nested field together.
+    let names: Vec<&str> = t
+        .leaves()
+        .iter()
+        .map(|l| l.path.as_str())
+        .filter(|p| names.contains(p))
+        .collect();
+    let names = &names[..];
+    let kinds = npy_types(t, names)?;
+    let fields: Vec<(&str, DType)> = names.iter().copied().zip(kinds.iter().copied()).collect();
+    let size: usize = kinds.iter().map(DType::itemsize).sum();
+    let total = sel.len();
+    let mut w = NpyWriter::create_records(out, &fields, total)?;
+    let pb = progress(total, "get", "rows");
+    let mut body = || -> Result<(), Failure> {
+        let mut p = 0;
+        while p < total {
+            let q = (p + BATCH_ROWS as u64).min(total);
+            let cols = sel.read(t, names, p, q)?;
+            let n = (q - p) as usize;
+            let mut recs = vec![0u8; n * size];
+            let mut at = 0;
+            for (c, d) in cols.iter().zip(&kinds) {
+                let Values::Fixed { data, .. } = c else {
+                    return Err(Failure::new("unexpected variable-length values"));
+                };
+                let isz = d.itemsize();
+                for (i, v) in data.chunks_exact(isz).enumerate() {
+                    recs[i * size + at..i * size + at + isz].copy_from_slice(v);
+                }
+                at += isz;
             }
+            w.write(&recs).map_err(Failure::new)?;
+            pb.inc(q - p);
+            p = q;
+        }
+        Ok(())
+    };
+    let res = body();
+    pb.finish_and_clear();
+    match res {
+        Ok(()) => w.finish()?,
+        Err(e) => {
+            w.abandon();
+            return Err(e);
         }
     }
+    say!(
+        "wrote {} of {} columns to {}",
+        plural(total, "record"),
+        names.len(),
+        out.display()
+    );
+    Ok(())
+}
+
+/// `blz get --out-dir DIR`: one `.npy` per column, named by its path with `/` as `.`.
+fn write_npy_dir(t: &Table, names: &[&str], sel: &RowSel, dir: &Path) -> Result<(), Failure> {
+    let kinds = npy_types(t, names)?;
     std::fs::create_dir_all(dir).map_err(|e| Failure::new(format!("{}: {e}", dir.display())))?;
     let total = sel.len();
     let pb = progress(total * names.len() as u64, "get", "values");
