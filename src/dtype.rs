@@ -179,6 +179,12 @@ impl DType {
                 if let Some(n) = sized("S").or_else(|| sized("bytes")) {
                     DType::Bytes(n)
                 } else if let Some(n) = sized("U").or_else(|| sized("str")) {
+                    // Four bytes a character: refuse lengths whose size would overflow.
+                    if n > MAX_ITEMSIZE / 4 {
+                        return Err(Error::InvalidArgument(format!(
+                            "dtype {s:?}: element size must be 1..={MAX_ITEMSIZE} bytes"
+                        )));
+                    }
                     DType::Str(n)
                 } else {
                     return Err(bad());
@@ -573,6 +579,12 @@ mod tests {
         assert_eq!(DType::Str(3).itemsize(), 12);
         assert!("float128".parse::<DType>().is_err());
         assert!("S0".parse::<DType>().is_err());
+        // Sizes past the limit, or past usize once multiplied by four, are errors.
+        assert!("S1048577".parse::<DType>().is_err());
+        assert!("U262145".parse::<DType>().is_err());
+        assert!(DType::parse_descr("<U4611686018427387904").is_err());
+        assert!(DType::parse_descr("<U18446744073709551615").is_err());
+        assert_eq!("U262144".parse::<DType>().unwrap().itemsize(), MAX_ITEMSIZE);
     }
 
     #[test]

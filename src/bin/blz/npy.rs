@@ -252,7 +252,7 @@ fn parse_dict(text: &[u8]) -> Result<NpyHeader, String> {
 fn scalar_descr(d: &str) -> Result<(DType, Endianness), String> {
     let unsupported = || unsupported_descr(&Py::Str(d.to_string()));
     let code = d.trim_start_matches(['<', '>', '|', '=']);
-    if code.is_empty() || !matches!(&code[..1], "b" | "i" | "u" | "f" | "c" | "S" | "U" | "?") {
+    if !code.starts_with(['b', 'i', 'u', 'f', 'c', 'S', 'U', '?']) {
         return Err(unsupported());
     }
     // Numpy writes `<S0`-like names only for zero-size strings, which parse_descr refuses.
@@ -914,6 +914,99 @@ mod tests {
         assert_eq!(size, 24);
         let h = header_with_descr(&d, &[5]);
         assert_eq!(h.len() % 64, 0);
+    }
+
+    /// Pieces of `.npy` header dicts, valid and not.
+    const HEADER_TOKENS: &[&str] = &[
+        "[",
+        "]",
+        "(",
+        ")",
+        ",",
+        ":",
+        "{",
+        "}",
+        " ",
+        "'descr'",
+        "'shape'",
+        "'fortran_order'",
+        "True",
+        "False",
+        "None",
+        "'<f8'",
+        "'|V4'",
+        "'V'",
+        "'|Vx'",
+        "'a'",
+        "''",
+        "'\u{e9}'",
+        "'\u{e9}8'",
+        "'<U4611686018427387904'",
+        "'|S0'",
+        "'>c16'",
+        "'S5'",
+        "(3,)",
+        "3",
+        "-1",
+        "99999999999999999999999999999999999999999",
+        "\"x\"",
+        "'\\'",
+        "L",
+        "'pos'",
+        "[('x', '<f4')]",
+        "('a', '<i4', (2,))",
+        "(('t', 'n'), '<i2')",
+        "'<\u{e9}'",
+        "'|V\u{e9}'",
+    ];
+
+    /// Every token as an array's descr and as a record field's type: a value or an error.
+    #[test]
+    fn every_descr_token_parses_or_fails_cleanly() {
+        for t in HEADER_TOKENS {
+            let d = format!("{{'descr': {t}, 'fortran_order': False, 'shape': (3,), }}");
+            let _ = parse_dict(d.as_bytes());
+            for rec in [
+                format!("[('a', {t})]"),
+                format!("[('', {t})]"),
+                format!("[{t}]"),
+            ] {
+                let _ = fields_of(rec.as_bytes());
+            }
+        }
+    }
+
+    /// Token soups for the property below.
+    fn header_soup() -> impl proptest::strategy::Strategy<Value = String> {
+        use proptest::prelude::*;
+        let token = prop::sample::select(HEADER_TOKENS.to_vec());
+        let toks = prop_oneof![
+            prop::collection::vec(token.clone(), 1..4),
+            prop::collection::vec(token, 0..40),
+        ];
+        let junk = prop_oneof![Just(Vec::new()), prop::collection::vec(any::<u8>(), 1..8)];
+        (toks, any::<bool>(), junk).prop_map(|(toks, wrap, junk)| {
+            let body = toks.concat();
+            let mut s = if wrap {
+                format!("{{'descr': {body}, 'fortran_order': False, 'shape': (3,), }}")
+            } else {
+                body
+            };
+            s.push_str(&String::from_utf8_lossy(&junk));
+            s
+        })
+    }
+
+    proptest::proptest! {
+        /// Whatever a header holds, parsing it as an array or as records gives a value or an
+        /// error, never a panic.
+        #[test]
+        fn headers_never_panic(text in header_soup()) {
+            let _ = parse_dict(text.as_bytes());
+            if let Ok((Py::Seq(d), _, _)) = parse_raw_dict(text.as_bytes()) {
+                let _ = record_fields(&d, "", 0, &mut Vec::new());
+            }
+        }
     }
 
     #[test]
