@@ -151,6 +151,11 @@ impl DType {
     /// [`Error::InvalidArgument`] for an unknown name.
     pub fn parse_descr(s: &str) -> Result<(DType, Option<Endianness>)> {
         let bad = || Error::InvalidArgument(format!("unknown dtype {s:?}"));
+        let too_big = || {
+            Error::InvalidArgument(format!(
+                "dtype {s:?}: element size must be 1..={MAX_ITEMSIZE} bytes"
+            ))
+        };
         let (endian, body) = match s.chars().next() {
             Some('<') => (Some(Endianness::Little), &s[1..]),
             Some('>') => (Some(Endianness::Big), &s[1..]),
@@ -181,9 +186,7 @@ impl DType {
                 } else if let Some(n) = sized("U").or_else(|| sized("str")) {
                     // Four bytes a character: refuse lengths whose size would overflow.
                     if n > MAX_ITEMSIZE / 4 {
-                        return Err(Error::InvalidArgument(format!(
-                            "dtype {s:?}: element size must be 1..={MAX_ITEMSIZE} bytes"
-                        )));
+                        return Err(too_big());
                     }
                     DType::Str(n)
                 } else {
@@ -192,9 +195,7 @@ impl DType {
             }
         };
         if dt.itemsize() == 0 || dt.itemsize() > MAX_ITEMSIZE {
-            return Err(Error::InvalidArgument(format!(
-                "dtype {s:?}: element size must be 1..={MAX_ITEMSIZE} bytes"
-            )));
+            return Err(too_big());
         }
         Ok((dt, endian))
     }

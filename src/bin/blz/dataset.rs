@@ -1,7 +1,7 @@
 //! Dataset commands: `create`, `info` (for directories), `get`, `append`, `resize`, `attrs`,
 //! `verify` and `compact`. Everything goes through blz's public library API.
 
-use crate::npy::{NpyReader, NpyWriter};
+use crate::npy::{NpyReader, NpyWriter, RecordReader};
 use crate::selection;
 use crate::show::{self, Text};
 use crate::sources::{self, CsvRows, CsvSpec, GenRows, Generated, Rows, SplitMix};
@@ -457,8 +457,11 @@ pub struct AttrsArgs {
 pub fn run(cmd: &DatasetCommand) -> Result<(), Failure> {
     match cmd {
         DatasetCommand::Create(a) if a.csv.is_some() && a.column.is_none() => table::create(a),
-        DatasetCommand::Create(a) => match a.npy.as_deref() {
-            Some(npy) if table::is_record_npy(npy) => table::create_npy(a, npy),
+        // A .npy file of records makes a table; any other is an array (whose reader reports
+        // a file that is not .npy at all).
+        DatasetCommand::Create(a) => match a.npy.as_deref().map(RecordReader::open) {
+            Some(Ok(Some(rec))) => table::create_npy(a, rec),
+            Some(Err(e)) => Err(Failure::new(e)),
             _ => create(a),
         },
         DatasetCommand::Get(a) if table::is_table(&a.path) => table::get(a),

@@ -431,12 +431,7 @@ impl NpyReader {
             .len()
             .and_then(|n| n.checked_mul(header.dtype.itemsize() as u64))
             .ok_or_else(|| ctx("shape is too large".into()))?;
-        if file_len < data_at + need {
-            return Err(ctx(format!(
-                "file is truncated: the header announces {need} bytes of data, the file holds {}",
-                file_len.saturating_sub(data_at)
-            )));
-        }
+        check_data_len(file_len, data_at, need).map_err(ctx)?;
         Ok(NpyReader {
             path: path.to_path_buf(),
             header,
@@ -510,6 +505,18 @@ impl NpyReader {
     }
 }
 
+/// Checks that a file of `file_len` bytes holds the `need` bytes of data its header announces
+/// after the header's `data_at` bytes.
+fn check_data_len(file_len: u64, data_at: u64, need: u64) -> Result<(), String> {
+    if file_len < data_at.saturating_add(need) {
+        return Err(format!(
+            "file is truncated: the header announces {need} bytes of data, the file holds {}",
+            file_len.saturating_sub(data_at)
+        ));
+    }
+    Ok(())
+}
+
 /// One leaf field of a structured (record) dtype.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct RecordField {
@@ -571,10 +578,7 @@ fn record_fields(
             ));
         }
         match parts.get(1) {
-            Some(Py::Seq(inner)) => {
-                let end = record_fields(inner, &path, at, out)?;
-                at = end;
-            }
+            Some(Py::Seq(inner)) => at = record_fields(inner, &path, at, out)?,
             Some(Py::Str(d)) => {
                 let code = d.trim_start_matches(['<', '>', '|', '=']);
                 if name.is_empty() && code.starts_with('V') {
@@ -609,7 +613,8 @@ pub type RecordBatch = (Vec<Vec<u8>>, u64);
 
 /// A `.npy` file of records (a structured dtype), read field by field: what becomes a table.
 pub struct RecordReader {
-    path: PathBuf,
+    /// The file.
+    pub path: PathBuf,
     file: BufReader<File>,
     /// The leaf fields, in the order of the dtype.
     pub fields: Vec<RecordField>,
@@ -651,12 +656,7 @@ impl RecordReader {
         let need = rows
             .checked_mul(itemsize as u64)
             .ok_or_else(|| ctx("shape is too large".into()))?;
-        if file_len < data_at + need {
-            return Err(ctx(format!(
-                "file is truncated: the header announces {need} bytes of data, the file holds {}",
-                file_len.saturating_sub(data_at)
-            )));
-        }
+        check_data_len(file_len, data_at, need).map_err(ctx)?;
         Ok(Some(RecordReader {
             path: path.to_path_buf(),
             file,
@@ -1007,6 +1007,23 @@ mod tests {
                 let _ = record_fields(&d, "", 0, &mut Vec::new());
             }
         }
+    }
+
+    /// A shape whose data size nearly fills a u64 is a truncated file, not an overflow.
+    #[test]
+    fn huge_shapes_are_truncated_files() {
+        let dir = tempfile::tempdir().unwrap();
+        let p = dir.path().join("h.npy");
+        let mut bytes = header_bytes(DType::F64, Endianness::Little, &[u64::MAX / 8]);
+        bytes.extend_from_slice(&[0; 16]);
+        std::fs::write(&p, &bytes).unwrap();
+        let e = NpyReader::open(&p).err().expect("refused");
+        assert!(e.contains("truncated"), "{e}");
+        let mut bytes = header_with_descr(&record_descr(&[("a", DType::F64)]), &[u64::MAX / 8]);
+        bytes.extend_from_slice(&[0; 16]);
+        std::fs::write(&p, &bytes).unwrap();
+        let e = RecordReader::open(&p).err().expect("refused");
+        assert!(e.contains("truncated"), "{e}");
     }
 
     #[test]

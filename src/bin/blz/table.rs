@@ -537,16 +537,6 @@ fn finish_create(
     Ok(())
 }
 
-/// True when `path` is a `.npy` file of records (a structured dtype), which becomes a table.
-pub fn is_record_npy(path: &Path) -> bool {
-    matches!(RecordReader::open(path), Ok(Some(_)) | Err(_))
-}
-
-fn open_records(path: &Path) -> Result<RecordReader, Failure> {
-    RecordReader::open(path)?
-        .ok_or_else(|| Failure::new(format!("{}: not a .npy file of records", path.display())))
-}
-
 /// The columns the fields of `rec` make: their paths and types.
 fn record_leaves(rec: &RecordReader) -> Vec<(String, LeafKind)> {
     rec.fields
@@ -588,16 +578,15 @@ fn append_records(t: &mut Table, rec: &mut RecordReader, what: &str) -> Result<(
 
 /// `blz create --npy` of records: a table with a column per field (nested records become
 /// nested fields).
-pub fn create_npy(a: &CreateArgs, npy_path: &Path) -> Result<(), Failure> {
+pub fn create_npy(a: &CreateArgs, mut rec: RecordReader) -> Result<(), Failure> {
     if a.schema.is_some() {
         return Err(Failure::new(
             "--schema applies to CSV tables; a .npy file of records carries its own types",
         ));
     }
-    let mut rec = open_records(npy_path)?;
     let targets = record_leaves(&rec);
     let fields =
-        build_fields(&targets).map_err(|m| Failure::new(format!("{}: {m}", npy_path.display())))?;
+        build_fields(&targets).map_err(|m| Failure::new(format!("{}: {m}", rec.path.display())))?;
     let opts = table_options(&a.layout, rec.rows)?;
     let mut t = Table::create(&a.path, fields, &opts)?;
     let res = append_records(&mut t, &mut rec, "create");
