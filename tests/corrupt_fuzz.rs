@@ -357,9 +357,8 @@ fn check(s: &Sample, bytes: Vec<u8>, only_covered: bool) -> Result<(), TestCaseE
 
 proptest! {
     #![proptest_config(ProptestConfig {
-        cases: common::cases(1000),
         failure_persistence: None,
-        ..ProptestConfig::default()
+        ..common::config(1000)
     })]
 
     #[test]

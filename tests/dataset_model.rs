@@ -241,7 +241,7 @@ fn run_with<T: Gen>(
 }
 
 proptest! {
-    #![proptest_config(ProptestConfig { cases: common::cases(24), .. ProptestConfig::default() })]
+    #![proptest_config(common::config(24))]
 
     #[test]
     fn f64_1d(ops in proptest::collection::vec(op(1), 1..14), slack in prop_oneof![Just(0u32), Just(64)]) {

@@ -244,7 +244,7 @@ fn str_probes() -> Vec<Value> {
 }
 
 proptest! {
-    #![proptest_config(ProptestConfig { cases: common::cases(24), ..ProptestConfig::default() })]
+    #![proptest_config(common::config(24))]
 
     #[test]
     fn one_layer_int(m in prop::collection::btree_map(int_key(), any::<i64>(), 0..60), cl in 1u64..6, fan in 2u64..4, filter in any::<bool>()) {

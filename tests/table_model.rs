@@ -284,7 +284,7 @@ fn run(ops: Vec<Op>) {
 }
 
 proptest! {
-    #![proptest_config(ProptestConfig { cases: common::cases(32), .. ProptestConfig::default() })]
+    #![proptest_config(common::config(32))]
     #[test]
     fn table_against_model(ops in proptest::collection::vec(op(), 1..16)) {
         run(ops);

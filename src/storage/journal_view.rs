@@ -141,6 +141,22 @@ impl JournalView {
         Some(p)
     }
 
+    /// Where `path` ends up in the view once the renames from the `first`-th on have moved
+    /// the directories above it.
+    fn carried(&self, path: &Path, first: usize) -> PathBuf {
+        let mut p = path.to_path_buf();
+        for (from, to) in self.renames.iter().skip(first) {
+            if let Ok(rest) = p.strip_prefix(from) {
+                p = if rest.as_os_str().is_empty() {
+                    to.clone()
+                } else {
+                    to.join(rest)
+                };
+            }
+        }
+        p
+    }
+
     /// Existence after the patches and renames, before meta files and removals (used while
     /// deciding which renames take effect).
     fn exists_before_metas(&self, path: &Path) -> bool {
@@ -303,16 +319,19 @@ impl Storage for JournalView {
         } else {
             Vec::new()
         };
-        let here = |p: &&PathBuf| p.parent() == Some(dir);
+        let here = |p: &PathBuf| p.parent() == Some(dir);
         let name = |p: &PathBuf| p.file_name().map(|n| n.to_string_lossy().into_owned());
+        // A rename's target may itself have been carried elsewhere by a later rename of a
+        // directory above it (`a -> e/w`, then `e -> y` shows `w` in `y`).
         names.extend(
             self.renames
                 .iter()
-                .map(|(_, to)| to)
+                .enumerate()
+                .map(|(i, (_, to))| self.carried(to, i + 1))
                 .filter(here)
-                .filter_map(name),
+                .filter_map(|p| name(&p)),
         );
-        names.extend(self.metas.keys().filter(here).filter_map(name));
+        names.extend(self.metas.keys().filter(|p| here(p)).filter_map(name));
         names.sort();
         names.dedup();
         // Drops what was renamed away or removed (and the journal).
