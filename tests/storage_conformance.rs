@@ -1,0 +1,208 @@
+//! One conformance suite for every storage backend: what the dataset code relies on from a
+//! [`Storage`] (creation, positional reads and writes, lengths, truncation, atomic renames,
+//! listings, removals, errors that name the path), checked the same way on each backend. A
+//! new backend gets a test here that calls [`read_write`] (or [`read_only`] for a backend
+//! that cannot write) before anything else uses it.
+
+mod common;
+
+use blz::storage::{
+    read_small_file, write_file_atomic, FaultyStorage, JournalView, LocalStorage, OpenMode, Storage,
+};
+use blz::Error;
+use std::io::ErrorKind;
+use std::path::Path;
+use std::sync::Arc;
+
+fn kind(e: &Error) -> Option<ErrorKind> {
+    match e {
+        Error::Io { source, .. } => Some(source.kind()),
+        _ => None,
+    }
+}
+
+fn names_path(e: &Error, path: &Path) -> bool {
+    e.to_string().contains(&path.display().to_string())
+}
+
+fn read_all(s: &dyn Storage, path: &Path) -> Vec<u8> {
+    let f = s.open(path, OpenMode::Read).unwrap();
+    let mut buf = vec![0; f.len().unwrap() as usize];
+    f.read_at(0, &mut buf).unwrap();
+    buf
+}
+
+/// Everything a writable backend must do, under `root` (an empty directory on it).
+fn read_write(s: &dyn Storage, root: &Path) {
+    // Directories.
+    let dir = root.join("a").join("b");
+    s.create_dir_all(&dir).unwrap();
+    s.create_dir_all(&dir).unwrap(); // again: no error
+    assert!(s.is_dir(&dir) && s.exists(&dir));
+    assert!(!s.exists(&root.join("nothing")) && !s.is_dir(&root.join("nothing")));
+
+    // Creating, writing at positions, reading back.
+    let p = dir.join("f.bin");
+    let f = s.open(&p, OpenMode::Create).unwrap();
+    assert_eq!(f.len().unwrap(), 0);
+    f.write_at(0, b"hello").unwrap();
+    f.write_at(10, b"world").unwrap(); // past the end: the gap reads as zeros
+    assert_eq!(f.len().unwrap(), 15);
+    let mut buf = [0xffu8; 15];
+    f.read_at(0, &mut buf).unwrap();
+    assert_eq!(&buf, b"hello\0\0\0\0\0world");
+    f.write_at(3, b"LO").unwrap(); // overwrite in place
+    let mut two = [0u8; 2];
+    f.read_at(3, &mut two).unwrap();
+    assert_eq!(&two, b"LO");
+    f.sync().unwrap();
+    f.start_sync(0, 15).unwrap();
+    assert!(!s.is_dir(&p) && s.exists(&p));
+    assert_eq!(f.path(), p.as_path());
+
+    // Reading past the end fails with UnexpectedEof and changes nothing.
+    let mut past = [0u8; 4];
+    let e = f.read_at(13, &mut past).unwrap_err();
+    assert_eq!(kind(&e), Some(ErrorKind::UnexpectedEof), "{e}");
+    assert_eq!(f.len().unwrap(), 15);
+
+    // Truncating and extending.
+    f.set_len(4).unwrap();
+    assert_eq!(f.len().unwrap(), 4);
+    f.set_len(6).unwrap();
+    let mut six = [0xffu8; 6];
+    f.read_at(0, &mut six).unwrap();
+    assert_eq!(&six, b"helL\0\0");
+    drop(f);
+
+    // Opening: an existing file read-write keeps its bytes; Create truncates it.
+    let rw = s.open(&p, OpenMode::ReadWrite).unwrap();
+    assert_eq!(rw.len().unwrap(), 6);
+    drop(rw);
+    let ro = s.open(&p, OpenMode::Read).unwrap();
+    assert!(
+        ro.write_at(0, b"x").is_err(),
+        "a file opened to read took a write"
+    );
+    drop(ro);
+    let again = s.open(&p, OpenMode::Create).unwrap();
+    assert_eq!(again.len().unwrap(), 0);
+    again.write_at(0, b"fresh").unwrap();
+    drop(again);
+
+    // Missing files: errors that say so and name the path.
+    let missing = dir.join("missing.bin");
+    for mode in [OpenMode::Read, OpenMode::ReadWrite] {
+        let e = s.open(&missing, mode).err().unwrap();
+        assert_eq!(kind(&e), Some(ErrorKind::NotFound), "{e}");
+        assert!(names_path(&e, &missing), "{e}");
+    }
+
+    // Listing: sorted names of files and directories, nothing else.
+    s.open(&dir.join("e.bin"), OpenMode::Create).unwrap();
+    s.create_dir_all(&dir.join("sub")).unwrap();
+    assert_eq!(
+        s.list(&dir).unwrap(),
+        vec!["e.bin".to_string(), "f.bin".into(), "sub".into()]
+    );
+    let e = s.list(&root.join("no-dir")).unwrap_err();
+    assert!(names_path(&e, &root.join("no-dir")), "{e}");
+
+    // Renames replace the target whole.
+    s.rename(&dir.join("e.bin"), &p).unwrap();
+    assert!(!s.exists(&dir.join("e.bin")));
+    assert_eq!(read_all(s, &p), b"");
+    s.rename(&dir.join("sub"), &dir.join("moved")).unwrap();
+    assert!(s.is_dir(&dir.join("moved")) && !s.exists(&dir.join("sub")));
+
+    // Atomic replacement of small files, and the size limit on reading them back.
+    let m = root.join("meta.json");
+    write_file_atomic(s, &m, b"{\"v\": 1}").unwrap();
+    write_file_atomic(s, &m, b"{\"v\": 2}").unwrap();
+    assert_eq!(read_small_file(s, &m, 100).unwrap(), b"{\"v\": 2}");
+    let e = read_small_file(s, &m, 3).unwrap_err();
+    assert!(
+        matches!(e, Error::InvalidMetadata { .. }) && names_path(&e, &m),
+        "{e}"
+    );
+    s.sync_dir(root).unwrap();
+
+    // Removals: gone afterwards; removing what is not there is no error.
+    s.remove_file(&p).unwrap();
+    s.remove_file(&p).unwrap();
+    assert!(!s.exists(&p));
+    s.remove_dir_all(&root.join("a")).unwrap();
+    s.remove_dir_all(&root.join("a")).unwrap();
+    assert!(!s.exists(&root.join("a")));
+    assert_eq!(s.list(root).unwrap(), vec!["meta.json".to_string()]);
+}
+
+/// What a read-only backend must do: show the tree under `root` as `read_write` left a copy
+/// made by [`fill`], and refuse every change with PermissionDenied, naming the path.
+fn read_only(s: &dyn Storage, root: &Path) {
+    let f = root.join("d").join("f.bin");
+    assert!(s.is_dir(&root.join("d")) && s.exists(&f) && !s.is_dir(&f));
+    assert_eq!(s.list(root).unwrap(), vec!["d".to_string(), "meta".into()]);
+    assert_eq!(read_all(s, &f), b"0123456789");
+    let file = s.open(&f, OpenMode::Read).unwrap();
+    let mut past = [0u8; 4];
+    let e = file.read_at(8, &mut past).unwrap_err();
+    assert_eq!(kind(&e), Some(ErrorKind::UnexpectedEof), "{e}");
+    let e = s.open(&root.join("missing"), OpenMode::Read).err().unwrap();
+    assert_eq!(kind(&e), Some(ErrorKind::NotFound), "{e}");
+
+    // A file opened to read takes no change (on any backend); the backend itself refuses
+    // every change as not permitted.
+    assert!(file.write_at(0, b"x").is_err() && file.set_len(1).is_err());
+    let refused: Vec<(&str, blz::Result<()>)> = vec![
+        (
+            "create",
+            s.open(&root.join("new"), OpenMode::Create).map(drop),
+        ),
+        ("open rw", s.open(&f, OpenMode::ReadWrite).map(drop)),
+        ("rename", s.rename(&f, &root.join("g"))),
+        ("remove_file", s.remove_file(&f)),
+        ("remove_dir_all", s.remove_dir_all(&root.join("d"))),
+        ("create_dir_all", s.create_dir_all(&root.join("n"))),
+    ];
+    for (what, r) in refused {
+        let e = r.unwrap_err();
+        assert_eq!(kind(&e), Some(ErrorKind::PermissionDenied), "{what}: {e}");
+    }
+    assert_eq!(read_all(s, &f), b"0123456789", "a refused change landed");
+}
+
+fn fill(root: &Path) {
+    std::fs::create_dir_all(root.join("d")).unwrap();
+    std::fs::create_dir_all(root.join("meta")).unwrap();
+    std::fs::write(root.join("d").join("f.bin"), b"0123456789").unwrap();
+}
+
+#[test]
+fn local_storage_conforms() {
+    let dir = tempfile::tempdir().unwrap();
+    read_write(&LocalStorage, dir.path());
+}
+
+#[test]
+fn fault_injecting_storage_conforms_until_its_crash() {
+    let dir = tempfile::tempdir().unwrap();
+    read_write(
+        &FaultyStorage::new(Arc::new(LocalStorage), u64::MAX),
+        dir.path(),
+    );
+}
+
+#[test]
+fn journal_view_conforms_as_a_read_only_backend() {
+    let dir = tempfile::tempdir().unwrap();
+    fill(dir.path());
+    let view = JournalView::new(
+        Arc::new(LocalStorage),
+        dir.path(),
+        &dir.path().join("meta").join("journal"),
+        Vec::new(),
+    )
+    .unwrap();
+    read_only(&view, dir.path());
+}
