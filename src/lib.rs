@@ -22,3 +22,8 @@ pub mod txn;
 pub use array::{CreateOptions, Dataset, Mode};
 pub use dtype::{DType, Element, Endianness};
 pub use error::{Error, Result};
+
+/// The README's code, compiled and run with the doctests so that it cannot rot.
+#[doc = include_str!("../README.md")]
+#[cfg(doctest)]
+pub struct ReadmeDoctests;
