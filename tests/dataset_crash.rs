@@ -122,6 +122,25 @@ fn append_into_partial_chunk_and_new_files() {
     assert!(n > 10);
 }
 
+/// Many batches (of sizes that fall inside chunks, across files) appended as one
+/// transaction: a crash anywhere leaves none or all of them.
+#[test]
+fn append_batches_commit_once() {
+    let dir = tempfile::tempdir().unwrap();
+    let base = base_1d(dir.path(), 0);
+    let (n, _) = crash_everywhere(&base, &|ds| {
+        let sizes = [7u64, 130, 1, 0, 299, 64];
+        let mut next = 1000i64;
+        let batches = sizes.iter().map(|&len| {
+            let v: Vec<i64> = (next..next + len as i64).collect();
+            next += len as i64;
+            Ok(v.iter().flat_map(|x| x.to_ne_bytes()).collect::<Vec<u8>>())
+        });
+        ds.append_batches(batches).map(|_| ())
+    });
+    assert!(n > 10);
+}
+
 #[test]
 fn shrink_and_grow() {
     let dir = tempfile::tempdir().unwrap();

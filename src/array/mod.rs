@@ -239,6 +239,21 @@ pub(crate) fn open_root(
     Ok((lock, raw, storage))
 }
 
+/// Rows `start..start + rows` along axis 0, whole along the other axes of `shape`.
+fn rows_selection(shape: &[u64], start: u64, rows: u64) -> Vec<AxisSel> {
+    let mut sel: Vec<AxisSel> = shape.iter().map(|&n| AxisSel::full(n)).collect();
+    if let Some(first) = sel.first_mut() {
+        *first = AxisSel {
+            start,
+            step: 1,
+            count: rows,
+            reversed: false,
+            keep: true,
+        };
+    }
+    sel
+}
+
 /// An N-d array dataset.
 #[derive(Debug)]
 pub struct Dataset {
@@ -652,10 +667,23 @@ impl Dataset {
     where
         F: FnOnce(&ArrayCore, &mut Txn<'_>, &[u64]) -> Result<i64>,
     {
+        self.run_to(move |core, txn, _| {
+            let delta = f(core, txn, &new_shape)?;
+            Ok((delta, new_shape))
+        })
+    }
+
+    /// Runs an operation in one transaction and commits it with the shape it returns (with
+    /// the change in stored bytes). `f` gets the committed shape.
+    fn run_to<F>(&mut self, f: F) -> Result<()>
+    where
+        F: FnOnce(&ArrayCore, &mut Txn<'_>, &[u64]) -> Result<(i64, Vec<u64>)>,
+    {
         self.check_writable()?;
         let storage = self.storage.clone();
         let mut txn = Txn::new(storage.as_ref(), &self.root);
-        let result = f(&self.core, &mut txn, &new_shape).and_then(|delta| {
+        let old_shape = self.sizes.shape.clone();
+        let result = f(&self.core, &mut txn, &old_shape).and_then(|(delta, new_shape)| {
             let itemsize = self.core.itemsize() as u64;
             let sizes = Sizes {
                 nbytes: new_shape.iter().product::<u64>() * itemsize,
@@ -705,16 +733,7 @@ impl Dataset {
     }
 
     fn append_selection(&self, rows: u64) -> Vec<AxisSel> {
-        let r0 = self.sizes.shape[0];
-        let mut sel: Vec<AxisSel> = self.sizes.shape.iter().map(|&n| AxisSel::full(n)).collect();
-        sel[0] = AxisSel {
-            start: r0,
-            step: 1,
-            count: rows,
-            reversed: false,
-            keep: true,
-        };
-        sel
+        rows_selection(&self.sizes.shape, self.sizes.shape[0], rows)
     }
 
     /// Appends rows given as native-endian bytes in C order (`rows` times the size of one
@@ -737,6 +756,89 @@ impl Dataset {
             return Ok(());
         }
         self.grow(rows, Source::Data(bytes))
+    }
+
+    /// Appends every batch (native-endian bytes in C order, whole rows each) in one
+    /// transaction: however many batches there are, readers see none of them until the
+    /// commit at the end, and a failure or a kill at any point leaves the dataset as it was.
+    /// Memory stays at one batch and less than one chunk-row besides: whole chunk-rows are
+    /// encoded (in parallel) and written as batches arrive, the rest is carried to the next.
+    /// Returns the number of rows appended.
+    ///
+    /// # Errors
+    /// A batch that is not whole rows ([`Error::Mismatch`]), the first error a batch itself
+    /// carries, [`Error::ReadOnly`], I/O errors. On error nothing of the batches is kept.
+    pub fn append_batches<I, B>(&mut self, batches: I) -> Result<u64>
+    where
+        I: IntoIterator<Item = Result<B>>,
+        B: AsRef<[u8]>,
+    {
+        let row_bytes = self.sizes.shape[1..].iter().product::<u64>() * self.core.itemsize() as u64;
+        let cs0 = self.meta.chunkshape[0];
+        let root = self.root.clone();
+        let mut appended = 0;
+        self.run_to(|core, txn, old| {
+            let committed = core.nchunks(old);
+            let rewrite_from =
+                (!old[0].is_multiple_of(cs0)).then(|| (old[0] / cs0) * core.row_chunks(old));
+            let mut w = ChunkWrites::new(&core.store, committed, rewrite_from);
+            // Rows `old[0]..written` are written; `carry` holds the rows after them, fewer
+            // than reach the next chunk-row boundary.
+            let mut written = old[0];
+            let mut carry: Vec<u8> = Vec::new();
+            let put = |w: &mut ChunkWrites<'_>, txn: &mut Txn<'_>, at: u64, bytes: &[u8]| {
+                let rows = bytes.len() as u64 / row_bytes.max(1);
+                let mut shape = old.to_vec();
+                shape[0] = at + rows;
+                let sel = rows_selection(old, at, rows);
+                core.write(txn, w, committed, &sel, &shape, Source::Data(bytes))
+            };
+            for batch in batches {
+                let batch = batch?;
+                let mut bytes = batch.as_ref();
+                if row_bytes == 0 || !(bytes.len() as u64).is_multiple_of(row_bytes) {
+                    return Err(Error::Mismatch {
+                        dataset: root.clone(),
+                        reason: format!(
+                            "a batch of {} bytes is not whole rows of {row_bytes} bytes",
+                            bytes.len()
+                        ),
+                    });
+                }
+                appended += bytes.len() as u64 / row_bytes;
+                let carried = carry.len() as u64 / row_bytes;
+                let end = written + carried + bytes.len() as u64 / row_bytes;
+                let boundary = end / cs0 * cs0;
+                if boundary <= written {
+                    carry.extend_from_slice(bytes);
+                    continue;
+                }
+                if !carry.is_empty() {
+                    // Complete the carried chunk-row first (at most one chunk-row is copied).
+                    let first = ((written / cs0 + 1) * cs0).min(boundary);
+                    let take = ((first - written - carried) * row_bytes) as usize;
+                    carry.extend_from_slice(&bytes[..take]);
+                    bytes = &bytes[take..];
+                    put(&mut w, txn, written, &carry)?;
+                    carry.clear();
+                    written = first;
+                }
+                let whole = ((boundary - written) * row_bytes) as usize;
+                if whole > 0 {
+                    put(&mut w, txn, written, &bytes[..whole])?;
+                    written = boundary;
+                }
+                carry.extend_from_slice(&bytes[whole..]);
+            }
+            if !carry.is_empty() {
+                put(&mut w, txn, written, &carry)?;
+                written += carry.len() as u64 / row_bytes;
+            }
+            let mut shape = old.to_vec();
+            shape[0] = written;
+            Ok((w.finish(txn)?, shape))
+        })?;
+        Ok(appended)
     }
 
     fn grow(&mut self, rows: u64, src: Source<'_>) -> Result<()> {

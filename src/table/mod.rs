@@ -95,6 +95,55 @@ impl Values {
         self.len() == 0
     }
 
+    /// Appends `other`'s values (of the same kind and dtype) to these.
+    ///
+    /// # Errors
+    /// [`Error::InvalidArgument`] when the kinds or dtypes differ.
+    pub fn extend(&mut self, other: Values) -> Result<()> {
+        match (self, other) {
+            (
+                Values::Fixed { dtype, data },
+                Values::Fixed {
+                    dtype: d,
+                    data: more,
+                },
+            ) if *dtype == d => {
+                if data.is_empty() {
+                    *data = more;
+                } else {
+                    data.extend_from_slice(&more);
+                }
+                Ok(())
+            }
+            (Values::Var(items), Values::Var(more)) => {
+                if items.is_empty() {
+                    *items = more;
+                } else {
+                    items.extend(more);
+                }
+                Ok(())
+            }
+            _ => Err(Error::InvalidArgument(
+                "values of different types cannot be joined".into(),
+            )),
+        }
+    }
+
+    /// Splits the values at `at` (clamped to the length): these keep the first `at`, the
+    /// rest are returned.
+    pub fn split_off(&mut self, at: usize) -> Values {
+        match self {
+            Values::Fixed { dtype, data } => {
+                let at = (at * dtype.itemsize()).min(data.len());
+                Values::Fixed {
+                    dtype: *dtype,
+                    data: data.split_off(at),
+                }
+            }
+            Values::Var(items) => Values::Var(items.split_off(at.min(items.len()))),
+        }
+    }
+
     /// The values as a `Vec<T>`.
     ///
     /// # Errors
@@ -183,6 +232,20 @@ impl Column {
         nrows.div_ceil(self.leaf.storage.chunklen)
     }
 
+    /// Whether `v` holds values this column stores (strings must be UTF-8).
+    fn accepts(&self, v: &Values) -> bool {
+        match (&self.engine, v) {
+            (Engine::Fixed(core), Values::Fixed { dtype, data }) => {
+                *dtype == core.dtype && data.len() % core.itemsize() == 0
+            }
+            (Engine::Var(_), Values::Var(items)) => {
+                self.leaf.kind != LeafKind::VarStr
+                    || items.iter().all(|b| std::str::from_utf8(b).is_ok())
+            }
+            _ => false,
+        }
+    }
+
     /// No values, of the column's kind (what a fill-only write passes as its data).
     fn empty_values(&self) -> Values {
         match &self.engine {
@@ -206,6 +269,150 @@ pub struct TableOptions {
     pub attributes: serde_json::Map<String, serde_json::Value>,
     /// Replace an existing dataset at the path.
     pub overwrite: bool,
+}
+
+/// The error for values that a column does not store.
+fn values_mismatch(root: &Path, c: &Column) -> Error {
+    Error::Mismatch {
+        dataset: root.to_path_buf(),
+        reason: format!(
+            "column {} holds {}; the values given do not fit (strings must be UTF-8)",
+            c.leaf.path,
+            c.leaf.kind.name()
+        ),
+    }
+}
+
+/// Checks that a batch gives every column once, values of the column's type, all of one
+/// length; returns the length.
+fn check_batch(root: &Path, columns: &[Column], batch: &[(String, Values)]) -> Result<u64> {
+    let mut len = None;
+    for c in columns {
+        let mut given = batch.iter().filter(|(n, _)| *n == c.leaf.path);
+        let Some((_, v)) = given.next() else {
+            return Err(Error::InvalidArgument(format!(
+                "an append needs every column; missing: {}",
+                c.leaf.path
+            )));
+        };
+        if given.next().is_some() {
+            return Err(Error::InvalidArgument(format!(
+                "column {} given twice",
+                c.leaf.path
+            )));
+        }
+        if !c.accepts(v) {
+            return Err(values_mismatch(root, c));
+        }
+        let n = v.len() as u64;
+        if *len.get_or_insert(n) != n {
+            return Err(Error::Mismatch {
+                dataset: root.to_path_buf(),
+                reason: format!(
+                    "column {} has {n} values, others have {}",
+                    c.leaf.path,
+                    len.unwrap_or(0)
+                ),
+            });
+        }
+    }
+    if batch.len() > columns.len() {
+        let unknown: Vec<&str> = batch
+            .iter()
+            .map(|(n, _)| n.as_str())
+            .filter(|n| !columns.iter().any(|c| c.leaf.path == *n))
+            .collect();
+        return Err(Error::InvalidArgument(format!(
+            "no such column: {}",
+            unknown.join(", ")
+        )));
+    }
+    Ok(len.unwrap_or(0))
+}
+
+/// The rows appended to one column over many batches of one transaction: whole chunks are
+/// written as soon as they are complete, the rest is carried to the next batch.
+struct ColumnStream<'c> {
+    column: &'c Column,
+    writes: ChunkWrites<'c>,
+    /// Rows written so far (the column's committed rows included).
+    written: u64,
+    /// Rows after `written`, fewer than reach the next chunk boundary.
+    carry: Values,
+}
+
+impl<'c> ColumnStream<'c> {
+    fn new(column: &'c Column, nrows: u64) -> ColumnStream<'c> {
+        let cl = column.leaf.storage.chunklen;
+        let rewrite_from = (!nrows.is_multiple_of(cl)).then(|| nrows / cl);
+        let carry = column.empty_values();
+        ColumnStream {
+            column,
+            writes: ChunkWrites::new(column.store(), column.nchunks(nrows), rewrite_from),
+            written: nrows,
+            carry,
+        }
+    }
+
+    /// Takes the next values of the column (`nrows`: the rows committed before).
+    fn push(&mut self, txn: &mut Txn<'_>, nrows: u64, v: Values) -> Result<()> {
+        let cl = self.column.leaf.storage.chunklen.max(1);
+        self.carry.extend(v)?;
+        let end = self.written + self.carry.len() as u64;
+        let boundary = end / cl * cl;
+        if boundary > self.written {
+            let rest = self.carry.split_off((boundary - self.written) as usize);
+            let ready = std::mem::replace(&mut self.carry, rest);
+            self.write(txn, nrows, &ready)?;
+        }
+        Ok(())
+    }
+
+    fn write(&mut self, txn: &mut Txn<'_>, nrows: u64, v: &Values) -> Result<()> {
+        let c = self.column;
+        let start = self.written;
+        let end = start + v.len() as u64;
+        match (&c.engine, v) {
+            (Engine::Fixed(core), Values::Fixed { data, .. }) => {
+                let sel = [AxisSel {
+                    start,
+                    step: 1,
+                    count: v.len() as u64,
+                    reversed: false,
+                    keep: true,
+                }];
+                let committed = c.nchunks(nrows);
+                core.write(
+                    txn,
+                    &mut self.writes,
+                    committed,
+                    &sel,
+                    &[end],
+                    Source::Data(data),
+                )?;
+            }
+            (Engine::Var(var), Values::Var(items)) => {
+                var.write(txn, &mut self.writes, nrows, start, items)?;
+            }
+            _ => {
+                return Err(Error::InvalidArgument(format!(
+                    "values do not fit column {}",
+                    c.leaf.path
+                )))
+            }
+        }
+        self.written = end;
+        Ok(())
+    }
+
+    /// Writes what is carried and returns the column's path with its byte deltas.
+    fn finish(mut self, txn: &mut Txn<'_>, nrows: u64) -> Result<(String, (i64, i64))> {
+        if !self.carry.is_empty() {
+            let last = std::mem::replace(&mut self.carry, self.column.empty_values());
+            self.write(txn, nrows, &last)?;
+        }
+        Ok((self.column.leaf.path.clone(), self.writes.finish_both(txn)?))
+    }
 }
 
 /// A table dataset.
@@ -732,27 +939,10 @@ impl Table {
     }
 
     fn check_values(&self, c: &Column, v: &Values) -> Result<()> {
-        let ok = match (&c.engine, v) {
-            (Engine::Fixed(core), Values::Fixed { dtype, data }) => {
-                *dtype == core.dtype && data.len() % core.itemsize() == 0
-            }
-            (Engine::Var(_), Values::Var(items)) => {
-                c.leaf.kind != LeafKind::VarStr
-                    || items.iter().all(|b| std::str::from_utf8(b).is_ok())
-            }
-            _ => false,
-        };
-        if ok {
+        if c.accepts(v) {
             Ok(())
         } else {
-            Err(Error::Mismatch {
-                dataset: self.root.clone(),
-                reason: format!(
-                    "column {} holds {}; the values given do not fit (strings must be UTF-8)",
-                    c.leaf.path,
-                    c.leaf.kind.name()
-                ),
-            })
+            Err(values_mismatch(&self.root, c))
         }
     }
 
@@ -762,10 +952,18 @@ impl Table {
     where
         F: FnOnce(&[Column], &mut Txn<'_>) -> Result<BTreeMap<String, (i64, i64)>>,
     {
+        self.run_to(new_meta, |columns, txn| Ok((f(columns, txn)?, nrows)))
+    }
+
+    /// As [`run`](Self::run), with the number of rows after the operation returned by `f`.
+    fn run_to<F>(&mut self, new_meta: Option<TableStorage>, f: F) -> Result<()>
+    where
+        F: FnOnce(&[Column], &mut Txn<'_>) -> Result<(BTreeMap<String, (i64, i64)>, u64)>,
+    {
         self.check_writable()?;
         let storage = self.storage.clone();
         let mut txn = Txn::new(storage.as_ref(), &self.root);
-        let result = f(&self.columns, &mut txn).and_then(|deltas| {
+        let result = f(&self.columns, &mut txn).and_then(|(deltas, nrows)| {
             let mut cols = self.sizes.columns.clone().unwrap_or_default();
             let leaves = match &new_meta {
                 Some(m) => schema::leaves(&m.dtype)?,
@@ -983,6 +1181,52 @@ impl Table {
         let data = self.indices(&data, cols);
         let nrows = self.nrows();
         self.write_gathered(&data, cols, nrows, nrows + n)
+    }
+
+    /// Appends every batch (one [`Values`] per leaf column, all of one length within a
+    /// batch) in one transaction across all columns: readers see none of the rows until the
+    /// commit at the end, and a failure or a kill at any point leaves the table as it was.
+    /// Memory stays at one batch and less than a chunk of each column besides: whole chunks
+    /// are encoded and written as batches arrive. Returns the number of rows appended.
+    ///
+    /// # Errors
+    /// As [`Table::append`] for each batch, and the first error a batch itself carries. On
+    /// error nothing of the batches is kept.
+    pub fn append_batches<I>(&mut self, batches: I) -> Result<u64>
+    where
+        I: IntoIterator<Item = Result<Vec<(String, Values)>>>,
+    {
+        self.check_writable()?;
+        let nrows = self.nrows();
+        let root = self.root.clone();
+        self.run_to(None, |columns, txn| {
+            let mut streams: Vec<ColumnStream<'_>> = columns
+                .iter()
+                .map(|c| ColumnStream::new(c, nrows))
+                .collect();
+            let mut rows = nrows;
+            for batch in batches {
+                let batch = batch?;
+                let n = check_batch(&root, columns, &batch)?;
+                for (name, v) in batch {
+                    let i = columns
+                        .iter()
+                        .position(|c| c.leaf.path == name)
+                        .ok_or_else(|| Error::InvalidArgument(format!("no column {name}")))?;
+                    if let Some(s) = streams.get_mut(i) {
+                        s.push(txn, nrows, v)?;
+                    }
+                }
+                rows += n;
+            }
+            let mut deltas = BTreeMap::new();
+            for s in streams {
+                let (path, d) = s.finish(txn, nrows)?;
+                deltas.insert(path, d);
+            }
+            Ok((deltas, rows))
+        })?;
+        Ok(self.nrows() - nrows)
     }
 
     /// Overwrites rows `start..start + len` of the given columns (a subset is fine). Atomic

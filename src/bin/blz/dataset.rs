@@ -582,29 +582,49 @@ pub(crate) fn parse_kv(s: &str, opt: &str) -> Result<(String, serde_json::Value)
     Ok((k.to_string(), value))
 }
 
-/// Rows per batch: whole chunk-rows, about [`BATCH_BYTES`].
-fn batch_rows(chunk_rows: u64, row_bytes: u64) -> u64 {
-    let per = chunk_rows.max(1).saturating_mul(row_bytes.max(1));
-    chunk_rows.max(1) * (BATCH_BYTES / per).max(1)
+/// Bytes read, converted and encoded at a time: [`BATCH_BYTES`], or `BLZ_BATCH_BYTES` when
+/// set (tests make it small so that a kill lands between batches, as in a large input).
+pub(crate) fn batch_bytes() -> u64 {
+    std::env::var("BLZ_BATCH_BYTES")
+        .ok()
+        .and_then(|v| v.parse::<u64>().ok())
+        .filter(|&b| b > 0)
+        .unwrap_or(BATCH_BYTES)
 }
 
-/// Appends every row of `src` to `ds` in batches, with a progress bar.
+/// Rows per batch: whole chunk-rows, about [`batch_bytes`].
+fn batch_rows(chunk_rows: u64, row_bytes: u64) -> u64 {
+    let per = chunk_rows.max(1).saturating_mul(row_bytes.max(1));
+    chunk_rows.max(1) * (batch_bytes() / per).max(1)
+}
+
+/// Appends every row of `src` to `ds` in one transaction (read and encoded in batches, with
+/// a progress bar): a failure or a kill leaves the dataset as it was.
 fn append_all(ds: &mut Dataset, src: &mut dyn Rows, what: &str) -> Result<u64, Failure> {
     let cs0 = ds.chunkshape()[0];
     let row_bytes = ds.shape()[1..].iter().product::<u64>() * ds.dtype().itemsize() as u64;
     let batch = batch_rows(cs0, row_bytes);
     let pb = progress(src.rows(), what, "rows");
-    // The first batch ends on a chunk-row boundary, so later ones never rewrite a chunk.
-    let mut want = batch - ds.shape()[0] % cs0;
-    let mut total = 0;
-    while let Some((bytes, n)) = src.next_rows(want)? {
-        ds.append_bytes(&bytes, n)?;
-        total += n;
-        pb.inc(n);
-        want = batch;
-    }
+    // The source's own failure, kept whole (the library sees only that the batches stopped).
+    let mut failed: Option<String> = None;
+    let batches = std::iter::from_fn(|| match src.next_rows(batch) {
+        Ok(Some((bytes, n))) => {
+            pb.inc(n);
+            Some(Ok(bytes))
+        }
+        Ok(None) => None,
+        Err(e) => {
+            failed = Some(e.clone());
+            Some(Err(blz::Error::InvalidArgument(e)))
+        }
+    });
+    let result = ds.append_batches(batches);
     pb.finish_and_clear();
-    Ok(total)
+    match (result, failed) {
+        (Ok(n), _) => Ok(n),
+        (Err(_), Some(e)) => Err(Failure::new(e)),
+        (Err(e), None) => Err(e.into()),
+    }
 }
 
 /// `1 file`, `3 files`.
