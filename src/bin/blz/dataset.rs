@@ -598,6 +598,30 @@ fn batch_rows(chunk_rows: u64, row_bytes: u64) -> u64 {
     chunk_rows.max(1) * (batch_bytes() / per).max(1)
 }
 
+/// Hands `batches`, read from a user's input, to a library append that commits them once;
+/// a failure of the input itself (a bad cell, a short file) is reported whole, as the input
+/// said it.
+pub(crate) fn commit_batches<B, T>(
+    batches: impl Iterator<Item = Result<B, Failure>>,
+    append: impl FnOnce(&mut dyn Iterator<Item = blz::Result<B>>) -> blz::Result<T>,
+) -> Result<T, Failure> {
+    let mut failed: Option<Failure> = None;
+    let mut it = batches.map(|b| {
+        b.map_err(|f| {
+            let e = blz::Error::InvalidArgument(f.message.clone());
+            failed = Some(f);
+            e
+        })
+    });
+    let result = append(&mut it);
+    drop(it);
+    match (result, failed) {
+        (Ok(t), _) => Ok(t),
+        (Err(_), Some(f)) => Err(f),
+        (Err(e), None) => Err(e.into()),
+    }
+}
+
 /// Appends every row of `src` to `ds` in one transaction (read and encoded in batches, with
 /// a progress bar): a failure or a kill leaves the dataset as it was.
 fn append_all(ds: &mut Dataset, src: &mut dyn Rows, what: &str) -> Result<u64, Failure> {
@@ -605,26 +629,17 @@ fn append_all(ds: &mut Dataset, src: &mut dyn Rows, what: &str) -> Result<u64, F
     let row_bytes = ds.shape()[1..].iter().product::<u64>() * ds.dtype().itemsize() as u64;
     let batch = batch_rows(cs0, row_bytes);
     let pb = progress(src.rows(), what, "rows");
-    // The source's own failure, kept whole (the library sees only that the batches stopped).
-    let mut failed: Option<String> = None;
     let batches = std::iter::from_fn(|| match src.next_rows(batch) {
         Ok(Some((bytes, n))) => {
             pb.inc(n);
             Some(Ok(bytes))
         }
         Ok(None) => None,
-        Err(e) => {
-            failed = Some(e.clone());
-            Some(Err(blz::Error::InvalidArgument(e)))
-        }
+        Err(e) => Some(Err(Failure::new(e))),
     });
-    let result = ds.append_batches(batches);
+    let result = commit_batches(batches, |b| ds.append_batches(b));
     pb.finish_and_clear();
-    match (result, failed) {
-        (Ok(n), _) => Ok(n),
-        (Err(_), Some(e)) => Err(Failure::new(e)),
-        (Err(e), None) => Err(e.into()),
-    }
+    result
 }
 
 /// `1 file`, `3 files`.

@@ -24,8 +24,6 @@ use std::path::{Path, PathBuf};
 
 /// Rows converted and appended at a time, so a huge CSV never sits in memory.
 const BATCH_ROWS: usize = 65536;
-/// Bytes of records read from a `.npy` file at a time.
-const NPY_BATCH_BYTES: usize = 32 << 20;
 /// `get` prints every row up to this many; beyond, the first and last few.
 const SUMMARY_THRESHOLD: u64 = 1000;
 /// Rows shown at each end of a summary.
@@ -168,48 +166,78 @@ impl Buf {
     }
 }
 
-/// Reads every record of `csv` (whose column `i` goes to table column `targets[i]`) and
-/// hands batches of up to [`BATCH_ROWS`] rows to `f` (`None` with `check_only`: values are
-/// only parsed). Returns the number of rows.
-fn stream(
-    csv: &mut CsvFile,
-    targets: &[(String, LeafKind)],
-    check_only: bool,
-    mut f: impl FnMut(Vec<(&str, Values)>) -> Result<(), Failure>,
-) -> Result<u64, Failure> {
+/// Rows per batch of CSV input: 65536, fewer when `BLZ_BATCH_BYTES` makes batches small.
+fn batch_rows() -> usize {
+    (crate::dataset::batch_bytes() / 1024).clamp(1, BATCH_ROWS as u64) as usize
+}
+
+/// The records of `csv` (whose column `i` goes to table column `targets[i]`), parsed and
+/// checked, in batches of up to [`batch_rows`] rows: one value list per column.
+fn csv_batches<'a>(
+    csv: &'a mut CsvFile,
+    targets: &'a [(String, LeafKind)],
+) -> impl Iterator<Item = Result<Vec<(String, Values)>, Failure>> + 'a {
     let mut bufs: Vec<Buf> = targets.iter().map(|(_, k)| Buf::new(*k)).collect();
-    let mut rows = 0u64;
-    let mut pending = 0usize;
-    loop {
-        let path = csv.path.clone();
-        let Some(rec) = csv.next()? else { break };
-        let line = rec.position().map_or(0, csv::Position::line);
-        for (i, cell) in rec.iter().enumerate() {
-            bufs[i].push(cell).map_err(|e| {
-                Failure::new(format!(
-                    "{}: line {line}, column {}: {e}",
-                    path.display(),
-                    targets[i].0
-                ))
-            })?;
+    let per = batch_rows();
+    let mut done = false;
+    std::iter::from_fn(move || {
+        if done {
+            return None;
         }
-        rows += 1;
-        pending += 1;
-        if pending == BATCH_ROWS {
-            let cols = bufs.iter_mut().map(Buf::take);
-            if !check_only {
-                f(targets.iter().map(|(n, _)| n.as_str()).zip(cols).collect())?;
-            } else {
-                cols.for_each(drop);
+        let mut pending = 0usize;
+        let read = (|| -> Result<(), Failure> {
+            while pending < per {
+                let path = csv.path.clone();
+                let Some(rec) = csv.next()? else {
+                    done = true;
+                    break;
+                };
+                let line = rec.position().map_or(0, csv::Position::line);
+                for (i, cell) in rec.iter().enumerate() {
+                    bufs[i].push(cell).map_err(|e| {
+                        Failure::new(format!(
+                            "{}: line {line}, column {}: {e}",
+                            path.display(),
+                            targets[i].0
+                        ))
+                    })?;
+                }
+                pending += 1;
             }
-            pending = 0;
+            Ok(())
+        })();
+        match read {
+            Err(e) => {
+                done = true;
+                Some(Err(e))
+            }
+            Ok(()) if pending == 0 => None,
+            Ok(()) => Some(Ok(targets
+                .iter()
+                .map(|(n, _)| n.clone())
+                .zip(bufs.iter_mut().map(Buf::take))
+                .collect())),
         }
-    }
-    if pending > 0 && !check_only {
-        let cols = bufs.iter_mut().map(Buf::take);
-        f(targets.iter().map(|(n, _)| n.as_str()).zip(cols).collect())?;
-    }
-    Ok(rows)
+    })
+}
+
+/// Appends `batches` to `t` in one transaction, counting rows on a progress bar of `total`;
+/// returns the rows appended.
+fn append_all(
+    t: &mut Table,
+    batches: impl Iterator<Item = Result<Vec<(String, Values)>, Failure>>,
+    total: u64,
+    what: &str,
+) -> Result<u64, Failure> {
+    let pb = progress(total, what, "rows");
+    let counted = batches.inspect(|b| {
+        if let Ok(cols) = b {
+            pb.inc(cols.first().map_or(0, |(_, v)| v.len() as u64));
+        }
+    });
+    let result = crate::dataset::commit_batches(counted, |b| t.append_batches(b));
+    pb.finish_and_clear();
+    result
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -494,17 +522,9 @@ pub fn create(a: &CreateArgs) -> Result<(), Failure> {
     let fields = build_fields(&targets).map_err(at)?;
     let opts = table_options(&a.layout, rows)?;
     let mut t = Table::create(&a.path, fields, &opts)?;
-    // Second pass: append in batches.
-    let pb = progress(rows, "create", "rows");
-    let res = CsvFile::open(csv_path, a.delimiter).and_then(|mut csv| {
-        stream(&mut csv, &targets, false, |cols| {
-            let n = cols.first().map_or(0, |(_, v)| v.len());
-            t.append(&cols)?;
-            pb.inc(n as u64);
-            Ok(())
-        })
-    });
-    pb.finish_and_clear();
+    // Second pass: every row, in one transaction.
+    let res = CsvFile::open(csv_path, a.delimiter)
+        .and_then(|mut csv| append_all(&mut t, csv_batches(&mut csv, &targets), rows, "create"));
     finish_create(&a.path, t, res.map(drop), &targets)
 }
 
@@ -556,24 +576,23 @@ fn report_append(path: &Path, rows: u64, before: u64, t: &Table) -> Result<(), F
     Ok(())
 }
 
-/// Appends every record of `rec` to `t`, one column per field, in batches.
+/// Appends every record of `rec` to `t` in one transaction, one column per field.
 fn append_records(t: &mut Table, rec: &mut RecordReader, what: &str) -> Result<(), Failure> {
-    let batch = (NPY_BATCH_BYTES / rec.itemsize.max(1)).max(1) as u64;
-    let pb = progress(rec.rows, what, "rows");
+    let batch = (crate::dataset::batch_bytes() / rec.itemsize.max(1) as u64).max(1);
     let paths: Vec<String> = rec.fields.iter().map(|f| f.path.clone()).collect();
     let dtypes: Vec<DType> = rec.fields.iter().map(|f| f.dtype).collect();
-    while let Some((cols, n)) = rec.next_rows(batch)? {
-        let cols: Vec<(&str, Values)> = paths
+    let total = rec.rows;
+    let batches = std::iter::from_fn(|| match rec.next_rows(batch) {
+        Ok(Some((cols, _))) => Some(Ok(paths
             .iter()
             .zip(&dtypes)
             .zip(cols)
-            .map(|((p, &dtype), data)| (p.as_str(), Values::Fixed { dtype, data }))
-            .collect();
-        t.append(&cols)?;
-        pb.inc(n);
-    }
-    pb.finish_and_clear();
-    Ok(())
+            .map(|((p, &dtype), data)| (p.clone(), Values::Fixed { dtype, data }))
+            .collect())),
+        Ok(None) => None,
+        Err(e) => Some(Err(Failure::new(e))),
+    });
+    append_all(t, batches, total, what).map(drop)
 }
 
 /// `blz create --npy` of records: a table with a column per field (nested records become
@@ -1230,18 +1249,8 @@ pub fn append(a: &AppendArgs) -> Result<(), Failure> {
             missing.join(", ")
         )));
     }
-    let rows = stream(&mut csv, &targets, true, |_| Ok(()))?;
     let before = t.nrows();
-    let mut csv = CsvFile::open(csv_path, a.delimiter)?;
-    let pb = progress(rows, "append", "rows");
-    let res = stream(&mut csv, &targets, false, |cols| {
-        let n = cols.first().map_or(0, |(_, v)| v.len());
-        t.append(&cols)?;
-        pb.inc(n as u64);
-        Ok(())
-    });
-    pb.finish_and_clear();
-    res?;
+    let rows = append_all(&mut t, csv_batches(&mut csv, &targets), 0, "append")?;
     report_append(&a.path, rows, before, &t)
 }
 
