@@ -131,9 +131,19 @@ impl ChunkStore {
             let mut tmp_name = path.file_name().unwrap_or_default().to_os_string();
             tmp_name.push(".tmp");
             let tmp = path.with_file_name(tmp_name);
-            let out = self.storage.open(&tmp, OpenMode::Create)?;
-            let after = crate::blpk::compact(&r, out, self.slack)?;
-            self.storage.rename(&tmp, &path)?;
+            let copied = self
+                .storage
+                .open(&tmp, OpenMode::Create)
+                .and_then(|out| crate::blpk::compact(&r, out, self.slack))
+                .and_then(|after| self.storage.rename(&tmp, &path).map(|()| after));
+            let after = match copied {
+                Ok(after) => after,
+                Err(e) => {
+                    // A full disk should not stay full because of the copy: remove it.
+                    let _ = self.storage.remove_file(&tmp);
+                    return Err(e);
+                }
+            };
             saved += before.saturating_sub(after);
         }
         if nfiles > 0 {
