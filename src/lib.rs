@@ -15,6 +15,7 @@ pub mod layer;
 pub mod locate;
 pub mod meta;
 pub mod scan;
+mod staging;
 pub mod storage;
 pub mod table;
 pub mod txn;

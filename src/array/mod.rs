@@ -25,6 +25,7 @@ use crate::blpk::Checksum;
 use crate::dtype::{value_to_bytes, DType, Element, Endianness};
 use crate::error::{Error, Result};
 use crate::meta::{self, ArrayStorage, Compression, MetaPaths, Sizes, FORMAT_NAME, FORMAT_VERSION};
+use crate::staging::Staging;
 use crate::storage::{self, Storage};
 use crate::txn::{self, Txn};
 use ndarray::{ArrayD, ArrayViewD, IxDyn, SliceInfoElem};
@@ -215,11 +216,16 @@ pub(crate) fn settle(
 /// writer lock in read-write mode, brings the dataset to its committed state ([`settle`]),
 /// reads `meta/storage` and checks its kind again, and returns it for the caller to
 /// interpret, with the storage to read the dataset through ([`settle`]).
+///
+/// `building`: the dataset is being created in a staging directory whose lock the caller
+/// holds ([`crate::staging`]); it opens read-write without taking the lock. Otherwise a
+/// staging directory is refused.
 pub(crate) fn open_root(
     storage: &Arc<dyn Storage>,
     root: &Path,
     mode: Mode,
     kind: Option<&str>,
+    building: bool,
 ) -> Result<(Option<WriterLock>, serde_json::Value, Arc<dyn Storage>)> {
     let mp = MetaPaths::new(root);
     if !storage.is_dir(&mp.dir) {
@@ -228,10 +234,13 @@ pub(crate) fn open_root(
             "not a blz dataset (no meta directory)",
         ));
     }
+    if !building {
+        crate::staging::refuse_building(storage.as_ref(), root)?;
+    }
     meta::refuse_other_kind(storage.as_ref(), &mp, kind)?;
     let lock = match mode {
-        Mode::ReadWrite => Some(WriterLock::acquire(root)?),
-        Mode::ReadOnly => None,
+        Mode::ReadWrite if !building => Some(WriterLock::acquire(root)?),
+        _ => None,
     };
     let storage = settle(storage, root, mode)?.unwrap_or_else(|| Arc::clone(storage));
     let raw = meta::read_json(storage.as_ref(), &mp.storage())?;
@@ -436,10 +445,51 @@ impl Dataset {
         shape: &[u64],
         opts: &CreateOptions,
     ) -> Result<Dataset> {
+        Self::create_from(
+            storage,
+            root,
+            dtype,
+            shape,
+            opts,
+            std::iter::empty::<Result<&[u8]>>(),
+        )
+    }
+
+    /// Creates a dataset at `root` holding `shape` (its first extent usually 0) and then
+    /// every batch (as [`append_batches`](Self::append_batches) takes them), as one step:
+    /// the dataset is built in a staging directory beside `root` and renamed into place
+    /// when complete, so until then nothing at `root` changes, and a failure or a kill
+    /// leaves no dataset behind (see [`CreateOptions::overwrite`] for replacing one). Returns
+    /// the dataset, open for writing.
+    ///
+    /// # Errors
+    /// As [`Dataset::create_in`] and [`Dataset::append_batches`]; [`Error::Locked`] while
+    /// another process creates a dataset at `root`.
+    pub fn create_from<I, B>(
+        storage: Arc<dyn Storage>,
+        root: &Path,
+        dtype: DType,
+        shape: &[u64],
+        opts: &CreateOptions,
+        batches: I,
+    ) -> Result<Dataset>
+    where
+        I: IntoIterator<Item = Result<B>>,
+        B: AsRef<[u8]>,
+    {
         let meta = build_storage_meta(dtype, shape, opts)?;
-        prepare_root(storage.as_ref(), root, opts.overwrite)?;
-        let mp = MetaPaths::new(root);
-        storage.create_dir_all(&root.join("data"))?;
+        let is_array =
+            |p: &Path| meta::dataset_kind(storage.as_ref(), p).as_deref() == Some("array");
+        let staging = Staging::begin(
+            &storage,
+            root,
+            opts.overwrite,
+            &is_array,
+            "an array dataset",
+        )?;
+        let dir = staging.dir().to_path_buf();
+        let mp = MetaPaths::new(&dir);
+        storage.create_dir_all(&dir.join("data"))?;
         meta::write_json(storage.as_ref(), &mp.storage(), &meta)?;
         meta::write_json(
             storage.as_ref(),
@@ -458,12 +508,16 @@ impl Dataset {
             columns: None,
         };
         meta::write_json(storage.as_ref(), &mp.sizes(), &sizes)?;
-        storage.sync_dir(root)?;
-        let mut ds = Self::open_in(storage, root, Mode::ReadWrite)?;
-        if shape[0] > 0 {
-            ds.resize(shape[0])?;
+        storage.sync_dir(&dir)?;
+        {
+            let mut ds = Self::open_with(storage.clone(), &dir, Mode::ReadWrite, true)?;
+            if shape[0] > 0 {
+                ds.resize(shape[0])?;
+            }
+            ds.append_batches(batches)?;
         }
-        Ok(ds)
+        staging.publish()?;
+        Self::open_in(storage, root, Mode::ReadWrite)
     }
 
     /// Opens a dataset read-only.
@@ -489,8 +543,18 @@ impl Dataset {
     /// [`Error::Locked`] when another writer holds the lock (read-write mode);
     /// [`Error::InvalidMetadata`] naming a missing or malformed meta file; I/O errors.
     pub fn open_in(storage: Arc<dyn Storage>, root: &Path, mode: Mode) -> Result<Dataset> {
+        Self::open_with(storage, root, mode, false)
+    }
+
+    /// As [`open_in`](Self::open_in); `building`: see [`open_root`].
+    fn open_with(
+        storage: Arc<dyn Storage>,
+        root: &Path,
+        mode: Mode,
+        building: bool,
+    ) -> Result<Dataset> {
         let mp = MetaPaths::new(root);
-        let (lock, raw, storage) = open_root(&storage, root, mode, None)?;
+        let (lock, raw, storage) = open_root(&storage, root, mode, None, building)?;
         let meta: ArrayStorage = serde_json::from_value(raw)
             .map_err(|e| Error::metadata(mp.storage(), e.to_string()))?;
         validate_storage_meta(&meta, &mp.storage())?;
@@ -1160,31 +1224,6 @@ pub(crate) fn build_storage_meta(
     validate_storage_meta(&meta, Path::new("meta/storage"))
         .map_err(|e| Error::InvalidArgument(e.to_string()))?;
     Ok(meta)
-}
-
-/// Makes `root` ready for a new dataset: refuses an existing path unless `overwrite`, and
-/// then only replaces something that is a blz dataset.
-pub(crate) fn prepare_root(storage: &dyn Storage, root: &Path, overwrite: bool) -> Result<()> {
-    if storage.exists(root) {
-        let is_dataset = storage.is_dir(&root.join("meta"));
-        let empty_dir = storage.is_dir(root) && storage.list(root)?.is_empty();
-        if empty_dir {
-        } else if overwrite && is_dataset {
-            storage.remove_dir_all(root)?;
-        } else {
-            return Err(Error::InvalidArgument(format!(
-                "{} already exists{}",
-                root.display(),
-                if is_dataset {
-                    " (use overwrite to replace it)"
-                } else {
-                    " and is not a blz dataset"
-                }
-            )));
-        }
-    }
-    storage.create_dir_all(&root.join("meta"))?;
-    Ok(())
 }
 
 #[cfg(test)]

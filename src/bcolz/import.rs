@@ -6,6 +6,7 @@ use crate::array::{CreateOptions, Dataset};
 use crate::blpk::Checksum;
 use crate::error::{Error, Result};
 use crate::meta::Compression;
+use crate::storage;
 use crate::table::{check_name, ColumnOptions, Field, Table, TableOptions, Values};
 use std::path::{Path, PathBuf};
 
@@ -74,12 +75,6 @@ fn batch_rows(batch_bytes: u64, row_bytes: u64, chunk: u64) -> u64 {
     rows.div_ceil(chunk.max(1)).saturating_mul(chunk.max(1))
 }
 
-/// Removes a destination the import created, after a failure, so no half-filled dataset is
-/// left behind; the import's error is what the caller sees.
-fn discard(dst: &Path) {
-    let _ = std::fs::remove_dir_all(dst);
-}
-
 /// Imports the bcolz carray at `src` into a new blz dataset at `dst`, with the same shape,
 /// dtype and byte order, bcolz's chunk length as the chunkshape along axis 0 (other axes
 /// whole), its compression settings and default value as the fill value, and `__attrs__` as
@@ -138,24 +133,21 @@ pub fn import_carray_with(
     };
     let mut shape0 = m.shape.clone();
     shape0[0] = 0;
-    let mut ds = Dataset::create_with(dst, m.dtype, &shape0, &create)?;
     let total = m.len();
     let step = batch_rows(opts.batch_bytes, m.row_bytes(), chunklen);
-    let mut buf = Vec::new();
     progress(0, total);
-    while reader.position() < total {
-        buf.clear();
-        let copied = reader
-            .read_rows(step, &mut buf)
-            .and_then(|n| ds.append_bytes(&buf, n));
-        if let Err(e) = copied {
-            drop(ds);
-            discard(dst);
-            return Err(e);
+    let batches = std::iter::from_fn(|| {
+        if reader.position() >= total {
+            return None;
         }
-        progress(reader.position(), total);
-    }
-    Ok(ds)
+        let mut buf = Vec::new();
+        Some(reader.read_rows(step, &mut buf).map(|_| {
+            progress(reader.position(), total);
+            buf
+        }))
+    });
+    // One step: built beside `dst` and renamed into place when complete.
+    Dataset::create_from(storage::local(), dst, m.dtype, &shape0, &create, batches)
 }
 
 /// Imports the bcolz ctable at `src` into a new blz table at `dst`: one column per bcolz
@@ -230,7 +222,6 @@ pub fn import_ctable_with(
         overwrite: opts.overwrite,
         ..Default::default()
     };
-    let mut table = Table::create(dst, fields, &topts)?;
     let row_bytes: u64 = reader.columns().iter().map(|c| c.meta().row_bytes()).sum();
     let widest = reader
         .columns()
@@ -242,39 +233,36 @@ pub fn import_ctable_with(
     let names: Vec<String> = reader.names().to_vec();
     let mut done = 0;
     progress(0, total);
-    while done < total {
-        let batch = (|| -> Result<u64> {
-            let mut values = Vec::with_capacity(names.len());
+    let batches = std::iter::from_fn(|| {
+        if done >= total {
+            return None;
+        }
+        let batch = (|| -> Result<Vec<(String, Values)>> {
+            let mut cols = Vec::with_capacity(names.len());
             let mut n = 0;
-            for col in reader.columns_mut() {
+            for (name, col) in names.iter().zip(reader.columns_mut()) {
                 let mut data = Vec::new();
                 n = col.read_rows(step, &mut data)?;
-                values.push(Values::Fixed {
-                    dtype: col.meta().dtype,
-                    data,
-                });
+                cols.push((
+                    name.clone(),
+                    Values::Fixed {
+                        dtype: col.meta().dtype,
+                        data,
+                    },
+                ));
             }
-            let cols: Vec<(&str, Values)> = names.iter().map(String::as_str).zip(values).collect();
-            table.append(&cols)?;
-            Ok(n)
-        })();
-        match batch {
-            Ok(n) if n > 0 => done += n,
-            Ok(_) => {
-                drop(table);
-                discard(dst);
+            if n == 0 {
                 return Err(Error::metadata(
                     src.join("__rootdirs__"),
                     format!("the columns end after {done} of {total} rows"),
                 ));
             }
-            Err(e) => {
-                drop(table);
-                discard(dst);
-                return Err(e);
-            }
-        }
-        progress(done, total);
-    }
-    Ok(table)
+            done += n;
+            progress(done, total);
+            Ok(cols)
+        })();
+        Some(batch)
+    });
+    // One step: built beside `dst` and renamed into place when complete.
+    Table::create_from(storage::local(), dst, fields, &topts, batches)
 }

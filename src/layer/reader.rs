@@ -158,6 +158,7 @@ impl Layer {
     /// dataset's, or inconsistent; I/O errors.
     pub fn open_in(storage: Arc<dyn Storage>, root: &Path) -> Result<Layer> {
         let mp = MetaPaths::new(root);
+        crate::staging::refuse_building(storage.as_ref(), root)?;
         let meta: LayerStorage = meta::read_json(storage.as_ref(), &mp.storage())?;
         if meta.kind != LAYER_KIND {
             return Err(Error::metadata(

@@ -3,7 +3,8 @@
 //! Memory is bounded by one data chunk per column (plus one weight chunk and one row-group
 //! chunk), one pending index chunk per index level, and the hashes of one filter block:
 //! independent of the number of rows. Every chunk is written once, in order. The dataset is
-//! built under `<path>.tmp-build` and renamed to `<path>` only when complete.
+//! built under `<path>.tmp-build` and renamed to `<path>` only when complete (see
+//! [`crate::staging`]: a second build of the same path is refused while one runs).
 
 use super::filter;
 use super::sink::ChunkSink;
@@ -12,6 +13,7 @@ use super::{data_dir, ColumnCounts, LayerSchema, LayerSizes, LayerStorage};
 use crate::blosc::{self, CompressParams, Filter};
 use crate::error::{Error, Result};
 use crate::meta::{self, MetaPaths};
+use crate::staging::Staging;
 use crate::storage::{self, Storage};
 use crate::table::varlen::encode_items;
 use crate::table::LeafKind;
@@ -21,10 +23,10 @@ use std::sync::Arc;
 /// Builds a layer dataset from rows pushed in sorted order.
 pub struct LayerWriter {
     storage: Arc<dyn Storage>,
-    path: PathBuf,
+    /// The staging directory (holding its lock until published or dropped).
+    staging: Option<Staging>,
     tmp: PathBuf,
     meta: LayerStorage,
-    overwrite: bool,
     cols: Vec<ColWriter>,
     weight: Option<FixedWriter>,
     prev: Option<Vec<Value>>,
@@ -275,15 +277,6 @@ impl ColWriter {
     }
 }
 
-fn tmp_path(path: &Path, suffix: &str) -> Result<PathBuf> {
-    let name = path
-        .file_name()
-        .ok_or_else(|| Error::InvalidArgument(format!("{} has no file name", path.display())))?;
-    let mut n = name.to_os_string();
-    n.push(suffix);
-    Ok(path.with_file_name(n))
-}
-
 impl LayerWriter {
     /// Starts building a layer dataset at `path` (on the local filesystem).
     ///
@@ -306,26 +299,22 @@ impl LayerWriter {
         schema: LayerSchema,
     ) -> Result<LayerWriter> {
         let meta = schema.to_storage()?;
-        if storage.exists(path) && !(schema.overwrite && super::is_layer(path)) {
-            return Err(Error::InvalidArgument(format!(
-                "{} already exists{}",
-                path.display(),
-                if super::is_layer(path) {
-                    " (use overwrite to replace it)"
-                } else {
-                    ""
-                }
-            )));
-        }
-        let tmp = tmp_path(path, ".tmp-build")?;
-        storage.remove_dir_all(&tmp)?;
-        storage.create_dir_all(&tmp.join("meta"))?;
+        let is_layer = |p: &Path| {
+            meta::dataset_kind(storage.as_ref(), p).as_deref() == Some(super::LAYER_KIND)
+        };
+        let staging = Staging::begin(
+            &storage,
+            path,
+            schema.overwrite,
+            &is_layer,
+            "a layer dataset",
+        )?;
+        let tmp = staging.dir().to_path_buf();
         let mut w = LayerWriter {
             storage: storage.clone(),
-            path: path.to_path_buf(),
+            staging: Some(staging),
             tmp: tmp.clone(),
             meta: meta.clone(),
-            overwrite: schema.overwrite,
             cols: Vec::new(),
             weight: None,
             prev: None,
@@ -566,31 +555,10 @@ impl LayerWriter {
         meta::write_json(self.storage.as_ref(), &mp.storage(), &self.meta)?;
         meta::write_json(self.storage.as_ref(), &mp.sizes(), &sizes)?;
         self.storage.sync_dir(&self.tmp)?;
-        let parent = self
-            .path
-            .parent()
-            .map(Path::to_path_buf)
-            .unwrap_or_default();
-        if self.storage.exists(&self.path) {
-            if !self.overwrite {
-                return Err(Error::InvalidArgument(format!(
-                    "{} appeared during the build",
-                    self.path.display()
-                )));
-            }
-            let old = tmp_path(&self.path, ".tmp-old")?;
-            self.storage.remove_dir_all(&old)?;
-            self.storage.rename(&self.path, &old)?;
-            self.storage.rename(&self.tmp, &self.path)?;
-            self.storage.remove_dir_all(&old)?;
-        } else {
-            self.storage.rename(&self.tmp, &self.path)?;
-        }
-        self.storage.sync_dir(if parent.as_os_str().is_empty() {
-            Path::new(".")
-        } else {
-            &parent
-        })?;
+        self.staging
+            .take()
+            .ok_or_else(|| Error::InvalidArgument("the layer build was already published".into()))?
+            .publish()?;
         Ok(sizes)
     }
 
@@ -602,7 +570,8 @@ impl LayerWriter {
             for c in &mut self.cols {
                 c.levels.clear();
             }
-            let _ = self.storage.remove_dir_all(&self.tmp);
+            // Removes the staging directory, then lets its lock go.
+            self.staging = None;
         }
     }
 }

@@ -129,6 +129,14 @@ impl Storage for FaultyStorage {
             Err(crashed(from))
         }
     }
+
+    fn exchange(&self, a: &Path, b: &Path) -> Result<()> {
+        if self.state.step(a)? {
+            self.inner.exchange(a, b)
+        } else {
+            Err(crashed(a))
+        }
+    }
     fn remove_file(&self, path: &Path) -> Result<()> {
         if self.state.step(path)? {
             self.inner.remove_file(path)

@@ -343,6 +343,10 @@ impl Storage for JournalView {
         Err(read_only(from))
     }
 
+    fn exchange(&self, a: &Path, _b: &Path) -> Result<()> {
+        Err(read_only(a))
+    }
+
     fn remove_file(&self, path: &Path) -> Result<()> {
         Err(read_only(path))
     }

@@ -110,6 +110,38 @@ impl Storage for LocalStorage {
         std::fs::rename(from, to).map_err(|e| Error::io("rename", from, e))
     }
 
+    #[cfg(target_os = "linux")]
+    fn exchange(&self, a: &Path, b: &Path) -> Result<()> {
+        use std::os::unix::ffi::OsStrExt;
+        let c = |p: &Path| {
+            std::ffi::CString::new(p.as_os_str().as_bytes())
+                .map_err(|_| Error::InvalidArgument(format!("{} holds a NUL byte", p.display())))
+        };
+        let (ca, cb) = (c(a)?, c(b)?);
+        // SAFETY: both are NUL-terminated paths that outlive the call; AT_FDCWD resolves
+        // them as relative to the working directory, as std's rename does.
+        let rc = unsafe {
+            libc::renameat2(
+                libc::AT_FDCWD,
+                ca.as_ptr(),
+                libc::AT_FDCWD,
+                cb.as_ptr(),
+                libc::RENAME_EXCHANGE,
+            )
+        };
+        if rc == 0 {
+            return Ok(());
+        }
+        let e = std::io::Error::last_os_error();
+        match e.raw_os_error() {
+            Some(libc::EINVAL | libc::ENOSYS | libc::EOPNOTSUPP) => Err(Error::Unsupported {
+                path: a.to_path_buf(),
+                reason: format!("the filesystem cannot swap two paths atomically ({e})"),
+            }),
+            _ => Err(Error::io("exchange", a, e)),
+        }
+    }
+
     fn remove_file(&self, path: &Path) -> Result<()> {
         not_found_ok(std::fs::remove_file(path)).map_err(|e| Error::io("remove", path, e))
     }

@@ -87,6 +87,19 @@ pub trait Storage: Send + Sync + std::fmt::Debug {
     /// # Errors
     /// An I/O error naming both paths.
     fn rename(&self, from: &Path, to: &Path) -> Result<()>;
+    /// Swaps two directories (or files) in one atomic step: afterwards `a` holds what `b`
+    /// held and the other way round, and no moment shows neither.
+    ///
+    /// # Errors
+    /// [`Error::Unsupported`] where the backend (or the filesystem under it) cannot swap
+    /// atomically (the default); I/O errors naming the paths.
+    fn exchange(&self, a: &Path, b: &Path) -> Result<()> {
+        let _ = b;
+        Err(Error::Unsupported {
+            path: a.to_path_buf(),
+            reason: "this storage cannot swap two paths atomically".into(),
+        })
+    }
     /// Removes a file; removing a missing file is not an error.
     ///
     /// # Errors

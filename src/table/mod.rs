@@ -28,8 +28,8 @@ pub use schema::{
 
 use crate::array::select::AxisSel;
 use crate::array::{
-    build_storage_meta, open_root, prepare_root, read_attrs, settle, ArrayCore, ChunkStore,
-    ChunkWrites, CreateOptions, Mode, Source, WriterLock,
+    build_storage_meta, open_root, read_attrs, settle, ArrayCore, ChunkStore, ChunkWrites,
+    CreateOptions, Mode, Source, WriterLock,
 };
 use crate::blpk::Checksum;
 use crate::dtype::{bytes_to_value, value_to_bytes, DType, Element, Endianness};
@@ -37,6 +37,7 @@ use crate::error::{Error, Result};
 use crate::meta::{
     self, ColumnSizes, Compression, FilterName, MetaPaths, Sizes, FORMAT_NAME, FORMAT_VERSION,
 };
+use crate::staging::Staging;
 use crate::storage::{self, Storage};
 use crate::txn::Txn;
 use ndarray::Array1;
@@ -629,6 +630,27 @@ impl Table {
         fields: Vec<Field>,
         opts: &TableOptions,
     ) -> Result<Table> {
+        Self::create_from(storage, root, fields, opts, std::iter::empty())
+    }
+
+    /// Creates a table at `root` and appends every batch (as
+    /// [`append_batches`](Self::append_batches) takes them), as one step: the table is built
+    /// in a staging directory beside `root` and renamed into place when complete, so a
+    /// failure or a kill leaves no table behind. Returns the table, open for writing.
+    ///
+    /// # Errors
+    /// As [`Table::create_in`] and [`Table::append_batches`]; [`Error::Locked`] while another
+    /// process creates a dataset at `root`.
+    pub fn create_from<I>(
+        storage: Arc<dyn Storage>,
+        root: &Path,
+        fields: Vec<Field>,
+        opts: &TableOptions,
+        batches: I,
+    ) -> Result<Table>
+    where
+        I: IntoIterator<Item = Result<Vec<(String, Values)>>>,
+    {
         schema::check_fields(&fields)?;
         let expected = opts.expectedlen.unwrap_or(0);
         let meta = TableStorage {
@@ -638,17 +660,19 @@ impl Table {
             dtype: to_specs(&fields, &opts.defaults, expected)?,
             expectedlen: expected,
         };
-        schema::leaves(&meta.dtype)?;
-        prepare_root(storage.as_ref(), root, opts.overwrite)?;
-        let mp = MetaPaths::new(root);
-        storage.create_dir_all(&root.join("data"))?;
+        let leaves = schema::leaves(&meta.dtype)?;
+        let is_table =
+            |p: &Path| meta::dataset_kind(storage.as_ref(), p).as_deref() == Some("table");
+        let staging = Staging::begin(&storage, root, opts.overwrite, &is_table, "a table")?;
+        let dir = staging.dir().to_path_buf();
+        let mp = MetaPaths::new(&dir);
+        storage.create_dir_all(&dir.join("data"))?;
         meta::write_json(storage.as_ref(), &mp.storage(), &meta)?;
         meta::write_json(
             storage.as_ref(),
             &mp.attributes(),
             &serde_json::Value::Object(opts.attributes.clone()),
         )?;
-        let leaves = schema::leaves(&meta.dtype)?;
         let sizes = Sizes {
             shape: vec![0],
             nbytes: 0,
@@ -670,7 +694,9 @@ impl Table {
             ),
         };
         meta::write_json(storage.as_ref(), &mp.sizes(), &sizes)?;
-        storage.sync_dir(root)?;
+        storage.sync_dir(&dir)?;
+        Self::open_with(storage.clone(), &dir, Mode::ReadWrite, true)?.append_batches(batches)?;
+        staging.publish()?;
         Self::open_in(storage, root, Mode::ReadWrite)
     }
 
@@ -696,8 +722,19 @@ impl Table {
     /// [`Error::Locked`], [`Error::InvalidMetadata`] for missing or malformed meta files or a
     /// dataset that is not a table, I/O errors.
     pub fn open_in(storage: Arc<dyn Storage>, root: &Path, mode: Mode) -> Result<Table> {
+        Self::open_with(storage, root, mode, false)
+    }
+
+    /// As [`open_in`](Self::open_in); `building`: the table is being created in a staging
+    /// directory whose lock the caller holds.
+    fn open_with(
+        storage: Arc<dyn Storage>,
+        root: &Path,
+        mode: Mode,
+        building: bool,
+    ) -> Result<Table> {
         let mp = MetaPaths::new(root);
-        let (lock, raw, storage) = open_root(&storage, root, mode, Some("table"))?;
+        let (lock, raw, storage) = open_root(&storage, root, mode, Some("table"), building)?;
         let meta: TableStorage = serde_json::from_value(raw)
             .map_err(|e| Error::metadata(mp.storage(), e.to_string()))?;
         if meta.format != FORMAT_NAME || meta.version != FORMAT_VERSION {

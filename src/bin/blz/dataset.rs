@@ -592,10 +592,10 @@ pub(crate) fn batch_bytes() -> u64 {
         .unwrap_or(BATCH_BYTES)
 }
 
-/// Rows per batch: whole chunk-rows, about [`batch_bytes`].
-fn batch_rows(chunk_rows: u64, row_bytes: u64) -> u64 {
-    let per = chunk_rows.max(1).saturating_mul(row_bytes.max(1));
-    chunk_rows.max(1) * (batch_bytes() / per).max(1)
+/// Rows of `row_bytes` per batch: about [`batch_bytes`] (the library carries what does not
+/// fill a chunk to the next batch).
+fn batch_rows(row_bytes: u64) -> u64 {
+    (batch_bytes() / row_bytes.max(1)).max(1)
 }
 
 /// Hands `batches`, read from a user's input, to a library append that commits them once;
@@ -622,12 +622,17 @@ pub(crate) fn commit_batches<B, T>(
     }
 }
 
-/// Appends every row of `src` to `ds` in one transaction (read and encoded in batches, with
-/// a progress bar): a failure or a kill leaves the dataset as it was.
-fn append_all(ds: &mut Dataset, src: &mut dyn Rows, what: &str) -> Result<u64, Failure> {
-    let cs0 = ds.chunkshape()[0];
-    let row_bytes = ds.shape()[1..].iter().product::<u64>() * ds.dtype().itemsize() as u64;
-    let batch = batch_rows(cs0, row_bytes);
+/// Feeds every row of `src` (read in batches, with a progress bar) to `append`, a library
+/// call that commits them in one transaction; `shape` is the dataset's (its first extent
+/// aside), which sizes the batches.
+fn append_all<T>(
+    src: &mut dyn Rows,
+    shape: &[u64],
+    what: &str,
+    append: impl FnOnce(&mut dyn Iterator<Item = blz::Result<Vec<u8>>>) -> blz::Result<T>,
+) -> Result<T, Failure> {
+    let row_bytes = shape[1..].iter().product::<u64>() * src.dtype().itemsize() as u64;
+    let batch = batch_rows(row_bytes);
     let pb = progress(src.rows(), what, "rows");
     let batches = std::iter::from_fn(|| match src.next_rows(batch) {
         Ok(Some((bytes, n))) => {
@@ -637,7 +642,7 @@ fn append_all(ds: &mut Dataset, src: &mut dyn Rows, what: &str) -> Result<u64, F
         Ok(None) => None,
         Err(e) => Some(Err(Failure::new(e))),
     });
-    let result = commit_batches(batches, |b| ds.append_batches(b));
+    let result = commit_batches(batches, append);
     pb.finish_and_clear();
     result
 }
@@ -843,13 +848,11 @@ pub fn create(a: &CreateArgs) -> Result<(), Failure> {
     let mut shape = vec![0u64];
     shape.extend(src.row_shape());
     let opts = create_options(&a.layout, dtype, shape.len(), src.rows())?;
-    let mut ds = Dataset::create_with(&a.path, dtype, &shape, &opts)?;
-    if let Err(e) = append_all(&mut ds, src.as_mut(), "create") {
-        // Leave nothing half-made behind.
-        drop(ds);
-        let _ = std::fs::remove_dir_all(&a.path);
-        return Err(e);
-    }
+    // One step: built beside the path and renamed into place, so a failure or a kill leaves
+    // no dataset behind.
+    let ds = append_all(src.as_mut(), &shape, "create", |b| {
+        Dataset::create_from(blz::storage::local(), &a.path, dtype, &shape, &opts, b)
+    })?;
     let s = ds.sizes();
     let ratio = if s.cbytes > 0 {
         format!("{:.2}x", s.nbytes as f64 / s.cbytes as f64)
@@ -1348,7 +1351,7 @@ pub fn append(a: &AppendArgs) -> Result<(), Failure> {
         )));
     }
     let before = ds.shape().to_vec();
-    let n = append_all(&mut ds, src.as_mut(), "append")?;
+    let n = append_all(src.as_mut(), &before, "append", |b| ds.append_batches(b))?;
     say!(
         "appended {n} rows to {}: {} -> {}",
         a.path.display(),

@@ -221,21 +221,21 @@ fn csv_batches<'a>(
     })
 }
 
-/// Appends `batches` to `t` in one transaction, counting rows on a progress bar of `total`;
-/// returns the rows appended.
-fn append_all(
-    t: &mut Table,
+/// Feeds `batches` to `append`, a library call that commits them in one transaction,
+/// counting rows on a progress bar of `total`.
+fn append_all<T>(
     batches: impl Iterator<Item = Result<Vec<(String, Values)>, Failure>>,
     total: u64,
     what: &str,
-) -> Result<u64, Failure> {
+    append: impl FnOnce(&mut dyn Iterator<Item = blz::Result<Vec<(String, Values)>>>) -> blz::Result<T>,
+) -> Result<T, Failure> {
     let pb = progress(total, what, "rows");
     let counted = batches.inspect(|b| {
         if let Ok(cols) = b {
             pb.inc(cols.first().map_or(0, |(_, v)| v.len() as u64));
         }
     });
-    let result = crate::dataset::commit_batches(counted, |b| t.append_batches(b));
+    let result = crate::dataset::commit_batches(counted, append);
     pb.finish_and_clear();
     result
 }
@@ -521,27 +521,17 @@ pub fn create(a: &CreateArgs) -> Result<(), Failure> {
         .collect();
     let fields = build_fields(&targets).map_err(at)?;
     let opts = table_options(&a.layout, rows)?;
-    let mut t = Table::create(&a.path, fields, &opts)?;
-    // Second pass: every row, in one transaction.
-    let res = CsvFile::open(csv_path, a.delimiter)
-        .and_then(|mut csv| append_all(&mut t, csv_batches(&mut csv, &targets), rows, "create"));
-    finish_create(&a.path, t, res.map(drop), &targets)
+    // Second pass: the table and every row, in one step.
+    let mut csv = CsvFile::open(csv_path, a.delimiter)?;
+    let t = append_all(csv_batches(&mut csv, &targets), rows, "create", |b| {
+        Table::create_from(blz::storage::local(), &a.path, fields, &opts, b)
+    })?;
+    report_create(&a.path, &t, &targets)
 }
 
-/// Ends `blz create` of a table filled by `res`: removes the new table if filling it failed
-/// (nothing half-made is left behind), otherwise reports its columns and sizes.
-fn finish_create(
-    path: &Path,
-    t: Table,
-    res: Result<(), Failure>,
-    targets: &[(String, LeafKind)],
-) -> Result<(), Failure> {
-    if let Err(e) = res {
-        drop(t);
-        let _ = std::fs::remove_dir_all(path);
-        return Err(e);
-    }
-    let (nb, cb) = totals(&t);
+/// Reports a table `blz create` made: its columns and sizes.
+fn report_create(path: &Path, t: &Table, targets: &[(String, LeafKind)]) -> Result<(), Failure> {
+    let (nb, cb) = totals(t);
     say!(
         "created {}: table of {} and {}, {} -> {} ({})",
         path.display(),
@@ -576,8 +566,13 @@ fn report_append(path: &Path, rows: u64, before: u64, t: &Table) -> Result<(), F
     Ok(())
 }
 
-/// Appends every record of `rec` to `t` in one transaction, one column per field.
-fn append_records(t: &mut Table, rec: &mut RecordReader, what: &str) -> Result<(), Failure> {
+/// Every record of `rec`, in batches of one value list per field, for `append` to commit
+/// in one transaction.
+fn append_records<T>(
+    rec: &mut RecordReader,
+    what: &str,
+    append: impl FnOnce(&mut dyn Iterator<Item = blz::Result<Vec<(String, Values)>>>) -> blz::Result<T>,
+) -> Result<T, Failure> {
     let batch = (crate::dataset::batch_bytes() / rec.itemsize.max(1) as u64).max(1);
     let paths: Vec<String> = rec.fields.iter().map(|f| f.path.clone()).collect();
     let dtypes: Vec<DType> = rec.fields.iter().map(|f| f.dtype).collect();
@@ -592,7 +587,7 @@ fn append_records(t: &mut Table, rec: &mut RecordReader, what: &str) -> Result<(
         Ok(None) => None,
         Err(e) => Some(Err(Failure::new(e))),
     });
-    append_all(t, batches, total, what).map(drop)
+    append_all(batches, total, what, append)
 }
 
 /// `blz create --npy` of records: a table with a column per field (nested records become
@@ -607,9 +602,10 @@ pub fn create_npy(a: &CreateArgs, mut rec: RecordReader) -> Result<(), Failure> 
     let fields =
         build_fields(&targets).map_err(|m| Failure::new(format!("{}: {m}", rec.path.display())))?;
     let opts = table_options(&a.layout, rec.rows)?;
-    let mut t = Table::create(&a.path, fields, &opts)?;
-    let res = append_records(&mut t, &mut rec, "create");
-    finish_create(&a.path, t, res, &targets)
+    let t = append_records(&mut rec, "create", |b| {
+        Table::create_from(blz::storage::local(), &a.path, fields, &opts, b)
+    })?;
+    report_create(&a.path, &t, &targets)
 }
 
 /// `blz append --npy` on a table: the records' fields must be the table's columns, with
@@ -650,7 +646,7 @@ fn append_npy(a: &AppendArgs, npy_path: &Path) -> Result<(), Failure> {
     }
     let before = t.nrows();
     let rows = rec.rows;
-    append_records(&mut t, &mut rec, "append")?;
+    append_records(&mut rec, "append", |b| t.append_batches(b))?;
     report_append(&a.path, rows, before, &t)
 }
 
@@ -1250,7 +1246,9 @@ pub fn append(a: &AppendArgs) -> Result<(), Failure> {
         )));
     }
     let before = t.nrows();
-    let rows = append_all(&mut t, csv_batches(&mut csv, &targets), 0, "append")?;
+    let rows = append_all(csv_batches(&mut csv, &targets), 0, "append", |b| {
+        t.append_batches(b)
+    })?;
     report_append(&a.path, rows, before, &t)
 }
 

@@ -1,0 +1,199 @@
+//! Creating a dataset as one step: every kind of dataset (array, table, layer, bcolz import)
+//! is built under a staging directory beside its path, `<path>.tmp-build`, and renamed into
+//! place when it is complete. Until then nothing at `<path>` changes, so a create that is
+//! killed leaves no half-made dataset there, and running it again works.
+//!
+//! The builder holds the staging directory's writer lock (`meta/lock`) from before it
+//! touches anything there until the rename (handles that build inside it take no lock of
+//! their own), so two creates of one path cannot mix their
+//! files: the second gets [`Error::Locked`]. A staging directory carries `meta/building`,
+//! which makes every open refuse it. A staging directory whose lock is free is what a killed
+//! create left: the next create of that path removes it.
+//!
+//! Replacing an existing dataset (`overwrite`) takes that dataset's writer lock first, then
+//! swaps the two directories in one atomic exchange where the filesystem offers one
+//! (`renameat2(RENAME_EXCHANGE)` on Linux), so a kill leaves exactly the old or the new
+//! dataset; where it does not, the old one is renamed aside to `<path>.tmp-old` and the new
+//! one renamed in, and a kill between the two renames leaves the old dataset at
+//! `<path>.tmp-old` (the next create of that path removes it). See `spec/dataset.md`.
+
+use crate::array::WriterLock;
+use crate::error::{Error, Result};
+use crate::storage::{OpenMode, Storage};
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+/// The file in a staging directory's `meta/` that makes it refuse to open as a dataset.
+pub(crate) const BUILDING: &str = "building";
+
+/// `<path><suffix>` beside `path`.
+pub(crate) fn sibling(path: &Path, suffix: &str) -> Result<PathBuf> {
+    let name = path
+        .file_name()
+        .ok_or_else(|| Error::InvalidArgument(format!("{} has no file name", path.display())))?;
+    let mut n = name.to_os_string();
+    n.push(suffix);
+    Ok(path.with_file_name(n))
+}
+
+/// Refuses a directory that is a dataset still being built (or whose build was killed).
+pub(crate) fn refuse_building(storage: &dyn Storage, root: &Path) -> Result<()> {
+    let marker = root.join("meta").join(BUILDING);
+    if storage.exists(&marker) {
+        return Err(Error::metadata(
+            marker,
+            "a dataset still being created (or whose creation was interrupted): it does not \
+             open; create it again to replace it",
+        ));
+    }
+    Ok(())
+}
+
+/// A dataset being built under `<path>.tmp-build`.
+#[derive(Debug)]
+pub(crate) struct Staging {
+    storage: Arc<dyn Storage>,
+    path: PathBuf,
+    tmp: PathBuf,
+    overwrite: bool,
+    /// Held from [`begin`](Self::begin) until the staging directory is published or removed.
+    _lock: WriterLock,
+    published: bool,
+}
+
+impl Staging {
+    /// Starts building a dataset of `kind` (what `is_kind` recognises, named with its
+    /// article: "a table") at `path`: refuses an
+    /// existing path unless `overwrite` and it is a dataset of that kind, takes the staging
+    /// directory's lock, and clears what a killed build left there.
+    pub(crate) fn begin(
+        storage: &Arc<dyn Storage>,
+        path: &Path,
+        overwrite: bool,
+        is_kind: &dyn Fn(&Path) -> bool,
+        kind: &str,
+    ) -> Result<Staging> {
+        if storage.exists(path) {
+            let empty_dir = storage.is_dir(path) && storage.list(path)?.is_empty();
+            let replaceable = overwrite && is_kind(path);
+            if !(empty_dir || replaceable) {
+                let what = if is_kind(path) {
+                    " (use overwrite to replace it)".to_string()
+                } else if storage.is_dir(&path.join("meta")) {
+                    format!(" and is not {kind}")
+                } else {
+                    " and is not a blz dataset".to_string()
+                };
+                return Err(Error::InvalidArgument(format!(
+                    "{} already exists{what}",
+                    path.display()
+                )));
+            }
+        }
+        let tmp = sibling(path, ".tmp-build")?;
+        let meta = tmp.join("meta");
+        storage.create_dir_all(&meta)?;
+        let lock = WriterLock::acquire(&tmp).map_err(|e| match e {
+            Error::Locked { .. } => Error::Locked {
+                path: tmp.join("meta").join("lock"),
+            },
+            e => e,
+        })?;
+        // What a killed build left: everything but the lock we hold.
+        for name in storage.list(&tmp)? {
+            if name != "meta" {
+                remove_any(storage.as_ref(), &tmp.join(name))?;
+            }
+        }
+        for name in storage.list(&meta)? {
+            if name != "lock" {
+                remove_any(storage.as_ref(), &meta.join(name))?;
+            }
+        }
+        let old = sibling(path, ".tmp-old")?;
+        if storage.exists(&old) && storage.exists(path) {
+            storage.remove_dir_all(&old)?;
+        }
+        let marker = storage.open(&meta.join(BUILDING), OpenMode::Create)?;
+        marker.sync()?;
+        storage.sync_dir(&meta)?;
+        Ok(Staging {
+            storage: Arc::clone(storage),
+            path: path.to_path_buf(),
+            tmp,
+            overwrite,
+            _lock: lock,
+            published: false,
+        })
+    }
+
+    /// The directory to build in.
+    pub(crate) fn dir(&self) -> &Path {
+        &self.tmp
+    }
+
+    /// Puts the built dataset in place: `<path>` holds it afterwards. (Handles on the staging
+    /// directory should be dropped first: its paths change.)
+    pub(crate) fn publish(mut self) -> Result<()> {
+        let s = self.storage.as_ref();
+        s.remove_file(&self.tmp.join("meta").join(BUILDING))?;
+        s.sync_dir(&self.tmp.join("meta"))?;
+        let parent = self
+            .path
+            .parent()
+            .map_or_else(|| PathBuf::from("."), Path::to_path_buf);
+        if s.exists(&self.path) && !(s.is_dir(&self.path) && s.list(&self.path)?.is_empty()) {
+            if !self.overwrite {
+                return Err(Error::InvalidArgument(format!(
+                    "{} appeared while it was being created",
+                    self.path.display()
+                )));
+            }
+            // No writer may be at work on the dataset being replaced.
+            let _old_lock = WriterLock::acquire(&self.path)?;
+            match s.exchange(&self.tmp, &self.path) {
+                Ok(()) => {
+                    s.sync_dir(&parent)?;
+                    self.published = true;
+                    s.remove_dir_all(&self.tmp)?;
+                }
+                Err(Error::Unsupported { .. }) => {
+                    let old = sibling(&self.path, ".tmp-old")?;
+                    s.remove_dir_all(&old)?;
+                    s.rename(&self.path, &old)?;
+                    s.rename(&self.tmp, &self.path)?;
+                    s.sync_dir(&parent)?;
+                    self.published = true;
+                    s.remove_dir_all(&old)?;
+                }
+                Err(e) => return Err(e),
+            }
+        } else {
+            if s.is_dir(&self.path) {
+                // An empty directory the user made for it.
+                s.remove_dir_all(&self.path)?;
+            }
+            s.rename(&self.tmp, &self.path)?;
+            s.sync_dir(&parent)?;
+            self.published = true;
+        }
+        Ok(())
+    }
+}
+
+impl Drop for Staging {
+    /// A build that failed (or was abandoned) leaves nothing behind.
+    fn drop(&mut self) {
+        if !self.published {
+            let _ = self.storage.remove_dir_all(&self.tmp);
+        }
+    }
+}
+
+fn remove_any(storage: &dyn Storage, path: &Path) -> Result<()> {
+    if storage.is_dir(path) {
+        storage.remove_dir_all(path)
+    } else {
+        storage.remove_file(path)
+    }
+}
