@@ -151,6 +151,23 @@ fn check_relative(path: &Path) -> Result<()> {
     Ok(())
 }
 
+/// Refuses to write under `root` through a symbolic link: none of the directories from
+/// `root` down to `rel` (nor `rel` itself) may be one, so nothing a transaction writes lands
+/// outside the dataset.
+fn refuse_links(storage: &dyn Storage, root: &Path, rel: &Path) -> Result<()> {
+    for part in rel.ancestors().filter(|a| !a.as_os_str().is_empty()) {
+        let p = root.join(part);
+        if storage.is_symlink(&p) {
+            return Err(Error::Unsupported {
+                path: p,
+                reason: "a symbolic link inside the dataset: blz writes nothing through links"
+                    .into(),
+            });
+        }
+    }
+    Ok(())
+}
+
 impl<'a> Txn<'a> {
     /// Starts a transaction on the dataset at `root`.
     pub fn new(storage: &'a dyn Storage, root: &Path) -> Txn<'a> {
@@ -175,6 +192,7 @@ impl<'a> Txn<'a> {
     /// I/O errors opening it.
     pub fn open_existing(&mut self, rel: &Path, boundary: u64) -> Result<()> {
         check_relative(rel)?;
+        refuse_links(self.storage, &self.root, rel)?;
         if !self.files.contains_key(rel) {
             let file = Arc::from(
                 self.storage
@@ -200,6 +218,7 @@ impl<'a> Txn<'a> {
     /// I/O errors creating it.
     pub fn create(&mut self, rel: &Path) -> Result<()> {
         check_relative(rel)?;
+        refuse_links(self.storage, &self.root, rel)?;
         let path = self.root.join(rel);
         if let Some(dir) = path.parent() {
             if !self.storage.exists(dir) {
@@ -387,6 +406,13 @@ impl<'a> Txn<'a> {
         if self.entries.is_empty() {
             return Ok(());
         }
+        // The journal and the meta files are written in `meta/`: not through a link.
+        for e in &self.entries {
+            if let Entry::Meta { path, .. } = e {
+                refuse_links(self.storage, &self.root, path)?;
+            }
+        }
+        refuse_links(self.storage, &self.root, Path::new("meta"))?;
         if only_one_meta {
             if let Some(Entry::Meta { path, data }) = self.entries.first() {
                 check_relative(path)?;

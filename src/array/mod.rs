@@ -139,11 +139,25 @@ pub(crate) struct WriterLock {
 
 impl WriterLock {
     pub(crate) fn acquire(root: &Path) -> Result<WriterLock> {
+        use std::os::unix::fs::OpenOptionsExt;
         let path = root.join("meta").join("lock");
+        // A writer works inside the dataset: `meta/` and `data/` may not be links out of it
+        // (files below them are opened without following links, see `LocalStorage::open`).
+        for dir in ["meta", "data"] {
+            let d = root.join(dir);
+            if std::fs::symlink_metadata(&d).is_ok_and(|m| m.file_type().is_symlink()) {
+                return Err(Error::Unsupported {
+                    path: d,
+                    reason: "a symbolic link inside the dataset: blz writes nothing through links"
+                        .into(),
+                });
+            }
+        }
         let file = std::fs::OpenOptions::new()
             .create(true)
             .truncate(false)
             .write(true)
+            .custom_flags(libc::O_NOFOLLOW)
             .open(&path)
             .map_err(|e| Error::io("open", &path, e))?;
         // flock(2), what `File::try_lock` does on Unix (that method needs Rust 1.89; blz

@@ -161,6 +161,10 @@ impl Storage for FaultyStorage {
     fn exists(&self, path: &Path) -> bool {
         self.inner.exists(path)
     }
+    fn is_symlink(&self, path: &Path) -> bool {
+        self.inner.is_symlink(path)
+    }
+
     fn is_dir(&self, path: &Path) -> bool {
         self.inner.is_dir(path)
     }

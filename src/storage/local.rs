@@ -82,18 +82,56 @@ fn not_found_ok(r: std::io::Result<()>) -> std::io::Result<()> {
 }
 
 impl Storage for LocalStorage {
+    /// Files opened to write are never opened through a symbolic link (`O_NOFOLLOW`): a link
+    /// planted where blz creates a file (a temporary file, a new superchunk file) is removed
+    /// and a new file created in its place, exclusively; a link where blz writes to an
+    /// existing file is an error naming it. Reads follow links.
     fn open(&self, path: &Path, mode: OpenMode) -> Result<Box<dyn StorageFile>> {
+        use std::os::unix::fs::OpenOptionsExt;
         let mut opts = OpenOptions::new();
         match mode {
             OpenMode::Read => opts.read(true),
-            OpenMode::ReadWrite => opts.read(true).write(true),
-            OpenMode::Create => opts.read(true).write(true).create(true).truncate(true),
+            OpenMode::ReadWrite => opts.read(true).write(true).custom_flags(libc::O_NOFOLLOW),
+            OpenMode::Create => opts
+                .read(true)
+                .write(true)
+                .create(true)
+                .truncate(true)
+                .custom_flags(libc::O_NOFOLLOW),
         };
-        let file = opts.open(path).map_err(|e| Error::io("open", path, e))?;
+        let is_link = |e: &std::io::Error| e.raw_os_error() == Some(libc::ELOOP);
+        let file = match opts.open(path) {
+            Ok(f) => f,
+            Err(e) if is_link(&e) && mode == OpenMode::Create => {
+                std::fs::remove_file(path).map_err(|e| Error::io("remove", path, e))?;
+                OpenOptions::new()
+                    .read(true)
+                    .write(true)
+                    .create_new(true)
+                    .custom_flags(libc::O_NOFOLLOW)
+                    .open(path)
+                    .map_err(|e| Error::io("create", path, e))?
+            }
+            Err(e) if is_link(&e) => {
+                return Err(Error::io(
+                    "open",
+                    path,
+                    std::io::Error::new(
+                        std::io::ErrorKind::PermissionDenied,
+                        "a symbolic link: blz does not write through links",
+                    ),
+                ))
+            }
+            Err(e) => return Err(Error::io("open", path, e)),
+        };
         Ok(Box::new(LocalFile {
             file,
             path: path.to_path_buf(),
         }))
+    }
+
+    fn is_symlink(&self, path: &Path) -> bool {
+        std::fs::symlink_metadata(path).is_ok_and(|m| m.file_type().is_symlink())
     }
 
     fn list(&self, dir: &Path) -> Result<Vec<String>> {

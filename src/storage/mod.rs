@@ -117,6 +117,12 @@ pub trait Storage: Send + Sync + std::fmt::Debug {
     fn create_dir_all(&self, path: &Path) -> Result<()>;
     /// True when a file or directory exists at `path`.
     fn exists(&self, path: &Path) -> bool;
+    /// True when `path` itself is a symbolic link (writers refuse to follow one inside a
+    /// dataset). Backends without links answer false (the default).
+    fn is_symlink(&self, path: &Path) -> bool {
+        let _ = path;
+        false
+    }
     /// True when `path` is a directory.
     fn is_dir(&self, path: &Path) -> bool;
     /// Makes the directory's entries (creations, renames, removals) durable.
@@ -166,6 +172,9 @@ pub(crate) fn atomic_tmp_path(path: &Path) -> Option<std::path::PathBuf> {
 pub fn write_file_atomic(storage: &dyn Storage, path: &Path, data: &[u8]) -> Result<()> {
     let tmp = atomic_tmp_path(path)
         .ok_or_else(|| Error::InvalidArgument(format!("{} has no file name", path.display())))?;
+    // Whatever sits at the temporary name (a leftover, or a link planted to make blz write
+    // elsewhere) goes; the file is then created anew, never opened through a link.
+    storage.remove_file(&tmp)?;
     {
         let file = storage.open(&tmp, OpenMode::Create)?;
         file.write_at(0, data)?;
