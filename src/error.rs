@@ -126,6 +126,15 @@ pub enum Error {
         reason: String,
     },
 
+    /// A writer committed a change while this handle was reading, and the read met what the
+    /// change removed or rewrote. Nothing is wrong with the dataset: open it again and read
+    /// the new state.
+    #[error("{path}: changed by a writer while reading; open it again")]
+    Changed {
+        /// The dataset.
+        path: PathBuf,
+    },
+
     /// An argument that cannot be honoured (bad codec name, zero chunk size, bad column name...).
     #[error("invalid argument: {0}")]
     InvalidArgument(String),
@@ -181,6 +190,17 @@ impl Error {
             path: path.as_ref().to_path_buf(),
             reason: reason.into(),
         }
+    }
+
+    /// True when a read that failed this way may have met a writer's commit rather than
+    /// damage: a missing or short file, a chunk past a file's end, bytes that do not check.
+    pub fn may_be_stale(&self) -> bool {
+        self.is_corruption()
+            || matches!(self, Error::ChunkOutOfRange { .. })
+            || matches!(self, Error::Io { source, .. } if matches!(
+                source.kind(),
+                std::io::ErrorKind::NotFound | std::io::ErrorKind::UnexpectedEof
+            ))
     }
 
     /// True when the error reports corrupt stored bytes (bad header, chunk or digest).

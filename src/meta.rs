@@ -32,6 +32,59 @@ pub struct Sizes {
     /// Per-column byte counts of a table, by column path (absent for plain arrays).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub columns: Option<std::collections::BTreeMap<String, ColumnSizes>>,
+    /// Commits of data so far: every transaction that changes sizes or data adds one, so a
+    /// reader can tell that a writer committed since it opened (0 in datasets written
+    /// before the key existed).
+    #[serde(default)]
+    pub generation: u64,
+}
+
+/// `r`, a read of the dataset at `root` made through a handle that opened commit `seen`;
+/// an error the read met becomes [`Error::Changed`] when a writer has committed since (the
+/// read then met what the commit removed or rewrote, not damage).
+pub(crate) fn unless_changed<T>(
+    storage: &dyn Storage,
+    root: &Path,
+    seen: u64,
+    r: Result<T>,
+) -> Result<T> {
+    match r {
+        Err(e) if e.may_be_stale() && generation_now(storage, root) != Some(seen) => {
+            Err(Error::Changed {
+                path: root.to_path_buf(),
+            })
+        }
+        r => r,
+    }
+}
+
+/// As [`unless_changed`] for the problems a verification found: when a writer committed
+/// since `seen`, they are replaced by one [`Error::Changed`] (verify the new state).
+pub(crate) fn verified_unless_changed(
+    storage: &dyn Storage,
+    root: &Path,
+    seen: u64,
+    errors: Vec<Error>,
+) -> Vec<Error> {
+    if errors.iter().any(Error::may_be_stale) && generation_now(storage, root) != Some(seen) {
+        vec![Error::Changed {
+            path: root.to_path_buf(),
+        }]
+    } else {
+        errors
+    }
+}
+
+/// The commit generation of the dataset at `root` now: its `meta/sizes` generation, or
+/// `None` while a committed journal is still to be applied (a writer is at work) or when
+/// the file cannot be read.
+pub(crate) fn generation_now(storage: &dyn Storage, root: &Path) -> Option<u64> {
+    if crate::txn::pending(storage, root) {
+        return None;
+    }
+    read_json::<Sizes>(storage, &MetaPaths::new(root).sizes())
+        .ok()
+        .map(|s| s.generation)
 }
 
 /// Byte counts of one table column.

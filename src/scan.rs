@@ -297,7 +297,7 @@ where
     T: Element,
     A: Send,
 {
-    scan_core(
+    ds.unless_changed(scan_core(
         ds.core(),
         ds.shape(),
         ds.path(),
@@ -305,7 +305,7 @@ where
         &init,
         &fold,
         &combine,
-    )
+    ))
 }
 
 /// As [`scan`], over one fixed-size column of a table.
@@ -325,7 +325,7 @@ where
     A: Send,
 {
     let core = table.fixed_core(column)?;
-    scan_core(
+    table.unless_changed(scan_core(
         core,
         &[table.nrows()],
         table.path(),
@@ -333,7 +333,7 @@ where
         &init,
         &fold,
         &combine,
-    )
+    ))
 }
 
 /// A built-in reduction.
@@ -711,7 +711,7 @@ fn reduce_core(
 /// # Errors
 /// As [`scan`]; [`Error::InvalidArgument`] for sum, min, max or mean of a non-numeric dtype.
 pub fn reduce(ds: &Dataset, opts: &ScanOptions, op: Reduction) -> Result<Reduced> {
-    reduce_core(ds.core(), ds.shape(), ds.path(), opts, op)
+    ds.unless_changed(reduce_core(ds.core(), ds.shape(), ds.path(), opts, op))
 }
 
 /// As [`reduce`], over one fixed-size column of a table.
@@ -725,7 +725,13 @@ pub fn reduce_column(
     op: Reduction,
 ) -> Result<Reduced> {
     let core = table.fixed_core(column)?;
-    reduce_core(core, &[table.nrows()], &table.path().join(column), opts, op)
+    table.unless_changed(reduce_core(
+        core,
+        &[table.nrows()],
+        &table.path().join(column),
+        opts,
+        op,
+    ))
 }
 
 #[cfg(test)]

@@ -620,7 +620,7 @@ fn verify_finds_corrupt_chunks_and_compact() {
     ]);
     let out = ok(&["verify", &ds]);
     assert!(
-        out.contains("50 chunks in 5 files verified, all intact"),
+        out.contains("50 chunks in 5 files verified (crc32 digests), all intact"),
         "{out}"
     );
     corrupt_chunk(&d.p("v.blz/data/__2__.bin"), 3);

@@ -520,6 +520,7 @@ impl Dataset {
             cbytes: 0,
             nrows: None,
             columns: None,
+            generation: 0,
         };
         meta::write_json(storage.as_ref(), &mp.sizes(), &sizes)?;
         storage.sync_dir(&dir)?;
@@ -684,9 +685,15 @@ impl Dataset {
     pub fn slice<T: Element, S: AsRef<[SliceInfoElem]>>(&self, sel: S) -> Result<ArrayD<T>> {
         check_dtype::<T>(&self.root, self.meta.dtype)?;
         let sel = self.resolve(sel.as_ref())?;
-        build_array(&sel, self.core.itemsize(), |buf| {
+        self.unless_changed(build_array(&sel, self.core.itemsize(), |buf| {
             self.core.read_into(&sel, &self.sizes.shape, buf)
-        })
+        }))
+    }
+
+    /// An error a read met, or [`Error::Changed`] when a writer committed since this handle
+    /// opened (see [`meta::unless_changed`]).
+    pub(crate) fn unless_changed<T>(&self, r: Result<T>) -> Result<T> {
+        meta::unless_changed(self.storage.as_ref(), &self.root, self.sizes.generation, r)
     }
 
     /// Reads a resolved selection as native-endian bytes (C order over the selection's
@@ -697,7 +704,7 @@ impl Dataset {
     pub fn read_bytes(&self, sel: &[AxisSel]) -> Result<Vec<u8>> {
         let total: u64 = sel.iter().map(|s| s.count).product();
         let mut buf = buffer::zeroed::<u8>(total as usize * self.core.itemsize());
-        self.core.read_into(sel, &self.sizes.shape, &mut buf)?;
+        self.unless_changed(self.core.read_into(sel, &self.sizes.shape, &mut buf))?;
         Ok(buf)
     }
 
@@ -769,6 +776,7 @@ impl Dataset {
                 shape: new_shape.clone(),
                 nrows: None,
                 columns: None,
+                generation: self.sizes.generation + 1,
             };
             txn.put_meta(Path::new("meta/sizes"), meta::to_json_bytes(&sizes));
             txn.commit()?;
@@ -1034,10 +1042,21 @@ impl Dataset {
         self.set_attrs(a)
     }
 
-    /// Reads every chunk and checks every digest; returns the problems found (empty when the
-    /// dataset is intact).
+    /// Reads every chunk and checks every digest, and reads `meta/attributes`; returns the
+    /// problems found (empty when the dataset is intact). When a writer committed while it
+    /// read, the one problem returned is [`Error::Changed`]: verify again.
     pub fn verify(&self, mut progress: impl FnMut(u64, u64)) -> Vec<Error> {
-        verify_store(&self.core, self.nchunks(), &mut progress)
+        let mut errors = verify_store(&self.core, self.nchunks(), &mut progress);
+        // Every meta file is part of the dataset too (storage and sizes were read to open it).
+        if let Err(e) = self.attrs() {
+            errors.push(e);
+        }
+        meta::verified_unless_changed(
+            self.storage.as_ref(),
+            &self.root,
+            self.sizes.generation,
+            errors,
+        )
     }
 
     /// Rewrites every superchunk file without dead space (after many relocating modifies).

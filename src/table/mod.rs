@@ -677,6 +677,7 @@ impl Table {
             shape: vec![0],
             nbytes: 0,
             cbytes: 0,
+            generation: 0,
             nrows: Some(0),
             columns: Some(
                 leaves
@@ -873,6 +874,16 @@ impl Table {
     pub fn column_rows(&self, name: &str, start: u64, end: u64) -> Result<Values> {
         self.check_range(start, end)?;
         let c = self.col(name)?;
+        self.unless_changed(self.read_column(c, start, end))
+    }
+
+    /// An error a read met, or [`Error::Changed`] when a writer committed since this handle
+    /// opened (see [`meta::unless_changed`]).
+    pub(crate) fn unless_changed<T>(&self, r: Result<T>) -> Result<T> {
+        meta::unless_changed(self.storage.as_ref(), &self.root, self.sizes.generation, r)
+    }
+
+    fn read_column(&self, c: &Column, start: u64, end: u64) -> Result<Values> {
         let n = self.nrows();
         match &c.engine {
             Engine::Fixed(core) => {
@@ -941,7 +952,7 @@ impl Table {
             });
         }
         let names: Vec<&str> = names.map_or_else(|| self.column_names(), |n| n.to_vec());
-        names
+        let taken = names
             .iter()
             .map(|name| {
                 let c = self.col(name)?;
@@ -972,7 +983,8 @@ impl Table {
                 };
                 Ok((name.to_string(), v))
             })
-            .collect()
+            .collect();
+        self.unless_changed(taken)
     }
 
     fn check_values(&self, c: &Column, v: &Values) -> Result<()> {
@@ -1025,6 +1037,7 @@ impl Table {
                 cbytes: cols.values().map(|c| c.cbytes).sum(),
                 nrows: Some(nrows),
                 columns: Some(cols),
+                generation: self.sizes.generation + 1,
             };
             if let Some(m) = &new_meta {
                 txn.put_meta(Path::new("meta/storage"), meta::to_json_bytes(m));
@@ -1491,7 +1504,15 @@ impl Table {
             }
             done += k;
         }
-        errors
+        if let Err(e) = self.attrs() {
+            errors.push(e);
+        }
+        meta::verified_unless_changed(
+            self.storage.as_ref(),
+            &self.root,
+            self.sizes.generation,
+            errors,
+        )
     }
 }
 

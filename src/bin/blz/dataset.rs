@@ -57,9 +57,21 @@ impl From<String> for Failure {
     }
 }
 
+/// The exit status of a read that met a writer's commit (`EX_TEMPFAIL`): running the
+/// command again reads the new state. Commands that print only at the end are re-run by
+/// `main` before it gets this far.
+pub const EXIT_CHANGED: u8 = 75;
+
 impl From<blz::Error> for Failure {
     fn from(e: blz::Error) -> Failure {
-        Failure::new(describe(&e))
+        Failure {
+            message: describe(&e),
+            code: if matches!(e, blz::Error::Changed { .. }) {
+                EXIT_CHANGED
+            } else {
+                1
+            },
+        }
     }
 }
 
@@ -884,16 +896,27 @@ fn info_json(path: &Path, ds: &Dataset) -> Result<serde_json::Value, Failure> {
     let mut disk = 0u64;
     for f in 0..ds.nfiles() {
         let p = ds.superchunk_path(f);
-        let size = std::fs::metadata(&p)
-            .map_err(|e| Failure::new(format!("{}: {e}", p.display())))?
-            .len();
-        disk += size;
         let name = p
             .strip_prefix(path)
             .unwrap_or(&p)
             .to_string_lossy()
             .into_owned();
-        files.push(serde_json::json!({ "name": name, "size": size }));
+        // A file that cannot be reached (a brick down, a file removed) is described as
+        // such; the rest of the dataset still is.
+        match std::fs::metadata(&p) {
+            Ok(m) => {
+                disk += m.len();
+                files.push(serde_json::json!({ "name": name, "size": m.len() }));
+            }
+            Err(e) => {
+                let missing = e.kind() == std::io::ErrorKind::NotFound;
+                files.push(serde_json::json!({
+                    "name": name,
+                    "size": null,
+                    "problem": if missing { "missing".to_string() } else { e.to_string() },
+                }));
+            }
+        }
     }
     let filters: Vec<&str> = m
         .compression
@@ -1024,12 +1047,11 @@ pub fn dataset_info(path: &Path, json: bool) -> Result<(), Failure> {
         if files.len() > SHOWN && i >= SHOWN - 5 && i < files.len() - 5 {
             continue;
         }
-        writeln!(
-            o,
-            "  {}  {} bytes",
-            f["name"].as_str().unwrap_or(""),
-            f["size"].as_u64().unwrap_or(0)
-        )
+        let name = f["name"].as_str().unwrap_or("");
+        match (f["size"].as_u64(), f["problem"].as_str()) {
+            (Some(size), _) => writeln!(o, "  {name}  {size} bytes"),
+            (None, problem) => writeln!(o, "  {name}  {}", problem.unwrap_or("unreadable")),
+        }
         .map_err(out_err)?;
     }
     let attrs = &j["attributes"];
@@ -1450,55 +1472,97 @@ pub fn verify(path: &Path) -> Result<(), Failure> {
         pb.set_position(done);
     });
     pb.finish_and_clear();
-    report_verify(path, &errors, n, &plural(ds.nfiles(), "file"))
+    let digests = ds.storage_meta().checksum;
+    let digests = (digests != blz::blpk::Checksum::None).then(|| digests.name());
+    report_verify(path, &errors, n, &plural(ds.nfiles(), "file"), digests)
+}
+
+/// What a problem `verify` found is: damage, a file that is not there (a GlusterFS brick
+/// that is down, a file removed by hand), or one that cannot be read.
+fn problem_kind(e: &blz::Error) -> &'static str {
+    match e {
+        blz::Error::Io { source, .. } if source.kind() == std::io::ErrorKind::NotFound => "missing",
+        blz::Error::Io { .. } => "unreadable",
+        blz::Error::InvalidMetadata { .. } => "corrupt meta",
+        _ => "corrupt",
+    }
 }
 
 /// Prints what `verify` found in the `chunks` chunks of the dataset at `path` (held in
-/// `place`: "3 files", "5 columns"), and fails when `errors` is not empty.
+/// `place`: "3 files", "5 columns"), and fails when `errors` is not empty. `digests`: what
+/// the chunks' checksums are ("crc32"), `None` when they have none (then only decoding
+/// was checked, and `verify` says so).
 pub(crate) fn report_verify(
     path: &Path,
     errors: &[blz::Error],
     chunks: u64,
     place: &str,
+    digests: Option<&str>,
 ) -> Result<(), Failure> {
+    // A writer's commit met while reading: the caller verifies the new state.
+    if let Some(e @ blz::Error::Changed { .. }) = errors.first() {
+        return Err(Failure::from(blz::Error::Changed {
+            path: match e {
+                blz::Error::Changed { path } => path.clone(),
+                _ => path.to_path_buf(),
+            },
+        }));
+    }
     // A damaged file header makes every chunk of the file fail the same way: say it once.
-    let mut seen: Vec<(String, u64)> = Vec::new();
+    let mut seen: Vec<(String, &str, u64)> = Vec::new();
     let mut index: std::collections::HashMap<String, usize> = std::collections::HashMap::new();
     for e in errors {
         let m = describe(e);
         match index.get(&m) {
-            Some(&i) => seen[i].1 += 1,
+            Some(&i) => seen[i].2 += 1,
             None => {
                 index.insert(m.clone(), seen.len());
-                seen.push((m, 1));
+                seen.push((m, problem_kind(e), 1));
             }
         }
     }
-    for (m, c) in &seen {
+    for (m, kind, c) in &seen {
         if *c > 1 {
-            say!("corrupt: {m} ({c} chunks)");
+            say!("{kind}: {m} ({c} chunks)");
         } else {
-            say!("corrupt: {m}");
+            say!("{kind}: {m}");
         }
     }
+    let checked = match digests {
+        Some(d) => format!("verified ({d} digests)"),
+        None => {
+            "decoded (no digests are stored: damage that still decodes cannot be seen)".to_string()
+        }
+    };
     if errors.is_empty() {
         say!(
-            "{}: {} in {place} verified, all intact",
+            "{}: {} in {place} {checked}, all intact",
             path.display(),
             plural(chunks, "chunk"),
         );
         Ok(())
     } else {
+        let count = |k: &str| errors.iter().filter(|e| problem_kind(e) == k).count();
+        let parts: Vec<String> = ["corrupt", "corrupt meta", "missing", "unreadable"]
+            .iter()
+            .map(|k| (k, count(k)))
+            .filter(|(_, n)| *n > 0)
+            .map(|(k, n)| format!("{n} {k}"))
+            .collect();
         say!(
-            "{}: {} in {place} verified, {} corrupt",
+            "{}: {} in {place} {checked}, {}",
             path.display(),
             plural(chunks, "chunk"),
-            errors.len()
+            parts.join(", ")
         );
         Err(Failure::new(format!(
-            "{}: {} of {chunks} chunks are corrupt",
+            "{}: {}",
             path.display(),
-            errors.len()
+            if count("corrupt") == errors.len() {
+                format!("{} of {chunks} chunks are corrupt", errors.len())
+            } else {
+                format!("not intact ({})", parts.join(", "))
+            }
         )))
     }
 }

@@ -89,13 +89,8 @@ impl From<dataset::Failure> for Fail {
 
 impl From<blz::Error> for Fail {
     fn from(e: blz::Error) -> Fail {
-        Fail::new(describe(&e))
+        dataset::Failure::from(e).into()
     }
-}
-
-/// The message for a library error.
-fn describe(e: &blz::Error) -> String {
-    e.to_string()
 }
 
 /// Parses a size such as `4096`, `256K`, `1M`, `1.5M` or `2GiB`. Suffixes `B`, `K`, `M`, `G`
@@ -154,16 +149,43 @@ fn info(path: &Path, json: bool) -> Result<(), Fail> {
     file::info(path, json)
 }
 
-fn run(cli: Cli) -> Result<(), Fail> {
-    match cli.command {
-        Command::Pack(a) => file::pack(&a),
-        Command::Unpack(a) => file::unpack(&a),
+fn run(cli: &Cli) -> Result<(), Fail> {
+    match &cli.command {
+        Command::Pack(a) => file::pack(a),
+        Command::Unpack(a) => file::unpack(a),
         Command::Info(a) => info(&a.path, a.json),
-        Command::Dataset(c) => dataset::run(&c).map_err(Fail::from),
-        Command::Locate(a) => dist::locate(&a),
-        Command::Scan(a) => dist::scan(&a),
-        Command::Layer(a) => layer::run(&a),
-        Command::Import(a) => import::run(&a).map_err(Fail::from),
+        Command::Dataset(c) => dataset::run(c).map_err(Fail::from),
+        Command::Locate(a) => dist::locate(a),
+        Command::Scan(a) => dist::scan(a),
+        Command::Layer(a) => layer::run(a),
+        Command::Import(a) => import::run(a).map_err(Fail::from),
+    }
+}
+
+/// How many times a read that met a writer's commit is started again on the new state.
+const RETRIES_AFTER_A_COMMIT: u32 = 5;
+
+/// Runs the command; `info`, `scan` and `verify`, which print only once they have read
+/// everything, start again (a few times) when a writer's commit changed the dataset under
+/// them, so they report on one committed state, never on a mix or on "corruption" that a
+/// commit made.
+fn run_retrying(cli: &Cli) -> Result<(), Fail> {
+    let retryable = matches!(
+        &cli.command,
+        Command::Info(_) | Command::Scan(_) | Command::Dataset(dataset::DatasetCommand::Verify(_))
+    );
+    let mut tries = 0;
+    loop {
+        match run(cli) {
+            Err(f)
+                if retryable
+                    && f.code == dataset::EXIT_CHANGED
+                    && tries < RETRIES_AFTER_A_COMMIT =>
+            {
+                tries += 1;
+            }
+            r => return r,
+        }
     }
 }
 
@@ -191,7 +213,7 @@ fn main() -> ExitCode {
             return ExitCode::from(2);
         }
     };
-    match run(cli) {
+    match run_retrying(&cli) {
         Ok(()) => ExitCode::SUCCESS,
         Err(f) => {
             if !f.message.is_empty() {

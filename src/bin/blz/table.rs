@@ -1291,7 +1291,24 @@ pub fn verify(path: &Path) -> Result<(), Failure> {
     });
     pb.finish_and_clear();
     let ncols = t.column_names().len() as u64;
-    crate::dataset::report_verify(path, &errors, chunks, &plural(ncols, "column"))
+    // The digests the columns use ("crc32", or "crc32, sha256" when they differ).
+    let mut names: Vec<&str> = t
+        .leaves()
+        .iter()
+        .map(|l| l.storage.checksum)
+        .filter(|c| *c != blz::blpk::Checksum::None)
+        .map(|c| c.name())
+        .collect();
+    names.sort_unstable();
+    names.dedup();
+    let digests = names.join(", ");
+    crate::dataset::report_verify(
+        path,
+        &errors,
+        chunks,
+        &plural(ncols, "column"),
+        (!digests.is_empty()).then_some(digests.as_str()),
+    )
 }
 
 /// `blz compact` on a table: every superchunk file of every column.
