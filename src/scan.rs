@@ -85,7 +85,11 @@ struct Unit {
 /// The work of a scan, grouped by location (`None`: the location could not be determined).
 type Plan = Vec<(Option<LocationKey>, Vec<Unit>)>;
 
-fn plan(core: &ArrayCore, shape: &[u64], opts: &ScanOptions) -> Plan {
+/// # Errors
+/// Under a host filter: a file whose location cannot be read (it would be left out of
+/// every host's part), and a host that holds none of the files (a misspelt name would
+/// otherwise drop its part of the result without a word).
+fn plan(core: &ArrayCore, shape: &[u64], opts: &ScanOptions) -> Result<Plan> {
     let n = core.nchunks(shape);
     let sc = core.store.superchunksize();
     let nfiles = core.store.nfiles(n);
@@ -94,12 +98,22 @@ fn plan(core: &ArrayCore, shape: &[u64], opts: &ScanOptions) -> Plan {
     let target = (opts.thread_count() as u64 * 4).max(1);
     let pieces_per_file = target.div_ceil(nfiles.max(1)).max(1);
     let mut groups: BTreeMap<Option<LocationKey>, Vec<Unit>> = BTreeMap::new();
+    let mut seen_hosts: Vec<String> = Vec::new();
     for f in 0..nfiles {
         let key = if locate {
-            locate_file(core.store.file_path(f)).ok().map(|l| l.key())
+            match locate_file(core.store.file_path(f)) {
+                Ok(l) => Some(l.key()),
+                Err(e) if opts.hosts.is_some() => return Err(e),
+                Err(_) => None,
+            }
         } else {
             None
         };
+        if let Some(k) = &key {
+            if !seen_hosts.contains(&k.host) {
+                seen_hosts.push(k.host.clone());
+            }
+        }
         if let Some(hosts) = &opts.hosts {
             if !key.as_ref().is_some_and(|k| hosts.contains(&k.host)) {
                 continue;
@@ -118,7 +132,23 @@ fn plan(core: &ArrayCore, shape: &[u64], opts: &ScanOptions) -> Plan {
             k += per;
         }
     }
-    groups.into_iter().collect()
+    if let Some(hosts) = &opts.hosts {
+        if let Some(h) = hosts.iter().find(|h| !seen_hosts.contains(h)) {
+            return Err(Error::InvalidArgument(format!(
+                "host {h:?} holds none of the files of {} (hosts that do: {})",
+                core.store
+                    .file_path(0)
+                    .parent()
+                    .map_or_else(String::new, |p| p.display().to_string()),
+                if seen_hosts.is_empty() {
+                    "none".to_string()
+                } else {
+                    seen_hosts.join(", ")
+                }
+            )));
+        }
+    }
+    Ok(groups.into_iter().collect())
 }
 
 /// Per-thread buffers: one decoded chunk.
@@ -242,7 +272,7 @@ where
             "a scan needs at least one thread".into(),
         ));
     }
-    let plan = plan(core, shape, opts);
+    let plan = plan(core, shape, opts)?;
     let grid = core.grid(shape);
     let chunk_len = core.chunk_len();
     let isz = core.itemsize();

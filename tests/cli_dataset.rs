@@ -794,3 +794,21 @@ print("numpy ok")
         text(&o.stderr)
     );
 }
+
+/// A host filter that matches no file is an error naming the hosts that hold files (a
+/// misspelt host would otherwise drop its part of a combined result silently); the real
+/// host scans everything.
+#[test]
+fn scan_of_an_unknown_host_is_an_error() {
+    let d = Dir::new();
+    let p = d.s("a.blz");
+    ok(&["create", &p, "--arange", "10000", "--chunkshape", "1000"]);
+    let err = fails(&["scan", &p, "--op", "sum", "--host", "no-such-host"]);
+    let me = blz::locate::hostname();
+    assert!(
+        err.contains("\"no-such-host\" holds none of the files") && err.contains(&me),
+        "{err}"
+    );
+    let out = ok(&["scan", &p, "--op", "sum", "--host", &me]);
+    assert!(out.contains("sum: 49995000"), "{out}");
+}

@@ -161,7 +161,7 @@ pub fn scan(a: &ScanArgs) -> Result<(), Fail> {
     let secs = t0.elapsed().as_secs_f64();
     let bytes = r.count as f64 * r.dtype.itemsize() as f64;
     let gbps = if secs > 0.0 { bytes / secs / 1e9 } else { 0.0 };
-    if a.json {
+    let text = if a.json {
         let out = serde_json::json!({
             "op": op.to_string(),
             "dtype": r.dtype.to_string(),
@@ -171,17 +171,19 @@ pub fn scan(a: &ScanArgs) -> Result<(), Fail> {
             "gb_per_s": gbps,
             "threads": opts.thread_count(),
         });
-        println!("{out}");
+        format!("{out}\n")
     } else {
         let v = r
             .value
             .map_or_else(|| "none".to_string(), |v| v.to_string());
-        println!("{op}: {v}");
-        println!("elements: {} ({})", r.count, r.dtype);
-        println!(
-            "elapsed: {secs:.3} s, {gbps:.3} GB/s uncompressed, {} threads",
+        format!(
+            "{op}: {v}\nelements: {} ({})\nelapsed: {secs:.3} s, {gbps:.3} GB/s uncompressed, {} threads\n",
+            r.count,
+            r.dtype,
             opts.thread_count()
-        );
-    }
-    Ok(())
+        )
+    };
+    // A reader that stops early (`| head`) is not an error.
+    std::io::Write::write_all(&mut std::io::stdout(), text.as_bytes())
+        .map_err(|e| Fail::from(crate::dataset::out_err(e)))
 }
