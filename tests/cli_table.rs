@@ -527,3 +527,28 @@ fn records_npy_that_do_not_fit_are_refused() {
         assert!(!d.p(bad).exists(), "{bad} was left behind");
     }
 }
+
+/// numpy writes format 1.0 and 2.0 headers in latin-1, field names included: a record
+/// field named `été` is the bytes `\xe9t\xe9` there, and becomes column `été`.
+#[test]
+fn records_with_a_latin1_field_name() {
+    let d = Dir::new();
+    let dict = b"{'descr': [('\xe9t\xe9', '<i4')], 'fortran_order': False, 'shape': (3,), }";
+    let pad = (64 - (10 + dict.len() + 1) % 64) % 64;
+    let mut header = dict.to_vec();
+    header.extend(std::iter::repeat_n(b' ', pad));
+    header.push(b'\n');
+    let mut npy = b"\x93NUMPY\x01\x00".to_vec();
+    npy.extend_from_slice(&(header.len() as u16).to_le_bytes());
+    npy.extend_from_slice(&header);
+    for v in [7i32, 8, 9] {
+        npy.extend_from_slice(&v.to_le_bytes());
+    }
+    let f = d.p("latin1.npy");
+    std::fs::write(&f, npy).unwrap();
+    let t = d.s("t.blz");
+    let out = ok(&["create", &t, "--npy", f.to_str().unwrap()]);
+    assert!(out.contains("été"), "{out}");
+    let got = ok(&["get", &t, "--columns", "été"]);
+    assert!(got.contains('7') && got.contains('9'), "{got}");
+}

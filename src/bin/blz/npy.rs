@@ -294,6 +294,15 @@ fn read_header_text(r: &mut impl Read) -> Result<(Vec<u8>, u64), String> {
     let mut text = vec![0u8; len];
     r.read_exact(&mut text)
         .map_err(|_| "truncated .npy header".to_string())?;
+    // Formats 1.0 and 2.0 write the header in latin-1 (numpy encodes it so, field names
+    // included); 3.0 in UTF-8. The parser reads UTF-8.
+    if pre[6] < 3 && !text.is_ascii() {
+        text = text
+            .iter()
+            .map(|&b| char::from(b))
+            .collect::<String>()
+            .into_bytes();
+    }
     Ok((text, at + len as u64))
 }
 
