@@ -80,8 +80,11 @@ pub enum Entry {
 }
 
 struct OpenFile {
-    /// Shared with the background syncer once the file is handed to it.
-    file: Arc<dyn StorageFile>,
+    /// Shared with the background syncer once the file is handed to it; `None` while closed
+    /// to bound the descriptors a transaction holds (its fresh bytes are synced then).
+    file: Option<Arc<dyn StorageFile>>,
+    /// When it was last used (the transaction's clock), to close the least recent first.
+    last_use: u64,
     /// Writes at or past this position touch no committed byte.
     boundary: u64,
     fresh_writes: bool,
@@ -93,11 +96,20 @@ struct OpenFile {
 /// that the sync at commit overlaps with encoding instead of following it.
 const WRITEBACK_STEP: u64 = 8 << 20;
 
+/// Files a transaction keeps open at once (fewer when the process may open few, see
+/// `storage::descriptor_budget`); past this the least recently used is synced and closed
+/// (and reopened if written again), so a table of 20,000 columns does not run out of
+/// descriptors.
+const MAX_OPEN_FILES: usize = 256;
+
 /// A transaction being prepared on the dataset at `root`.
 pub struct Txn<'a> {
     storage: &'a dyn Storage,
     root: PathBuf,
     files: BTreeMap<PathBuf, OpenFile>,
+    /// Entries of `files` that are open.
+    open_count: usize,
+    clock: u64,
     entries: Vec<Entry>,
     created_dirs: Vec<PathBuf>,
     syncer: Option<Syncer>,
@@ -175,6 +187,8 @@ impl<'a> Txn<'a> {
             storage,
             root: root.to_path_buf(),
             files: BTreeMap::new(),
+            open_count: 0,
+            clock: 0,
             entries: Vec::new(),
             created_dirs: Vec::new(),
             syncer: None,
@@ -194,14 +208,18 @@ impl<'a> Txn<'a> {
         check_relative(rel)?;
         refuse_links(self.storage, &self.root, rel)?;
         if !self.files.contains_key(rel) {
+            self.make_room()?;
             let file = Arc::from(
                 self.storage
                     .open(&self.root.join(rel), OpenMode::ReadWrite)?,
             );
+            self.clock += 1;
+            self.open_count += 1;
             self.files.insert(
                 rel.to_path_buf(),
                 OpenFile {
-                    file,
+                    file: Some(file),
+                    last_use: self.clock,
                     boundary,
                     fresh_writes: false,
                     hinted_to: boundary,
@@ -209,6 +227,58 @@ impl<'a> Txn<'a> {
             );
         }
         Ok(())
+    }
+
+    /// Closes the least recently used files (syncing what was written to them) until one
+    /// more can be opened within [`MAX_OPEN_FILES`].
+    fn make_room(&mut self) -> Result<()> {
+        while self.open_count >= crate::storage::descriptor_budget(MAX_OPEN_FILES) {
+            let Some(f) = self
+                .files
+                .values_mut()
+                .filter(|f| f.file.is_some())
+                .min_by_key(|f| f.last_use)
+            else {
+                break;
+            };
+            if let Some(file) = f.file.take() {
+                if f.fresh_writes {
+                    file.sync()?;
+                    f.fresh_writes = false;
+                }
+            }
+            self.open_count -= 1;
+        }
+        Ok(())
+    }
+
+    /// The open handle of `rel`, reopened if it was closed to make room.
+    fn handle(&mut self, rel: &Path) -> Result<&mut OpenFile> {
+        let closed = self
+            .files
+            .get(rel)
+            .ok_or_else(|| Error::InvalidArgument(format!("{} not open", rel.display())))?
+            .file
+            .is_none();
+        if closed {
+            self.make_room()?;
+            let file = Arc::from(
+                self.storage
+                    .open(&self.root.join(rel), OpenMode::ReadWrite)?,
+            );
+            self.open_count += 1;
+            if let Some(f) = self.files.get_mut(rel) {
+                f.file = Some(file);
+            }
+        }
+        self.clock += 1;
+        let now = self.clock;
+        let f = self
+            .files
+            .get_mut(rel)
+            .ok_or_else(|| Error::InvalidArgument(format!("{} not open", rel.display())))?;
+        f.last_use = now;
+        Ok(f)
     }
 
     /// Creates a file no committed state refers to (any leftover of an earlier failed
@@ -235,16 +305,24 @@ impl<'a> Txn<'a> {
                 self.created_dirs.extend(missing);
             }
         }
+        self.make_room()?;
         let file = Arc::from(self.storage.open(&path, OpenMode::Create)?);
-        self.files.insert(
+        self.clock += 1;
+        self.open_count += 1;
+        if let Some(old) = self.files.insert(
             rel.to_path_buf(),
             OpenFile {
-                file,
+                file: Some(file),
+                last_use: self.clock,
                 boundary: 0,
                 fresh_writes: true,
                 hinted_to: 0,
             },
-        );
+        ) {
+            if old.file.is_some() {
+                self.open_count -= 1;
+            }
+        }
         Ok(())
     }
 
@@ -253,10 +331,10 @@ impl<'a> Txn<'a> {
     ///
     /// # Errors
     /// I/O errors; [`Error::InvalidArgument`] when the file is not open in this transaction.
-    pub fn file(&self, rel: &Path) -> Result<&dyn StorageFile> {
-        self.files
-            .get(rel)
-            .map(|f| f.file.as_ref())
+    pub fn file(&mut self, rel: &Path) -> Result<Arc<dyn StorageFile>> {
+        self.handle(rel)?
+            .file
+            .clone()
             .ok_or_else(|| Error::InvalidArgument(format!("{} not open", rel.display())))
     }
 
@@ -299,19 +377,25 @@ impl<'a> Txn<'a> {
     /// Writes the part of `data` at or past the file's boundary straight to the file, and
     /// returns the length of the part before it (which must go through the journal).
     fn write_fresh(&mut self, rel: &Path, offset: u64, data: &[u8]) -> Result<usize> {
-        let f = self
+        let boundary = self
             .files
-            .get_mut(rel)
-            .ok_or_else(|| Error::InvalidArgument(format!("{} not open", rel.display())))?;
-        let split = usize::try_from(f.boundary.saturating_sub(offset))
+            .get(rel)
+            .ok_or_else(|| Error::InvalidArgument(format!("{} not open", rel.display())))?
+            .boundary;
+        let split = usize::try_from(boundary.saturating_sub(offset))
             .unwrap_or(usize::MAX)
             .min(data.len());
         if split < data.len() {
-            f.file.write_at(offset + split as u64, &data[split..])?;
+            let f = self.handle(rel)?;
+            let file = f
+                .file
+                .clone()
+                .ok_or_else(|| Error::InvalidArgument(format!("{} not open", rel.display())))?;
+            file.write_at(offset + split as u64, &data[split..])?;
             f.fresh_writes = true;
             let end = offset + data.len() as u64;
             if end >= f.hinted_to + WRITEBACK_STEP {
-                f.file.start_sync(f.hinted_to, end - f.hinted_to)?;
+                file.start_sync(f.hinted_to, end - f.hinted_to)?;
                 f.hinted_to = end;
             }
         }
@@ -324,11 +408,19 @@ impl<'a> Txn<'a> {
         let Some(f) = self.files.get_mut(rel).filter(|f| f.fresh_writes) else {
             return;
         };
+        let Some(file) = f.file.take() else {
+            return;
+        };
+        // The syncer holds the file until it is synced; the transaction lets it go (and
+        // reopens it should it be written again).
+        self.open_count -= 1;
         f.fresh_writes = false;
         let syncer = self.syncer.get_or_insert_with(Syncer::start);
-        if syncer.tx.send(Arc::clone(&f.file)).is_err() {
+        if syncer.tx.send(Arc::clone(&file)).is_err() {
             // The worker is gone (it cannot panic short of a bug): sync at commit instead.
             f.fresh_writes = true;
+            f.file = Some(file);
+            self.open_count += 1;
         }
     }
 
@@ -342,7 +434,9 @@ impl<'a> Txn<'a> {
 
     /// Removes a file once the transaction commits.
     pub fn remove(&mut self, rel: &Path) {
-        self.files.remove(rel);
+        if self.files.remove(rel).is_some_and(|f| f.file.is_some()) {
+            self.open_count -= 1;
+        }
         self.entries.push(Entry::Remove {
             path: rel.to_path_buf(),
         });
@@ -351,6 +445,7 @@ impl<'a> Txn<'a> {
     /// Removes a directory tree once the transaction commits.
     pub fn remove_dir(&mut self, rel: &Path) {
         self.files.retain(|p, _| !p.starts_with(rel));
+        self.open_count = self.files.values().filter(|f| f.file.is_some()).count();
         self.entries.push(Entry::RemoveDir {
             path: rel.to_path_buf(),
         });
@@ -383,8 +478,8 @@ impl<'a> Txn<'a> {
             syncer.finish()?;
         }
         for f in self.files.values() {
-            if f.fresh_writes {
-                f.file.sync()?;
+            if let (true, Some(file)) = (f.fresh_writes, &f.file) {
+                file.sync()?;
             }
         }
         for d in &self.created_dirs {
@@ -606,37 +701,26 @@ pub fn decode(buf: &[u8], path: &Path) -> Result<Vec<Entry>> {
 /// # Errors
 /// I/O errors.
 pub fn apply(storage: &dyn Storage, root: &Path, entries: &[Entry]) -> Result<()> {
-    let mut touched: BTreeMap<PathBuf, Box<dyn StorageFile>> = BTreeMap::new();
+    // Patches and truncations, file by file (in journal order within each file): each file
+    // is opened, changed, synced and closed before the next, so a journal that touches
+    // thousands of files (a wide table) never holds thousands of descriptors.
+    let mut by_file: BTreeMap<&Path, Vec<&Entry>> = BTreeMap::new();
     for e in entries {
-        match e {
-            Entry::Patch { path, offset, data } => {
-                let f = match touched.entry(path.clone()) {
-                    std::collections::btree_map::Entry::Occupied(o) => o.into_mut(),
-                    std::collections::btree_map::Entry::Vacant(v) => {
-                        v.insert(storage.open(&root.join(path), OpenMode::ReadWrite)?)
-                    }
-                };
-                f.write_at(*offset, data)?;
-            }
-            Entry::SetLen { path, len } => {
-                let f = match touched.entry(path.clone()) {
-                    std::collections::btree_map::Entry::Occupied(o) => o.into_mut(),
-                    std::collections::btree_map::Entry::Vacant(v) => {
-                        v.insert(storage.open(&root.join(path), OpenMode::ReadWrite)?)
-                    }
-                };
-                f.set_len(*len)?;
-            }
-            Entry::Remove { .. }
-            | Entry::RemoveDir { .. }
-            | Entry::Meta { .. }
-            | Entry::Rename { .. } => {}
+        if let Entry::Patch { path, .. } | Entry::SetLen { path, .. } = e {
+            by_file.entry(path.as_path()).or_default().push(e);
         }
     }
-    for f in touched.values() {
+    for (path, ops) in by_file {
+        let f = storage.open(&root.join(path), OpenMode::ReadWrite)?;
+        for e in ops {
+            match e {
+                Entry::Patch { offset, data, .. } => f.write_at(*offset, data)?,
+                Entry::SetLen { len, .. } => f.set_len(*len)?,
+                _ => {}
+            }
+        }
         f.sync()?;
     }
-    drop(touched);
     for e in entries {
         if let Entry::Rename { from, to } = e {
             let (f, t) = (root.join(from), root.join(to));

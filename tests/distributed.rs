@@ -215,7 +215,9 @@ fn plain_dataset(base: &Path, gluster: bool) {
         ..Default::default()
     };
     // A host that holds nothing (a misspelt name) is an error, not an empty part.
-    let err = reduce(&ds, &none, Reduction::Count).unwrap_err().to_string();
+    let err = reduce(&ds, &none, Reduction::Count)
+        .unwrap_err()
+        .to_string();
     assert!(err.contains("holds none of the files"), "{err}");
 
     // The command line on the same dataset.

@@ -9,6 +9,16 @@ use std::collections::{BTreeMap, HashMap};
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 
+/// Superchunk readers (each holding an open file) cached across all stores of the process;
+/// past [`MAX_CACHED_READERS`] a reader serves its read and is closed, so reading a table of
+/// 20,000 columns does not run out of file descriptors.
+static CACHED_READERS: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+const MAX_CACHED_READERS: usize = 512;
+
+fn uncache(n: usize) {
+    CACHED_READERS.fetch_sub(n, std::sync::atomic::Ordering::Relaxed);
+}
+
 /// Where and how the chunks of one array are stored.
 pub(crate) struct ChunkStore {
     storage: Arc<dyn Storage>,
@@ -21,6 +31,12 @@ pub(crate) struct ChunkStore {
     typesize: u8,
     varlen: bool,
     readers: Mutex<HashMap<u64, Arc<SuperchunkReader>>>,
+}
+
+impl Drop for ChunkStore {
+    fn drop(&mut self) {
+        self.invalidate();
+    }
 }
 
 impl std::fmt::Debug for ChunkStore {
@@ -156,18 +172,38 @@ impl ChunkStore {
     /// Drops cached readers (after a commit changed the files).
     pub(crate) fn invalidate(&self) {
         if let Ok(mut r) = self.readers.lock() {
+            uncache(r.len());
             r.clear();
         }
     }
 
+    fn forget_reader(&self, f: u64) {
+        if let Ok(mut m) = self.readers.lock() {
+            if m.remove(&f).is_some() {
+                uncache(1);
+            }
+        }
+    }
+
     pub(crate) fn reader(&self, f: u64) -> Result<Arc<SuperchunkReader>> {
+        use std::sync::atomic::Ordering;
         if let Some(r) = self.readers.lock().ok().and_then(|m| m.get(&f).cloned()) {
             return Ok(r);
         }
         let file = self.storage.open(&self.file_path(f), OpenMode::Read)?;
         let r = Arc::new(SuperchunkReader::open(file)?);
-        if let Ok(mut m) = self.readers.lock() {
-            m.insert(f, r.clone());
+        let budget = crate::storage::descriptor_budget(MAX_CACHED_READERS);
+        if CACHED_READERS.fetch_add(1, Ordering::Relaxed) < budget {
+            match self.readers.lock() {
+                Ok(mut m) => {
+                    if m.insert(f, r.clone()).is_some() {
+                        uncache(1);
+                    }
+                }
+                Err(_) => uncache(1),
+            }
+        } else {
+            uncache(1);
         }
         Ok(r)
     }
@@ -185,9 +221,7 @@ impl ChunkStore {
         match r.read_chunk_into(j, buf) {
             Ok(()) => Ok(()),
             Err(e) if e.is_corruption() || matches!(e, Error::ChunkOutOfRange { .. }) => {
-                if let Ok(mut m) = self.readers.lock() {
-                    m.remove(&f);
-                }
+                self.forget_reader(f);
                 let r2 = self.reader(f)?;
                 r2.read_chunk_into(j, buf)
             }

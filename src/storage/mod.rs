@@ -132,6 +132,26 @@ pub trait Storage: Send + Sync + std::fmt::Debug {
     fn sync_dir(&self, dir: &Path) -> Result<()>;
 }
 
+/// How many files one part of blz (a transaction, the reader cache) may keep open: `max`,
+/// or a quarter of the process's descriptor limit when that is smaller (at least 16).
+pub(crate) fn descriptor_budget(max: usize) -> usize {
+    static LIMIT: std::sync::OnceLock<usize> = std::sync::OnceLock::new();
+    let limit = *LIMIT.get_or_init(|| {
+        let mut r = libc::rlimit {
+            rlim_cur: 0,
+            rlim_max: 0,
+        };
+        // SAFETY: `r` is a valid rlimit for getrlimit to fill.
+        let rc = unsafe { libc::getrlimit(libc::RLIMIT_NOFILE, &mut r) };
+        if rc == 0 {
+            usize::try_from(r.rlim_cur).unwrap_or(usize::MAX)
+        } else {
+            1024
+        }
+    });
+    (limit / 4).clamp(16, max.max(16))
+}
+
 /// The storage used when a caller names none: the local filesystem.
 pub fn local() -> Arc<dyn Storage> {
     Arc::new(LocalStorage)
