@@ -234,6 +234,40 @@ pub struct ArrayStorage {
     /// Number of elements along axis 0 the user expected when creating (a sizing hint).
     #[serde(default)]
     pub expectedlen: u64,
+    /// The dataset's identity (32 hex digits, random at creation), which every superchunk
+    /// file records so that a file from elsewhere is not read as this dataset's; absent in
+    /// datasets created before blz bound files to their dataset.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub id: Option<String>,
+}
+
+/// A new random identity for a dataset or a table column: 32 hex digits.
+pub(crate) fn new_id() -> String {
+    use sha2::Digest;
+    use std::hash::BuildHasher;
+    static COUNTER: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+    let mut h = sha2::Sha256::new();
+    let nanos = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_nanos());
+    h.update(nanos.to_le_bytes());
+    h.update(std::process::id().to_le_bytes());
+    h.update(
+        COUNTER
+            .fetch_add(1, std::sync::atomic::Ordering::Relaxed)
+            .to_le_bytes(),
+    );
+    // std's hasher keys are random per process.
+    h.update(
+        std::collections::hash_map::RandomState::new()
+            .hash_one(nanos)
+            .to_le_bytes(),
+    );
+    h.finalize()
+        .iter()
+        .take(16)
+        .map(|b| format!("{b:02x}"))
+        .collect()
 }
 
 /// Serializes a [`Checksum`] by its bloscpack name (`crc32`, `sha256`, ...) in meta documents.

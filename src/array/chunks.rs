@@ -1,7 +1,9 @@
 //! The chunks of one array (or one table column): which superchunk file holds chunk `k`,
 //! verified reads through cached [`SuperchunkReader`]s, and writes planned into a [`Txn`].
 
-use crate::blpk::{Checksum, SuperchunkReader, SuperchunkWriter, WriterOptions};
+use crate::blpk::{
+    Checksum, MetaCodec, MetadataParams, SuperchunkReader, SuperchunkWriter, WriterOptions,
+};
 use crate::error::{Error, Result};
 use crate::storage::{OpenMode, Storage};
 use crate::txn::Txn;
@@ -30,8 +32,15 @@ pub(crate) struct ChunkStore {
     slack: u32,
     typesize: u8,
     varlen: bool,
+    /// The dataset's identity and this store's key (`data`, or a table column's id), which
+    /// every superchunk file of the store records; `None` for datasets made before files
+    /// were bound to them.
+    identity: Option<(String, String)>,
     readers: Mutex<HashMap<u64, Arc<SuperchunkReader>>>,
 }
+
+/// The key under which a superchunk file's metadata records what it belongs to.
+const IDENTITY_KEY: &str = "blz";
 
 impl Drop for ChunkStore {
     fn drop(&mut self) {
@@ -71,8 +80,49 @@ impl ChunkStore {
             slack,
             typesize,
             varlen: false,
+            identity: None,
             readers: Mutex::new(HashMap::new()),
         }
+    }
+
+    /// Binds the store's files to dataset `dataset` and store `store`: files written record
+    /// it, files read must carry it.
+    pub(crate) fn bind(&mut self, dataset: &str, store: &str) {
+        self.identity = Some((dataset.to_string(), store.to_string()));
+    }
+
+    /// What superchunk file `f` records about where it belongs.
+    fn identity_doc(&self, f: u64) -> Option<serde_json::Value> {
+        self.identity.as_ref().map(|(dataset, store)| {
+            serde_json::json!({ IDENTITY_KEY: { "dataset": dataset, "store": store, "file": f + 1 } })
+        })
+    }
+
+    /// Checks that superchunk file `f` belongs where it is: this dataset, this store, this
+    /// position.
+    fn check_identity(&self, r: &SuperchunkReader, f: u64) -> Result<()> {
+        let Some(want) = self.identity_doc(f) else {
+            return Ok(());
+        };
+        let got = r.metadata().and_then(|m| m.get(IDENTITY_KEY));
+        if got == want.get(IDENTITY_KEY) {
+            return Ok(());
+        }
+        let what = |v: Option<&serde_json::Value>| match v {
+            Some(v) => format!(
+                "dataset {}, store {}, file {}",
+                v["dataset"], v["store"], v["file"]
+            ),
+            None => "nothing (no identity)".to_string(),
+        };
+        Err(Error::header(
+            self.file_path(f),
+            format!(
+                "this file belongs to {}, not here ({})",
+                what(got),
+                what(want.get(IDENTITY_KEY))
+            ),
+        ))
     }
 
     /// Marks the store as holding variable-length items (superchunk option bit 2).
@@ -192,6 +242,7 @@ impl ChunkStore {
         }
         let file = self.storage.open(&self.file_path(f), OpenMode::Read)?;
         let r = Arc::new(SuperchunkReader::open(file)?);
+        self.check_identity(&r, f)?;
         let budget = crate::storage::descriptor_budget(MAX_CACHED_READERS);
         if CACHED_READERS.fetch_add(1, Ordering::Relaxed) < budget {
             match self.readers.lock() {
@@ -257,7 +308,7 @@ impl ChunkStore {
             .map_err(|e| Error::chunk(self.file_path(f), j, e.0))
     }
 
-    fn writer_options(&self) -> WriterOptions {
+    fn writer_options(&self, f: u64) -> WriterOptions {
         WriterOptions {
             checksum: self.checksum,
             typesize: self.typesize,
@@ -266,7 +317,18 @@ impl ChunkStore {
             slack: self.slack,
             scattered: self.slack > 0,
             varlen: self.varlen,
-            metadata: None,
+            // A small document (about 100 bytes), stored plain with its own digest.
+            metadata: self.identity_doc(f).map(|doc| {
+                (
+                    doc,
+                    MetadataParams {
+                        checksum: Checksum::Adler32,
+                        codec: MetaCodec::None,
+                        level: 0,
+                        growth_factor: 1,
+                    },
+                )
+            }),
         }
     }
 }
@@ -336,7 +398,7 @@ impl<'s> ChunkWrites<'s> {
                 (w, before, nbefore)
             } else {
                 txn.create(&rel)?;
-                let (w, writes) = SuperchunkWriter::create(&s.file_path(f), &s.writer_options())?;
+                let (w, writes) = SuperchunkWriter::create(&s.file_path(f), &s.writer_options(f))?;
                 for wr in writes {
                     txn.write(&rel, wr.offset, wr.data)?;
                 }

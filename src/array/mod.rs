@@ -1125,16 +1125,20 @@ pub(crate) fn make_core(
     meta: &ArrayStorage,
 ) -> Result<ArrayCore> {
     let fill = value_to_bytes(&meta.dflt, meta.dtype, Endianness::native())?;
+    let mut store = ChunkStore::new(
+        storage,
+        root,
+        dir,
+        meta.superchunksize,
+        meta.checksum,
+        meta.slack,
+        meta.dtype.typesize() as u8,
+    );
+    if let Some(id) = &meta.id {
+        store.bind(id, "data");
+    }
     Ok(ArrayCore {
-        store: ChunkStore::new(
-            storage,
-            root,
-            dir,
-            meta.superchunksize,
-            meta.checksum,
-            meta.slack,
-            meta.dtype.typesize() as u8,
-        ),
+        store,
         dtype: meta.dtype,
         endian: meta.endianness,
         chunkshape: meta.chunkshape.clone(),
@@ -1253,6 +1257,7 @@ pub(crate) fn build_storage_meta(
         slack: opts.slack,
         dflt: fill,
         expectedlen: expected,
+        id: Some(meta::new_id()),
     };
     validate_storage_meta(&meta, Path::new("meta/storage"))
         .map_err(|e| Error::InvalidArgument(e.to_string()))?;

@@ -466,6 +466,7 @@ fn leaf_storage(
                 checksum: pick(&opts.checksum, &defaults.checksum).unwrap_or(Checksum::Crc32),
                 slack: pick(&opts.slack, &defaults.slack).unwrap_or(0),
                 dflt: m.dflt,
+                id: Some(meta::new_id()),
             });
         }
         LeafKind::VarStr | LeafKind::VarBytes => (
@@ -504,6 +505,7 @@ fn leaf_storage(
         checksum: pick(&opts.checksum, &defaults.checksum).unwrap_or(Checksum::Crc32),
         slack: pick(&opts.slack, &defaults.slack).unwrap_or(0),
         dflt,
+        id: Some(meta::new_id()),
     })
 }
 
@@ -536,7 +538,14 @@ fn to_specs(fields: &[Field], defaults: &ColumnOptions, expected: u64) -> Result
         .collect()
 }
 
-fn build_column(storage: Arc<dyn Storage>, root: &Path, leaf: Leaf) -> Result<Column> {
+/// The column `leaf` of the table at `root`; with `table_id` (the table's identity) and the
+/// column's own, its superchunk files are checked to be this column's.
+fn build_column(
+    storage: Arc<dyn Storage>,
+    root: &Path,
+    leaf: Leaf,
+    table_id: Option<&str>,
+) -> Result<Column> {
     let dir = PathBuf::from("data").join(&leaf.path);
     let st = &leaf.storage;
     if st.chunklen == 0 || st.superchunksize == 0 {
@@ -599,7 +608,14 @@ fn build_column(storage: Arc<dyn Storage>, root: &Path, leaf: Leaf) -> Result<Co
             })
         }
     };
-    Ok(Column { leaf, engine })
+    let mut column = Column { leaf, engine };
+    if let (Some(t), Some(c)) = (table_id, column.leaf.storage.id.clone()) {
+        match &mut column.engine {
+            Engine::Fixed(core) => core.store.bind(t, &c),
+            Engine::Var(v) => v.store.bind(t, &c),
+        }
+    }
+    Ok(column)
 }
 
 fn fill_items(leaf: &Leaf, n: usize) -> Vec<Vec<u8>> {
@@ -659,6 +675,7 @@ impl Table {
             kind: "table".into(),
             dtype: to_specs(&fields, &opts.defaults, expected)?,
             expectedlen: expected,
+            id: Some(meta::new_id()),
         };
         let leaves = schema::leaves(&meta.dtype)?;
         let is_table =
@@ -758,7 +775,7 @@ impl Table {
         }
         let columns = leaves
             .into_iter()
-            .map(|l| build_column(storage.clone(), root, l))
+            .map(|l| build_column(storage.clone(), root, l, meta.id.as_deref()))
             .collect::<Result<Vec<_>>>()?;
         let t = Table {
             root: root.to_path_buf(),
@@ -1078,7 +1095,7 @@ impl Table {
         let leaves = schema::leaves(&m.dtype)?;
         self.columns = leaves
             .into_iter()
-            .map(|l| build_column(self.storage.clone(), &self.root, l))
+            .map(|l| build_column(self.storage.clone(), &self.root, l, m.id.as_deref()))
             .collect::<Result<_>>()?;
         self.meta = m;
         Ok(())
@@ -1361,10 +1378,11 @@ impl Table {
         // Leftovers of an earlier failed attempt would be mistaken for data.
         self.storage
             .remove_dir_all(&root.join("data").join(&field.name))?;
+        let table_id = self.meta.id.clone();
         self.run(nrows, Some(meta), move |_, txn| {
             let cols: Vec<Column> = new_leaves
                 .into_iter()
-                .map(|l| build_column(storage.clone(), &root, l))
+                .map(|l| build_column(storage.clone(), &root, l, table_id.as_deref()))
                 .collect::<Result<_>>()?;
             let empties: Vec<Values> = cols.iter().map(Column::empty_values).collect();
             let pairs: Vec<(&Column, &Values)> = cols.iter().zip(&empties).collect();

@@ -166,6 +166,10 @@ pub struct ColumnStorage {
     pub slack: u32,
     /// Fill value.
     pub dflt: serde_json::Value,
+    /// The column's identity (32 hex digits, random when the column is made; it stays when
+    /// the column is renamed), recorded with the table's in each of its superchunk files.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub id: Option<String>,
 }
 
 /// A field as recorded in `meta/storage`: `{"name", "dtype", "storage"}` where `dtype` is a
@@ -205,6 +209,9 @@ pub struct TableStorage {
     /// Rows the user expected at creation (a sizing hint).
     #[serde(default)]
     pub expectedlen: u64,
+    /// The table's identity (see `ArrayStorage::id`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub id: Option<String>,
 }
 
 /// A leaf column's kind, resolved from its spec.

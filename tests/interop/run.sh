@@ -71,6 +71,30 @@ import_bcolz() {
     fi
   done < <("$PY" "$bcolz_checker" list "$dir")
 }
+# A dataset's superchunk files carry blz's identity in their metadata section (see
+# spec/blpk.md): bloscpack must still unpack each one, and its bytes be the dataset's.
+dataset_files() {
+  local ds=$1/arange.blz
+  "$blz" create "$ds" --arange 100000 --chunkshape 1000 --superchunk-size 8 >/dev/null || return 1
+  "$PY" - "$ds" <<'PYEOF'
+import glob, io, os, sys, tempfile
+import bloscpack, numpy as np
+ds = sys.argv[1]
+files = sorted(glob.glob(os.path.join(ds, "data", "__*__.bin")), key=lambda p: int(os.path.basename(p)[2:-6]))
+got = bytearray()
+with tempfile.TemporaryDirectory() as tmp:
+    for i, f in enumerate(files):
+        out = os.path.join(tmp, f"{i}.raw")
+        bloscpack.unpack_file_from_file(f, out)
+        with open(out, "rb") as fh:
+            got += fh.read()
+want = np.arange(100000, dtype="<i8").tobytes()
+assert bytes(got) == want, "bloscpack unpacked other bytes"
+print(f"bloscpack unpacked {len(files)} superchunk files of a blz dataset: identical")
+PYEOF
+}
+step "bloscpack reads a dataset's superchunk files" dataset_files "$work"
+
 step "bcolz writes" "$PY" "$bcolz_checker" write "$work/bcolz"
 step "blz imports bcolz's carrays and ctable" import_bcolz "$work/bcolz"
 step "blz's imports hold what bcolz reads" "$PY" "$bcolz_checker" compare "$work/bcolz"
