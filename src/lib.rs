@@ -23,6 +23,9 @@ pub mod txn;
 pub use array::{CreateOptions, Dataset, Mode};
 pub use dtype::{DType, Element, Endianness};
 pub use error::{Error, Result};
+pub use layer::Layer;
+pub use storage::Storage;
+pub use table::Table;
 
 /// The README's code, compiled and run with the doctests so that it cannot rot.
 #[doc = include_str!("../README.md")]

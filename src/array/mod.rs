@@ -160,19 +160,11 @@ impl WriterLock {
             .custom_flags(libc::O_NOFOLLOW)
             .open(&path)
             .map_err(|e| Error::io("open", &path, e))?;
-        // flock(2), what `File::try_lock` does on Unix (that method needs Rust 1.89; blz
-        // builds on 1.85). The lock goes with the open file, so dropping it unlocks.
-        use std::os::fd::AsRawFd;
-        // SAFETY: the descriptor belongs to `file`, open for the whole call.
-        let rc = unsafe { libc::flock(file.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) };
-        if rc == 0 {
-            return Ok(WriterLock { _file: file });
-        }
-        let e = std::io::Error::last_os_error();
-        if e.kind() == std::io::ErrorKind::WouldBlock {
-            Err(Error::Locked { path })
-        } else {
-            Err(Error::io("lock", &path, e))
+        // flock(2) on Unix. The lock goes with the open file, so dropping it unlocks.
+        match file.try_lock() {
+            Ok(()) => Ok(WriterLock { _file: file }),
+            Err(std::fs::TryLockError::WouldBlock) => Err(Error::Locked { path }),
+            Err(std::fs::TryLockError::Error(e)) => Err(Error::io("lock", &path, e)),
         }
     }
 }
