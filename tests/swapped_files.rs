@@ -82,3 +82,35 @@ fn datasets_without_an_identity_still_read() {
     ok(&["resize", &p, "50000"]);
     ok(&["verify", &p]);
 }
+
+#[test]
+fn layer_files_are_bound_too() {
+    let d = Dir::new();
+    let mut csv = String::new();
+    for a in 0..50 {
+        for b in 0..40 {
+            csv.push_str(&format!("{a},{}\n", b * 3));
+        }
+    }
+    let input = d.write("sorted.csv", &csv);
+    let l = d.s("l.blz");
+    ok(&[
+        "layer",
+        "build",
+        &input,
+        &l,
+        "--columns",
+        "a:int64,b:int64",
+        "--chunklen",
+        "64",
+    ]);
+    ok(&["layer", "verify", &l]);
+    // An index file of another column, in the same place.
+    std::fs::copy(
+        d.p("l.blz/data/a/index/0/__1__.bin"),
+        d.p("l.blz/data/b/index/0/__1__.bin"),
+    )
+    .unwrap();
+    let err = fails(&["layer", "verify", &l]);
+    assert!(err.contains("belongs to"), "{err}");
+}

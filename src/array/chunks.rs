@@ -21,6 +21,22 @@ fn uncache(n: usize) {
     CACHED_READERS.fetch_sub(n, std::sync::atomic::Ordering::Relaxed);
 }
 
+/// The metadata document binding superchunk file `f` (0-based) of store `store` to dataset
+/// `dataset` (`spec/dataset.md` §12).
+pub(crate) fn identity_doc(dataset: &str, store: &str, f: u64) -> serde_json::Value {
+    serde_json::json!({ IDENTITY_KEY: { "dataset": dataset, "store": store, "file": f + 1 } })
+}
+
+/// How that document is stored: small, plain, with its own digest, never grown.
+pub(crate) fn identity_params() -> MetadataParams {
+    MetadataParams {
+        checksum: Checksum::Adler32,
+        codec: MetaCodec::None,
+        level: 0,
+        growth_factor: 1,
+    }
+}
+
 /// Where and how the chunks of one array are stored.
 pub(crate) struct ChunkStore {
     storage: Arc<dyn Storage>,
@@ -93,9 +109,9 @@ impl ChunkStore {
 
     /// What superchunk file `f` records about where it belongs.
     fn identity_doc(&self, f: u64) -> Option<serde_json::Value> {
-        self.identity.as_ref().map(|(dataset, store)| {
-            serde_json::json!({ IDENTITY_KEY: { "dataset": dataset, "store": store, "file": f + 1 } })
-        })
+        self.identity
+            .as_ref()
+            .map(|(dataset, store)| identity_doc(dataset, store, f))
     }
 
     /// Checks that superchunk file `f` belongs where it is: this dataset, this store, this
@@ -317,18 +333,7 @@ impl ChunkStore {
             slack: self.slack,
             scattered: self.slack > 0,
             varlen: self.varlen,
-            // A small document (about 100 bytes), stored plain with its own digest.
-            metadata: self.identity_doc(f).map(|doc| {
-                (
-                    doc,
-                    MetadataParams {
-                        checksum: Checksum::Adler32,
-                        codec: MetaCodec::None,
-                        level: 0,
-                        growth_factor: 1,
-                    },
-                )
-            }),
+            metadata: self.identity_doc(f).map(|doc| (doc, identity_params())),
         }
     }
 }

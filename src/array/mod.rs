@@ -13,7 +13,7 @@
 //! ```
 
 mod buffer;
-mod chunks;
+pub(crate) mod chunks;
 mod core;
 pub mod select;
 

@@ -218,6 +218,10 @@ pub struct LayerStorage {
     pub columns: Vec<LayerColumn>,
     /// The last column's auxiliary value.
     pub weight: Option<WeightMeta>,
+    /// The dataset's identity (as `id` of an N-d array's `meta/storage`), recorded in each of
+    /// its superchunk files; absent in layer datasets built before files were bound.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub id: Option<String>,
 }
 
 /// Counts of one column in `meta/sizes`.
@@ -349,6 +353,7 @@ impl LayerSchema {
             kind: LAYER_KIND.into(),
             columns,
             weight,
+            id: Some(crate::meta::new_id()),
         })
     }
 }

@@ -221,15 +221,19 @@ impl Layer {
                 _ => 1,
             };
             let store = |d: PathBuf, ts: u8| {
-                ChunkStore::new(
+                let mut s = ChunkStore::new(
                     storage.clone(),
                     root,
-                    d,
+                    d.clone(),
                     c.superchunksize,
                     c.checksum,
                     0,
                     ts,
-                )
+                );
+                if let Some(id) = &meta.id {
+                    s.bind(id, &d.to_string_lossy());
+                }
+                s
             };
             let weight = match (&meta.weight, i + 1 == n) {
                 (Some(w), true) => {

@@ -6,11 +6,12 @@
 //! ends; the file is then synced. Until the dataset's final rename nobody reads these files,
 //! so a front written last is never seen half-done.
 
+use crate::array::chunks::{identity_doc, identity_params};
 use crate::array::superchunk_name;
 use crate::blpk::{Checksum, SuperchunkWriter, WriterOptions};
 use crate::error::Result;
 use crate::storage::{OpenMode, Storage, StorageFile};
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 struct OpenSuper {
@@ -25,6 +26,8 @@ pub(crate) struct ChunkSink {
     dir: PathBuf,
     superchunksize: u64,
     opts: WriterOptions,
+    /// The dataset's identity and this sequence's store key, recorded in every file.
+    identity: Option<(String, String)>,
     cur: Option<OpenSuper>,
     /// Chunks appended so far.
     pub(crate) nchunks: u64,
@@ -35,7 +38,8 @@ pub(crate) struct ChunkSink {
 }
 
 impl ChunkSink {
-    /// Starts a sequence in `dir` (created now).
+    /// Starts a sequence in `dir` (created now). With `binding` (the dataset's identity and
+    /// root), each file records the identity, with `dir` relative to the root as its store.
     pub(crate) fn new(
         storage: Arc<dyn Storage>,
         dir: PathBuf,
@@ -43,8 +47,13 @@ impl ChunkSink {
         checksum: Checksum,
         typesize: u8,
         varlen: bool,
+        binding: Option<(&str, &Path)>,
     ) -> Result<ChunkSink> {
         storage.create_dir_all(&dir)?;
+        let identity = binding.map(|(id, root)| {
+            let store = dir.strip_prefix(root).unwrap_or(&dir);
+            (id.to_string(), store.to_string_lossy().into_owned())
+        });
         let superchunksize = superchunksize.max(1);
         Ok(ChunkSink {
             storage,
@@ -60,6 +69,7 @@ impl ChunkSink {
                 varlen,
                 metadata: None,
             },
+            identity,
             cur: None,
             nchunks: 0,
             stored: 0,
@@ -73,7 +83,12 @@ impl ChunkSink {
             let f = self.nchunks / self.superchunksize;
             let path = self.dir.join(superchunk_name(f));
             let file = self.storage.open(&path, OpenMode::Create)?;
-            let (writer, writes) = SuperchunkWriter::create(&path, &self.opts)?;
+            let mut opts = self.opts.clone();
+            opts.metadata = self
+                .identity
+                .as_ref()
+                .map(|(id, store)| (identity_doc(id, store, f), identity_params()));
+            let (writer, writes) = SuperchunkWriter::create(&path, &opts)?;
             let front = writes
                 .into_iter()
                 .next()

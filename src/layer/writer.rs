@@ -88,6 +88,8 @@ struct ColWriter {
     params: CompressParams,
     index_params: CompressParams,
     root: PathBuf,
+    /// The dataset's identity, recorded in the index files it creates.
+    dataset_id: Option<String>,
     name: String,
     superchunksize: u64,
     checksum: crate::blpk::Checksum,
@@ -204,6 +206,9 @@ impl ColWriter {
                 self.checksum,
                 1,
                 true,
+                self.dataset_id
+                    .as_deref()
+                    .map(|id| (id, self.root.as_path())),
             )?;
             self.levels.push(Level {
                 sink,
@@ -329,8 +334,17 @@ impl LayerWriter {
                 _ => 1,
             };
             let dir = tmp.join(data_dir(&c.name));
+            let binding = meta.id.as_deref().map(|id| (id, tmp.as_path()));
             let sink = |d: PathBuf, ts: u8, varlen: bool| {
-                ChunkSink::new(storage.clone(), d, c.superchunksize, c.checksum, ts, varlen)
+                ChunkSink::new(
+                    storage.clone(),
+                    d,
+                    c.superchunksize,
+                    c.checksum,
+                    ts,
+                    varlen,
+                    binding,
+                )
             };
             let data = sink(
                 dir.clone(),
@@ -375,6 +389,7 @@ impl LayerWriter {
                 params: params(c, typesize),
                 index_params: params(c, 1),
                 root: tmp.clone(),
+                dataset_id: meta.id.clone(),
                 name: c.name.clone(),
                 superchunksize: c.superchunksize,
                 checksum: c.checksum,
