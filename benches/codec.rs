@@ -1,6 +1,10 @@
 //! Throughput of blz's chunk codec and superchunk files, against c-blosc called directly.
 //!
 //! Run with `cargo bench --bench codec`; see `benches/README.md` for the figures.
+#![expect(
+    missing_docs,
+    reason = "criterion_group! defines an undocumented function"
+)]
 
 use blz::blosc::{self, Codec, CompressParams, Filter};
 use blz::blpk::{self, PackOptions, SuperchunkReader, WriterOptions};

@@ -3,6 +3,10 @@
 //!
 //! `cargo bench --bench dataset`; set `BLZ_BENCH_N` to change the size (default 2e7
 //! elements, 160 MB).
+#![expect(
+    missing_docs,
+    reason = "criterion_group! defines an undocumented function"
+)]
 
 #[path = "common/data.rs"]
 mod data;

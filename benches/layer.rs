@@ -2,6 +2,10 @@
 //! index cache), negative membership answered from the filter alone, and write throughput.
 //!
 //! `cargo bench --bench layer`. Figures are recorded in `benches/README.md`.
+#![expect(
+    missing_docs,
+    reason = "criterion_group! defines an undocumented function"
+)]
 
 use blz::layer::value::mix;
 use blz::layer::{ColumnDef, Layer, LayerSchema, LayerWriter, Value};

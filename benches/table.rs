@@ -2,6 +2,10 @@
 //! about a tenth, since each column is stored apart), and reading variable-length strings.
 //!
 //! Run: `cargo bench --bench table`
+#![expect(
+    missing_docs,
+    reason = "criterion_group! defines an undocumented function"
+)]
 
 use blz::table::{Field, Table, TableOptions, Values};
 use blz::DType;

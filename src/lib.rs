@@ -5,6 +5,12 @@
 //! [`table`] and [`layer`] (sorted columns with row groups, value indexes and filters);
 //! [`bcolz`] reads bcolz carrays and ctables and imports them.
 
+// The library never unwraps, expects or panics on a user's path: errors are values.
+#![cfg_attr(
+    not(test),
+    deny(clippy::unwrap_used, clippy::expect_used, clippy::panic)
+)]
+
 pub mod array;
 pub mod bcolz;
 pub mod blosc;

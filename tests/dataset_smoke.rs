@@ -1,3 +1,5 @@
+//! Quick end-to-end checks of N-d datasets: create, append, slice, modify, reopen.
+
 use blz::{CreateOptions, DType, Dataset};
 use ndarray::{s, Array1, Array2, ArrayD};
 

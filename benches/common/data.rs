@@ -35,7 +35,7 @@ pub fn generate(kind: &str, start: usize, total: usize, acc: &mut f64, out: &mut
 }
 
 /// The whole data set `kind` of `n` elements.
-#[allow(dead_code)]
+#[allow(dead_code, reason = "not every bench uses every data set")]
 pub fn dataset(kind: &str, n: usize) -> Vec<f64> {
     let mut v = vec![0.0; n];
     generate(kind, 0, n, &mut 0.0, &mut v);

@@ -320,7 +320,10 @@ impl ArrayCore {
     }
 
     /// Compresses the chunk `k` that `part` of a write touches into `out`.
-    #[allow(clippy::too_many_arguments)]
+    #[expect(
+        clippy::too_many_arguments,
+        reason = "one chunk of a write: its part, place, source and the buffers reused across chunks"
+    )]
     fn encode_part(
         &self,
         part: &ChunkPart,

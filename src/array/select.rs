@@ -305,10 +305,6 @@ mod tests {
     use ndarray::s;
 
     #[test]
-    #[allow(
-        clippy::reversed_empty_ranges,
-        reason = "an empty range is one of the cases checked"
-    )]
     fn resolve_like_ndarray() {
         let p = Path::new("d");
         let shape = [10u64, 7];

@@ -890,7 +890,10 @@ impl<'a> Cursor<'a> {
     }
 
     /// Moves forward one row; false when it leaves the group.
-    #[allow(clippy::should_implement_trait)] // a cursor move, not an iterator: it yields no item
+    #[expect(
+        clippy::should_implement_trait,
+        reason = "a cursor move, not an iterator: it yields no item"
+    )]
     pub fn next(&mut self) -> bool {
         if self.at <= self.count() {
             self.at += 1;

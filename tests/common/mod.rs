@@ -2,7 +2,10 @@
 //! scratch directories, copying directory trees, corrupting a superchunk file and sample
 //! data. Each test binary uses its own subset, hence the `dead_code` allowance.
 
-#![allow(dead_code)]
+#![allow(
+    dead_code,
+    reason = "each test binary uses its own subset of these helpers"
+)]
 
 use blz::blpk::SuperchunkReader;
 use blz::storage::{LocalStorage, OpenMode, Storage};
