@@ -1,8 +1,10 @@
 //! Dataset commands: `create`, `info` (for directories), `get`, `append`, `resize`, `attrs`,
 //! `verify` and `compact`. Everything goes through blz's public library API.
 
+use crate::failure::{describe, out_err, say, Failure};
 use crate::npy::{NpyReader, NpyWriter, RecordReader};
 use crate::selection;
+use crate::show::EDGE;
 use crate::show::{self, Text};
 use crate::sources::{self, CsvRows, CsvSpec, GenRows, Generated, Rows, SplitMix};
 use crate::table;
@@ -23,94 +25,6 @@ use std::path::{Path, PathBuf};
 const BATCH_BYTES: u64 = 64 << 20;
 /// `get` prints every element up to this many; beyond, a summary of the edges.
 const SUMMARY_THRESHOLD: u64 = 1000;
-/// Positions shown at each end of a summarised axis.
-const EDGE: u64 = 3;
-
-/// Why a command failed: the message printed after `blz: `, and the exit status.
-#[derive(Debug)]
-pub struct Failure {
-    /// What went wrong, for a person (empty: nothing more to say).
-    pub message: String,
-    /// The exit status.
-    pub code: u8,
-}
-
-impl Failure {
-    /// A failure with exit status 1.
-    pub fn new(message: impl Into<String>) -> Failure {
-        Failure {
-            message: message.into(),
-            code: 1,
-        }
-    }
-}
-
-impl std::fmt::Display for Failure {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(&self.message)
-    }
-}
-
-impl From<String> for Failure {
-    fn from(s: String) -> Failure {
-        Failure::new(s)
-    }
-}
-
-/// The exit status of a read that met a writer's commit (`EX_TEMPFAIL`): running the
-/// command again reads the new state. Commands that print only at the end are re-run by
-/// `main` before it gets this far.
-pub const EXIT_CHANGED: u8 = 75;
-
-impl From<blz::Error> for Failure {
-    fn from(e: blz::Error) -> Failure {
-        Failure {
-            message: describe(&e),
-            code: if matches!(e, blz::Error::Changed { .. }) {
-                EXIT_CHANGED
-            } else {
-                1
-            },
-        }
-    }
-}
-
-/// The message for a library error, for a person.
-pub fn describe(e: &blz::Error) -> String {
-    match e {
-        blz::Error::InvalidArgument(m) => m.replace("(use overwrite ", "(use --overwrite "),
-        blz::Error::ChecksumMismatch {
-            path,
-            chunk: u64::MAX,
-            algorithm,
-            expected,
-            got,
-        } => format!(
-            "{}: metadata section: checksum mismatch ({algorithm}): stored {expected}, computed {got}",
-            path.display()
-        ),
-        other => other.to_string(),
-    }
-}
-
-/// Standard output went away (`blz get ... | head`): stop quietly; anything else is an error.
-pub(crate) fn out_err(e: std::io::Error) -> Failure {
-    if e.kind() == std::io::ErrorKind::BrokenPipe {
-        Failure {
-            message: String::new(),
-            code: 0,
-        }
-    } else {
-        Failure::new(format!("writing output: {e}"))
-    }
-}
-
-/// Writes a line to standard output, turning a closed pipe into a quiet stop.
-macro_rules! say {
-    ($($arg:tt)*) => {
-        writeln!(std::io::stdout().lock(), $($arg)*).map_err(out_err)?
-    };
-}
 
 // ---------------------------------------------------------------------------------------------
 // Command-line arguments
@@ -485,10 +399,7 @@ pub fn run(cmd: &DatasetCommand) -> Result<(), Failure> {
         DatasetCommand::Attrs(a) if table::is_table(&a.path) => table::attrs(a),
         DatasetCommand::Attrs(a) => attrs(a),
         DatasetCommand::Verify(a) if blz::layer::is_layer(&a.path) => {
-            crate::layer::layer_verify(&a.path).map_err(|f| Failure {
-                message: f.message,
-                code: f.code,
-            })
+            crate::layer::layer_verify(&a.path)
         }
         DatasetCommand::Verify(a) if table::is_table(&a.path) => table::verify(&a.path),
         DatasetCommand::Verify(a) => verify(&a.path),

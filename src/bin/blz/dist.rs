@@ -1,7 +1,7 @@
 //! `blz locate` and `blz scan`: where a dataset's superchunk files live, and parallel
 //! reductions over a dataset or a table column.
 
-use crate::Fail;
+use crate::failure::Failure;
 use blz::locate::{group_by_location, locate_dataset};
 use blz::scan::{reduce, reduce_column, Reduction, ScanOptions};
 use std::path::{Path, PathBuf};
@@ -67,7 +67,7 @@ pub struct ScanArgs {
 }
 
 /// `blz locate PATH`.
-pub fn locate(a: &LocateArgs) -> Result<(), Fail> {
+pub fn locate(a: &LocateArgs) -> Result<(), Failure> {
     let locs = locate_dataset(&a.path)?;
     let root = &a.path;
     let rel = |p: &Path| {
@@ -99,7 +99,7 @@ pub fn locate(a: &LocateArgs) -> Result<(), Fail> {
         let out = serde_json::json!({"files": files, "locations": summary});
         println!(
             "{}",
-            serde_json::to_string_pretty(&out).map_err(|e| Fail::new(e.to_string()))?
+            serde_json::to_string_pretty(&out).map_err(|e| Failure::new(e.to_string()))?
         );
         return Ok(());
     }
@@ -137,14 +137,14 @@ pub fn locate(a: &LocateArgs) -> Result<(), Fail> {
 }
 
 /// `blz scan PATH --op OP`.
-pub fn scan(a: &ScanArgs) -> Result<(), Fail> {
+pub fn scan(a: &ScanArgs) -> Result<(), Failure> {
     let opts = ScanOptions {
         threads: a.threads,
         group_by_location: true,
         hosts: (!a.hosts.is_empty()).then(|| a.hosts.clone()),
     };
     if opts.thread_count() == 0 {
-        return Err(Fail::new("--threads must be at least 1"));
+        return Err(Failure::new("--threads must be at least 1"));
     }
     let op = Reduction::from(a.op);
     let t0 = Instant::now();
@@ -185,5 +185,5 @@ pub fn scan(a: &ScanArgs) -> Result<(), Fail> {
     };
     // A reader that stops early (`| head`) is not an error.
     std::io::Write::write_all(&mut std::io::stdout(), text.as_bytes())
-        .map_err(|e| Fail::from(crate::dataset::out_err(e)))
+        .map_err(crate::failure::out_err)
 }

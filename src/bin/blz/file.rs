@@ -1,6 +1,7 @@
 //! `blz pack`, `blz unpack` and `blz info`: single superchunk files.
 
-use crate::{parse_size, Fail};
+use crate::failure::Failure;
+use crate::parse_size;
 use blz::blosc::{self, ChunkHeader, Codec, CompressParams, Filter};
 use blz::blpk::{
     self, Checksum, MetaCodec, MetadataParams, PackOptions, SuperchunkReader, WriterOptions,
@@ -223,7 +224,7 @@ pub struct UnpackArgs {
 }
 
 /// Runs `f` in a rayon pool of `threads` threads, or in the global pool.
-fn with_threads<T>(threads: Option<usize>, f: impl FnOnce() -> T + Send) -> Result<T, Fail>
+fn with_threads<T>(threads: Option<usize>, f: impl FnOnce() -> T + Send) -> Result<T, Failure>
 where
     T: Send,
 {
@@ -233,7 +234,7 @@ where
             let pool = rayon::ThreadPoolBuilder::new()
                 .num_threads(n)
                 .build()
-                .map_err(|e| Fail::new(format!("cannot start {n} threads: {e}")))?;
+                .map_err(|e| Failure::new(format!("cannot start {n} threads: {e}")))?;
             Ok(pool.install(f))
         }
     }
@@ -253,12 +254,12 @@ fn progress_bar(total: u64, show: bool) -> Option<ProgressBar> {
 }
 
 /// Refuses to replace `path` unless `force`, and refuses directories always.
-fn check_output(path: &Path, force: bool) -> Result<(), Fail> {
+fn check_output(path: &Path, force: bool) -> Result<(), Failure> {
     if path.is_dir() {
-        return Err(Fail::new(format!("{} is a directory", path.display())));
+        return Err(Failure::new(format!("{} is a directory", path.display())));
     }
     if !force && path.symlink_metadata().is_ok() {
-        return Err(Fail::new(format!(
+        return Err(Failure::new(format!(
             "{} already exists (use --force to overwrite it)",
             path.display()
         )));
@@ -275,10 +276,10 @@ struct TempOutput {
 }
 
 impl TempOutput {
-    fn new(dest: &Path) -> Result<TempOutput, Fail> {
+    fn new(dest: &Path) -> Result<TempOutput, Failure> {
         let name = dest
             .file_name()
-            .ok_or_else(|| Fail::new(format!("{} is not a file name", dest.display())))?;
+            .ok_or_else(|| Failure::new(format!("{} is not a file name", dest.display())))?;
         let mut tmp_name = std::ffi::OsString::from(".");
         tmp_name.push(name);
         tmp_name.push(format!(".blz-tmp-{}", std::process::id()));
@@ -289,7 +290,7 @@ impl TempOutput {
         })
     }
 
-    fn commit(mut self) -> Result<(), Fail> {
+    fn commit(mut self) -> Result<(), Failure> {
         LocalStorage.rename(&self.tmp, &self.dest)?;
         self.committed = true;
         let dir = match self.dest.parent() {
@@ -309,19 +310,19 @@ impl Drop for TempOutput {
     }
 }
 
-fn read_metadata_file(path: &Path) -> Result<serde_json::Value, Fail> {
+fn read_metadata_file(path: &Path) -> Result<serde_json::Value, Failure> {
     let bytes = std::fs::read(path).map_err(|e| blz::Error::io("read", path, e))?;
     serde_json::from_slice(&bytes)
-        .map_err(|e| Fail::new(format!("{}: not valid JSON: {e}", path.display())))
+        .map_err(|e| Failure::new(format!("{}: not valid JSON: {e}", path.display())))
 }
 
 /// `blz pack`.
-pub fn pack(a: &PackArgs) -> Result<(), Fail> {
+pub fn pack(a: &PackArgs) -> Result<(), Failure> {
     let chunk_size = usize::try_from(a.chunk_size)
         .ok()
         .filter(|&c| (1..=blosc::MAX_BUFFERSIZE).contains(&c))
         .ok_or_else(|| {
-            Fail::new(format!(
+            Failure::new(format!(
                 "chunk size {} out of range: it must be 1 to {} bytes",
                 a.chunk_size,
                 blosc::MAX_BUFFERSIZE
@@ -329,9 +330,8 @@ pub fn pack(a: &PackArgs) -> Result<(), Fail> {
         })?;
     let slack = match a.slack {
         None => 0,
-        Some(s) => {
-            u32::try_from(s).map_err(|_| Fail::new(format!("slack of {s} bytes is too large")))?
-        }
+        Some(s) => u32::try_from(s)
+            .map_err(|_| Failure::new(format!("slack of {s} bytes is too large")))?,
     };
     let metadata = match &a.metadata {
         None => None,
@@ -352,7 +352,7 @@ pub fn pack(a: &PackArgs) -> Result<(), Fail> {
         .metadata()
         .map_err(|e| blz::Error::io("stat", &a.input, e))?;
     if !meta.is_file() {
-        return Err(Fail::new(format!(
+        return Err(Failure::new(format!(
             "{} is not a regular file (blz needs the input's size before packing)",
             a.input.display()
         )));
@@ -409,9 +409,9 @@ pub fn pack(a: &PackArgs) -> Result<(), Fail> {
     Ok(())
 }
 
-fn open_reader(path: &Path) -> Result<SuperchunkReader, Fail> {
+fn open_reader(path: &Path) -> Result<SuperchunkReader, Failure> {
     if path.is_dir() {
-        return Err(Fail::new(format!("{} is a directory", path.display())));
+        return Err(Failure::new(format!("{} is a directory", path.display())));
     }
     Ok(SuperchunkReader::open(
         LocalStorage.open(path, OpenMode::Read)?,
@@ -419,7 +419,7 @@ fn open_reader(path: &Path) -> Result<SuperchunkReader, Fail> {
 }
 
 /// Uncompressed size the header announces, or the sum of the chunk headers' sizes.
-fn expected_len(r: &SuperchunkReader) -> Result<u64, Fail> {
+fn expected_len(r: &SuperchunkReader) -> Result<u64, Failure> {
     let h = r.header();
     let n = r.nchunks();
     if n == 0 {
@@ -436,7 +436,7 @@ fn expected_len(r: &SuperchunkReader) -> Result<u64, Fail> {
 }
 
 /// `blz unpack`.
-pub fn unpack(a: &UnpackArgs) -> Result<(), Fail> {
+pub fn unpack(a: &UnpackArgs) -> Result<(), Failure> {
     let reader = open_reader(&a.input)?;
     check_output(&a.output, a.force)?;
     let metadata_json = match &a.metadata_out {
@@ -444,10 +444,10 @@ pub fn unpack(a: &UnpackArgs) -> Result<(), Fail> {
         Some(p) => {
             check_output(p, a.force)?;
             let doc = reader.metadata().ok_or_else(|| {
-                Fail::new(format!("{} has no metadata to write", a.input.display()))
+                Failure::new(format!("{} has no metadata to write", a.input.display()))
             })?;
             let mut s = serde_json::to_string_pretty(doc)
-                .map_err(|e| Fail::new(format!("cannot format the metadata: {e}")))?;
+                .map_err(|e| Failure::new(format!("cannot format the metadata: {e}")))?;
             s.push('\n');
             Some((p, s))
         }
@@ -615,7 +615,7 @@ fn chunk_row(k: u64, offset: u64, h: &ChunkHeader) -> ChunkRow {
     }
 }
 
-fn gather(path: &Path) -> Result<FileInfo, Fail> {
+fn gather(path: &Path) -> Result<FileInfo, Failure> {
     let r = open_reader(path)?;
     let layout = r.layout();
     let h = r.header();
@@ -771,7 +771,7 @@ fn print_text(i: &FileInfo, out: &mut dyn Write) -> std::io::Result<()> {
 }
 
 /// `blz info` on a superchunk file.
-pub fn info(path: &Path, json: bool) -> Result<(), Fail> {
+pub fn info(path: &Path, json: bool) -> Result<(), Failure> {
     let i = gather(path)?;
     let stdout = std::io::stdout();
     let mut out = stdout.lock();
@@ -784,7 +784,7 @@ pub fn info(path: &Path, json: bool) -> Result<(), Fail> {
     };
     match r {
         Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => Ok(()),
-        Err(e) => Err(Fail::new(format!("write stdout: {e}"))),
+        Err(e) => Err(Failure::new(format!("write stdout: {e}"))),
         Ok(()) => Ok(()),
     }
 }

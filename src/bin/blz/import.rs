@@ -1,7 +1,8 @@
 //! `blz import SRC DST`: a bcolz carray becomes a blz dataset, a bcolz ctable a blz table.
 //! Everything goes through blz's public `bcolz` module.
 
-use crate::dataset::{describe, human, progress, Failure};
+use crate::dataset::{human, progress};
+use crate::failure::{describe, Failure};
 use blz::bcolz::{self, ImportOptions, Kind};
 use blz::blosc::Codec;
 use blz::meta::{Compression, FilterName};
@@ -115,6 +116,6 @@ pub fn run(a: &ImportArgs) -> Result<(), Failure> {
             )
         }
     };
-    writeln!(std::io::stdout().lock(), "{line}").map_err(crate::dataset::out_err)?;
+    writeln!(std::io::stdout().lock(), "{line}").map_err(crate::failure::out_err)?;
     Ok(())
 }

@@ -1,7 +1,7 @@
 //! `blz layer ...`: build layer datasets from sorted CSV, seek, ask for membership, describe
 //! and verify them. Everything goes through `blz::layer`.
 
-use crate::Fail;
+use crate::failure::Failure;
 use blz::layer::{ColumnDef, Cursor, FilterSetting, Layer, LayerSchema, LayerWriter, Value};
 use blz::table::LeafKind;
 use std::path::{Path, PathBuf};
@@ -124,7 +124,7 @@ struct VerifyArgs {
 }
 
 /// Runs `blz layer ...`.
-pub fn run(a: &LayerArgs) -> Result<(), Fail> {
+pub fn run(a: &LayerArgs) -> Result<(), Failure> {
     match &a.command {
         LayerCommand::Build(b) => build(b),
         LayerCommand::Seek(s) => seek(s),
@@ -134,22 +134,22 @@ pub fn run(a: &LayerArgs) -> Result<(), Fail> {
     }
 }
 
-fn parse_kind(t: &str) -> Result<LeafKind, Fail> {
-    let k = LeafKind::parse(t).map_err(Fail::from)?;
+fn parse_kind(t: &str) -> Result<LeafKind, Failure> {
+    let k = LeafKind::parse(t).map_err(Failure::from)?;
     blz::layer::value::check_kind(k)?;
     Ok(k)
 }
 
-fn name_type(s: &str) -> Result<(String, LeafKind), Fail> {
+fn name_type(s: &str) -> Result<(String, LeafKind), Failure> {
     let (n, t) = s
         .split_once(':')
-        .ok_or_else(|| Fail::new(format!("{s:?}: expected NAME:TYPE")))?;
+        .ok_or_else(|| Failure::new(format!("{s:?}: expected NAME:TYPE")))?;
     Ok((n.trim().to_string(), parse_kind(t.trim())?))
 }
 
 /// Parses a command-line or CSV field as a value of `kind`.
-fn parse_value(kind: LeafKind, s: &str) -> Result<Value, Fail> {
-    let bad = || Fail::new(format!("{s:?} is not a {} value", kind.name()));
+fn parse_value(kind: LeafKind, s: &str) -> Result<Value, Failure> {
+    let bad = || Failure::new(format!("{s:?} is not a {} value", kind.name()));
     let v = match kind {
         LeafKind::VarStr => Value::Str(s.to_string()),
         LeafKind::VarBytes => Value::Bytes(s.as_bytes().to_vec()),
@@ -165,7 +165,7 @@ fn parse_value(kind: LeafKind, s: &str) -> Result<Value, Fail> {
     blz::layer::value::coerce(kind, &v).map_err(|_| bad())
 }
 
-fn build(a: &BuildArgs) -> Result<(), Fail> {
+fn build(a: &BuildArgs) -> Result<(), Failure> {
     let no_filter: Vec<&str> = a
         .no_filter
         .as_deref()
@@ -187,7 +187,9 @@ fn build(a: &BuildArgs) -> Result<(), Fail> {
     }
     for n in &no_filter {
         if !cols.iter().any(|c| c.name == *n) {
-            return Err(Fail::new(format!("--no-filter names unknown column {n:?}")));
+            return Err(Failure::new(format!(
+                "--no-filter names unknown column {n:?}"
+            )));
         }
     }
     let mut schema = LayerSchema::new(cols);
@@ -196,7 +198,7 @@ fn build(a: &BuildArgs) -> Result<(), Fail> {
     if let Some(w) = &a.weight {
         let (name, kind) = name_type(w)?;
         let LeafKind::Fixed(d) = kind else {
-            return Err(Fail::new("the weight must be an integer or float type"));
+            return Err(Failure::new("the weight must be an integer or float type"));
         };
         schema = schema.with_weight(&name, d);
         wkind = Some(kind);
@@ -205,13 +207,14 @@ fn build(a: &BuildArgs) -> Result<(), Fail> {
         .has_headers(a.header)
         .flexible(false)
         .from_path(&a.input)
-        .map_err(|e| Fail::new(format!("{}: {e}", a.input.display())))?;
+        .map_err(|e| Failure::new(format!("{}: {e}", a.input.display())))?;
     let mut w = LayerWriter::create(&a.output, schema)?;
     let nf = kinds.len() + usize::from(wkind.is_some());
     let mut rows = 0u64;
     for (line, rec) in rdr.records().enumerate() {
-        let rec = rec.map_err(|e| Fail::new(format!("{}: {e}", a.input.display())))?;
-        let at = |m: String| Fail::new(format!("{}: record {}: {m}", a.input.display(), line + 1));
+        let rec = rec.map_err(|e| Failure::new(format!("{}: {e}", a.input.display())))?;
+        let at =
+            |m: String| Failure::new(format!("{}: record {}: {m}", a.input.display(), line + 1));
         if rec.len() != nf {
             return Err(at(format!("{} fields, expected {nf}", rec.len())));
         }
@@ -239,21 +242,21 @@ fn build(a: &BuildArgs) -> Result<(), Fail> {
 }
 
 /// Opens a cursor on `target`'s column, descending through the `--in` keys.
-fn locate<'a>(layer: &'a Layer, t: &Target) -> Result<(usize, Cursor<'a>), Fail> {
+fn locate<'a>(layer: &'a Layer, t: &Target) -> Result<(usize, Cursor<'a>), Failure> {
     let col = match &t.column {
         Some(n) => layer
             .column_index(n)
-            .ok_or_else(|| Fail::new(format!("no column {n:?}")))?,
+            .ok_or_else(|| Failure::new(format!("no column {n:?}")))?,
         None => t.parents.len(),
     };
     if col >= layer.ncolumns() {
-        return Err(Fail::new(format!(
+        return Err(Failure::new(format!(
             "the dataset has {} columns",
             layer.ncolumns()
         )));
     }
     if t.parents.len() != col {
-        return Err(Fail::new(format!(
+        return Err(Failure::new(format!(
             "column {} needs {col} --in keys (one per enclosing column), {} given",
             col + 1,
             t.parents.len()
@@ -261,20 +264,22 @@ fn locate<'a>(layer: &'a Layer, t: &Target) -> Result<(usize, Cursor<'a>), Fail>
     }
     let mut c = layer.cursor();
     for (i, p) in t.parents.iter().enumerate() {
-        let kind = layer.kind(i).ok_or_else(|| Fail::new("bad column"))?;
+        let kind = layer.kind(i).ok_or_else(|| Failure::new("bad column"))?;
         let v = parse_value(kind, p)?;
         if !c.seek_ge(&v)? || c.value()? != Some(v) {
-            return Err(Fail::new(format!("{p:?} is not in column {}", i + 1)));
+            return Err(Failure::new(format!("{p:?} is not in column {}", i + 1)));
         }
-        c = c.child()?.ok_or_else(|| Fail::new("no child row group"))?;
+        c = c
+            .child()?
+            .ok_or_else(|| Failure::new("no child row group"))?;
     }
     Ok((col, c))
 }
 
-fn seek(a: &SeekArgs) -> Result<(), Fail> {
+fn seek(a: &SeekArgs) -> Result<(), Failure> {
     let layer = Layer::open(&a.dataset)?;
     let (col, mut c) = locate(&layer, &a.target)?;
-    let kind = layer.kind(col).ok_or_else(|| Fail::new("bad column"))?;
+    let kind = layer.kind(col).ok_or_else(|| Failure::new("bad column"))?;
     let v = parse_value(kind, &a.value)?;
     layer.reset_stats();
     let found = if a.le { c.seek_le(&v)? } else { c.seek_ge(&v)? };
@@ -323,10 +328,10 @@ fn seek(a: &SeekArgs) -> Result<(), Fail> {
     Ok(())
 }
 
-fn contains(a: &ContainsArgs) -> Result<(), Fail> {
+fn contains(a: &ContainsArgs) -> Result<(), Failure> {
     let layer = Layer::open(&a.dataset)?;
     let (col, c) = locate(&layer, &a.target)?;
-    let kind = layer.kind(col).ok_or_else(|| Fail::new("bad column"))?;
+    let kind = layer.kind(col).ok_or_else(|| Failure::new("bad column"))?;
     let v = parse_value(kind, &a.value)?;
     layer.reset_stats();
     let maybe = c.may_contain(&v)?;
@@ -351,7 +356,7 @@ fn contains(a: &ContainsArgs) -> Result<(), Fail> {
 ///
 /// # Errors
 /// When the dataset cannot be opened.
-pub fn layer_info(path: &Path, json: bool) -> Result<(), Fail> {
+pub fn layer_info(path: &Path, json: bool) -> Result<(), Failure> {
     let layer = Layer::open(path)?;
     let info = layer.info();
     if json {
@@ -399,7 +404,7 @@ pub fn layer_info(path: &Path, json: bool) -> Result<(), Fail> {
 ///
 /// # Errors
 /// When the dataset cannot be opened or a problem is found (exit status 1).
-pub fn layer_verify(path: &Path) -> Result<(), Fail> {
+pub fn layer_verify(path: &Path) -> Result<(), Failure> {
     let layer = Layer::open(path)?;
     let errors = layer.verify();
     if errors.is_empty() {
@@ -412,7 +417,7 @@ pub fn layer_verify(path: &Path) -> Result<(), Fail> {
         for e in &errors {
             eprintln!("blz: {e}");
         }
-        Err(Fail::new(format!(
+        Err(Failure::new(format!(
             "{}: {} problem(s) found",
             path.display(),
             errors.len()

@@ -3,6 +3,7 @@
 
 mod dataset;
 mod dist;
+mod failure;
 mod file;
 mod import;
 mod layer;
@@ -13,6 +14,7 @@ mod sources;
 mod table;
 
 use clap::{Parser, Subcommand};
+use failure::Failure;
 use std::io::Write;
 use std::path::Path;
 use std::process::ExitCode;
@@ -57,40 +59,6 @@ struct InfoArgs {
     /// Print everything as one JSON object instead of a table.
     #[arg(long)]
     json: bool,
-}
-
-/// Why a command failed: the message printed after `blz: ` and the exit status.
-#[derive(Debug)]
-pub struct Fail {
-    /// What went wrong, for a person.
-    pub message: String,
-    /// The process exit status (0 with an empty message: stop quietly, e.g. on a closed pipe).
-    pub code: u8,
-}
-
-impl Fail {
-    /// A failure with exit status 1.
-    pub fn new(message: impl Into<String>) -> Fail {
-        Fail {
-            message: message.into(),
-            code: 1,
-        }
-    }
-}
-
-impl From<dataset::Failure> for Fail {
-    fn from(f: dataset::Failure) -> Fail {
-        Fail {
-            message: f.message,
-            code: f.code,
-        }
-    }
-}
-
-impl From<blz::Error> for Fail {
-    fn from(e: blz::Error) -> Fail {
-        dataset::Failure::from(e).into()
-    }
 }
 
 /// Parses a size such as `4096`, `256K`, `1M`, `1.5M` or `2GiB`. Suffixes `B`, `K`, `M`, `G`
@@ -139,26 +107,26 @@ pub fn parse_size(s: &str) -> blz::Result<u64> {
 }
 
 /// `blz info PATH`: a directory is a dataset, a file a superchunk file.
-fn info(path: &Path, json: bool) -> Result<(), Fail> {
+fn info(path: &Path, json: bool) -> Result<(), Failure> {
     if blz::layer::is_layer(path) {
         return layer::layer_info(path, json);
     }
     if path.is_dir() || !path.exists() {
-        return dataset::dataset_info(path, json).map_err(Fail::from);
+        return dataset::dataset_info(path, json);
     }
     file::info(path, json)
 }
 
-fn run(cli: &Cli) -> Result<(), Fail> {
+fn run(cli: &Cli) -> Result<(), Failure> {
     match &cli.command {
         Command::Pack(a) => file::pack(a),
         Command::Unpack(a) => file::unpack(a),
         Command::Info(a) => info(&a.path, a.json),
-        Command::Dataset(c) => dataset::run(c).map_err(Fail::from),
+        Command::Dataset(c) => dataset::run(c),
         Command::Locate(a) => dist::locate(a),
         Command::Scan(a) => dist::scan(a),
         Command::Layer(a) => layer::run(a),
-        Command::Import(a) => import::run(a).map_err(Fail::from),
+        Command::Import(a) => import::run(a),
     }
 }
 
@@ -169,7 +137,7 @@ const RETRIES_AFTER_A_COMMIT: u32 = 5;
 /// everything, start again (a few times) when a writer's commit changed the dataset under
 /// them, so they report on one committed state, never on a mix or on "corruption" that a
 /// commit made.
-fn run_retrying(cli: &Cli) -> Result<(), Fail> {
+fn run_retrying(cli: &Cli) -> Result<(), Failure> {
     let retryable = matches!(
         &cli.command,
         Command::Info(_) | Command::Scan(_) | Command::Dataset(dataset::DatasetCommand::Verify(_))
@@ -179,7 +147,7 @@ fn run_retrying(cli: &Cli) -> Result<(), Fail> {
         match run(cli) {
             Err(f)
                 if retryable
-                    && f.code == dataset::EXIT_CHANGED
+                    && f.code == failure::EXIT_CHANGED
                     && tries < RETRIES_AFTER_A_COMMIT =>
             {
                 tries += 1;

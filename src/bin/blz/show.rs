@@ -4,6 +4,10 @@ use blz::DType;
 use num_complex::Complex;
 use std::io::Write;
 
+/// Positions shown at each end of a summarised axis (rows of a table, or any axis of an
+/// array), as numpy's `edgeitems`.
+pub(crate) const EDGE: u64 = 3;
+
 fn float_text(x: f64, shortest: impl Fn() -> String) -> String {
     if x.is_nan() {
         "nan".into()

@@ -4,12 +4,14 @@
 //! through blz's public `blz::table` API.
 
 use crate::dataset::{
-    describe, human, out_err, parse_dtype, parse_kv, plural, progress, AppendArgs, AttrsArgs,
-    CreateArgs, Failure, GetArgs, LayoutArgs, ResizeArgs,
+    human, parse_dtype, parse_kv, plural, progress, AppendArgs, AttrsArgs, CreateArgs, GetArgs,
+    LayoutArgs, ResizeArgs,
 };
+use crate::failure::{describe, out_err, say, Failure};
 use crate::npy::{NpyWriter, RecordReader};
 use crate::selection;
 use crate::show;
+use crate::show::EDGE;
 use crate::sources::{encode, parse_field};
 use blz::blosc::Codec;
 use blz::blpk::Checksum;
@@ -26,16 +28,8 @@ use std::path::{Path, PathBuf};
 const BATCH_ROWS: usize = 65536;
 /// `get` prints every row up to this many; beyond, the first and last few.
 const SUMMARY_THRESHOLD: u64 = 1000;
-/// Rows shown at each end of a summary.
-const EDGE: u64 = 5;
 
 /// Writes a line to standard output, turning a closed pipe into a quiet stop.
-macro_rules! say {
-    ($($arg:tt)*) => {
-        writeln!(std::io::stdout().lock(), $($arg)*).map_err(out_err)?
-    };
-}
-
 /// True when `path` holds a table (its `meta/storage` says `"kind": "table"`).
 pub fn is_table(path: &Path) -> bool {
     std::fs::read(path.join("meta").join("storage"))
