@@ -21,6 +21,7 @@ pub mod layer;
 pub mod locate;
 pub mod meta;
 pub mod scan;
+pub mod selection;
 mod staging;
 pub mod storage;
 pub mod table;
@@ -30,6 +31,7 @@ pub use array::{CreateOptions, Dataset, Mode};
 pub use dtype::{DType, Element, Endianness};
 pub use error::{Error, Result};
 pub use layer::Layer;
+pub use selection::Selection;
 pub use storage::Storage;
 pub use table::Table;
 

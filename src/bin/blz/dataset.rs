@@ -3,7 +3,6 @@
 
 use crate::failure::{describe, out_err, say, Failure};
 use crate::npy::{NpyReader, NpyWriter, RecordReader};
-use crate::selection;
 use crate::show::EDGE;
 use crate::show::{self, Text};
 use crate::sources::{self, CsvRows, CsvSpec, GenRows, Generated, Rows, SplitMix};
@@ -13,6 +12,7 @@ use blz::blosc::Codec;
 use blz::blpk::Checksum;
 use blz::dtype::swap_bytes;
 use blz::meta::{Compression, FilterName};
+use blz::Selection;
 use blz::{CreateOptions, DType, Dataset, Endianness};
 use clap::{ArgGroup, Args, Subcommand};
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
@@ -1155,8 +1155,8 @@ pub fn get(a: &GetArgs) -> Result<(), Failure> {
             a.path.display()
         )));
     }
-    let items = selection::parse(a.selection.as_deref().unwrap_or(""))?;
-    let elems = selection::to_slice_info(&items, ds.shape())?;
+    let elems =
+        Selection::parse(a.selection.as_deref().unwrap_or(""))?.to_slice_info(ds.shape())?;
     let sel = ds.resolve(&elems)?;
     let out_shape: Vec<u64> = sel.iter().filter(|s| s.keep).map(|s| s.count).collect();
     let total: u64 = out_shape.iter().product();

@@ -8,7 +8,6 @@ mod file;
 mod import;
 mod layer;
 mod npy;
-mod selection;
 mod show;
 mod sources;
 mod table;

@@ -9,7 +9,6 @@ use crate::dataset::{
 };
 use crate::failure::{describe, out_err, say, Failure};
 use crate::npy::{NpyWriter, RecordReader};
-use crate::selection;
 use crate::show;
 use crate::show::EDGE;
 use crate::sources::{encode, parse_field};
@@ -18,6 +17,7 @@ use blz::blpk::Checksum;
 use blz::meta::{Compression, FilterName};
 use blz::table::{check_name, ColumnOptions, Field, FieldKind, LeafKind, Table, TableOptions};
 use blz::table::{Leaf, Values};
+use blz::Selection;
 use blz::{DType, Endianness};
 use ndarray::SliceInfoElem;
 use std::collections::HashMap;
@@ -840,9 +840,11 @@ fn row_selection(t: &Table, a: &GetArgs) -> Result<RowSel, Failure> {
         }
         return Ok(RowSel::Indices(v));
     }
-    let items = selection::parse(a.selection.as_deref().unwrap_or(""))?;
-    let elems = selection::to_slice_info(&items, &[n])
-        .map_err(|e| Failure::new(e.replace("the dataset has 1 axes", "a table has 1 axis")))?;
+    let elems = Selection::parse(a.selection.as_deref().unwrap_or(""))?
+        .to_slice_info(&[n])
+        .map_err(|e| {
+            Failure::new(describe(&e).replace("the dataset has 1 axes", "a table has 1 axis"))
+        })?;
     Ok(match elems.first() {
         None => RowSel::Range(0, n),
         Some(SliceInfoElem::Index(i)) => {

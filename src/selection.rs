@@ -7,7 +7,56 @@
 //! position). ndarray reads `a..b;-k` differently (from `b-1` backwards), so each slice is
 //! resolved against the axis extent here and handed to blz as an explicit ndarray range.
 
+use crate::error::{Error, Result};
 use ndarray::SliceInfoElem;
+
+/// A parsed numpy-style selection: `Selection::parse("10:20,::-1")`, then
+/// [`to_slice_info`](Selection::to_slice_info) against a shape gives what
+/// [`Dataset::slice`](crate::Dataset::slice) takes.
+///
+/// ```
+/// use ndarray::SliceInfoElem;
+/// let sel = blz::Selection::parse("2:8:3, ::-1")?;
+/// let info = sel.to_slice_info(&[10, 4])?;
+/// // numpy's 2:8:3 is positions 2 and 5: resolved to ndarray's explicit range 2..6;3.
+/// assert_eq!(info[0], SliceInfoElem::Slice { start: 2, end: Some(6), step: 3 });
+/// // ::-1 walks the axis of 4 backwards.
+/// assert!(matches!(info[1], SliceInfoElem::Slice { step: -1, .. }));
+/// assert!(blz::Selection::parse("1:x").is_err());
+/// # Ok::<(), blz::Error>(())
+/// ```
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Selection {
+    items: Vec<Item>,
+}
+
+impl Selection {
+    /// Parses a selection such as `10:20`, `::2`, `-1`, `2:8:3,::-1` or `...,0` (numpy's
+    /// brackets are tolerated). An empty string selects everything.
+    ///
+    /// # Errors
+    /// [`Error::InvalidArgument`] naming the item that is not an integer, a slice or `...`.
+    pub fn parse(text: &str) -> Result<Selection> {
+        parse(text)
+            .map(|items| Selection { items })
+            .map_err(Error::InvalidArgument)
+    }
+
+    /// The comma-separated items, in order.
+    pub fn items(&self) -> &[Item] {
+        &self.items
+    }
+
+    /// The selection as ndarray slice elements for an array of `shape`, with numpy's
+    /// meaning: indices pass through (a read reports those outside their axis), slices are
+    /// clamped to their axis, `...` stands for the axes not named.
+    ///
+    /// # Errors
+    /// [`Error::InvalidArgument`] for more items than axes, two `...`, or a zero step.
+    pub fn to_slice_info(&self, shape: &[u64]) -> Result<Vec<SliceInfoElem>> {
+        to_slice_info(&self.items, shape).map_err(Error::InvalidArgument)
+    }
+}
 
 /// One comma-separated item of a selection.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -27,7 +76,7 @@ pub enum Item {
     Ellipsis,
 }
 
-fn int(s: &str, what: &str, item: &str) -> Result<Option<i128>, String> {
+fn int(s: &str, what: &str, item: &str) -> std::result::Result<Option<i128>, String> {
     let t = s.trim();
     if t.is_empty() {
         return Ok(None);
@@ -37,9 +86,8 @@ fn int(s: &str, what: &str, item: &str) -> Result<Option<i128>, String> {
         .map_err(|_| format!("bad selection item {item:?}: {what} {t:?} is not an integer"))
 }
 
-/// Parses a selection such as `10:20`, `::2`, `-1`, `2:8:3,::-1` or `...,0`. An empty string
-/// selects everything.
-pub fn parse(text: &str) -> Result<Vec<Item>, String> {
+/// The items of a selection (see [`Selection::parse`]).
+fn parse(text: &str) -> std::result::Result<Vec<Item>, String> {
     let t = text.trim();
     if t.is_empty() {
         return Ok(Vec::new());
@@ -119,7 +167,7 @@ fn numpy_slice(start: Option<i128>, stop: Option<i128>, step: i128, n: i128) -> 
 /// Translates parsed items into ndarray slice elements for an array of `shape`, with numpy's
 /// meaning. Indices are passed through (blz reports those outside their axis); slices are
 /// clamped.
-pub fn to_slice_info(items: &[Item], shape: &[u64]) -> Result<Vec<SliceInfoElem>, String> {
+fn to_slice_info(items: &[Item], shape: &[u64]) -> std::result::Result<Vec<SliceInfoElem>, String> {
     let explicit = items.iter().filter(|i| **i != Item::Ellipsis).count();
     if explicit > shape.len() {
         return Err(format!(
