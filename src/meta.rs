@@ -365,9 +365,9 @@ pub(crate) fn refuse_other_kind(
     }
 }
 
-/// The kind of the dataset at `root` (`"array"`, `"table"`, `"layer"`), read from its
-/// `meta/storage`; `None` when there is no readable one.
-pub(crate) fn dataset_kind(storage: &dyn Storage, root: &Path) -> Option<String> {
+/// The kind of the dataset at `root` on `storage` (`"array"`, `"table"`, `"layer"`), read
+/// from its `meta/storage`; `None` when there is no readable one (not a dataset).
+pub fn dataset_kind(storage: &dyn Storage, root: &Path) -> Option<String> {
     let raw = read_json::<serde_json::Value>(storage, &MetaPaths::new(root).storage()).ok()?;
     Some(match raw.get("kind") {
         None => "array".to_string(),

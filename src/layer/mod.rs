@@ -365,9 +365,5 @@ fn data_dir(col: &str) -> std::path::PathBuf {
 
 /// True when `root` holds a layer dataset (its `meta/storage` says `kind: "layer"`).
 pub fn is_layer(root: &std::path::Path) -> bool {
-    let p = root.join("meta").join("storage");
-    std::fs::read(p)
-        .ok()
-        .and_then(|b| serde_json::from_slice::<serde_json::Value>(&b).ok())
-        .is_some_and(|v| v.get("kind").and_then(|k| k.as_str()) == Some(LAYER_KIND))
+    crate::meta::dataset_kind(&crate::storage::LocalStorage, root).as_deref() == Some(LAYER_KIND)
 }

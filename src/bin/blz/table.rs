@@ -32,10 +32,7 @@ const SUMMARY_THRESHOLD: u64 = 1000;
 /// Writes a line to standard output, turning a closed pipe into a quiet stop.
 /// True when `path` holds a table (its `meta/storage` says `"kind": "table"`).
 pub fn is_table(path: &Path) -> bool {
-    std::fs::read(path.join("meta").join("storage"))
-        .ok()
-        .and_then(|b| serde_json::from_slice::<serde_json::Value>(&b).ok())
-        .is_some_and(|j| j["kind"] == "table")
+    blz::meta::dataset_kind(&blz::storage::LocalStorage, path).as_deref() == Some("table")
 }
 
 fn open(path: &Path, write: bool) -> Result<Table, Failure> {
