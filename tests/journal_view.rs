@@ -5,8 +5,8 @@
 
 mod common;
 
-use blz::storage::{FaultyStorage, JournalView, LocalStorage, Storage};
-use blz::txn::{apply, Entry};
+use blz::storage::{FaultyStorage, LocalStorage, Storage};
+use blz::txn::{apply, Entry, JournalView};
 use common::{copy_dir, tree};
 use proptest::prelude::*;
 use std::path::{Path, PathBuf};

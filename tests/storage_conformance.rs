@@ -7,8 +7,9 @@
 mod common;
 
 use blz::storage::{
-    read_small_file, write_file_atomic, FaultyStorage, JournalView, LocalStorage, OpenMode, Storage,
+    read_small_file, write_file_atomic, FaultyStorage, LocalStorage, OpenMode, Storage,
 };
+use blz::txn::JournalView;
 use blz::Error;
 use std::io::ErrorKind;
 use std::path::Path;

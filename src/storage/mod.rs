@@ -3,11 +3,9 @@
 //! (later) an object store without the array code knowing.
 
 mod fault;
-mod journal_view;
 mod local;
 
 pub use fault::FaultyStorage;
-pub use journal_view::JournalView;
 pub use local::LocalStorage;
 
 use crate::error::{Error, Result};

@@ -8,9 +8,9 @@
 //! then removals. Whatever part of the journal already reached the disk, the view shows the
 //! state a writer's recovery would produce. The journal file itself is hidden.
 
-use super::{atomic_tmp_path, OpenMode, Storage, StorageFile};
+use super::Entry;
 use crate::error::{Error, Result};
-use crate::txn::Entry;
+use crate::storage::{atomic_tmp_path, OpenMode, Storage, StorageFile};
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
