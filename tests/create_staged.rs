@@ -6,25 +6,7 @@ mod common;
 use blz::storage::LocalStorage;
 use blz::table::{Field, Table, Values};
 use blz::{CreateOptions, DType, Dataset, Error};
-use std::path::Path;
 use std::sync::Arc;
-
-/// Holds a writer lock on `root/meta/lock` as a live builder would, until dropped.
-struct Held {
-    _file: std::fs::File,
-}
-
-fn hold(root: &Path) -> Held {
-    std::fs::create_dir_all(root.join("meta")).unwrap();
-    let f = std::fs::OpenOptions::new()
-        .write(true)
-        .create(true)
-        .truncate(false)
-        .open(root.join("meta").join("lock"))
-        .unwrap();
-    f.try_lock().unwrap();
-    Held { _file: f }
-}
 
 fn bytes(v: &[f64]) -> Vec<u8> {
     v.iter().flat_map(|x| x.to_ne_bytes()).collect()
@@ -34,7 +16,7 @@ fn bytes(v: &[f64]) -> Vec<u8> {
 fn a_second_create_of_one_path_is_refused_while_the_first_runs() {
     let dir = tempfile::tempdir().unwrap();
     let p = dir.path().join("a.blz");
-    let _live = hold(&dir.path().join("a.blz.tmp-build"));
+    let _live = common::OtherWriter::lock(&dir.path().join("a.blz.tmp-build"));
     let err = Dataset::create(&p, DType::F64, &[0]).unwrap_err();
     assert!(matches!(err, Error::Locked { .. }), "{err}");
     assert!(err.to_string().contains("a.blz.tmp-build"), "{err}");
@@ -66,7 +48,7 @@ fn a_killed_create_leaves_nothing_that_opens_and_the_next_one_cleans_up() {
     let p = dir.path().join("a.blz");
     // What a killed build leaves: a staging directory with its marker and some files.
     let tmp = dir.path().join("a.blz.tmp-build");
-    drop(hold(&tmp));
+    drop(common::OtherWriter::lock(&tmp));
     std::fs::create_dir_all(tmp.join("data")).unwrap();
     std::fs::write(tmp.join("data").join("__1__.bin"), b"half").unwrap();
     std::fs::write(tmp.join("meta").join("building"), b"").unwrap();

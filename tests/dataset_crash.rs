@@ -276,28 +276,6 @@ fn pending_shrink(dir: &Path) -> std::path::PathBuf {
     unreachable!()
 }
 
-/// Holds the writer lock of the dataset at `root` as another writer would (flock on
-/// `meta/lock`) until dropped.
-struct OtherWriter {
-    _file: std::fs::File,
-}
-
-impl OtherWriter {
-    fn lock(root: &Path) -> OtherWriter {
-        use std::os::fd::AsRawFd;
-        let f = std::fs::OpenOptions::new()
-            .write(true)
-            .create(true)
-            .truncate(false)
-            .open(root.join("meta").join("lock"))
-            .unwrap();
-        // SAFETY: the descriptor belongs to `f`, open for the whole call.
-        let rc = unsafe { libc::flock(f.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) };
-        assert_eq!(rc, 0, "the lock is free");
-        OtherWriter { _file: f }
-    }
-}
-
 /// One writer at a time: a second one gets a clear error naming the lock, readers still open
 /// and read the committed state, and the lock is free again once the first writer is gone.
 #[test]
@@ -351,7 +329,7 @@ fn second_writer_is_refused_readers_are_not() {
 fn reader_waits_for_a_live_writer_to_apply_its_commit() {
     let dir = tempfile::tempdir().unwrap();
     let d = pending_shrink(dir.path());
-    let writer = OtherWriter::lock(&d);
+    let writer = common::OtherWriter::lock(&d);
     let reader = {
         let d = d.clone();
         std::thread::spawn(move || {

@@ -235,3 +235,23 @@ pub fn raw_npy(descr: &str, shape: &str, data: &[u8]) -> Vec<u8> {
     out.extend_from_slice(data);
     out
 }
+
+/// Holds the writer lock of the dataset (or staging directory) at `root` as another writer
+/// would (`flock` on `meta/lock`, created if needed) until dropped.
+pub struct OtherWriter {
+    _file: std::fs::File,
+}
+
+impl OtherWriter {
+    pub fn lock(root: &Path) -> OtherWriter {
+        std::fs::create_dir_all(root.join("meta")).expect("meta directory");
+        let f = std::fs::OpenOptions::new()
+            .write(true)
+            .create(true)
+            .truncate(false)
+            .open(root.join("meta").join("lock"))
+            .expect("lock file");
+        f.try_lock().expect("the lock is free");
+        OtherWriter { _file: f }
+    }
+}
