@@ -43,6 +43,32 @@ fn a_file_from_another_position_is_refused() {
 }
 
 #[test]
+fn nothing_is_appended_into_a_misplaced_last_file() {
+    let d = Dir::new();
+    // 38,000 rows: the last file, __10__.bin, holds two whole chunks, so an append reads
+    // nothing of it before writing.
+    let (p, q) = (d.s("a.blz"), d.s("b.blz"));
+    for x in [&p, &q] {
+        ok(&["create", x, "--arange", "38000", "--chunkshape", "1000"]);
+    }
+    let mut chunks = vec![];
+    for x in [&p, &q] {
+        let ds = blz::Dataset::open(x).unwrap();
+        chunks.push((ds.storage_meta().superchunksize, ds.nfiles()));
+    }
+    assert_eq!(chunks[0], chunks[1]);
+    let last = format!("data/__{}__.bin", chunks[0].1);
+    std::fs::copy(d.p(&format!("b.blz/{last}")), d.p(&format!("a.blz/{last}"))).unwrap();
+    let before = std::fs::read(d.p(&format!("a.blz/{last}"))).unwrap();
+    let err = fails(&["resize", &p, "39000"]);
+    assert!(err.contains("belongs to"), "{err}");
+    assert_eq!(
+        std::fs::read(d.p(&format!("a.blz/{last}"))).unwrap(),
+        before
+    );
+}
+
+#[test]
 fn a_file_from_another_dataset_is_refused() {
     let d = Dir::new();
     let p = array(&d, "a.blz");

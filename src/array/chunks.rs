@@ -376,6 +376,8 @@ impl<'s> ChunkWrites<'s> {
             let rel = s.file_rel(f);
             let exists = f * s.superchunksize < self.committed;
             let w = if exists {
+                // Nothing is written into a file that is not this store's file `f`.
+                s.reader(f)?;
                 let file = txn.storage().open(&s.root.join(&rel), OpenMode::Read)?;
                 let mut w = SuperchunkWriter::open(file.as_ref(), s.slack)?;
                 let local_committed = (self.committed - f * s.superchunksize).min(s.superchunksize);
