@@ -54,6 +54,28 @@ for _ in $(seq 50); do
     sleep 0.2
 done
 mountpoint -q "$mount2" || fail "$mount2 is not mounted 10 s after starting its client"
+
+# A new client connects to the bricks one by one: wait until the second one reads files
+# written through the first on every brick (12 names that hash to all three).
+second_client_reads_all() {
+    local dir=.blz-client2-probe i seen= info
+    for i in $(seq 1 12); do
+        [ "$(cat "$mount2/$dir/__${i}__.bin" 2>/dev/null)" = "probe $i" ] || return 1
+        info=$(getfattr --absolute-names --only-values -n glusterfs.pathinfo "$mount2/$dir/__${i}__.bin" 2>/dev/null | tr -d '\0') || return 1
+        [[ $info =~ \<POSIX\(([^\)]*)\) ]] || return 1
+        [[ " $seen " == *" ${BASH_REMATCH[1]} "* ]] || seen="$seen ${BASH_REMATCH[1]}"
+    done
+    [ "$(wc -w <<<"$seen")" -eq 3 ]
+}
+rm -rf "$mnt/.blz-client2-probe"
+mkdir "$mnt/.blz-client2-probe"
+for i in $(seq 1 12); do echo "probe $i" >"$mnt/.blz-client2-probe/__${i}__.bin"; done
+for _ in $(seq 60); do
+    second_client_reads_all && break
+    sleep 1
+done
+second_client_reads_all || fail "the second client at $mount2 does not read files on every brick after 60 s"
+rm -rf "$mnt/.blz-client2-probe"
 export BLZ_GLUSTER_MOUNT2=$mount2
 
 say "running the tests on $BLZ_GLUSTER_MOUNT (second client: $BLZ_GLUSTER_MOUNT2)"
