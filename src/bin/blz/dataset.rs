@@ -2,21 +2,18 @@
 //! `verify` and `compact`. Everything goes through blz's public library API.
 
 use crate::failure::{describe, out_err, say, Failure};
-use crate::npy::{NpyReader, NpyWriter, RecordReader};
 use crate::show::EDGE;
 use crate::show::{self, Text};
 use crate::sources::{self, CsvRows, CsvSpec, GenRows, Generated, Rows, SplitMix};
 use crate::table;
-use blz::array::select::AxisSel;
 use blz::blosc::Codec;
 use blz::blpk::Checksum;
-use blz::dtype::swap_bytes;
 use blz::meta::{Compression, FilterName};
-use blz::Selection;
+use blz::npy::{NpyReader, RecordReader};
+use blz::ordered::SelectionReader;
 use blz::{CreateOptions, DType, Dataset, Endianness};
 use clap::{ArgGroup, Args, Subcommand};
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
-use ndarray::{ArrayViewD, Axis, IxDyn};
 use std::io::{IsTerminal, Write};
 use std::path::{Path, PathBuf};
 
@@ -387,7 +384,7 @@ pub fn run(cmd: &DatasetCommand) -> Result<(), Failure> {
         // a file that is not .npy at all).
         DatasetCommand::Create(a) => match a.npy.as_deref().map(RecordReader::open) {
             Some(Ok(Some(rec))) => table::create_npy(a, rec),
-            Some(Err(e)) => Err(Failure::new(e)),
+            Some(Err(e)) => Err(e.into()),
             _ => create(a),
         },
         DatasetCommand::Get(a) if table::is_table(&a.path) => table::get(a),
@@ -978,174 +975,6 @@ pub fn dataset_info(path: &Path, json: bool) -> Result<(), Failure> {
 // ---------------------------------------------------------------------------------------------
 // get
 
-/// The sub-selection of output positions `p..q` of one axis.
-fn sub_axis(s: &AxisSel, p: u64, q: u64) -> AxisSel {
-    let start = if s.reversed {
-        s.start + (s.count - q) * s.step
-    } else {
-        s.start + p * s.step
-    };
-    AxisSel {
-        start,
-        step: s.step,
-        count: q - p,
-        reversed: s.reversed,
-        keep: s.keep,
-    }
-}
-
-/// Reads a resolved selection as native-endian bytes in output order (C order over the
-/// counts, reversed axes reversed).
-fn read_ordered(ds: &Dataset, sel: &[AxisSel]) -> Result<Vec<u8>, Failure> {
-    let bytes = ds.read_bytes(sel)?;
-    if !sel.iter().any(|s| s.reversed && s.count > 1) {
-        return Ok(bytes);
-    }
-    let mut shape: Vec<usize> = sel.iter().map(|s| s.count as usize).collect();
-    shape.push(ds.dtype().itemsize());
-    let mut v = ArrayViewD::from_shape(IxDyn(&shape), &bytes)
-        .map_err(|e| Failure::new(format!("internal: {e}")))?;
-    for (ax, s) in sel.iter().enumerate() {
-        if s.reversed {
-            v.invert_axis(Axis(ax));
-        }
-    }
-    Ok(v.iter().copied().collect())
-}
-
-/// Reads a selection in batches along its first kept axis, handing each batch (output
-/// positions `p..p+n` of that axis) to `f`.
-fn for_each_batch(
-    ds: &Dataset,
-    sel: &[AxisSel],
-    mut f: impl FnMut(Vec<u8>, u64, u64) -> Result<(), Failure>,
-) -> Result<(), Failure> {
-    let Some(a) = sel.iter().position(|s| s.keep) else {
-        return f(read_ordered(ds, sel)?, 0, 1);
-    };
-    let unit: u64 = sel
-        .iter()
-        .enumerate()
-        .filter(|(i, _)| *i != a)
-        .map(|(_, s)| s.count)
-        .product::<u64>()
-        * ds.dtype().itemsize() as u64;
-    let per = (BATCH_BYTES / unit.max(1)).max(1);
-    let n = sel[a].count;
-    let mut p = 0;
-    while p < n {
-        let q = (p + per).min(n);
-        let mut sub = sel.to_vec();
-        sub[a] = sub_axis(&sel[a], p, q);
-        f(read_ordered(ds, &sub)?, p, q - p)?;
-        p = q;
-    }
-    Ok(())
-}
-
-/// The edges of a large selection, ready to print.
-struct Edges {
-    /// Native-endian elements in C order over `shape`.
-    data: Vec<u8>,
-    /// Shown extent of each kept axis.
-    shape: Vec<usize>,
-    /// Per kept axis: the shown position before which positions are skipped.
-    gaps: Vec<Option<usize>>,
-}
-
-/// Reads the edges of a large selection (up to [`EDGE`] positions at each end of every axis).
-/// Returns the data, its shape over the kept axes and where each axis skips positions.
-fn read_edges(ds: &Dataset, sel: &[AxisSel]) -> Result<Edges, Failure> {
-    let isz = ds.dtype().itemsize();
-    // Per axis: the segments (output positions p..q, placed at offset o of the shown block).
-    let segs: Vec<Vec<(u64, u64, u64)>> = sel
-        .iter()
-        .map(|s| {
-            if s.keep && s.count > 2 * EDGE {
-                vec![(0, EDGE, 0), (s.count - EDGE, s.count, EDGE)]
-            } else {
-                vec![(0, s.count, 0)]
-            }
-        })
-        .collect();
-    let shown: Vec<u64> = segs
-        .iter()
-        .map(|v| v.iter().map(|(p, q, _)| q - p).sum())
-        .collect();
-    let total: u64 = shown.iter().product();
-    let mut out = vec![0u8; total as usize * isz];
-    let bst = strides(&shown);
-    let mut pick = vec![0usize; sel.len()];
-    loop {
-        let sub: Vec<AxisSel> = sel
-            .iter()
-            .zip(&pick)
-            .zip(&segs)
-            .map(|((s, &i), v)| sub_axis(s, v[i].0, v[i].1))
-            .collect();
-        let block = read_ordered(ds, &sub)?;
-        let bshape: Vec<u64> = sub.iter().map(|s| s.count).collect();
-        let offs: Vec<u64> = pick.iter().zip(&segs).map(|(&i, v)| v[i].2).collect();
-        // Scatter the block into the shown array.
-        let n: u64 = bshape.iter().product();
-        let mut idx = vec![0u64; bshape.len()];
-        for e in 0..n as usize {
-            let pos: u64 = idx
-                .iter()
-                .zip(&offs)
-                .zip(&bst)
-                .map(|((&i, &o), &st)| (i + o) * st)
-                .sum();
-            let dst = pos as usize * isz;
-            out[dst..dst + isz].copy_from_slice(&block[e * isz..(e + 1) * isz]);
-            for ax in (0..idx.len()).rev() {
-                idx[ax] += 1;
-                if idx[ax] < bshape[ax] {
-                    break;
-                }
-                idx[ax] = 0;
-            }
-        }
-        // Next combination of segments.
-        let mut ax = sel.len();
-        loop {
-            if ax == 0 {
-                let kept: Vec<usize> = sel
-                    .iter()
-                    .zip(&shown)
-                    .filter(|(s, _)| s.keep)
-                    .map(|(_, &n)| n as usize)
-                    .collect();
-                let gaps = sel
-                    .iter()
-                    .zip(&segs)
-                    .filter(|(s, _)| s.keep)
-                    .map(|(_, v)| (v.len() > 1).then_some(EDGE as usize))
-                    .collect();
-                return Ok(Edges {
-                    data: out,
-                    shape: kept,
-                    gaps,
-                });
-            }
-            ax -= 1;
-            pick[ax] += 1;
-            if pick[ax] < segs[ax].len() {
-                break;
-            }
-            pick[ax] = 0;
-        }
-    }
-}
-
-fn strides(shape: &[u64]) -> Vec<u64> {
-    let mut s = vec![1u64; shape.len()];
-    for i in (0..shape.len().saturating_sub(1)).rev() {
-        s[i] = s[i + 1] * shape[i + 1];
-    }
-    s
-}
-
 /// `blz get`.
 pub fn get(a: &GetArgs) -> Result<(), Failure> {
     let ds = open(&a.path, false)?;
@@ -1155,15 +984,13 @@ pub fn get(a: &GetArgs) -> Result<(), Failure> {
             a.path.display()
         )));
     }
-    let elems =
-        Selection::parse(a.selection.as_deref().unwrap_or(""))?.to_slice_info(ds.shape())?;
-    let sel = ds.resolve(&elems)?;
-    let out_shape: Vec<u64> = sel.iter().filter(|s| s.keep).map(|s| s.count).collect();
-    let total: u64 = out_shape.iter().product();
+    let sel = SelectionReader::parse(&ds, a.selection.as_deref().unwrap_or(""))?;
+    let out_shape = sel.shape().to_vec();
+    let total = sel.elements();
     let dtype = ds.dtype();
     let isz = dtype.itemsize();
     if let Some(out) = &a.out {
-        return write_npy(&ds, &sel, &out_shape, out);
+        return write_npy(&ds, &sel, out);
     }
     if a.json {
         if total > SUMMARY_THRESHOLD && !a.all {
@@ -1172,7 +999,7 @@ pub fn get(a: &GetArgs) -> Result<(), Failure> {
                  or use --out FILE.npy"
             )));
         }
-        let data = read_ordered(&ds, &sel)?;
+        let data = sel.read_all()?;
         let shape: Vec<usize> = out_shape.iter().map(|&n| n as usize).collect();
         say!("{}", show::to_json(&data, &shape, dtype));
         return Ok(());
@@ -1191,7 +1018,7 @@ pub fn get(a: &GetArgs) -> Result<(), Failure> {
         printed: 0,
     };
     if total > SUMMARY_THRESHOLD && !a.all {
-        let e = read_edges(&ds, &sel)?;
+        let e = sel.edges(EDGE)?;
         text.entries(&e.data, &e.shape, &e.gaps, 0)
             .map_err(out_err)?;
         lock.flush().map_err(out_err)?;
@@ -1206,39 +1033,25 @@ pub fn get(a: &GetArgs) -> Result<(), Failure> {
     }
     let rest: Vec<usize> = out_shape.iter().skip(1).map(|&n| n as usize).collect();
     let gaps = vec![None; out_shape.len().max(1)];
-    for_each_batch(&ds, &sel, |data, p, n| {
-        let mut shape = vec![n as usize];
+    for batch in sel.batches(BATCH_BYTES) {
+        let batch = batch?;
+        let mut shape = vec![batch.rows as usize];
         shape.extend(&rest);
-        debug_assert_eq!(data.len(), shape.iter().product::<usize>() * isz);
-        text.entries(&data, &shape, &gaps, p as usize)
-            .map_err(out_err)
-    })?;
+        debug_assert_eq!(batch.data.len(), shape.iter().product::<usize>() * isz);
+        text.entries(&batch.data, &shape, &gaps, batch.start as usize)
+            .map_err(out_err)?;
+    }
     lock.flush().map_err(out_err)?;
     Ok(())
 }
 
 /// `blz get --out FILE.npy`: the selection, with the dataset's dtype and byte order.
-fn write_npy(ds: &Dataset, sel: &[AxisSel], shape: &[u64], out: &Path) -> Result<(), Failure> {
-    let m = ds.storage_meta();
-    let (dtype, endian) = (m.dtype, m.endianness);
-    let mut w = NpyWriter::create(out, dtype, endian, shape)?;
-    let total: u64 = shape.iter().product();
-    let pb = progress(total * dtype.itemsize() as u64, "get", "bytes");
-    let res = for_each_batch(ds, sel, |mut data, _, _| {
-        if endian != Endianness::native() {
-            swap_bytes(&mut data, dtype.swap_unit());
-        }
-        pb.inc(data.len() as u64);
-        w.write(&data).map_err(Failure::new)
-    });
+fn write_npy(ds: &Dataset, sel: &SelectionReader<'_>, out: &Path) -> Result<(), Failure> {
+    let total = sel.elements() * ds.dtype().itemsize() as u64;
+    let pb = progress(total, "get", "bytes");
+    let res = blz::npy::write_selection(ds, sel, out, BATCH_BYTES, |n| pb.inc(n));
     pb.finish_and_clear();
-    match res {
-        Ok(()) => Ok(w.finish()?),
-        Err(e) => {
-            w.abandon();
-            Err(e)
-        }
-    }
+    Ok(res?)
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -1248,17 +1061,14 @@ fn write_npy(ds: &Dataset, sel: &[AxisSel], shape: &[u64], out: &Path) -> Result
 pub fn append(a: &AppendArgs) -> Result<(), Failure> {
     let mut ds = open(&a.path, true)?;
     let dtype = ds.dtype();
-    let (mut src, name): (Box<dyn Rows>, PathBuf) = if let Some(p) = &a.npy {
+    let before = ds.shape().to_vec();
+    let n = if let Some(p) = &a.npy {
         let r = NpyReader::open(p)?;
-        if r.header.dtype != dtype {
-            return Err(Failure::new(format!(
-                "{}: holds {}, the dataset holds {dtype}; convert it first, e.g. arr.astype('{}')",
-                p.display(),
-                r.header.dtype,
-                dtype.name()
-            )));
-        }
-        (Box::new(r), p.clone())
+        r.check_fits(&ds)?;
+        let pb = progress(r.rows(), "append", "rows");
+        let n = r.append_to(&mut ds, batch_bytes(), |k| pb.inc(k));
+        pb.finish_and_clear();
+        n?
     } else if let Some(p) = &a.csv {
         let Some(column) = a.column.as_deref() else {
             return Err(Failure::new(format!(
@@ -1268,23 +1078,12 @@ pub fn append(a: &AppendArgs) -> Result<(), Failure> {
         };
         let spec = csv_spec(p, column, a.delimiter, a.no_header)?;
         let plan = sources::scan(&spec, Some(dtype))?;
-        (Box::new(CsvRows::new(plan)?), p.clone())
+        let mut src = CsvRows::new(plan)?;
+        blz::ingest::check_rows_fit(p, &src.shape(), &ds)?;
+        append_all(&mut src, &before, "append", |b| ds.append_batches(b))?
     } else {
         return Err(Failure::new("give a source: --npy or --csv"));
     };
-    if src.row_shape() != ds.shape()[1..] {
-        let mut want = vec!["n".to_string()];
-        want.extend(ds.shape()[1..].iter().map(u64::to_string));
-        return Err(Failure::new(format!(
-            "{}: an array of shape {} does not fit the dataset's shape {}: expected shape [{}]",
-            name.display(),
-            shape_str(&src.shape()),
-            shape_str(ds.shape()),
-            want.join(", ")
-        )));
-    }
-    let before = ds.shape().to_vec();
-    let n = append_all(src.as_mut(), &before, "append", |b| ds.append_batches(b))?;
     say!(
         "appended {n} rows to {}: {} -> {}",
         a.path.display(),

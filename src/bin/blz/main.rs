@@ -7,7 +7,6 @@ mod failure;
 mod file;
 mod import;
 mod layer;
-mod npy;
 mod show;
 mod sources;
 mod table;

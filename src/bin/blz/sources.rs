@@ -2,8 +2,8 @@
 //! a CSV file, or generated data (`arange`, `linspace`, a random walk, zeros). Every source
 //! hands out native-endian bytes in C order, a bounded batch of rows at a time.
 
-use crate::npy::NpyReader;
 use blz::dtype::{put_float, put_int, value_to_bytes};
+use blz::npy::NpyReader;
 use blz::{DType, Endianness};
 use std::path::PathBuf;
 
@@ -27,7 +27,7 @@ pub trait Rows {
 
 impl Rows for NpyReader {
     fn dtype(&self) -> DType {
-        self.header.dtype
+        NpyReader::dtype(self)
     }
     fn row_shape(&self) -> Vec<u64> {
         NpyReader::row_shape(self).to_vec()
@@ -36,10 +36,10 @@ impl Rows for NpyReader {
         NpyReader::rows(self)
     }
     fn shape(&self) -> Vec<u64> {
-        self.header.shape.clone()
+        self.header().shape.clone()
     }
     fn next_rows(&mut self, max: u64) -> Result<Option<(Vec<u8>, u64)>, String> {
-        NpyReader::next_rows(self, max)
+        NpyReader::next_rows(self, max).map_err(|e| crate::failure::describe(&e))
     }
 }
 

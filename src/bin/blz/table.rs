@@ -8,18 +8,17 @@ use crate::dataset::{
     LayoutArgs, ResizeArgs,
 };
 use crate::failure::{describe, out_err, say, Failure};
-use crate::npy::{NpyWriter, RecordReader};
 use crate::show;
 use crate::show::EDGE;
 use crate::sources::{encode, parse_field};
 use blz::blosc::Codec;
 use blz::blpk::Checksum;
 use blz::meta::{Compression, FilterName};
+use blz::npy::RecordReader;
+use blz::ordered::TableRows;
 use blz::table::{check_name, ColumnOptions, Field, FieldKind, LeafKind, Table, TableOptions};
 use blz::table::{Leaf, Values};
-use blz::Selection;
-use blz::{DType, Endianness};
-use ndarray::SliceInfoElem;
+use blz::DType;
 use std::collections::HashMap;
 use std::io::Write;
 use std::path::{Path, PathBuf};
@@ -538,14 +537,6 @@ fn report_create(path: &Path, t: &Table, targets: &[(String, LeafKind)]) -> Resu
     Ok(())
 }
 
-/// The columns the fields of `rec` make: their paths and types.
-fn record_leaves(rec: &RecordReader) -> Vec<(String, LeafKind)> {
-    rec.fields
-        .iter()
-        .map(|f| (f.path.clone(), LeafKind::Fixed(f.dtype)))
-        .collect()
-}
-
 /// Reports an append of `rows` rows to the table at `path`, which had `before`.
 fn report_append(path: &Path, rows: u64, before: u64, t: &Table) -> Result<(), Failure> {
     say!(
@@ -557,87 +548,47 @@ fn report_append(path: &Path, rows: u64, before: u64, t: &Table) -> Result<(), F
     Ok(())
 }
 
-/// Every record of `rec`, in batches of one value list per field, for `append` to commit
-/// in one transaction.
-fn append_records<T>(
-    rec: &mut RecordReader,
-    what: &str,
-    append: impl FnOnce(&mut dyn Iterator<Item = blz::Result<Vec<(String, Values)>>>) -> blz::Result<T>,
-) -> Result<T, Failure> {
-    let batch = (crate::dataset::batch_bytes() / rec.itemsize.max(1) as u64).max(1);
-    let paths: Vec<String> = rec.fields.iter().map(|f| f.path.clone()).collect();
-    let dtypes: Vec<DType> = rec.fields.iter().map(|f| f.dtype).collect();
-    let total = rec.rows;
-    let batches = std::iter::from_fn(|| match rec.next_rows(batch) {
-        Ok(Some((cols, _))) => Some(Ok(paths
-            .iter()
-            .zip(&dtypes)
-            .zip(cols)
-            .map(|((p, &dtype), data)| (p.clone(), Values::Fixed { dtype, data }))
-            .collect())),
-        Ok(None) => None,
-        Err(e) => Some(Err(Failure::new(e))),
-    });
-    append_all(batches, total, what, append)
-}
-
 /// `blz create --npy` of records: a table with a column per field (nested records become
 /// nested fields).
-pub fn create_npy(a: &CreateArgs, mut rec: RecordReader) -> Result<(), Failure> {
+pub fn create_npy(a: &CreateArgs, rec: RecordReader) -> Result<(), Failure> {
     if a.schema.is_some() {
         return Err(Failure::new(
             "--schema applies to CSV tables; a .npy file of records carries its own types",
         ));
     }
-    let targets = record_leaves(&rec);
-    let fields =
-        build_fields(&targets).map_err(|m| Failure::new(format!("{}: {m}", rec.path.display())))?;
-    let opts = table_options(&a.layout, rec.rows)?;
-    let t = append_records(&mut rec, "create", |b| {
-        Table::create_from(blz::storage::local(), &a.path, fields, &opts, b)
-    })?;
-    report_create(&a.path, &t, &targets)
+    let targets = rec.leaves();
+    rec.table_fields()?;
+    let opts = table_options(&a.layout, rec.rows())?;
+    let pb = progress(rec.rows(), "create", "rows");
+    let t = rec.create_table(
+        blz::storage::local(),
+        &a.path,
+        &opts,
+        crate::dataset::batch_bytes(),
+        |n| pb.inc(n),
+    );
+    pb.finish_and_clear();
+    report_create(&a.path, &t?, &targets)
 }
 
 /// `blz append --npy` on a table: the records' fields must be the table's columns, with
 /// the same types.
 fn append_npy(a: &AppendArgs, npy_path: &Path) -> Result<(), Failure> {
     let mut t = open(&a.path, true)?;
-    let mut rec = RecordReader::open(npy_path)?.ok_or_else(|| {
+    let rec = RecordReader::open(npy_path)?.ok_or_else(|| {
         Failure::new(format!(
             "{}: a table appends records (a structured dtype with a field per column: {})",
             npy_path.display(),
             t.column_names().join(", ")
         ))
     })?;
-    let leaves: Vec<(String, LeafKind)> = t
-        .leaves()
-        .iter()
-        .map(|l| (l.path.clone(), l.kind))
-        .collect();
-    let got = record_leaves(&rec);
-    let mut sorted_leaves = leaves.clone();
-    let mut sorted_got = got.clone();
-    sorted_leaves.sort_by(|x, y| x.0.cmp(&y.0));
-    sorted_got.sort_by(|x, y| x.0.cmp(&y.0));
-    if sorted_leaves != sorted_got {
-        let show = |v: &[(String, LeafKind)]| {
-            v.iter()
-                .map(|(p, k)| format!("{p}: {}", k.name()))
-                .collect::<Vec<_>>()
-                .join(", ")
-        };
-        return Err(Failure::new(format!(
-            "{}: its fields ({}) are not the columns of {} ({})",
-            npy_path.display(),
-            show(&got),
-            a.path.display(),
-            show(&leaves)
-        )));
-    }
+    rec.check_fits(&t)?;
     let before = t.nrows();
-    let rows = rec.rows;
-    append_records(&mut rec, "append", |b| t.append_batches(b))?;
+    let rows = rec.rows();
+    let pb = progress(rows, "append", "rows");
+    let res = rec.append_to(&mut t, crate::dataset::batch_bytes(), |n| pb.inc(n));
+    pb.finish_and_clear();
+    res?;
     report_append(&a.path, rows, before, &t)
 }
 
@@ -795,31 +746,8 @@ pub fn info(path: &Path, json: bool) -> Result<(), Failure> {
 // ---------------------------------------------------------------------------------------------
 // get
 
-/// Which rows `get` reads, in output order.
-enum RowSel {
-    Range(u64, u64),
-    Indices(Vec<u64>),
-}
-
-impl RowSel {
-    fn len(&self) -> u64 {
-        match self {
-            RowSel::Range(a, b) => b - a,
-            RowSel::Indices(v) => v.len() as u64,
-        }
-    }
-
-    /// Output positions `p..q`.
-    fn read(&self, t: &Table, names: &[&str], p: u64, q: u64) -> Result<Vec<Values>, Failure> {
-        let cols = match self {
-            RowSel::Range(a, _) => t.rows(a + p, a + q, Some(names))?,
-            RowSel::Indices(v) => t.take(&v[p as usize..q as usize], Some(names))?,
-        };
-        Ok(cols.into_iter().map(|(_, v)| v).collect())
-    }
-}
-
-fn row_selection(t: &Table, a: &GetArgs) -> Result<RowSel, Failure> {
+/// The rows `get` reads, in output order: `--rows`, or the selection.
+fn row_selection(t: &Table, a: &GetArgs) -> Result<TableRows, Failure> {
     let n = t.nrows();
     if let Some(list) = &a.rows {
         let mut v = Vec::new();
@@ -827,53 +755,12 @@ fn row_selection(t: &Table, a: &GetArgs) -> Result<RowSel, Failure> {
             let i: i128 = item.parse().map_err(|_| {
                 Failure::new(format!("--rows {list:?}: {item:?} is not a row number"))
             })?;
-            let j = if i < 0 { i + i128::from(n) } else { i };
-            if j < 0 || j >= i128::from(n) {
-                return Err(Failure::new(format!(
-                    "--rows {list:?}: row {i} outside the table's {n} rows"
-                )));
-            }
-            v.push(j as u64);
+            v.push(i);
         }
-        return Ok(RowSel::Indices(v));
+        return TableRows::pick(&v, n)
+            .map_err(|e| Failure::new(format!("--rows {list:?}: {}", describe(&e))));
     }
-    let elems = Selection::parse(a.selection.as_deref().unwrap_or(""))?
-        .to_slice_info(&[n])
-        .map_err(|e| {
-            Failure::new(describe(&e).replace("the dataset has 1 axes", "a table has 1 axis"))
-        })?;
-    Ok(match elems.first() {
-        None => RowSel::Range(0, n),
-        Some(SliceInfoElem::Index(i)) => {
-            let j = if *i < 0 {
-                *i as i128 + i128::from(n)
-            } else {
-                *i as i128
-            };
-            if j < 0 || j >= i128::from(n) {
-                return Err(Failure::new(format!(
-                    "row {i} outside the table's {n} rows"
-                )));
-            }
-            RowSel::Range(j as u64, j as u64 + 1)
-        }
-        Some(SliceInfoElem::Slice { start, end, step }) => {
-            let s = (*start).max(0) as u64;
-            let e = end.map_or(n, |e| (e.max(0) as u64).min(n)).max(s);
-            if *step == 1 {
-                RowSel::Range(s, e)
-            } else if *step > 1 {
-                RowSel::Indices((s..e).step_by(*step as usize).collect())
-            } else {
-                // ndarray's negative step: from the end of s..e backwards.
-                let k = step.unsigned_abs();
-                RowSel::Indices((s..e).rev().step_by(k).collect())
-            }
-        }
-        Some(SliceInfoElem::NewAxis) => {
-            return Err(Failure::new("a table selection takes rows only"));
-        }
-    })
+    Ok(TableRows::parse(a.selection.as_deref().unwrap_or(""), n)?)
 }
 
 /// The text of row `i` of a column; `csv` writes NaN as an empty cell.
@@ -1032,7 +919,7 @@ pub fn get(a: &GetArgs) -> Result<(), Failure> {
 }
 
 /// `blz get --out FILE.csv`: a header row of column paths, then the selected rows.
-fn write_csv(t: &Table, names: &[&str], sel: &RowSel, out: &Path) -> Result<(), Failure> {
+fn write_csv(t: &Table, names: &[&str], sel: &TableRows, out: &Path) -> Result<(), Failure> {
     let ctx = |e: csv::Error| Failure::new(format!("{}: {e}", out.display()));
     let mut w = csv::Writer::from_path(out).map_err(ctx)?;
     let total = sel.len();
@@ -1061,116 +948,30 @@ fn write_csv(t: &Table, names: &[&str], sel: &RowSel, out: &Path) -> Result<(), 
     res
 }
 
-/// The types of the columns `names`, all fixed-size: `.npy` has no variable-length form.
-fn npy_types(t: &Table, names: &[&str]) -> Result<Vec<DType>, Failure> {
-    let leaves = t.leaves();
-    names
-        .iter()
-        .map(
-            |n| match leaves.iter().find(|l| l.path == *n).map(|l| l.kind) {
-                Some(LeafKind::Fixed(d)) => Ok(d),
-                _ => Err(Failure::new(format!(
-                    "column {n} holds variable-length values, which .npy cannot store; \
-                 leave it out of --columns or use --out FILE.csv"
-                ))),
-            },
-        )
-        .collect()
-}
-
 /// `blz get --out FILE.npy`: the selected rows as numpy records, a field per column (nested
 /// paths as nested records, fields in the table's column order), written in batches.
-fn write_records(t: &Table, names: &[&str], sel: &RowSel, out: &Path) -> Result<(), Failure> {
-    // Fields in the table's order, which keeps the leaves of a nested field together.
-    let names: Vec<&str> = t
-        .leaves()
-        .iter()
-        .map(|l| l.path.as_str())
-        .filter(|p| names.contains(p))
-        .collect();
-    let names = &names[..];
-    let kinds = npy_types(t, names)?;
-    let fields: Vec<(&str, DType)> = names.iter().copied().zip(kinds.iter().copied()).collect();
-    let size: usize = kinds.iter().map(DType::itemsize).sum();
+fn write_records(t: &Table, names: &[&str], sel: &TableRows, out: &Path) -> Result<(), Failure> {
     let total = sel.len();
-    let mut w = NpyWriter::create_records(out, &fields, total)?;
     let pb = progress(total, "get", "rows");
-    let mut body = || -> Result<(), Failure> {
-        let mut p = 0;
-        while p < total {
-            let q = (p + BATCH_ROWS as u64).min(total);
-            let cols = sel.read(t, names, p, q)?;
-            let n = (q - p) as usize;
-            let mut recs = vec![0u8; n * size];
-            let mut at = 0;
-            for (c, d) in cols.iter().zip(&kinds) {
-                let Values::Fixed { data, .. } = c else {
-                    return Err(Failure::new("unexpected variable-length values"));
-                };
-                let isz = d.itemsize();
-                for (i, v) in data.chunks_exact(isz).enumerate() {
-                    recs[i * size + at..i * size + at + isz].copy_from_slice(v);
-                }
-                at += isz;
-            }
-            w.write(&recs).map_err(Failure::new)?;
-            pb.inc(q - p);
-            p = q;
-        }
-        Ok(())
-    };
-    let res = body();
+    let res = blz::npy::write_records(t, names, sel, out, BATCH_ROWS as u64, |n| pb.inc(n));
     pb.finish_and_clear();
-    match res {
-        Ok(()) => w.finish()?,
-        Err(e) => {
-            w.abandon();
-            return Err(e);
-        }
-    }
+    let written = res?;
     say!(
         "wrote {} of {} columns to {}",
         plural(total, "record"),
-        names.len(),
+        written.len(),
         out.display()
     );
     Ok(())
 }
 
 /// `blz get --out-dir DIR`: one `.npy` per column, named by its path with `/` as `.`.
-fn write_npy_dir(t: &Table, names: &[&str], sel: &RowSel, dir: &Path) -> Result<(), Failure> {
-    let kinds = npy_types(t, names)?;
-    std::fs::create_dir_all(dir).map_err(|e| Failure::new(format!("{}: {e}", dir.display())))?;
+fn write_npy_dir(t: &Table, names: &[&str], sel: &TableRows, dir: &Path) -> Result<(), Failure> {
     let total = sel.len();
     let pb = progress(total * names.len() as u64, "get", "values");
-    for (n, dtype) in names.iter().zip(kinds) {
-        let path = dir.join(format!("{}.npy", n.replace('/', ".")));
-        let mut w = NpyWriter::create(&path, dtype, Endianness::native(), &[total])?;
-        let mut p = 0;
-        let mut res = Ok(());
-        while p < total {
-            let q = (p + BATCH_ROWS as u64).min(total);
-            let r = sel.read(t, &[n], p, q).and_then(|mut c| match c.pop() {
-                Some(Values::Fixed { data, .. }) => w.write(&data).map_err(Failure::new),
-                _ => Err(Failure::new(format!("column {n}: unexpected values"))),
-            });
-            if let Err(e) = r {
-                res = Err(e);
-                break;
-            }
-            pb.inc(q - p);
-            p = q;
-        }
-        match res {
-            Ok(()) => w.finish()?,
-            Err(e) => {
-                w.abandon();
-                pb.finish_and_clear();
-                return Err(e);
-            }
-        }
-    }
+    let res = blz::npy::write_columns(t, names, sel, dir, BATCH_ROWS as u64, |n| pb.inc(n));
     pb.finish_and_clear();
+    res?;
     say!(
         "wrote {} of {} to {}",
         plural(names.len() as u64, "column"),
