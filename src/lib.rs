@@ -19,6 +19,8 @@ pub mod array;
 pub mod bcolz;
 pub mod blosc;
 pub mod blpk;
+#[cfg(feature = "csv")]
+pub mod csv;
 pub mod dtype;
 pub mod error;
 pub mod ingest;

@@ -4,10 +4,11 @@
 use crate::failure::{describe, out_err, say, Failure};
 use crate::show::EDGE;
 use crate::show::{self, Text};
-use crate::sources::{self, CsvRows, CsvSpec, GenRows, Generated, Rows, SplitMix};
+use crate::sources::{self, GenRows, Generated, Rows, SplitMix};
 use crate::table;
 use blz::blosc::Codec;
 use blz::blpk::Checksum;
+use blz::csv::{ColumnReader, ColumnSpec};
 use blz::meta::{Compression, FilterName};
 use blz::npy::{NpyReader, RecordReader};
 use blz::ordered::SelectionReader;
@@ -595,7 +596,7 @@ fn csv_spec(
     column: &str,
     delimiter: char,
     no_header: bool,
-) -> Result<CsvSpec, Failure> {
+) -> Result<ColumnSpec, Failure> {
     let delimiter = u8::try_from(delimiter)
         .ok()
         .filter(u8::is_ascii)
@@ -604,7 +605,7 @@ fn csv_spec(
                 "--delimiter {delimiter:?}: use a single ASCII character"
             ))
         })?;
-    Ok(CsvSpec {
+    Ok(ColumnSpec {
         path: path.to_path_buf(),
         column: column.to_string(),
         delimiter,
@@ -632,8 +633,8 @@ fn create_source(a: &CreateArgs, seed: u64) -> Result<Box<dyn Rows>, Failure> {
             a.delimiter,
             a.no_header,
         )?;
-        let plan = sources::scan(&spec, dtype)?;
-        return Ok(Box::new(CsvRows::new(plan)?));
+        let plan = blz::csv::scan_column(&spec, dtype)?;
+        return Ok(Box::new(ColumnReader::new(plan)?));
     }
     let gen = if let Some(n) = a.arange {
         Generated::Arange {
@@ -1077,10 +1078,12 @@ pub fn append(a: &AppendArgs) -> Result<(), Failure> {
             )));
         };
         let spec = csv_spec(p, column, a.delimiter, a.no_header)?;
-        let plan = sources::scan(&spec, Some(dtype))?;
-        let mut src = CsvRows::new(plan)?;
-        blz::ingest::check_rows_fit(p, &src.shape(), &ds)?;
-        append_all(&mut src, &before, "append", |b| ds.append_batches(b))?
+        let plan = blz::csv::scan_column(&spec, Some(dtype))?;
+        let src = ColumnReader::new(plan)?;
+        let pb = progress(src.plan().rows(), "append", "rows");
+        let n = src.append_to(&mut ds, batch_bytes(), |k| pb.inc(k));
+        pb.finish_and_clear();
+        n?
     } else {
         return Err(Failure::new("give a source: --npy or --csv"));
     };

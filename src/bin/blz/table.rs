@@ -10,18 +10,16 @@ use crate::dataset::{
 use crate::failure::{describe, out_err, say, Failure};
 use crate::show;
 use crate::show::EDGE;
-use crate::sources::{encode, parse_field};
 use blz::blosc::Codec;
 use blz::blpk::Checksum;
 use blz::meta::{Compression, FilterName};
 use blz::npy::RecordReader;
 use blz::ordered::TableRows;
-use blz::table::{check_name, ColumnOptions, Field, FieldKind, LeafKind, Table, TableOptions};
+use blz::table::{ColumnOptions, LeafKind, Table, TableOptions};
 use blz::table::{Leaf, Values};
 use blz::DType;
-use std::collections::HashMap;
 use std::io::Write;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
 /// Rows converted and appended at a time, so a huge CSV never sits in memory.
 const BATCH_ROWS: usize = 65536;
@@ -42,252 +40,20 @@ fn open(path: &Path, write: bool) -> Result<Table, Failure> {
     })
 }
 
-// ---------------------------------------------------------------------------------------------
-// Reading CSV files
-
-/// A CSV file read record by record, with its header row.
-struct CsvFile {
-    path: PathBuf,
-    rdr: csv::Reader<std::fs::File>,
-    header: Vec<String>,
-    rec: csv::StringRecord,
-}
-
-impl CsvFile {
-    fn open(path: &Path, delimiter: char) -> Result<CsvFile, Failure> {
-        let delimiter = u8::try_from(delimiter)
-            .ok()
-            .filter(u8::is_ascii)
-            .ok_or_else(|| {
-                Failure::new(format!(
-                    "--delimiter {delimiter:?}: use a single ASCII character"
-                ))
-            })?;
-        let mut rdr = csv::ReaderBuilder::new()
-            .has_headers(false)
-            .flexible(true)
-            .delimiter(delimiter)
-            .from_path(path)
-            .map_err(|e| Failure::new(format!("{}: {e}", path.display())))?;
-        let mut rec = csv::StringRecord::new();
-        let more = rdr
-            .read_record(&mut rec)
-            .map_err(|e| Failure::new(format!("{}: {e}", path.display())))?;
-        if !more {
-            return Err(Failure::new(format!(
-                "{}: empty file (a header row naming the columns is needed)",
-                path.display()
-            )));
-        }
-        let header = rec.iter().map(|f| f.trim().to_string()).collect();
-        Ok(CsvFile {
-            path: path.to_path_buf(),
-            rdr,
-            header,
-            rec,
+/// The byte of a `--delimiter`.
+pub(crate) fn delimiter_byte(delimiter: char) -> Result<u8, Failure> {
+    u8::try_from(delimiter)
+        .ok()
+        .filter(u8::is_ascii)
+        .ok_or_else(|| {
+            Failure::new(format!(
+                "--delimiter {delimiter:?}: use a single ASCII character"
+            ))
         })
-    }
-
-    /// The next record (checked to have one field per header column), or `None` at the end.
-    fn next(&mut self) -> Result<Option<&csv::StringRecord>, Failure> {
-        let more = self
-            .rdr
-            .read_record(&mut self.rec)
-            .map_err(|e| Failure::new(format!("{}: {e}", self.path.display())))?;
-        if !more {
-            return Ok(None);
-        }
-        if self.rec.len() != self.header.len() {
-            return Err(Failure::new(format!(
-                "{}: line {}: {} fields, the header row has {}",
-                self.path.display(),
-                self.line(),
-                self.rec.len(),
-                self.header.len()
-            )));
-        }
-        Ok(Some(&self.rec))
-    }
-
-    fn line(&self) -> u64 {
-        self.rec.position().map_or(0, csv::Position::line)
-    }
-}
-
-/// Values of one column being gathered for an append.
-enum Buf {
-    Fixed { dtype: DType, data: Vec<u8> },
-    Var(Vec<Vec<u8>>),
-}
-
-impl Buf {
-    fn new(kind: LeafKind) -> Buf {
-        match kind {
-            LeafKind::Fixed(dtype) => Buf::Fixed {
-                dtype,
-                data: Vec::new(),
-            },
-            LeafKind::VarStr | LeafKind::VarBytes => Buf::Var(Vec::new()),
-        }
-    }
-
-    fn push(&mut self, cell: &str) -> Result<(), String> {
-        match self {
-            Buf::Fixed { dtype, data } => {
-                let n = data.len();
-                data.resize(n + dtype.itemsize(), 0);
-                encode(parse_field(cell, *dtype)?, *dtype, &mut data[n..])
-            }
-            Buf::Var(v) => {
-                v.push(cell.as_bytes().to_vec());
-                Ok(())
-            }
-        }
-    }
-
-    fn take(&mut self) -> Values {
-        match self {
-            Buf::Fixed { dtype, data } => Values::Fixed {
-                dtype: *dtype,
-                data: std::mem::take(data),
-            },
-            Buf::Var(v) => Values::Var(std::mem::take(v)),
-        }
-    }
-}
-
-/// Rows per batch of CSV input: 65536, fewer when `BLZ_BATCH_BYTES` makes batches small.
-fn batch_rows() -> usize {
-    (crate::dataset::batch_bytes() / 1024).clamp(1, BATCH_ROWS as u64) as usize
-}
-
-/// The records of `csv` (whose column `i` goes to table column `targets[i]`), parsed and
-/// checked, in batches of up to [`batch_rows`] rows: one value list per column.
-fn csv_batches<'a>(
-    csv: &'a mut CsvFile,
-    targets: &'a [(String, LeafKind)],
-) -> impl Iterator<Item = Result<Vec<(String, Values)>, Failure>> + 'a {
-    let mut bufs: Vec<Buf> = targets.iter().map(|(_, k)| Buf::new(*k)).collect();
-    let per = batch_rows();
-    let mut done = false;
-    std::iter::from_fn(move || {
-        if done {
-            return None;
-        }
-        let mut pending = 0usize;
-        let read = (|| -> Result<(), Failure> {
-            while pending < per {
-                let path = csv.path.clone();
-                let Some(rec) = csv.next()? else {
-                    done = true;
-                    break;
-                };
-                let line = rec.position().map_or(0, csv::Position::line);
-                for (i, cell) in rec.iter().enumerate() {
-                    bufs[i].push(cell).map_err(|e| {
-                        Failure::new(format!(
-                            "{}: line {line}, column {}: {e}",
-                            path.display(),
-                            targets[i].0
-                        ))
-                    })?;
-                }
-                pending += 1;
-            }
-            Ok(())
-        })();
-        match read {
-            Err(e) => {
-                done = true;
-                Some(Err(e))
-            }
-            Ok(()) if pending == 0 => None,
-            Ok(()) => Some(Ok(targets
-                .iter()
-                .map(|(n, _)| n.clone())
-                .zip(bufs.iter_mut().map(Buf::take))
-                .collect())),
-        }
-    })
-}
-
-/// Feeds `batches` to `append`, a library call that commits them in one transaction,
-/// counting rows on a progress bar of `total`.
-fn append_all<T>(
-    batches: impl Iterator<Item = Result<Vec<(String, Values)>, Failure>>,
-    total: u64,
-    what: &str,
-    append: impl FnOnce(&mut dyn Iterator<Item = blz::Result<Vec<(String, Values)>>>) -> blz::Result<T>,
-) -> Result<T, Failure> {
-    let pb = progress(total, what, "rows");
-    let counted = batches.inspect(|b| {
-        if let Ok(cols) = b {
-            pb.inc(cols.first().map_or(0, |(_, v)| v.len() as u64));
-        }
-    });
-    let result = crate::dataset::commit_batches(counted, append);
-    pb.finish_and_clear();
-    result
 }
 
 // ---------------------------------------------------------------------------------------------
 // create
-
-/// What the cells of one CSV column could be stored as.
-#[derive(Clone, Copy)]
-struct Infer {
-    empty: bool,
-    nonempty: bool,
-    bool_ok: bool,
-    int_ok: bool,
-    float_ok: bool,
-}
-
-impl Infer {
-    fn new() -> Infer {
-        Infer {
-            empty: false,
-            nonempty: false,
-            bool_ok: true,
-            int_ok: true,
-            float_ok: true,
-        }
-    }
-
-    fn see(&mut self, cell: &str) {
-        let t = cell.trim();
-        if t.is_empty() {
-            self.empty = true;
-            return;
-        }
-        self.nonempty = true;
-        if self.bool_ok && !t.eq_ignore_ascii_case("true") && !t.eq_ignore_ascii_case("false") {
-            self.bool_ok = false;
-        }
-        if self.int_ok && t.parse::<i64>().is_err() {
-            self.int_ok = false;
-        }
-        if self.float_ok && t.parse::<f64>().is_err() {
-            self.float_ok = false;
-        }
-    }
-
-    /// bool and int64 need every cell filled; float64 stores empty cells as NaN; anything
-    /// else (or a column with no value at all) is a variable-length string.
-    fn kind(&self) -> LeafKind {
-        if !self.nonempty {
-            LeafKind::VarStr
-        } else if self.bool_ok && !self.empty {
-            LeafKind::Fixed(DType::Bool)
-        } else if self.int_ok && !self.empty {
-            LeafKind::Fixed(DType::I64)
-        } else if self.float_ok {
-            LeafKind::Fixed(DType::F64)
-        } else {
-            LeafKind::VarStr
-        }
-    }
-}
 
 /// Parses `--schema "a:int32,pos/x:float64,name:varstr"`.
 fn parse_schema(s: &str) -> Result<Vec<(String, LeafKind)>, Failure> {
@@ -314,67 +80,6 @@ fn parse_schema(s: &str) -> Result<Vec<(String, LeafKind)>, Failure> {
         out.push((name.to_string(), kind));
     }
     Ok(out)
-}
-
-/// Checks a column path (`name` or `parent/name`) component by component.
-fn check_path(path: &str) -> Result<Vec<&str>, String> {
-    let parts: Vec<&str> = path.split('/').collect();
-    for p in &parts {
-        check_name(p).map_err(|e| format!("column {path:?}: {}", describe(&e)))?;
-    }
-    Ok(parts)
-}
-
-/// Inserts a leaf at a slash path into a field tree, making structures as needed.
-fn insert(
-    fields: &mut Vec<Field>,
-    parts: &[&str],
-    kind: FieldKind,
-    path: &str,
-) -> Result<(), String> {
-    let Some((first, rest)) = parts.split_first() else {
-        return Err(format!("column {path:?}: empty path"));
-    };
-    let pos = fields.iter().position(|f| f.name == *first);
-    if rest.is_empty() {
-        if pos.is_some() {
-            return Err(format!("column {path:?} is given twice"));
-        }
-        fields.push(Field {
-            name: (*first).to_string(),
-            kind,
-            options: ColumnOptions::default(),
-        });
-        return Ok(());
-    }
-    let i = match pos {
-        Some(i) => i,
-        None => {
-            fields.push(Field::structure(first, Vec::new()));
-            fields.len() - 1
-        }
-    };
-    match &mut fields[i].kind {
-        FieldKind::Struct(sub) => insert(sub, rest, kind, path),
-        _ => Err(format!(
-            "column {path:?}: {first:?} is a column, so it cannot also hold nested columns"
-        )),
-    }
-}
-
-/// Builds the nested field list from leaf paths in order.
-fn build_fields(leaves: &[(String, LeafKind)]) -> Result<Vec<Field>, String> {
-    let mut fields = Vec::new();
-    for (path, kind) in leaves {
-        let parts = check_path(path)?;
-        let kind = match kind {
-            LeafKind::Fixed(d) => FieldKind::Scalar(*d),
-            LeafKind::VarStr => FieldKind::VarStr,
-            LeafKind::VarBytes => FieldKind::VarBytes,
-        };
-        insert(&mut fields, &parts, kind, path)?;
-    }
-    Ok(fields)
 }
 
 /// Column options shared by every column, from the layout flags.
@@ -451,72 +156,20 @@ pub fn create(a: &CreateArgs) -> Result<(), Failure> {
     let schema = a.schema.as_deref().map(parse_schema).transpose()?;
     let schema = schema.unwrap_or_default();
     // First pass: names, types and every value checked.
-    let mut csv = CsvFile::open(csv_path, a.delimiter)?;
-    let header = csv.header.clone();
-    let at = |m: String| Failure::new(format!("{}: header row: {m}", csv_path.display()));
-    let mut seen = std::collections::HashSet::new();
-    for h in &header {
-        check_path(h).map_err(at)?;
-        if !seen.insert(h.as_str()) {
-            return Err(at(format!("column {h:?} appears twice")));
-        }
-    }
-    for (name, _) in &schema {
-        if !seen.contains(name.as_str()) {
-            return Err(Failure::new(format!(
-                "--schema names column {name:?}, which is not in the header row of {} \
-                 (columns: {})",
-                csv_path.display(),
-                header.join(", ")
-            )));
-        }
-    }
-    let given: HashMap<&str, LeafKind> = schema.iter().map(|(n, k)| (n.as_str(), *k)).collect();
-    let mut infer = vec![Infer::new(); header.len()];
-    let mut checks: Vec<Option<Buf>> = header
-        .iter()
-        .map(|h| given.get(h.as_str()).map(|k| Buf::new(*k)))
-        .collect();
-    let mut rows = 0u64;
-    loop {
-        let path = csv.path.clone();
-        let Some(rec) = csv.next()? else { break };
-        let line = rec.position().map_or(0, csv::Position::line);
-        for (i, cell) in rec.iter().enumerate() {
-            match &mut checks[i] {
-                Some(b) => {
-                    b.push(cell).map_err(|e| {
-                        Failure::new(format!(
-                            "{}: line {line}, column {}: {e}",
-                            path.display(),
-                            header[i]
-                        ))
-                    })?;
-                    drop(b.take());
-                }
-                None => infer[i].see(cell),
-            }
-        }
-        rows += 1;
-    }
-    let targets: Vec<(String, LeafKind)> = header
-        .iter()
-        .zip(&infer)
-        .map(|(h, inf)| {
-            (
-                h.clone(),
-                given.get(h.as_str()).copied().unwrap_or_else(|| inf.kind()),
-            )
-        })
-        .collect();
-    let fields = build_fields(&targets).map_err(at)?;
-    let opts = table_options(&a.layout, rows)?;
+    let plan = blz::csv::scan_table(csv_path, delimiter_byte(a.delimiter)?, &schema)?;
+    let opts = table_options(&a.layout, plan.rows())?;
     // Second pass: the table and every row, in one step.
-    let mut csv = CsvFile::open(csv_path, a.delimiter)?;
-    let t = append_all(csv_batches(&mut csv, &targets), rows, "create", |b| {
-        Table::create_from(blz::storage::local(), &a.path, fields, &opts, b)
-    })?;
-    report_create(&a.path, &t, &targets)
+    let pb = progress(plan.rows(), "create", "rows");
+    let t = plan.create_table(blz::storage::local(), &a.path, &opts, batch_rows(), |n| {
+        pb.inc(n)
+    });
+    pb.finish_and_clear();
+    report_create(&a.path, &t?, plan.leaves())
+}
+
+/// Rows per batch of CSV input: 65536, fewer when `BLZ_BATCH_BYTES` makes batches small.
+fn batch_rows() -> u64 {
+    blz::csv::table_batch_rows(crate::dataset::batch_bytes())
 }
 
 /// Reports a table `blz create` made: its columns and sizes.
@@ -984,7 +637,7 @@ fn write_npy_dir(t: &Table, names: &[&str], sel: &TableRows, dir: &Path) -> Resu
 // ---------------------------------------------------------------------------------------------
 // append, resize, attrs, verify
 
-/// `blz append PATH --csv FILE` on a table: checked whole first, then appended in batches.
+/// `blz append PATH --csv FILE` on a table: every row in one transaction.
 pub fn append(a: &AppendArgs) -> Result<(), Failure> {
     if let (Some(npy_path), None) = (&a.npy, &a.csv) {
         return append_npy(a, npy_path);
@@ -1002,48 +655,13 @@ pub fn append(a: &AppendArgs) -> Result<(), Failure> {
         ));
     }
     let mut t = open(&a.path, true)?;
-    let leaves: Vec<(String, LeafKind)> = t
-        .leaves()
-        .iter()
-        .map(|l| (l.path.clone(), l.kind))
-        .collect();
-    let mut csv = CsvFile::open(csv_path, a.delimiter)?;
-    let mut targets = Vec::new();
-    for h in &csv.header {
-        let Some(l) = leaves.iter().find(|(p, _)| p == h) else {
-            return Err(Failure::new(format!(
-                "{}: header row: no column {h:?} in {} (columns: {})",
-                csv_path.display(),
-                a.path.display(),
-                t.column_names().join(", ")
-            )));
-        };
-        if targets.iter().any(|(p, _): &(String, LeafKind)| p == h) {
-            return Err(Failure::new(format!(
-                "{}: header row: column {h:?} appears twice",
-                csv_path.display()
-            )));
-        }
-        targets.push(l.clone());
-    }
-    let missing: Vec<&str> = leaves
-        .iter()
-        .filter(|(p, _)| !csv.header.contains(p))
-        .map(|(p, _)| p.as_str())
-        .collect();
-    if !missing.is_empty() {
-        return Err(Failure::new(format!(
-            "{}: header row lacks columns of {}: {}",
-            csv_path.display(),
-            a.path.display(),
-            missing.join(", ")
-        )));
-    }
+    let delimiter = delimiter_byte(a.delimiter)?;
     let before = t.nrows();
-    let rows = append_all(csv_batches(&mut csv, &targets), 0, "append", |b| {
-        t.append_batches(b)
-    })?;
-    report_append(&a.path, rows, before, &t)
+    let pb = progress(0, "append", "rows");
+    let rows =
+        blz::csv::append_table_with(&mut t, csv_path, delimiter, batch_rows(), |n| pb.inc(n));
+    pb.finish_and_clear();
+    report_append(&a.path, rows?, before, &t)
 }
 
 /// `blz resize` on a table.
