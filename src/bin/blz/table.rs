@@ -1,13 +1,13 @@
 //! Table commands: `create --csv` without `--column` (every CSV column becomes a table
 //! column) and `create --npy` of records (every field becomes one), `info`, `get --columns`,
 //! `append --csv|--npy`, `resize`, `attrs` and `verify` on table datasets. Everything goes
-//! through blz's public `blz::table` API.
+//! through blz's public API (`blz::table`, `blz::csv`, `blz::npy`, `blz::ordered`).
 
-use crate::dataset::{
-    human, parse_dtype, parse_kv, plural, progress, AppendArgs, AttrsArgs, CreateArgs, GetArgs,
-    LayoutArgs, ResizeArgs,
-};
+use crate::args::{AppendArgs, AttrsArgs, CreateArgs, GetArgs, LayoutArgs, ResizeArgs};
+use crate::attrs::edit_attrs;
 use crate::failure::{describe, out_err, say, Failure};
+use crate::parse::{batch_bytes, delimiter_byte, parse_dtype, parse_kv};
+use crate::report::{human, plural, progress, report_verify, run_compaction};
 use crate::show;
 use crate::show::EDGE;
 use blz::blosc::Codec;
@@ -38,18 +38,6 @@ fn open(path: &Path, write: bool) -> Result<Table, Failure> {
     } else {
         Table::open(path)?
     })
-}
-
-/// The byte of a `--delimiter`.
-pub(crate) fn delimiter_byte(delimiter: char) -> Result<u8, Failure> {
-    u8::try_from(delimiter)
-        .ok()
-        .filter(u8::is_ascii)
-        .ok_or_else(|| {
-            Failure::new(format!(
-                "--delimiter {delimiter:?}: use a single ASCII character"
-            ))
-        })
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -169,7 +157,7 @@ pub fn create(a: &CreateArgs) -> Result<(), Failure> {
 
 /// Rows per batch of CSV input: 65536, fewer when `BLZ_BATCH_BYTES` makes batches small.
 fn batch_rows() -> u64 {
-    blz::csv::table_batch_rows(crate::dataset::batch_bytes())
+    blz::csv::table_batch_rows(batch_bytes())
 }
 
 /// Reports a table `blz create` made: its columns and sizes.
@@ -213,13 +201,9 @@ pub fn create_npy(a: &CreateArgs, rec: RecordReader) -> Result<(), Failure> {
     rec.table_fields()?;
     let opts = table_options(&a.layout, rec.rows())?;
     let pb = progress(rec.rows(), "create", "rows");
-    let t = rec.create_table(
-        blz::storage::local(),
-        &a.path,
-        &opts,
-        crate::dataset::batch_bytes(),
-        |n| pb.inc(n),
-    );
+    let t = rec.create_table(blz::storage::local(), &a.path, &opts, batch_bytes(), |n| {
+        pb.inc(n)
+    });
     pb.finish_and_clear();
     report_create(&a.path, &t?, &targets)
 }
@@ -239,7 +223,7 @@ fn append_npy(a: &AppendArgs, npy_path: &Path) -> Result<(), Failure> {
     let before = t.nrows();
     let rows = rec.rows();
     let pb = progress(rows, "append", "rows");
-    let res = rec.append_to(&mut t, crate::dataset::batch_bytes(), |n| pb.inc(n));
+    let res = rec.append_to(&mut t, batch_bytes(), |n| pb.inc(n));
     pb.finish_and_clear();
     res?;
     report_append(&a.path, rows, before, &t)
@@ -435,33 +419,35 @@ fn cell(v: &Values, i: usize, csv: bool) -> String {
     }
 }
 
+/// The columns `--columns` names (all when it is not given), in its order.
+fn selected_columns<'t>(t: &'t Table, a: &GetArgs) -> Result<Vec<&'t str>, Failure> {
+    let all_names = t.column_names();
+    let Some(list) = &a.columns else {
+        return Ok(all_names);
+    };
+    let mut v = Vec::new();
+    for c in list.split(',').map(str::trim).filter(|s| !s.is_empty()) {
+        let Some(n) = all_names.iter().find(|n| **n == c) else {
+            return Err(Failure::new(format!(
+                "{}: no column {c:?} (columns: {})",
+                a.path.display(),
+                all_names.join(", ")
+            )));
+        };
+        v.push(*n);
+    }
+    if v.is_empty() {
+        return Err(Failure::new("--columns: name at least one column"));
+    }
+    Ok(v)
+}
+
 /// `blz get` on a table.
 pub fn get(a: &GetArgs) -> Result<(), Failure> {
     let t = open(&a.path, false)?;
-    let all_names = t.column_names();
-    let names: Vec<&str> = match &a.columns {
-        None => all_names.clone(),
-        Some(list) => {
-            let mut v = Vec::new();
-            for c in list.split(',').map(str::trim).filter(|s| !s.is_empty()) {
-                let Some(n) = all_names.iter().find(|n| **n == c) else {
-                    return Err(Failure::new(format!(
-                        "{}: no column {c:?} (columns: {})",
-                        a.path.display(),
-                        all_names.join(", ")
-                    )));
-                };
-                v.push(*n);
-            }
-            if v.is_empty() {
-                return Err(Failure::new("--columns: name at least one column"));
-            }
-            v
-        }
-    };
+    let names = selected_columns(&t, a)?;
     let sel = row_selection(&t, a)?;
     let total = sel.len();
-    let batch = BATCH_ROWS as u64;
     if let Some(dir) = &a.out_dir {
         return write_npy_dir(&t, &names, &sel, dir);
     }
@@ -481,34 +467,84 @@ pub fn get(a: &GetArgs) -> Result<(), Failure> {
                  or use --out FILE.csv"
             )));
         }
-        let cols = sel.read(&t, &names, 0, total)?;
-        let mut m = serde_json::Map::new();
-        for (n, v) in names.iter().zip(&cols) {
-            let vals: Vec<serde_json::Value> = (0..v.len()).map(|i| v.json(i)).collect();
-            m.insert((*n).to_string(), serde_json::Value::Array(vals));
-        }
-        say!("{}", serde_json::Value::Object(m));
-        return Ok(());
+        return print_json(&t, &names, &sel);
     }
+    let grid = Grid::new(&t, &names);
     let stdout = std::io::stdout();
     let mut o = std::io::BufWriter::new(stdout.lock());
-    let right: Vec<bool> = names
-        .iter()
-        .map(|n| {
-            t.leaves()
-                .iter()
-                .find(|l| l.path == *n)
-                .is_some_and(|l| matches!(l.kind, LeafKind::Fixed(d) if !matches!(d, DType::Bytes(_) | DType::Str(_))))
-        })
-        .collect();
-    let grid = |cols: &[Values]| -> Vec<Vec<String>> {
+    if total > SUMMARY_THRESHOLD && !a.all {
+        let mut rows = grid.rows(&sel.read(&t, &names, 0, EDGE)?);
+        rows.push(Vec::new());
+        rows.extend(grid.rows(&sel.read(&t, &names, total - EDGE, total)?));
+        grid.print(&mut o, &rows, true).map_err(out_err)?;
+        o.flush().map_err(out_err)?;
+        drop(o);
+        let _ = writeln!(
+            std::io::stderr(),
+            "({total} rows: showing the first and last {EDGE}; --all prints everything, \
+             --out FILE.csv saves them)"
+        );
+        return Ok(());
+    }
+    // The header row even when no row is selected.
+    if total == 0 {
+        grid.print(&mut o, &[], true).map_err(out_err)?;
+    }
+    for batch in sel.batches(&t, &names, BATCH_ROWS as u64) {
+        let (p, cols) = batch?;
+        grid.print(&mut o, &grid.rows(&cols), p == 0)
+            .map_err(out_err)?;
+    }
+    o.flush().map_err(out_err)?;
+    Ok(())
+}
+
+/// `blz get --json` on a table: `{"column": [values...], ...}`.
+fn print_json(t: &Table, names: &[&str], sel: &TableRows) -> Result<(), Failure> {
+    let cols = sel.read(t, names, 0, sel.len())?;
+    let mut m = serde_json::Map::new();
+    for (n, v) in names.iter().zip(&cols) {
+        let vals: Vec<serde_json::Value> = (0..v.len()).map(|i| v.json(i)).collect();
+        m.insert((*n).to_string(), serde_json::Value::Array(vals));
+    }
+    say!("{}", serde_json::Value::Object(m));
+    Ok(())
+}
+
+/// Rows of a table as aligned text: numbers right-aligned, text left-aligned, under a header
+/// row of column paths.
+struct Grid<'a> {
+    names: &'a [&'a str],
+    /// Per column: align right (a number).
+    right: Vec<bool>,
+}
+
+impl<'a> Grid<'a> {
+    fn new(t: &Table, names: &'a [&'a str]) -> Grid<'a> {
+        let leaves = t.leaves();
+        let right = names
+            .iter()
+            .map(|n| {
+                leaves.iter().find(|l| l.path == *n).is_some_and(|l| {
+                    matches!(l.kind, LeafKind::Fixed(d) if !matches!(d, DType::Bytes(_) | DType::Str(_)))
+                })
+            })
+            .collect();
+        Grid { names, right }
+    }
+
+    /// The cells of every row of `cols`.
+    fn rows(&self, cols: &[Values]) -> Vec<Vec<String>> {
         let n = cols.first().map_or(0, Values::len);
         (0..n)
             .map(|i| cols.iter().map(|v| cell(v, i, false)).collect())
             .collect()
-    };
-    let print = |o: &mut dyn Write, rows: &[Vec<String>], header: bool| -> std::io::Result<()> {
-        let mut w: Vec<usize> = names.iter().map(|n| n.chars().count()).collect();
+    }
+
+    /// Prints `rows` (an empty row as `...`), the header row first when `header`; columns as
+    /// wide as their widest cell among these.
+    fn print(&self, o: &mut dyn Write, rows: &[Vec<String>], header: bool) -> std::io::Result<()> {
+        let mut w: Vec<usize> = self.names.iter().map(|n| n.chars().count()).collect();
         for r in rows {
             for (i, c) in r.iter().enumerate() {
                 w[i] = w[i].max(c.chars().count());
@@ -521,7 +557,7 @@ pub fn get(a: &GetArgs) -> Result<(), Failure> {
                     s.push_str("  ");
                 }
                 let pad = " ".repeat(w[i] - c.chars().count());
-                if right[i] {
+                if self.right[i] {
                     s.push_str(&pad);
                     s.push_str(c);
                 } else {
@@ -532,7 +568,7 @@ pub fn get(a: &GetArgs) -> Result<(), Failure> {
             s.trim_end().to_string()
         };
         if header {
-            let h: Vec<String> = names.iter().map(|n| (*n).to_string()).collect();
+            let h: Vec<String> = self.names.iter().map(|n| (*n).to_string()).collect();
             writeln!(o, "{}", line(&h))?;
         }
         for r in rows {
@@ -543,32 +579,7 @@ pub fn get(a: &GetArgs) -> Result<(), Failure> {
             }
         }
         Ok(())
-    };
-    if total > SUMMARY_THRESHOLD && !a.all {
-        let mut rows = grid(&sel.read(&t, &names, 0, EDGE)?);
-        rows.push(Vec::new());
-        rows.extend(grid(&sel.read(&t, &names, total - EDGE, total)?));
-        print(&mut o, &rows, true).map_err(out_err)?;
-        o.flush().map_err(out_err)?;
-        drop(o);
-        let _ = writeln!(
-            std::io::stderr(),
-            "({total} rows: showing the first and last {EDGE}; --all prints everything, \
-             --out FILE.csv saves them)"
-        );
-        return Ok(());
     }
-    let mut p = 0;
-    let mut first = true;
-    while p < total || first {
-        let q = (p + batch).min(total);
-        let rows = grid(&sel.read(&t, &names, p, q)?);
-        print(&mut o, &rows, first).map_err(out_err)?;
-        first = false;
-        p = q;
-    }
-    o.flush().map_err(out_err)?;
-    Ok(())
 }
 
 /// `blz get --out FILE.csv`: a header row of column paths, then the selected rows.
@@ -679,16 +690,7 @@ pub fn resize(a: &ResizeArgs) -> Result<(), Failure> {
 
 /// `blz attrs` on a table.
 pub fn attrs(a: &AttrsArgs) -> Result<(), Failure> {
-    crate::dataset::edit_attrs(a, open)
-}
-
-impl crate::dataset::Attributes for Table {
-    fn get(&self) -> blz::Result<serde_json::Map<String, serde_json::Value>> {
-        self.attrs()
-    }
-    fn set(&mut self, attrs: serde_json::Map<String, serde_json::Value>) -> blz::Result<()> {
-        self.set_attrs(attrs)
-    }
+    edit_attrs(a, open)
 }
 
 /// `blz verify` on a table: every chunk of every column.
@@ -714,7 +716,7 @@ pub fn verify(path: &Path) -> Result<(), Failure> {
     names.sort_unstable();
     names.dedup();
     let digests = names.join(", ");
-    crate::dataset::report_verify(
+    report_verify(
         path,
         &errors,
         chunks,
@@ -730,5 +732,5 @@ pub fn compact(path: &Path) -> Result<(), Failure> {
     for c in t.column_names() {
         files.extend(t.column_files(c)?);
     }
-    crate::dataset::run_compaction(path, &files, || t.compact())
+    run_compaction(path, &files, || t.compact())
 }
