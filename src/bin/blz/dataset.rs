@@ -115,6 +115,12 @@ fn csv_spec(
     delimiter: char,
     no_header: bool,
 ) -> Result<ColumnSpec, Failure> {
+    if no_header && column.trim().parse::<usize>().is_err() {
+        return Err(Failure::new(format!(
+            "{}: --no-header needs --column as a 0-based index, not {column:?}",
+            path.display()
+        )));
+    }
     Ok(ColumnSpec {
         path: path.to_path_buf(),
         column: column.to_string(),
