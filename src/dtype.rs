@@ -405,31 +405,60 @@ pub fn put_float(re: f64, im: f64, dtype: DType, out: &mut [u8]) -> Option<()> {
     Some(())
 }
 
-/// Converts a JSON value to one element's bytes in the given byte order (for fill values).
+/// One value on its way into an element of a dtype, as a parser found it: what
+/// [`put_scalar`] takes. JSON fill values, CSV cells and layer keys all become one.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum Scalar<'a> {
+    /// An integer.
+    Int(i128),
+    /// A floating-point number.
+    Float(f64),
+    /// A complex number (real and imaginary parts).
+    Complex(f64, f64),
+    /// A truth value.
+    Bool(bool),
+    /// Text (for `S<n>` and `U<n>` dtypes).
+    Text(&'a str),
+}
+
+impl fmt::Display for Scalar<'_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Scalar::Int(i) => write!(f, "{i}"),
+            Scalar::Float(x) => write!(f, "{x}"),
+            Scalar::Complex(re, im) => write!(f, "{re}{im:+}j"),
+            Scalar::Bool(b) => write!(f, "{b}"),
+            Scalar::Text(s) => write!(f, "{s:?}"),
+        }
+    }
+}
+
+/// Writes `v` as one native-endian element of `dtype` into `out` (exactly the itemsize):
+/// the one conversion of a value into a dtype. Integers must fit the type, and floats
+/// stored into integer types must be whole numbers that fit; bool takes true/false or the
+/// integers 0 and 1; float and complex types take any number (a real one has no imaginary
+/// part; float32 rounds); `S<n>` takes text of at most `n` bytes, `U<n>` of at most `n`
+/// characters, padded with zeros.
 ///
 /// # Errors
-/// [`Error::InvalidArgument`] when the value does not fit the dtype.
-pub fn value_to_bytes(v: &serde_json::Value, dtype: DType, endian: Endianness) -> Result<Vec<u8>> {
-    use serde_json::Value;
-    let bad = || Error::InvalidArgument(format!("fill value {v} does not fit dtype {dtype}"));
-    let mut out = vec![0u8; dtype.itemsize()];
-    let float = |v: &Value| -> Result<f64> {
-        match v {
-            Value::Number(n) => n.as_f64().ok_or_else(bad),
-            Value::Null => Ok(0.0),
-            Value::String(s) if s.eq_ignore_ascii_case("nan") => Ok(f64::NAN),
-            Value::String(s) if s.eq_ignore_ascii_case("inf") => Ok(f64::INFINITY),
-            Value::String(s) if s.eq_ignore_ascii_case("-inf") => Ok(f64::NEG_INFINITY),
-            _ => Err(bad()),
-        }
-    };
+/// [`Error::InvalidArgument`] saying why `v` does not fit `dtype`.
+pub fn put_scalar(v: Scalar<'_>, dtype: DType, out: &mut [u8]) -> Result<()> {
+    let fail = |why: String| Err(Error::InvalidArgument(why));
+    if out.len() != dtype.itemsize() {
+        return fail(format!(
+            "{} bytes given for one {dtype} element of {}",
+            out.len(),
+            dtype.itemsize()
+        ));
+    }
+    let not_number = || fail(format!("{v} is not a number"));
     match dtype {
         DType::Bool => {
             out[0] = match v {
-                Value::Bool(b) => u8::from(*b),
-                Value::Number(n) => u8::from(n.as_f64() != Some(0.0)),
-                Value::Null => 0,
-                _ => return Err(bad()),
+                Scalar::Bool(b) => u8::from(b),
+                Scalar::Int(0) => 0,
+                Scalar::Int(1) => 1,
+                _ => return fail(format!("{v} is not a truth value (true/false, 1/0)")),
             }
         }
         DType::I8
@@ -440,52 +469,116 @@ pub fn value_to_bytes(v: &serde_json::Value, dtype: DType, endian: Endianness) -
         | DType::U16
         | DType::U32
         | DType::U64 => {
-            let x: i128 = match v {
-                Value::Number(n) => n
-                    .as_i64()
-                    .map(i128::from)
-                    .or_else(|| n.as_u64().map(i128::from))
-                    .ok_or_else(bad)?,
-                Value::Bool(b) => i128::from(*b),
-                Value::Null => 0,
-                _ => return Err(bad()),
+            let i: i128 = match v {
+                Scalar::Int(i) => i,
+                Scalar::Float(x) if x.fract() == 0.0 && x.abs() < 1e38 => x as i128,
+                Scalar::Float(_) | Scalar::Complex(..) => {
+                    return fail(format!("{v} is not a whole number ({dtype})"))
+                }
+                Scalar::Bool(b) => i128::from(b),
+                Scalar::Text(_) => return not_number(),
             };
-            put_int(x, dtype, &mut out).ok_or_else(bad)?;
+            if put_int(i, dtype, out).is_none() {
+                return fail(format!("{v} does not fit {dtype}"));
+            }
         }
         DType::F32 | DType::F64 | DType::C64 | DType::C128 => {
             let (re, im) = match v {
-                Value::Array(a) if a.len() == 2 && matches!(dtype, DType::C64 | DType::C128) => {
-                    (float(&a[0])?, float(&a[1])?)
+                Scalar::Int(i) => (i as f64, 0.0),
+                Scalar::Float(x) => (x, 0.0),
+                Scalar::Complex(re, im) if matches!(dtype, DType::C64 | DType::C128) => (re, im),
+                Scalar::Complex(..) => return fail(format!("{v} is not a real number")),
+                Scalar::Bool(b) => (f64::from(u8::from(b)), 0.0),
+                Scalar::Text(_) => return not_number(),
+            };
+            if put_float(re, im, dtype, out).is_none() {
+                return fail(format!("{v} does not fit {dtype}"));
+            }
+        }
+        DType::Bytes(n) | DType::Str(n) => {
+            let Scalar::Text(s) = v else {
+                return fail(format!("{v} is not text ({dtype})"));
+            };
+            let long = if matches!(dtype, DType::Bytes(_)) {
+                s.len() > n
+            } else {
+                s.chars().count() > n
+            };
+            if long {
+                return fail(format!("{v} is longer than {dtype} allows"));
+            }
+            out.fill(0);
+            if matches!(dtype, DType::Bytes(_)) {
+                out[..s.len()].copy_from_slice(s.as_bytes());
+            } else {
+                for (c, o) in s.chars().zip(out.chunks_exact_mut(4)) {
+                    o.copy_from_slice(&(c as u32).to_ne_bytes());
                 }
-                other => (float(other)?, 0.0),
-            };
-            put_float(re, im, dtype, &mut out).ok_or_else(bad)?;
-        }
-        DType::Bytes(n) => {
-            let s = match v {
-                Value::String(s) => s.as_bytes(),
-                Value::Null => b"",
-                _ => return Err(bad()),
-            };
-            if s.len() > n {
-                return Err(bad());
-            }
-            out[..s.len()].copy_from_slice(s);
-        }
-        DType::Str(n) => {
-            let s = match v {
-                Value::String(s) => s.as_str(),
-                Value::Null => "",
-                _ => return Err(bad()),
-            };
-            if s.chars().count() > n {
-                return Err(bad());
-            }
-            for (i, c) in s.chars().enumerate() {
-                out[4 * i..4 * i + 4].copy_from_slice(&(c as u32).to_ne_bytes());
             }
         }
     }
+    Ok(())
+}
+
+/// Converts a JSON value to one element's bytes in the given byte order (for fill values):
+/// numbers, `true`/`false` (a non-zero number is true), `null` for zero, `"nan"`, `"inf"` and
+/// `"-inf"` for floats, `[re, im]` for complex numbers, strings for `S<n>` and `U<n>`; then
+/// [`put_scalar`].
+///
+/// # Errors
+/// [`Error::InvalidArgument`] when the value does not fit the dtype.
+pub fn value_to_bytes(v: &serde_json::Value, dtype: DType, endian: Endianness) -> Result<Vec<u8>> {
+    use serde_json::Value;
+    let bad = || Error::InvalidArgument(format!("fill value {v} does not fit dtype {dtype}"));
+    let float = |v: &Value| -> Result<f64> {
+        match v {
+            Value::Number(n) => n.as_f64().ok_or_else(bad),
+            Value::Null => Ok(0.0),
+            Value::String(s) if s.eq_ignore_ascii_case("nan") => Ok(f64::NAN),
+            Value::String(s) if s.eq_ignore_ascii_case("inf") => Ok(f64::INFINITY),
+            Value::String(s) if s.eq_ignore_ascii_case("-inf") => Ok(f64::NEG_INFINITY),
+            _ => Err(bad()),
+        }
+    };
+    let scalar = match dtype {
+        DType::Bool => Scalar::Bool(match v {
+            Value::Bool(b) => *b,
+            Value::Number(n) => n.as_f64() != Some(0.0),
+            Value::Null => false,
+            _ => return Err(bad()),
+        }),
+        DType::I8
+        | DType::I16
+        | DType::I32
+        | DType::I64
+        | DType::U8
+        | DType::U16
+        | DType::U32
+        | DType::U64 => Scalar::Int(match v {
+            // JSON integers only: a fill value of 1.0 for an integer dtype is refused.
+            Value::Number(n) => n
+                .as_i64()
+                .map(i128::from)
+                .or_else(|| n.as_u64().map(i128::from))
+                .ok_or_else(bad)?,
+            Value::Bool(b) => i128::from(*b),
+            Value::Null => 0,
+            _ => return Err(bad()),
+        }),
+        DType::F32 | DType::F64 | DType::C64 | DType::C128 => match v {
+            Value::Array(a) if a.len() == 2 && matches!(dtype, DType::C64 | DType::C128) => {
+                Scalar::Complex(float(&a[0])?, float(&a[1])?)
+            }
+            other => Scalar::Float(float(other)?),
+        },
+        DType::Bytes(_) | DType::Str(_) => Scalar::Text(match v {
+            Value::String(s) => s.as_str(),
+            Value::Null => "",
+            _ => return Err(bad()),
+        }),
+    };
+    let mut out = vec![0u8; dtype.itemsize()];
+    put_scalar(scalar, dtype, &mut out).map_err(|_| bad())?;
     if endian != Endianness::native() {
         swap_bytes(&mut out, dtype.swap_unit());
     }
@@ -547,6 +640,38 @@ pub fn bytes_to_value(b: &[u8], dtype: DType, endian: Endianness) -> serde_json:
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn scalars_into_dtypes() {
+        let mut b = [0u8; 1];
+        assert!(put_scalar(Scalar::Int(300), DType::U8, &mut b).is_err());
+        assert!(put_scalar(Scalar::Float(1.5), DType::I8, &mut b).is_err());
+        assert!(put_scalar(Scalar::Text("7"), DType::I8, &mut b).is_err());
+        put_scalar(Scalar::Float(7.0), DType::I8, &mut b).unwrap();
+        assert_eq!(b, [7]);
+        put_scalar(Scalar::Int(1), DType::Bool, &mut b).unwrap();
+        assert_eq!(b, [1]);
+        assert!(put_scalar(Scalar::Int(2), DType::Bool, &mut b).is_err());
+        let mut s = [0xffu8; 8];
+        put_scalar(Scalar::Text("hi"), DType::Str(2), &mut s).unwrap();
+        assert_eq!(
+            bytes_to_value(&s, DType::Str(2), Endianness::native()),
+            "hi"
+        );
+        assert!(put_scalar(Scalar::Text("hey"), DType::Str(2), &mut s).is_err());
+        let mut s = [0xffu8; 3];
+        put_scalar(Scalar::Text("ab"), DType::Bytes(3), &mut s).unwrap();
+        assert_eq!(s, *b"ab\0");
+        let mut f = [0u8; 4];
+        put_scalar(Scalar::Int(3), DType::F32, &mut f).unwrap();
+        assert_eq!(f, 3f32.to_ne_bytes());
+        assert!(put_scalar(Scalar::Complex(1.0, 2.0), DType::F32, &mut f).is_err());
+        let mut c = [0u8; 8];
+        put_scalar(Scalar::Complex(1.0, 2.0), DType::C64, &mut c).unwrap();
+        assert_eq!(c[4..], 2f32.to_ne_bytes());
+        // The wrong number of bytes is an error, not a panic.
+        assert!(put_scalar(Scalar::Int(1), DType::I32, &mut c).is_err());
+    }
 
     #[test]
     fn names_roundtrip() {

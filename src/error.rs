@@ -135,6 +135,17 @@ pub enum Error {
         path: PathBuf,
     },
 
+    /// An input file given to blz (a `.npy` file, a CSV file) that it cannot take: a
+    /// malformed header, a dtype blz cannot store, a truncated body, a cell that does not fit
+    /// its column. The reason says where in the file when it can (`line 3, column price: ...`).
+    #[error("{path}: {reason}")]
+    InvalidInput {
+        /// The input file.
+        path: PathBuf,
+        /// What is wrong with it, and where.
+        reason: String,
+    },
+
     /// An argument that cannot be honoured (bad codec name, zero chunk size, bad column name...).
     #[error("invalid argument: {0}")]
     InvalidArgument(String),
@@ -187,6 +198,14 @@ impl Error {
     /// An [`Error::Unsupported`] for `path`.
     pub fn unsupported(path: impl AsRef<Path>, reason: impl Into<String>) -> Self {
         Error::Unsupported {
+            path: path.as_ref().to_path_buf(),
+            reason: reason.into(),
+        }
+    }
+
+    /// An [`Error::InvalidInput`] for the input file `path`.
+    pub fn input(path: impl AsRef<Path>, reason: impl Into<String>) -> Self {
+        Error::InvalidInput {
             path: path.as_ref().to_path_buf(),
             reason: reason.into(),
         }

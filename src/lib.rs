@@ -4,6 +4,10 @@
 //! [`blpk`] (superchunk files of many chunks, bloscpack format 3); datasets on top: [`array`],
 //! [`table`] and [`layer`] (sorted columns with row groups, value indexes and filters);
 //! [`bcolz`] reads bcolz carrays and ctables and imports them.
+//!
+//! What clients share: [`ordered`] reads selections in output order, whole or in batches;
+//! [`ingest`] builds tables from leaf column paths; `npy` (feature `npy`) reads and writes
+//! numpy `.npy` files; `csv` (feature `csv`) infers column types and loads CSV files.
 
 // The library never unwraps, expects or panics on a user's path: errors are values.
 #![cfg_attr(
@@ -15,11 +19,17 @@ pub mod array;
 pub mod bcolz;
 pub mod blosc;
 pub mod blpk;
+#[cfg(feature = "csv")]
+pub mod csv;
 pub mod dtype;
 pub mod error;
+pub mod ingest;
 pub mod layer;
 pub mod locate;
 pub mod meta;
+#[cfg(feature = "npy")]
+pub mod npy;
+pub mod ordered;
 pub mod scan;
 pub mod selection;
 mod staging;

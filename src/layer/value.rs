@@ -5,7 +5,7 @@
 //! (floats by IEEE total order) or bytewise (UTF-8 byte order is code point order), and
 //! hash through [`hash64`] of their stored bytes.
 
-use crate::dtype::DType;
+use crate::dtype::{put_scalar, DType, Scalar};
 use crate::error::{Error, Result};
 use crate::table::LeafKind;
 use std::cmp::Ordering;
@@ -159,19 +159,6 @@ pub fn check_kind(kind: LeafKind) -> Result<()> {
     }
 }
 
-fn int_range(d: DType) -> (i128, i128) {
-    match d {
-        DType::I8 => (i8::MIN.into(), i8::MAX.into()),
-        DType::I16 => (i16::MIN.into(), i16::MAX.into()),
-        DType::I32 => (i32::MIN.into(), i32::MAX.into()),
-        DType::I64 => (i64::MIN.into(), i64::MAX.into()),
-        DType::U8 => (0, u8::MAX.into()),
-        DType::U16 => (0, u16::MAX.into()),
-        DType::U32 => (0, u32::MAX.into()),
-        _ => (0, u64::MAX.into()),
-    }
-}
-
 /// Converts `v` to the canonical variant of a column of `kind` (an integer given for a float
 /// column becomes a float, ...).
 ///
@@ -192,36 +179,37 @@ pub fn coerce(kind: LeafKind, v: &Value) -> Result<Value> {
             Value::Str(s) => Ok(Value::Bytes(s.as_bytes().to_vec())),
             _ => Err(bad()),
         },
-        LeafKind::Fixed(d @ (DType::F32 | DType::F64)) => {
-            let x = match v {
-                Value::Float(x) => *x,
-                Value::Int(i) => *i as f64,
-                Value::UInt(u) => *u as f64,
-                _ => return Err(bad()),
-            };
-            Ok(Value::Float(if d == DType::F32 {
-                f64::from(x as f32)
-            } else {
-                x
-            }))
-        }
         LeafKind::Fixed(d) => {
-            let x: i128 = match v {
-                Value::Int(i) => (*i).into(),
-                Value::UInt(u) => (*u).into(),
-                Value::Float(f) if f.fract() == 0.0 && f.abs() < 1.9e19 => *f as i128,
+            // The dtype's own conversion decides what fits (a float32 column rounds).
+            let scalar = match v {
+                Value::Int(i) => Scalar::Int((*i).into()),
+                Value::UInt(u) => Scalar::Int((*u).into()),
+                Value::Float(x) => Scalar::Float(*x),
                 _ => return Err(bad()),
             };
-            let (lo, hi) = int_range(d);
-            if x < lo || x > hi {
-                return Err(bad());
-            }
-            Ok(if lo < 0 {
-                Value::Int(x as i64)
-            } else {
-                Value::UInt(x as u64)
+            let mut buf = [0u8; 16];
+            let elem = buf.get_mut(..d.itemsize()).ok_or_else(bad)?;
+            put_scalar(scalar, d, elem).map_err(|_| bad())?;
+            Ok(match (d, scalar) {
+                (DType::F32, Scalar::Int(i)) => Value::Float(f64::from(i as f32)),
+                (DType::F32, Scalar::Float(x)) => Value::Float(f64::from(x as f32)),
+                (_, Scalar::Int(i)) if d.is_float() => Value::Float(i as f64),
+                (_, Scalar::Float(x)) if d.is_float() => Value::Float(x),
+                // An integer column: put_scalar checked that the value is whole and fits.
+                (_, Scalar::Float(x)) => int_value(d, x as i128),
+                (_, Scalar::Int(i)) => int_value(d, i),
+                _ => return Err(bad()),
             })
         }
+    }
+}
+
+/// The canonical variant of an integer that fits the integer dtype `d`.
+fn int_value(d: DType, x: i128) -> Value {
+    if matches!(d, DType::I8 | DType::I16 | DType::I32 | DType::I64) {
+        Value::Int(x as i64)
+    } else {
+        Value::UInt(x as u64)
     }
 }
 

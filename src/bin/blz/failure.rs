@@ -51,10 +51,31 @@ impl From<blz::Error> for Failure {
     }
 }
 
+/// The library's advice, in the command line's words: what the library calls an option,
+/// the CLI names by its flag.
+const IN_CLI_WORDS: &[(&str, &str)] = &[
+    ("(use overwrite ", "(use --overwrite "),
+    ("the schema names column", "--schema names column"),
+    (
+        "(store text with an S<n> or U<n> dtype)",
+        "(give --dtype S<n> or U<n> to store text)",
+    ),
+    (
+        "leave it out of the columns or write CSV",
+        "leave it out of --columns or use --out FILE.csv",
+    ),
+];
+
 /// The message for a library error, for a person.
 pub fn describe(e: &blz::Error) -> String {
+    let in_cli_words = |m: &str| {
+        IN_CLI_WORDS
+            .iter()
+            .fold(m.to_string(), |m, (lib, cli)| m.replace(lib, cli))
+    };
     match e {
-        blz::Error::InvalidArgument(m) => m.replace("(use overwrite ", "(use --overwrite "),
+        blz::Error::InvalidArgument(m) => in_cli_words(m),
+        blz::Error::InvalidInput { .. } => in_cli_words(&e.to_string()),
         blz::Error::ChecksumMismatch {
             path,
             chunk: u64::MAX,

@@ -1,8 +1,8 @@
 //! `blz import SRC DST`: a bcolz carray becomes a blz dataset, a bcolz ctable a blz table.
 //! Everything goes through blz's public `bcolz` module.
 
-use crate::dataset::{human, progress};
 use crate::failure::{describe, Failure};
+use crate::report::{human, progress};
 use blz::bcolz::{self, ImportOptions, Kind};
 use blz::blosc::Codec;
 use blz::meta::{Compression, FilterName};

@@ -1,17 +1,21 @@
 //! The `blz` command line: works on single superchunk files (`pack`, `unpack`, `info`) and
 //! on datasets. It only calls blz's public library API.
 
+mod args;
+mod attrs;
 mod dataset;
 mod dist;
 mod failure;
 mod file;
 mod import;
 mod layer;
-mod npy;
+mod parse;
+mod report;
 mod show;
 mod sources;
 mod table;
 
+use args::DatasetCommand;
 use clap::{Parser, Subcommand};
 use failure::Failure;
 use std::io::Write;
@@ -36,7 +40,7 @@ enum Command {
     /// sizes, files, attributes; for a file its header, metadata and chunk table.
     Info(InfoArgs),
     #[command(flatten)]
-    Dataset(dataset::DatasetCommand),
+    Dataset(DatasetCommand),
     /// Show the host and brick (or local device) holding each superchunk file of a dataset.
     Locate(dist::LocateArgs),
     /// Reduce a dataset or table column in parallel (sum, min, max, count, mean).
@@ -110,10 +114,40 @@ fn info(path: &Path, json: bool) -> Result<(), Failure> {
     if blz::layer::is_layer(path) {
         return layer::layer_info(path, json);
     }
+    if table::is_table(path) {
+        return table::info(path, json);
+    }
     if path.is_dir() || !path.exists() {
         return dataset::dataset_info(path, json);
     }
     file::info(path, json)
+}
+
+/// Runs a dataset subcommand on an array, a table (or, for `verify`, a layer dataset).
+fn run_dataset(cmd: &DatasetCommand) -> Result<(), Failure> {
+    match cmd {
+        DatasetCommand::Create(a) if a.csv.is_some() && a.column.is_none() => table::create(a),
+        // A .npy file of records makes a table; any other is an array (whose reader reports
+        // a file that is not .npy at all).
+        DatasetCommand::Create(a) => match a.npy.as_deref().map(blz::npy::RecordReader::open) {
+            Some(Ok(Some(rec))) => table::create_npy(a, rec),
+            Some(Err(e)) => Err(e.into()),
+            _ => dataset::create(a),
+        },
+        DatasetCommand::Get(a) if table::is_table(&a.path) => table::get(a),
+        DatasetCommand::Get(a) => dataset::get(a),
+        DatasetCommand::Append(a) if table::is_table(&a.path) => table::append(a),
+        DatasetCommand::Append(a) => dataset::append(a),
+        DatasetCommand::Resize(a) if table::is_table(&a.path) => table::resize(a),
+        DatasetCommand::Resize(a) => dataset::resize(a),
+        DatasetCommand::Attrs(a) if table::is_table(&a.path) => table::attrs(a),
+        DatasetCommand::Attrs(a) => dataset::attrs(a),
+        DatasetCommand::Verify(a) if blz::layer::is_layer(&a.path) => layer::layer_verify(&a.path),
+        DatasetCommand::Verify(a) if table::is_table(&a.path) => table::verify(&a.path),
+        DatasetCommand::Verify(a) => dataset::verify(&a.path),
+        DatasetCommand::Compact(a) if table::is_table(&a.path) => table::compact(&a.path),
+        DatasetCommand::Compact(a) => dataset::compact(&a.path),
+    }
 }
 
 fn run(cli: &Cli) -> Result<(), Failure> {
@@ -121,7 +155,7 @@ fn run(cli: &Cli) -> Result<(), Failure> {
         Command::Pack(a) => file::pack(a),
         Command::Unpack(a) => file::unpack(a),
         Command::Info(a) => info(&a.path, a.json),
-        Command::Dataset(c) => dataset::run(c),
+        Command::Dataset(c) => run_dataset(c),
         Command::Locate(a) => dist::locate(a),
         Command::Scan(a) => dist::scan(a),
         Command::Layer(a) => layer::run(a),
@@ -139,7 +173,7 @@ const RETRIES_AFTER_A_COMMIT: u32 = 5;
 fn run_retrying(cli: &Cli) -> Result<(), Failure> {
     let retryable = matches!(
         &cli.command,
-        Command::Info(_) | Command::Scan(_) | Command::Dataset(dataset::DatasetCommand::Verify(_))
+        Command::Info(_) | Command::Scan(_) | Command::Dataset(DatasetCommand::Verify(_))
     );
     let mut tries = 0;
     loop {

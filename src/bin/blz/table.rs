@@ -1,28 +1,25 @@
 //! Table commands: `create --csv` without `--column` (every CSV column becomes a table
 //! column) and `create --npy` of records (every field becomes one), `info`, `get --columns`,
 //! `append --csv|--npy`, `resize`, `attrs` and `verify` on table datasets. Everything goes
-//! through blz's public `blz::table` API.
+//! through blz's public API (`blz::table`, `blz::csv`, `blz::npy`, `blz::ordered`).
 
-use crate::dataset::{
-    human, parse_dtype, parse_kv, plural, progress, AppendArgs, AttrsArgs, CreateArgs, GetArgs,
-    LayoutArgs, ResizeArgs,
-};
+use crate::args::{AppendArgs, AttrsArgs, CreateArgs, GetArgs, LayoutArgs, ResizeArgs};
+use crate::attrs::edit_attrs;
 use crate::failure::{describe, out_err, say, Failure};
-use crate::npy::{NpyWriter, RecordReader};
+use crate::parse::{batch_bytes, delimiter_byte, parse_dtype, parse_kv};
+use crate::report::{human, plural, progress, report_verify, run_compaction};
 use crate::show;
 use crate::show::EDGE;
-use crate::sources::{encode, parse_field};
 use blz::blosc::Codec;
 use blz::blpk::Checksum;
 use blz::meta::{Compression, FilterName};
-use blz::table::{check_name, ColumnOptions, Field, FieldKind, LeafKind, Table, TableOptions};
+use blz::npy::RecordReader;
+use blz::ordered::TableRows;
+use blz::table::{ColumnOptions, LeafKind, Table, TableOptions};
 use blz::table::{Leaf, Values};
-use blz::Selection;
-use blz::{DType, Endianness};
-use ndarray::SliceInfoElem;
-use std::collections::HashMap;
+use blz::DType;
 use std::io::Write;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
 /// Rows converted and appended at a time, so a huge CSV never sits in memory.
 const BATCH_ROWS: usize = 65536;
@@ -44,251 +41,7 @@ fn open(path: &Path, write: bool) -> Result<Table, Failure> {
 }
 
 // ---------------------------------------------------------------------------------------------
-// Reading CSV files
-
-/// A CSV file read record by record, with its header row.
-struct CsvFile {
-    path: PathBuf,
-    rdr: csv::Reader<std::fs::File>,
-    header: Vec<String>,
-    rec: csv::StringRecord,
-}
-
-impl CsvFile {
-    fn open(path: &Path, delimiter: char) -> Result<CsvFile, Failure> {
-        let delimiter = u8::try_from(delimiter)
-            .ok()
-            .filter(u8::is_ascii)
-            .ok_or_else(|| {
-                Failure::new(format!(
-                    "--delimiter {delimiter:?}: use a single ASCII character"
-                ))
-            })?;
-        let mut rdr = csv::ReaderBuilder::new()
-            .has_headers(false)
-            .flexible(true)
-            .delimiter(delimiter)
-            .from_path(path)
-            .map_err(|e| Failure::new(format!("{}: {e}", path.display())))?;
-        let mut rec = csv::StringRecord::new();
-        let more = rdr
-            .read_record(&mut rec)
-            .map_err(|e| Failure::new(format!("{}: {e}", path.display())))?;
-        if !more {
-            return Err(Failure::new(format!(
-                "{}: empty file (a header row naming the columns is needed)",
-                path.display()
-            )));
-        }
-        let header = rec.iter().map(|f| f.trim().to_string()).collect();
-        Ok(CsvFile {
-            path: path.to_path_buf(),
-            rdr,
-            header,
-            rec,
-        })
-    }
-
-    /// The next record (checked to have one field per header column), or `None` at the end.
-    fn next(&mut self) -> Result<Option<&csv::StringRecord>, Failure> {
-        let more = self
-            .rdr
-            .read_record(&mut self.rec)
-            .map_err(|e| Failure::new(format!("{}: {e}", self.path.display())))?;
-        if !more {
-            return Ok(None);
-        }
-        if self.rec.len() != self.header.len() {
-            return Err(Failure::new(format!(
-                "{}: line {}: {} fields, the header row has {}",
-                self.path.display(),
-                self.line(),
-                self.rec.len(),
-                self.header.len()
-            )));
-        }
-        Ok(Some(&self.rec))
-    }
-
-    fn line(&self) -> u64 {
-        self.rec.position().map_or(0, csv::Position::line)
-    }
-}
-
-/// Values of one column being gathered for an append.
-enum Buf {
-    Fixed { dtype: DType, data: Vec<u8> },
-    Var(Vec<Vec<u8>>),
-}
-
-impl Buf {
-    fn new(kind: LeafKind) -> Buf {
-        match kind {
-            LeafKind::Fixed(dtype) => Buf::Fixed {
-                dtype,
-                data: Vec::new(),
-            },
-            LeafKind::VarStr | LeafKind::VarBytes => Buf::Var(Vec::new()),
-        }
-    }
-
-    fn push(&mut self, cell: &str) -> Result<(), String> {
-        match self {
-            Buf::Fixed { dtype, data } => {
-                let n = data.len();
-                data.resize(n + dtype.itemsize(), 0);
-                encode(parse_field(cell, *dtype)?, *dtype, &mut data[n..])
-            }
-            Buf::Var(v) => {
-                v.push(cell.as_bytes().to_vec());
-                Ok(())
-            }
-        }
-    }
-
-    fn take(&mut self) -> Values {
-        match self {
-            Buf::Fixed { dtype, data } => Values::Fixed {
-                dtype: *dtype,
-                data: std::mem::take(data),
-            },
-            Buf::Var(v) => Values::Var(std::mem::take(v)),
-        }
-    }
-}
-
-/// Rows per batch of CSV input: 65536, fewer when `BLZ_BATCH_BYTES` makes batches small.
-fn batch_rows() -> usize {
-    (crate::dataset::batch_bytes() / 1024).clamp(1, BATCH_ROWS as u64) as usize
-}
-
-/// The records of `csv` (whose column `i` goes to table column `targets[i]`), parsed and
-/// checked, in batches of up to [`batch_rows`] rows: one value list per column.
-fn csv_batches<'a>(
-    csv: &'a mut CsvFile,
-    targets: &'a [(String, LeafKind)],
-) -> impl Iterator<Item = Result<Vec<(String, Values)>, Failure>> + 'a {
-    let mut bufs: Vec<Buf> = targets.iter().map(|(_, k)| Buf::new(*k)).collect();
-    let per = batch_rows();
-    let mut done = false;
-    std::iter::from_fn(move || {
-        if done {
-            return None;
-        }
-        let mut pending = 0usize;
-        let read = (|| -> Result<(), Failure> {
-            while pending < per {
-                let path = csv.path.clone();
-                let Some(rec) = csv.next()? else {
-                    done = true;
-                    break;
-                };
-                let line = rec.position().map_or(0, csv::Position::line);
-                for (i, cell) in rec.iter().enumerate() {
-                    bufs[i].push(cell).map_err(|e| {
-                        Failure::new(format!(
-                            "{}: line {line}, column {}: {e}",
-                            path.display(),
-                            targets[i].0
-                        ))
-                    })?;
-                }
-                pending += 1;
-            }
-            Ok(())
-        })();
-        match read {
-            Err(e) => {
-                done = true;
-                Some(Err(e))
-            }
-            Ok(()) if pending == 0 => None,
-            Ok(()) => Some(Ok(targets
-                .iter()
-                .map(|(n, _)| n.clone())
-                .zip(bufs.iter_mut().map(Buf::take))
-                .collect())),
-        }
-    })
-}
-
-/// Feeds `batches` to `append`, a library call that commits them in one transaction,
-/// counting rows on a progress bar of `total`.
-fn append_all<T>(
-    batches: impl Iterator<Item = Result<Vec<(String, Values)>, Failure>>,
-    total: u64,
-    what: &str,
-    append: impl FnOnce(&mut dyn Iterator<Item = blz::Result<Vec<(String, Values)>>>) -> blz::Result<T>,
-) -> Result<T, Failure> {
-    let pb = progress(total, what, "rows");
-    let counted = batches.inspect(|b| {
-        if let Ok(cols) = b {
-            pb.inc(cols.first().map_or(0, |(_, v)| v.len() as u64));
-        }
-    });
-    let result = crate::dataset::commit_batches(counted, append);
-    pb.finish_and_clear();
-    result
-}
-
-// ---------------------------------------------------------------------------------------------
 // create
-
-/// What the cells of one CSV column could be stored as.
-#[derive(Clone, Copy)]
-struct Infer {
-    empty: bool,
-    nonempty: bool,
-    bool_ok: bool,
-    int_ok: bool,
-    float_ok: bool,
-}
-
-impl Infer {
-    fn new() -> Infer {
-        Infer {
-            empty: false,
-            nonempty: false,
-            bool_ok: true,
-            int_ok: true,
-            float_ok: true,
-        }
-    }
-
-    fn see(&mut self, cell: &str) {
-        let t = cell.trim();
-        if t.is_empty() {
-            self.empty = true;
-            return;
-        }
-        self.nonempty = true;
-        if self.bool_ok && !t.eq_ignore_ascii_case("true") && !t.eq_ignore_ascii_case("false") {
-            self.bool_ok = false;
-        }
-        if self.int_ok && t.parse::<i64>().is_err() {
-            self.int_ok = false;
-        }
-        if self.float_ok && t.parse::<f64>().is_err() {
-            self.float_ok = false;
-        }
-    }
-
-    /// bool and int64 need every cell filled; float64 stores empty cells as NaN; anything
-    /// else (or a column with no value at all) is a variable-length string.
-    fn kind(&self) -> LeafKind {
-        if !self.nonempty {
-            LeafKind::VarStr
-        } else if self.bool_ok && !self.empty {
-            LeafKind::Fixed(DType::Bool)
-        } else if self.int_ok && !self.empty {
-            LeafKind::Fixed(DType::I64)
-        } else if self.float_ok {
-            LeafKind::Fixed(DType::F64)
-        } else {
-            LeafKind::VarStr
-        }
-    }
-}
 
 /// Parses `--schema "a:int32,pos/x:float64,name:varstr"`.
 fn parse_schema(s: &str) -> Result<Vec<(String, LeafKind)>, Failure> {
@@ -315,67 +68,6 @@ fn parse_schema(s: &str) -> Result<Vec<(String, LeafKind)>, Failure> {
         out.push((name.to_string(), kind));
     }
     Ok(out)
-}
-
-/// Checks a column path (`name` or `parent/name`) component by component.
-fn check_path(path: &str) -> Result<Vec<&str>, String> {
-    let parts: Vec<&str> = path.split('/').collect();
-    for p in &parts {
-        check_name(p).map_err(|e| format!("column {path:?}: {}", describe(&e)))?;
-    }
-    Ok(parts)
-}
-
-/// Inserts a leaf at a slash path into a field tree, making structures as needed.
-fn insert(
-    fields: &mut Vec<Field>,
-    parts: &[&str],
-    kind: FieldKind,
-    path: &str,
-) -> Result<(), String> {
-    let Some((first, rest)) = parts.split_first() else {
-        return Err(format!("column {path:?}: empty path"));
-    };
-    let pos = fields.iter().position(|f| f.name == *first);
-    if rest.is_empty() {
-        if pos.is_some() {
-            return Err(format!("column {path:?} is given twice"));
-        }
-        fields.push(Field {
-            name: (*first).to_string(),
-            kind,
-            options: ColumnOptions::default(),
-        });
-        return Ok(());
-    }
-    let i = match pos {
-        Some(i) => i,
-        None => {
-            fields.push(Field::structure(first, Vec::new()));
-            fields.len() - 1
-        }
-    };
-    match &mut fields[i].kind {
-        FieldKind::Struct(sub) => insert(sub, rest, kind, path),
-        _ => Err(format!(
-            "column {path:?}: {first:?} is a column, so it cannot also hold nested columns"
-        )),
-    }
-}
-
-/// Builds the nested field list from leaf paths in order.
-fn build_fields(leaves: &[(String, LeafKind)]) -> Result<Vec<Field>, String> {
-    let mut fields = Vec::new();
-    for (path, kind) in leaves {
-        let parts = check_path(path)?;
-        let kind = match kind {
-            LeafKind::Fixed(d) => FieldKind::Scalar(*d),
-            LeafKind::VarStr => FieldKind::VarStr,
-            LeafKind::VarBytes => FieldKind::VarBytes,
-        };
-        insert(&mut fields, &parts, kind, path)?;
-    }
-    Ok(fields)
 }
 
 /// Column options shared by every column, from the layout flags.
@@ -452,72 +144,20 @@ pub fn create(a: &CreateArgs) -> Result<(), Failure> {
     let schema = a.schema.as_deref().map(parse_schema).transpose()?;
     let schema = schema.unwrap_or_default();
     // First pass: names, types and every value checked.
-    let mut csv = CsvFile::open(csv_path, a.delimiter)?;
-    let header = csv.header.clone();
-    let at = |m: String| Failure::new(format!("{}: header row: {m}", csv_path.display()));
-    let mut seen = std::collections::HashSet::new();
-    for h in &header {
-        check_path(h).map_err(at)?;
-        if !seen.insert(h.as_str()) {
-            return Err(at(format!("column {h:?} appears twice")));
-        }
-    }
-    for (name, _) in &schema {
-        if !seen.contains(name.as_str()) {
-            return Err(Failure::new(format!(
-                "--schema names column {name:?}, which is not in the header row of {} \
-                 (columns: {})",
-                csv_path.display(),
-                header.join(", ")
-            )));
-        }
-    }
-    let given: HashMap<&str, LeafKind> = schema.iter().map(|(n, k)| (n.as_str(), *k)).collect();
-    let mut infer = vec![Infer::new(); header.len()];
-    let mut checks: Vec<Option<Buf>> = header
-        .iter()
-        .map(|h| given.get(h.as_str()).map(|k| Buf::new(*k)))
-        .collect();
-    let mut rows = 0u64;
-    loop {
-        let path = csv.path.clone();
-        let Some(rec) = csv.next()? else { break };
-        let line = rec.position().map_or(0, csv::Position::line);
-        for (i, cell) in rec.iter().enumerate() {
-            match &mut checks[i] {
-                Some(b) => {
-                    b.push(cell).map_err(|e| {
-                        Failure::new(format!(
-                            "{}: line {line}, column {}: {e}",
-                            path.display(),
-                            header[i]
-                        ))
-                    })?;
-                    drop(b.take());
-                }
-                None => infer[i].see(cell),
-            }
-        }
-        rows += 1;
-    }
-    let targets: Vec<(String, LeafKind)> = header
-        .iter()
-        .zip(&infer)
-        .map(|(h, inf)| {
-            (
-                h.clone(),
-                given.get(h.as_str()).copied().unwrap_or_else(|| inf.kind()),
-            )
-        })
-        .collect();
-    let fields = build_fields(&targets).map_err(at)?;
-    let opts = table_options(&a.layout, rows)?;
+    let plan = blz::csv::scan_table(csv_path, delimiter_byte(a.delimiter)?, &schema)?;
+    let opts = table_options(&a.layout, plan.rows())?;
     // Second pass: the table and every row, in one step.
-    let mut csv = CsvFile::open(csv_path, a.delimiter)?;
-    let t = append_all(csv_batches(&mut csv, &targets), rows, "create", |b| {
-        Table::create_from(blz::storage::local(), &a.path, fields, &opts, b)
-    })?;
-    report_create(&a.path, &t, &targets)
+    let pb = progress(plan.rows(), "create", "rows");
+    let t = plan.create_table(blz::storage::local(), &a.path, &opts, batch_rows(), |n| {
+        pb.inc(n)
+    });
+    pb.finish_and_clear();
+    report_create(&a.path, &t?, plan.leaves())
+}
+
+/// Rows per batch of CSV input: 65536, fewer when `BLZ_BATCH_BYTES` makes batches small.
+fn batch_rows() -> u64 {
+    blz::csv::table_batch_rows(batch_bytes())
 }
 
 /// Reports a table `blz create` made: its columns and sizes.
@@ -538,14 +178,6 @@ fn report_create(path: &Path, t: &Table, targets: &[(String, LeafKind)]) -> Resu
     Ok(())
 }
 
-/// The columns the fields of `rec` make: their paths and types.
-fn record_leaves(rec: &RecordReader) -> Vec<(String, LeafKind)> {
-    rec.fields
-        .iter()
-        .map(|f| (f.path.clone(), LeafKind::Fixed(f.dtype)))
-        .collect()
-}
-
 /// Reports an append of `rows` rows to the table at `path`, which had `before`.
 fn report_append(path: &Path, rows: u64, before: u64, t: &Table) -> Result<(), Failure> {
     say!(
@@ -557,87 +189,43 @@ fn report_append(path: &Path, rows: u64, before: u64, t: &Table) -> Result<(), F
     Ok(())
 }
 
-/// Every record of `rec`, in batches of one value list per field, for `append` to commit
-/// in one transaction.
-fn append_records<T>(
-    rec: &mut RecordReader,
-    what: &str,
-    append: impl FnOnce(&mut dyn Iterator<Item = blz::Result<Vec<(String, Values)>>>) -> blz::Result<T>,
-) -> Result<T, Failure> {
-    let batch = (crate::dataset::batch_bytes() / rec.itemsize.max(1) as u64).max(1);
-    let paths: Vec<String> = rec.fields.iter().map(|f| f.path.clone()).collect();
-    let dtypes: Vec<DType> = rec.fields.iter().map(|f| f.dtype).collect();
-    let total = rec.rows;
-    let batches = std::iter::from_fn(|| match rec.next_rows(batch) {
-        Ok(Some((cols, _))) => Some(Ok(paths
-            .iter()
-            .zip(&dtypes)
-            .zip(cols)
-            .map(|((p, &dtype), data)| (p.clone(), Values::Fixed { dtype, data }))
-            .collect())),
-        Ok(None) => None,
-        Err(e) => Some(Err(Failure::new(e))),
-    });
-    append_all(batches, total, what, append)
-}
-
 /// `blz create --npy` of records: a table with a column per field (nested records become
 /// nested fields).
-pub fn create_npy(a: &CreateArgs, mut rec: RecordReader) -> Result<(), Failure> {
+pub fn create_npy(a: &CreateArgs, rec: RecordReader) -> Result<(), Failure> {
     if a.schema.is_some() {
         return Err(Failure::new(
             "--schema applies to CSV tables; a .npy file of records carries its own types",
         ));
     }
-    let targets = record_leaves(&rec);
-    let fields =
-        build_fields(&targets).map_err(|m| Failure::new(format!("{}: {m}", rec.path.display())))?;
-    let opts = table_options(&a.layout, rec.rows)?;
-    let t = append_records(&mut rec, "create", |b| {
-        Table::create_from(blz::storage::local(), &a.path, fields, &opts, b)
-    })?;
-    report_create(&a.path, &t, &targets)
+    let targets = rec.leaves();
+    rec.table_fields()?;
+    let opts = table_options(&a.layout, rec.rows())?;
+    let pb = progress(rec.rows(), "create", "rows");
+    let t = rec.create_table(blz::storage::local(), &a.path, &opts, batch_bytes(), |n| {
+        pb.inc(n)
+    });
+    pb.finish_and_clear();
+    report_create(&a.path, &t?, &targets)
 }
 
 /// `blz append --npy` on a table: the records' fields must be the table's columns, with
 /// the same types.
 fn append_npy(a: &AppendArgs, npy_path: &Path) -> Result<(), Failure> {
     let mut t = open(&a.path, true)?;
-    let mut rec = RecordReader::open(npy_path)?.ok_or_else(|| {
+    let rec = RecordReader::open(npy_path)?.ok_or_else(|| {
         Failure::new(format!(
             "{}: a table appends records (a structured dtype with a field per column: {})",
             npy_path.display(),
             t.column_names().join(", ")
         ))
     })?;
-    let leaves: Vec<(String, LeafKind)> = t
-        .leaves()
-        .iter()
-        .map(|l| (l.path.clone(), l.kind))
-        .collect();
-    let got = record_leaves(&rec);
-    let mut sorted_leaves = leaves.clone();
-    let mut sorted_got = got.clone();
-    sorted_leaves.sort_by(|x, y| x.0.cmp(&y.0));
-    sorted_got.sort_by(|x, y| x.0.cmp(&y.0));
-    if sorted_leaves != sorted_got {
-        let show = |v: &[(String, LeafKind)]| {
-            v.iter()
-                .map(|(p, k)| format!("{p}: {}", k.name()))
-                .collect::<Vec<_>>()
-                .join(", ")
-        };
-        return Err(Failure::new(format!(
-            "{}: its fields ({}) are not the columns of {} ({})",
-            npy_path.display(),
-            show(&got),
-            a.path.display(),
-            show(&leaves)
-        )));
-    }
+    rec.check_fits(&t)?;
     let before = t.nrows();
-    let rows = rec.rows;
-    append_records(&mut rec, "append", |b| t.append_batches(b))?;
+    let rows = rec.rows();
+    let pb = progress(rows, "append", "rows");
+    let res = rec.append_to(&mut t, batch_bytes(), |n| pb.inc(n));
+    pb.finish_and_clear();
+    res?;
     report_append(&a.path, rows, before, &t)
 }
 
@@ -795,31 +383,8 @@ pub fn info(path: &Path, json: bool) -> Result<(), Failure> {
 // ---------------------------------------------------------------------------------------------
 // get
 
-/// Which rows `get` reads, in output order.
-enum RowSel {
-    Range(u64, u64),
-    Indices(Vec<u64>),
-}
-
-impl RowSel {
-    fn len(&self) -> u64 {
-        match self {
-            RowSel::Range(a, b) => b - a,
-            RowSel::Indices(v) => v.len() as u64,
-        }
-    }
-
-    /// Output positions `p..q`.
-    fn read(&self, t: &Table, names: &[&str], p: u64, q: u64) -> Result<Vec<Values>, Failure> {
-        let cols = match self {
-            RowSel::Range(a, _) => t.rows(a + p, a + q, Some(names))?,
-            RowSel::Indices(v) => t.take(&v[p as usize..q as usize], Some(names))?,
-        };
-        Ok(cols.into_iter().map(|(_, v)| v).collect())
-    }
-}
-
-fn row_selection(t: &Table, a: &GetArgs) -> Result<RowSel, Failure> {
+/// The rows `get` reads, in output order: `--rows`, or the selection.
+fn row_selection(t: &Table, a: &GetArgs) -> Result<TableRows, Failure> {
     let n = t.nrows();
     if let Some(list) = &a.rows {
         let mut v = Vec::new();
@@ -827,53 +392,12 @@ fn row_selection(t: &Table, a: &GetArgs) -> Result<RowSel, Failure> {
             let i: i128 = item.parse().map_err(|_| {
                 Failure::new(format!("--rows {list:?}: {item:?} is not a row number"))
             })?;
-            let j = if i < 0 { i + i128::from(n) } else { i };
-            if j < 0 || j >= i128::from(n) {
-                return Err(Failure::new(format!(
-                    "--rows {list:?}: row {i} outside the table's {n} rows"
-                )));
-            }
-            v.push(j as u64);
+            v.push(i);
         }
-        return Ok(RowSel::Indices(v));
+        return TableRows::pick(&v, n)
+            .map_err(|e| Failure::new(format!("--rows {list:?}: {}", describe(&e))));
     }
-    let elems = Selection::parse(a.selection.as_deref().unwrap_or(""))?
-        .to_slice_info(&[n])
-        .map_err(|e| {
-            Failure::new(describe(&e).replace("the dataset has 1 axes", "a table has 1 axis"))
-        })?;
-    Ok(match elems.first() {
-        None => RowSel::Range(0, n),
-        Some(SliceInfoElem::Index(i)) => {
-            let j = if *i < 0 {
-                *i as i128 + i128::from(n)
-            } else {
-                *i as i128
-            };
-            if j < 0 || j >= i128::from(n) {
-                return Err(Failure::new(format!(
-                    "row {i} outside the table's {n} rows"
-                )));
-            }
-            RowSel::Range(j as u64, j as u64 + 1)
-        }
-        Some(SliceInfoElem::Slice { start, end, step }) => {
-            let s = (*start).max(0) as u64;
-            let e = end.map_or(n, |e| (e.max(0) as u64).min(n)).max(s);
-            if *step == 1 {
-                RowSel::Range(s, e)
-            } else if *step > 1 {
-                RowSel::Indices((s..e).step_by(*step as usize).collect())
-            } else {
-                // ndarray's negative step: from the end of s..e backwards.
-                let k = step.unsigned_abs();
-                RowSel::Indices((s..e).rev().step_by(k).collect())
-            }
-        }
-        Some(SliceInfoElem::NewAxis) => {
-            return Err(Failure::new("a table selection takes rows only"));
-        }
-    })
+    Ok(TableRows::parse(a.selection.as_deref().unwrap_or(""), n)?)
 }
 
 /// The text of row `i` of a column; `csv` writes NaN as an empty cell.
@@ -895,33 +419,35 @@ fn cell(v: &Values, i: usize, csv: bool) -> String {
     }
 }
 
+/// The columns `--columns` names (all when it is not given), in its order.
+fn selected_columns<'t>(t: &'t Table, a: &GetArgs) -> Result<Vec<&'t str>, Failure> {
+    let all_names = t.column_names();
+    let Some(list) = &a.columns else {
+        return Ok(all_names);
+    };
+    let mut v = Vec::new();
+    for c in list.split(',').map(str::trim).filter(|s| !s.is_empty()) {
+        let Some(n) = all_names.iter().find(|n| **n == c) else {
+            return Err(Failure::new(format!(
+                "{}: no column {c:?} (columns: {})",
+                a.path.display(),
+                all_names.join(", ")
+            )));
+        };
+        v.push(*n);
+    }
+    if v.is_empty() {
+        return Err(Failure::new("--columns: name at least one column"));
+    }
+    Ok(v)
+}
+
 /// `blz get` on a table.
 pub fn get(a: &GetArgs) -> Result<(), Failure> {
     let t = open(&a.path, false)?;
-    let all_names = t.column_names();
-    let names: Vec<&str> = match &a.columns {
-        None => all_names.clone(),
-        Some(list) => {
-            let mut v = Vec::new();
-            for c in list.split(',').map(str::trim).filter(|s| !s.is_empty()) {
-                let Some(n) = all_names.iter().find(|n| **n == c) else {
-                    return Err(Failure::new(format!(
-                        "{}: no column {c:?} (columns: {})",
-                        a.path.display(),
-                        all_names.join(", ")
-                    )));
-                };
-                v.push(*n);
-            }
-            if v.is_empty() {
-                return Err(Failure::new("--columns: name at least one column"));
-            }
-            v
-        }
-    };
+    let names = selected_columns(&t, a)?;
     let sel = row_selection(&t, a)?;
     let total = sel.len();
-    let batch = BATCH_ROWS as u64;
     if let Some(dir) = &a.out_dir {
         return write_npy_dir(&t, &names, &sel, dir);
     }
@@ -941,34 +467,84 @@ pub fn get(a: &GetArgs) -> Result<(), Failure> {
                  or use --out FILE.csv"
             )));
         }
-        let cols = sel.read(&t, &names, 0, total)?;
-        let mut m = serde_json::Map::new();
-        for (n, v) in names.iter().zip(&cols) {
-            let vals: Vec<serde_json::Value> = (0..v.len()).map(|i| v.json(i)).collect();
-            m.insert((*n).to_string(), serde_json::Value::Array(vals));
-        }
-        say!("{}", serde_json::Value::Object(m));
-        return Ok(());
+        return print_json(&t, &names, &sel);
     }
+    let grid = Grid::new(&t, &names);
     let stdout = std::io::stdout();
     let mut o = std::io::BufWriter::new(stdout.lock());
-    let right: Vec<bool> = names
-        .iter()
-        .map(|n| {
-            t.leaves()
-                .iter()
-                .find(|l| l.path == *n)
-                .is_some_and(|l| matches!(l.kind, LeafKind::Fixed(d) if !matches!(d, DType::Bytes(_) | DType::Str(_))))
-        })
-        .collect();
-    let grid = |cols: &[Values]| -> Vec<Vec<String>> {
+    if total > SUMMARY_THRESHOLD && !a.all {
+        let mut rows = grid.rows(&sel.read(&t, &names, 0, EDGE)?);
+        rows.push(Vec::new());
+        rows.extend(grid.rows(&sel.read(&t, &names, total - EDGE, total)?));
+        grid.print(&mut o, &rows, true).map_err(out_err)?;
+        o.flush().map_err(out_err)?;
+        drop(o);
+        let _ = writeln!(
+            std::io::stderr(),
+            "({total} rows: showing the first and last {EDGE}; --all prints everything, \
+             --out FILE.csv saves them)"
+        );
+        return Ok(());
+    }
+    // The header row even when no row is selected.
+    if total == 0 {
+        grid.print(&mut o, &[], true).map_err(out_err)?;
+    }
+    for batch in sel.batches(&t, &names, BATCH_ROWS as u64) {
+        let (p, cols) = batch?;
+        grid.print(&mut o, &grid.rows(&cols), p == 0)
+            .map_err(out_err)?;
+    }
+    o.flush().map_err(out_err)?;
+    Ok(())
+}
+
+/// `blz get --json` on a table: `{"column": [values...], ...}`.
+fn print_json(t: &Table, names: &[&str], sel: &TableRows) -> Result<(), Failure> {
+    let cols = sel.read(t, names, 0, sel.len())?;
+    let mut m = serde_json::Map::new();
+    for (n, v) in names.iter().zip(&cols) {
+        let vals: Vec<serde_json::Value> = (0..v.len()).map(|i| v.json(i)).collect();
+        m.insert((*n).to_string(), serde_json::Value::Array(vals));
+    }
+    say!("{}", serde_json::Value::Object(m));
+    Ok(())
+}
+
+/// Rows of a table as aligned text: numbers right-aligned, text left-aligned, under a header
+/// row of column paths.
+struct Grid<'a> {
+    names: &'a [&'a str],
+    /// Per column: align right (a number).
+    right: Vec<bool>,
+}
+
+impl<'a> Grid<'a> {
+    fn new(t: &Table, names: &'a [&'a str]) -> Grid<'a> {
+        let leaves = t.leaves();
+        let right = names
+            .iter()
+            .map(|n| {
+                leaves.iter().find(|l| l.path == *n).is_some_and(|l| {
+                    matches!(l.kind, LeafKind::Fixed(d) if !matches!(d, DType::Bytes(_) | DType::Str(_)))
+                })
+            })
+            .collect();
+        Grid { names, right }
+    }
+
+    /// The cells of every row of `cols`.
+    fn rows(&self, cols: &[Values]) -> Vec<Vec<String>> {
         let n = cols.first().map_or(0, Values::len);
         (0..n)
             .map(|i| cols.iter().map(|v| cell(v, i, false)).collect())
             .collect()
-    };
-    let print = |o: &mut dyn Write, rows: &[Vec<String>], header: bool| -> std::io::Result<()> {
-        let mut w: Vec<usize> = names.iter().map(|n| n.chars().count()).collect();
+    }
+
+    /// Prints `rows` (an empty row as `...`), the header row first when `header`; columns as
+    /// wide as their widest cell among these.
+    fn print(&self, o: &mut dyn Write, rows: &[Vec<String>], header: bool) -> std::io::Result<()> {
+        let mut w: Vec<usize> = self.names.iter().map(|n| n.chars().count()).collect();
         for r in rows {
             for (i, c) in r.iter().enumerate() {
                 w[i] = w[i].max(c.chars().count());
@@ -981,7 +557,7 @@ pub fn get(a: &GetArgs) -> Result<(), Failure> {
                     s.push_str("  ");
                 }
                 let pad = " ".repeat(w[i] - c.chars().count());
-                if right[i] {
+                if self.right[i] {
                     s.push_str(&pad);
                     s.push_str(c);
                 } else {
@@ -992,7 +568,7 @@ pub fn get(a: &GetArgs) -> Result<(), Failure> {
             s.trim_end().to_string()
         };
         if header {
-            let h: Vec<String> = names.iter().map(|n| (*n).to_string()).collect();
+            let h: Vec<String> = self.names.iter().map(|n| (*n).to_string()).collect();
             writeln!(o, "{}", line(&h))?;
         }
         for r in rows {
@@ -1003,36 +579,11 @@ pub fn get(a: &GetArgs) -> Result<(), Failure> {
             }
         }
         Ok(())
-    };
-    if total > SUMMARY_THRESHOLD && !a.all {
-        let mut rows = grid(&sel.read(&t, &names, 0, EDGE)?);
-        rows.push(Vec::new());
-        rows.extend(grid(&sel.read(&t, &names, total - EDGE, total)?));
-        print(&mut o, &rows, true).map_err(out_err)?;
-        o.flush().map_err(out_err)?;
-        drop(o);
-        let _ = writeln!(
-            std::io::stderr(),
-            "({total} rows: showing the first and last {EDGE}; --all prints everything, \
-             --out FILE.csv saves them)"
-        );
-        return Ok(());
     }
-    let mut p = 0;
-    let mut first = true;
-    while p < total || first {
-        let q = (p + batch).min(total);
-        let rows = grid(&sel.read(&t, &names, p, q)?);
-        print(&mut o, &rows, first).map_err(out_err)?;
-        first = false;
-        p = q;
-    }
-    o.flush().map_err(out_err)?;
-    Ok(())
 }
 
 /// `blz get --out FILE.csv`: a header row of column paths, then the selected rows.
-fn write_csv(t: &Table, names: &[&str], sel: &RowSel, out: &Path) -> Result<(), Failure> {
+fn write_csv(t: &Table, names: &[&str], sel: &TableRows, out: &Path) -> Result<(), Failure> {
     let ctx = |e: csv::Error| Failure::new(format!("{}: {e}", out.display()));
     let mut w = csv::Writer::from_path(out).map_err(ctx)?;
     let total = sel.len();
@@ -1061,116 +612,30 @@ fn write_csv(t: &Table, names: &[&str], sel: &RowSel, out: &Path) -> Result<(), 
     res
 }
 
-/// The types of the columns `names`, all fixed-size: `.npy` has no variable-length form.
-fn npy_types(t: &Table, names: &[&str]) -> Result<Vec<DType>, Failure> {
-    let leaves = t.leaves();
-    names
-        .iter()
-        .map(
-            |n| match leaves.iter().find(|l| l.path == *n).map(|l| l.kind) {
-                Some(LeafKind::Fixed(d)) => Ok(d),
-                _ => Err(Failure::new(format!(
-                    "column {n} holds variable-length values, which .npy cannot store; \
-                 leave it out of --columns or use --out FILE.csv"
-                ))),
-            },
-        )
-        .collect()
-}
-
 /// `blz get --out FILE.npy`: the selected rows as numpy records, a field per column (nested
 /// paths as nested records, fields in the table's column order), written in batches.
-fn write_records(t: &Table, names: &[&str], sel: &RowSel, out: &Path) -> Result<(), Failure> {
-    // Fields in the table's order, which keeps the leaves of a nested field together.
-    let names: Vec<&str> = t
-        .leaves()
-        .iter()
-        .map(|l| l.path.as_str())
-        .filter(|p| names.contains(p))
-        .collect();
-    let names = &names[..];
-    let kinds = npy_types(t, names)?;
-    let fields: Vec<(&str, DType)> = names.iter().copied().zip(kinds.iter().copied()).collect();
-    let size: usize = kinds.iter().map(DType::itemsize).sum();
+fn write_records(t: &Table, names: &[&str], sel: &TableRows, out: &Path) -> Result<(), Failure> {
     let total = sel.len();
-    let mut w = NpyWriter::create_records(out, &fields, total)?;
     let pb = progress(total, "get", "rows");
-    let mut body = || -> Result<(), Failure> {
-        let mut p = 0;
-        while p < total {
-            let q = (p + BATCH_ROWS as u64).min(total);
-            let cols = sel.read(t, names, p, q)?;
-            let n = (q - p) as usize;
-            let mut recs = vec![0u8; n * size];
-            let mut at = 0;
-            for (c, d) in cols.iter().zip(&kinds) {
-                let Values::Fixed { data, .. } = c else {
-                    return Err(Failure::new("unexpected variable-length values"));
-                };
-                let isz = d.itemsize();
-                for (i, v) in data.chunks_exact(isz).enumerate() {
-                    recs[i * size + at..i * size + at + isz].copy_from_slice(v);
-                }
-                at += isz;
-            }
-            w.write(&recs).map_err(Failure::new)?;
-            pb.inc(q - p);
-            p = q;
-        }
-        Ok(())
-    };
-    let res = body();
+    let res = blz::npy::write_records(t, names, sel, out, BATCH_ROWS as u64, |n| pb.inc(n));
     pb.finish_and_clear();
-    match res {
-        Ok(()) => w.finish()?,
-        Err(e) => {
-            w.abandon();
-            return Err(e);
-        }
-    }
+    let written = res?;
     say!(
         "wrote {} of {} columns to {}",
         plural(total, "record"),
-        names.len(),
+        written.len(),
         out.display()
     );
     Ok(())
 }
 
 /// `blz get --out-dir DIR`: one `.npy` per column, named by its path with `/` as `.`.
-fn write_npy_dir(t: &Table, names: &[&str], sel: &RowSel, dir: &Path) -> Result<(), Failure> {
-    let kinds = npy_types(t, names)?;
-    std::fs::create_dir_all(dir).map_err(|e| Failure::new(format!("{}: {e}", dir.display())))?;
+fn write_npy_dir(t: &Table, names: &[&str], sel: &TableRows, dir: &Path) -> Result<(), Failure> {
     let total = sel.len();
     let pb = progress(total * names.len() as u64, "get", "values");
-    for (n, dtype) in names.iter().zip(kinds) {
-        let path = dir.join(format!("{}.npy", n.replace('/', ".")));
-        let mut w = NpyWriter::create(&path, dtype, Endianness::native(), &[total])?;
-        let mut p = 0;
-        let mut res = Ok(());
-        while p < total {
-            let q = (p + BATCH_ROWS as u64).min(total);
-            let r = sel.read(t, &[n], p, q).and_then(|mut c| match c.pop() {
-                Some(Values::Fixed { data, .. }) => w.write(&data).map_err(Failure::new),
-                _ => Err(Failure::new(format!("column {n}: unexpected values"))),
-            });
-            if let Err(e) = r {
-                res = Err(e);
-                break;
-            }
-            pb.inc(q - p);
-            p = q;
-        }
-        match res {
-            Ok(()) => w.finish()?,
-            Err(e) => {
-                w.abandon();
-                pb.finish_and_clear();
-                return Err(e);
-            }
-        }
-    }
+    let res = blz::npy::write_columns(t, names, sel, dir, BATCH_ROWS as u64, |n| pb.inc(n));
     pb.finish_and_clear();
+    res?;
     say!(
         "wrote {} of {} to {}",
         plural(names.len() as u64, "column"),
@@ -1183,7 +648,7 @@ fn write_npy_dir(t: &Table, names: &[&str], sel: &RowSel, dir: &Path) -> Result<
 // ---------------------------------------------------------------------------------------------
 // append, resize, attrs, verify
 
-/// `blz append PATH --csv FILE` on a table: checked whole first, then appended in batches.
+/// `blz append PATH --csv FILE` on a table: every row in one transaction.
 pub fn append(a: &AppendArgs) -> Result<(), Failure> {
     if let (Some(npy_path), None) = (&a.npy, &a.csv) {
         return append_npy(a, npy_path);
@@ -1201,48 +666,13 @@ pub fn append(a: &AppendArgs) -> Result<(), Failure> {
         ));
     }
     let mut t = open(&a.path, true)?;
-    let leaves: Vec<(String, LeafKind)> = t
-        .leaves()
-        .iter()
-        .map(|l| (l.path.clone(), l.kind))
-        .collect();
-    let mut csv = CsvFile::open(csv_path, a.delimiter)?;
-    let mut targets = Vec::new();
-    for h in &csv.header {
-        let Some(l) = leaves.iter().find(|(p, _)| p == h) else {
-            return Err(Failure::new(format!(
-                "{}: header row: no column {h:?} in {} (columns: {})",
-                csv_path.display(),
-                a.path.display(),
-                t.column_names().join(", ")
-            )));
-        };
-        if targets.iter().any(|(p, _): &(String, LeafKind)| p == h) {
-            return Err(Failure::new(format!(
-                "{}: header row: column {h:?} appears twice",
-                csv_path.display()
-            )));
-        }
-        targets.push(l.clone());
-    }
-    let missing: Vec<&str> = leaves
-        .iter()
-        .filter(|(p, _)| !csv.header.contains(p))
-        .map(|(p, _)| p.as_str())
-        .collect();
-    if !missing.is_empty() {
-        return Err(Failure::new(format!(
-            "{}: header row lacks columns of {}: {}",
-            csv_path.display(),
-            a.path.display(),
-            missing.join(", ")
-        )));
-    }
+    let delimiter = delimiter_byte(a.delimiter)?;
     let before = t.nrows();
-    let rows = append_all(csv_batches(&mut csv, &targets), 0, "append", |b| {
-        t.append_batches(b)
-    })?;
-    report_append(&a.path, rows, before, &t)
+    let pb = progress(0, "append", "rows");
+    let rows =
+        blz::csv::append_table_with(&mut t, csv_path, delimiter, batch_rows(), |n| pb.inc(n));
+    pb.finish_and_clear();
+    report_append(&a.path, rows?, before, &t)
 }
 
 /// `blz resize` on a table.
@@ -1260,16 +690,7 @@ pub fn resize(a: &ResizeArgs) -> Result<(), Failure> {
 
 /// `blz attrs` on a table.
 pub fn attrs(a: &AttrsArgs) -> Result<(), Failure> {
-    crate::dataset::edit_attrs(a, open)
-}
-
-impl crate::dataset::Attributes for Table {
-    fn get(&self) -> blz::Result<serde_json::Map<String, serde_json::Value>> {
-        self.attrs()
-    }
-    fn set(&mut self, attrs: serde_json::Map<String, serde_json::Value>) -> blz::Result<()> {
-        self.set_attrs(attrs)
-    }
+    edit_attrs(a, open)
 }
 
 /// `blz verify` on a table: every chunk of every column.
@@ -1295,7 +716,7 @@ pub fn verify(path: &Path) -> Result<(), Failure> {
     names.sort_unstable();
     names.dedup();
     let digests = names.join(", ");
-    crate::dataset::report_verify(
+    report_verify(
         path,
         &errors,
         chunks,
@@ -1311,5 +732,5 @@ pub fn compact(path: &Path) -> Result<(), Failure> {
     for c in t.column_names() {
         files.extend(t.column_files(c)?);
     }
-    crate::dataset::run_compaction(path, &files, || t.compact())
+    run_compaction(path, &files, || t.compact())
 }
