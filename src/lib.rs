@@ -16,6 +16,7 @@ pub mod bcolz;
 pub mod blosc;
 pub mod blpk;
 pub mod dtype;
+mod engine;
 pub mod error;
 pub mod layer;
 pub mod locate;
@@ -27,8 +28,9 @@ pub mod storage;
 pub mod table;
 pub mod txn;
 
-pub use array::{CreateOptions, Dataset, Mode};
+pub use array::Dataset;
 pub use dtype::{DType, Element, Endianness};
+pub use engine::{CreateOptions, Mode};
 pub use error::{Error, Result};
 pub use layer::Layer;
 pub use selection::Selection;

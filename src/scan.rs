@@ -27,8 +27,9 @@
 //! on some hosts: run one worker per host with its own host name, then combine the partial
 //! results ([`Reduced::combine`] for the built-in reductions).
 
-use crate::array::{ArrayCore, Dataset};
+use crate::array::Dataset;
 use crate::dtype::{DType, Element};
+use crate::engine::ArrayCore;
 use crate::error::{Error, Result};
 use crate::locate::{locate_file, LocationKey};
 use crate::table::Table;

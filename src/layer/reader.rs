@@ -6,9 +6,9 @@
 use super::filter::Bloom;
 use super::value::{self, hash64, Value};
 use super::{data_dir, FilterMeta, LayerSizes, LayerStorage, LAYER_KIND};
-use crate::array::ChunkStore;
 use crate::blosc;
 use crate::dtype::DType;
+use crate::engine::ChunkStore;
 use crate::error::{Error, Result};
 use crate::meta::{self, MetaPaths};
 use crate::storage::{self, Storage};

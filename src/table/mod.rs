@@ -26,17 +26,17 @@ pub use schema::{
     LeafKind, TableStorage,
 };
 
-use crate::array::select::AxisSel;
-use crate::array::{
+use crate::blpk::Checksum;
+use crate::dtype::{bytes_to_value, value_to_bytes, DType, Element, Endianness};
+use crate::engine::{
     build_storage_meta, open_root, read_attrs, settle, ArrayCore, ChunkStore, ChunkWrites,
     CreateOptions, Mode, Source, WriterLock,
 };
-use crate::blpk::Checksum;
-use crate::dtype::{bytes_to_value, value_to_bytes, DType, Element, Endianness};
 use crate::error::{Error, Result};
 use crate::meta::{
     self, ColumnSizes, Compression, FilterName, MetaPaths, Sizes, FORMAT_NAME, FORMAT_VERSION,
 };
+use crate::selection::AxisSel;
 use crate::staging::Staging;
 use crate::storage::{self, Storage};
 use crate::txn::Txn;
@@ -69,7 +69,7 @@ impl Values {
         let dtype = T::dtype();
         Values::Fixed {
             dtype,
-            data: crate::array::elements_to_bytes(v, dtype.itemsize()),
+            data: crate::engine::elements_to_bytes(v, dtype.itemsize()),
         }
     }
 
@@ -1505,7 +1505,7 @@ impl Table {
             let k = c.nchunks(n);
             match &c.engine {
                 Engine::Fixed(core) => {
-                    errors.extend(crate::array::verify_store(core, k, &mut |d, _| {
+                    errors.extend(crate::engine::verify_store(core, k, &mut |d, _| {
                         progress(done + d, total)
                     }));
                 }

@@ -4,8 +4,8 @@
 //! compression; item `i` lives in chunk `i / chunklen`, so any row is found in O(1).
 //! The layout is described in `spec/varlen.md`.
 
-use crate::array::{ChunkStore, ChunkWrites};
 use crate::blosc::{self, CompressParams};
+use crate::engine::{ChunkStore, ChunkWrites};
 use crate::error::{Error, Result};
 use crate::meta::Compression;
 use crate::txn::Txn;

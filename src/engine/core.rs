@@ -3,12 +3,13 @@
 //! and writes a selection by re-encoding only the chunks it touches.
 
 use super::chunks::{ChunkStore, ChunkWrites};
-use super::select::{chunk_parts, copy_part, strides, AxisSel, ChunkPart, PartAxis};
+use super::select::{chunk_parts, copy_part, strides, ChunkPart, PartAxis};
 use crate::blosc::{self, CompressParams};
 use crate::blpk::MAX_DIGEST_LEN;
 use crate::dtype::{swap_bytes, DType, Endianness};
 use crate::error::{Error, Result};
 use crate::meta::{Compression, FilterName};
+use crate::selection::AxisSel;
 use crate::txn::Txn;
 use rayon::prelude::*;
 use std::sync::{Condvar, Mutex, PoisonError};
