@@ -8,8 +8,7 @@
 )]
 
 use blz::layer::value::mix;
-use blz::layer::{ColumnDef, Layer, LayerSchema, LayerWriter, Value};
-use blz::table::LeafKind;
+use blz::layer::{ColumnDef, Layer, LayerSchema, LayerWriter, LeafKind, Value};
 use blz::DType;
 use criterion::{criterion_group, criterion_main, BenchmarkId, Criterion, Throughput};
 use std::path::Path;

@@ -15,6 +15,7 @@ pub mod array;
 pub mod bcolz;
 pub mod blosc;
 pub mod blpk;
+mod column;
 pub mod dtype;
 mod engine;
 pub mod error;

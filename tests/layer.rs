@@ -3,8 +3,8 @@
 
 mod common;
 
+use blz::layer::LeafKind;
 use blz::layer::{ColumnDef, FilterSetting, Layer, LayerSchema, LayerWriter, Value};
-use blz::table::LeafKind;
 use blz::{DType, Error};
 use common::flip_byte_in_chunk;
 use std::path::Path;

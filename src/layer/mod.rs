@@ -8,7 +8,7 @@
 //!
 //! ```no_run
 //! use blz::layer::{ColumnDef, Layer, LayerSchema, LayerWriter, Value};
-//! use blz::table::LeafKind;
+//! use blz::layer::LeafKind;
 //! use blz::DType;
 //! # fn main() -> blz::Result<()> {
 //! let schema = LayerSchema::new(vec![
@@ -46,10 +46,12 @@ pub use value::Value;
 pub use writer::LayerWriter;
 
 use crate::blpk::Checksum;
+pub use crate::column::LeafKind;
+
+use crate::column::check_name;
 use crate::dtype::DType;
 use crate::error::{Error, Result};
 use crate::meta::Compression;
-use crate::table::{check_name, LeafKind};
 use serde::{Deserialize, Serialize};
 
 /// Value of `kind` in a layer dataset's `meta/storage` and `meta/sizes`.

@@ -7,13 +7,13 @@ use super::filter::Bloom;
 use super::value::{self, hash64, Value};
 use super::{data_dir, FilterMeta, LayerSizes, LayerStorage, LAYER_KIND};
 use crate::blosc;
+use crate::column::varlen::decode_items;
+use crate::column::LeafKind;
 use crate::dtype::DType;
 use crate::engine::ChunkStore;
 use crate::error::{Error, Result};
 use crate::meta::{self, MetaPaths};
 use crate::storage::{self, Storage};
-use crate::table::varlen::decode_items;
-use crate::table::LeafKind;
 use std::cmp::Ordering;
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
@@ -178,7 +178,7 @@ impl Layer {
         let n = meta.columns.len();
         let mut cols = Vec::new();
         for (i, (c, s)) in meta.columns.iter().zip(&sizes.columns).enumerate() {
-            crate::table::check_name(&c.name)?;
+            crate::column::check_name(&c.name)?;
             let kind = LeafKind::parse(&c.dtype)?;
             value::check_kind(kind)?;
             if c.chunklen == 0 || c.fanout < 2 {

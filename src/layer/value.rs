@@ -5,9 +5,9 @@
 //! (floats by IEEE total order) or bytewise (UTF-8 byte order is code point order), and
 //! hash through [`hash64`] of their stored bytes.
 
+use crate::column::LeafKind;
 use crate::dtype::DType;
 use crate::error::{Error, Result};
-use crate::table::LeafKind;
 use std::cmp::Ordering;
 use std::fmt;
 

@@ -11,12 +11,12 @@ use super::sink::ChunkSink;
 use super::value::{self, hash64, Value};
 use super::{data_dir, ColumnCounts, LayerSchema, LayerSizes, LayerStorage};
 use crate::blosc::{self, CompressParams, Filter};
+use crate::column::varlen::encode_items;
+use crate::column::LeafKind;
 use crate::error::{Error, Result};
 use crate::meta::{self, MetaPaths};
 use crate::staging::Staging;
 use crate::storage::{self, Storage};
-use crate::table::varlen::encode_items;
-use crate::table::LeafKind;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 

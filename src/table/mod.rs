@@ -19,7 +19,6 @@
 //! ```
 
 mod schema;
-pub mod varlen;
 
 pub use schema::{
     check_name, ColumnOptions, ColumnStorage, Field, FieldKind, FieldSpec, FieldType, Leaf,
@@ -27,6 +26,7 @@ pub use schema::{
 };
 
 use crate::blpk::Checksum;
+use crate::column::varlen::VarCore;
 use crate::dtype::{bytes_to_value, value_to_bytes, DType, Element, Endianness};
 use crate::engine::{
     build_storage_meta, open_root, read_attrs, settle, ArrayCore, ChunkStore, ChunkWrites,
@@ -44,7 +44,6 @@ use ndarray::Array1;
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
-use varlen::VarCore;
 
 /// Items per chunk of a variable-length column when none is given.
 pub const DEFAULT_VAR_CHUNKLEN: u64 = 8192;

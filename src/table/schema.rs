@@ -5,6 +5,8 @@ use crate::blpk::Checksum;
 use crate::dtype::{DType, Endianness};
 use crate::error::{Error, Result};
 use crate::meta::Compression;
+
+pub use crate::column::{check_name, LeafKind};
 use serde::{Deserialize, Serialize};
 
 /// What a field holds.
@@ -91,35 +93,6 @@ impl Field {
         self.options = options;
         self
     }
-}
-
-/// Checks a column name: it becomes a directory name, so nothing that could escape the
-/// dataset directory or collide with superchunk files is allowed.
-///
-/// # Errors
-/// [`Error::InvalidArgument`] naming the problem.
-pub fn check_name(name: &str) -> Result<()> {
-    let bad = |why: &str| {
-        Err(Error::InvalidArgument(format!(
-            "column name {name:?} {why}"
-        )))
-    };
-    if name.is_empty() {
-        return bad("is empty");
-    }
-    if name == "." || name == ".." {
-        return bad("is a path component");
-    }
-    if name.contains(['/', '\\', '\0']) {
-        return bad("contains a path separator or NUL");
-    }
-    if name.starts_with("__") {
-        return bad("starts with `__` (reserved for superchunk files)");
-    }
-    if name.len() > 255 {
-        return bad("is longer than 255 bytes");
-    }
-    Ok(())
 }
 
 /// Checks every name of a field list (recursively) and that no two siblings share a name.
@@ -212,40 +185,6 @@ pub struct TableStorage {
     /// The table's identity (see `ArrayStorage::id`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub id: Option<String>,
-}
-
-/// A leaf column's kind, resolved from its spec.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum LeafKind {
-    /// Fixed-size elements.
-    Fixed(DType),
-    /// Variable-length UTF-8 strings.
-    VarStr,
-    /// Variable-length byte strings.
-    VarBytes,
-}
-
-impl LeafKind {
-    /// The name recorded in `meta/storage`.
-    pub fn name(&self) -> String {
-        match self {
-            LeafKind::Fixed(d) => d.name(),
-            LeafKind::VarStr => "varstr".into(),
-            LeafKind::VarBytes => "varbytes".into(),
-        }
-    }
-
-    /// Parses a recorded name.
-    ///
-    /// # Errors
-    /// [`Error::InvalidArgument`] for an unknown name.
-    pub fn parse(s: &str) -> Result<LeafKind> {
-        match s {
-            "varstr" => Ok(LeafKind::VarStr),
-            "varbytes" => Ok(LeafKind::VarBytes),
-            other => Ok(LeafKind::Fixed(other.parse()?)),
-        }
-    }
 }
 
 /// A leaf column: its slash-joined path (`point/x`), kind and storage.
