@@ -198,10 +198,7 @@ impl ArrayCore {
     /// Decodes chunk `k` into native byte order.
     pub(crate) fn decode_chunk(&self, k: u64, scratch: &mut Vec<u8>) -> Result<Vec<u8>> {
         let mut chunk = vec![0u8; self.chunk_len() * self.itemsize()];
-        self.store.decompress_chunk(k, &mut chunk, scratch)?;
-        if self.swap_needed() {
-            swap_bytes(&mut chunk, self.dtype.swap_unit());
-        }
+        self.decode_chunk_into(k, &mut chunk, scratch)?;
         Ok(chunk)
     }
 
