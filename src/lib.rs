@@ -27,7 +27,16 @@ pub mod selection;
 mod staging;
 pub mod storage;
 pub mod table;
-pub mod txn;
+pub(crate) mod txn;
+
+/// A dataset left by a writer that stopped while applying its commit: whether a journal is
+/// pending ([`recovery::pending`]), replaying it as the next writer would
+/// ([`recovery::recover`]), or a read-only view that applies it in memory
+/// ([`recovery::pending_view`]: a [`Storage`] to open the dataset through where nothing may
+/// be written).
+pub mod recovery {
+    pub use crate::txn::{pending, pending_view, recover};
+}
 
 pub use array::Dataset;
 pub use dtype::{DType, Element, Endianness};

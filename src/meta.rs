@@ -11,11 +11,11 @@ use serde::{Deserialize, Serialize};
 use std::path::{Path, PathBuf};
 
 /// Largest meta file blz reads.
-pub const MAX_META_FILE: u64 = 64 * 1024 * 1024;
+pub(crate) const MAX_META_FILE: u64 = 64 * 1024 * 1024;
 /// Value of the `format` key in `meta/storage`.
-pub const FORMAT_NAME: &str = "blz";
+pub(crate) const FORMAT_NAME: &str = "blz";
 /// Version of the dataset layout this crate writes.
-pub const FORMAT_VERSION: u32 = 1;
+pub(crate) const FORMAT_VERSION: u32 = 1;
 
 /// `meta/sizes`: the committed shape and byte counts.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -288,28 +288,28 @@ pub(crate) mod checksum_name {
 
 /// Paths of a dataset's meta files.
 #[derive(Debug, Clone)]
-pub struct MetaPaths {
+pub(crate) struct MetaPaths {
     /// `root/meta`.
     pub dir: PathBuf,
 }
 
 impl MetaPaths {
     /// The meta directory of the dataset at `root`.
-    pub fn new(root: &Path) -> MetaPaths {
+    pub(crate) fn new(root: &Path) -> MetaPaths {
         MetaPaths {
             dir: root.join("meta"),
         }
     }
     /// `meta/sizes`.
-    pub fn sizes(&self) -> PathBuf {
+    pub(crate) fn sizes(&self) -> PathBuf {
         self.dir.join("sizes")
     }
     /// `meta/storage`.
-    pub fn storage(&self) -> PathBuf {
+    pub(crate) fn storage(&self) -> PathBuf {
         self.dir.join("storage")
     }
     /// `meta/attributes`.
-    pub fn attributes(&self) -> PathBuf {
+    pub(crate) fn attributes(&self) -> PathBuf {
         self.dir.join("attributes")
     }
 }
@@ -380,13 +380,16 @@ pub fn dataset_kind(storage: &dyn Storage, root: &Path) -> Option<String> {
 /// # Errors
 /// I/O errors, and [`Error::InvalidMetadata`] naming the file when it is not the expected
 /// JSON.
-pub fn read_json<T: serde::de::DeserializeOwned>(storage: &dyn Storage, path: &Path) -> Result<T> {
+pub(crate) fn read_json<T: serde::de::DeserializeOwned>(
+    storage: &dyn Storage,
+    path: &Path,
+) -> Result<T> {
     let bytes = read_small_file(storage, path, MAX_META_FILE)?;
     serde_json::from_slice(&bytes).map_err(|e| Error::metadata(path, e.to_string()))
 }
 
 /// Serializes a meta document as pretty JSON with a final newline.
-pub fn to_json_bytes<T: Serialize>(value: &T) -> Vec<u8> {
+pub(crate) fn to_json_bytes<T: Serialize>(value: &T) -> Vec<u8> {
     let mut v = serde_json::to_vec_pretty(value).unwrap_or_default();
     v.push(b'\n');
     v
@@ -396,6 +399,10 @@ pub fn to_json_bytes<T: Serialize>(value: &T) -> Vec<u8> {
 ///
 /// # Errors
 /// I/O errors.
-pub fn write_json<T: Serialize>(storage: &dyn Storage, path: &Path, value: &T) -> Result<()> {
+pub(crate) fn write_json<T: Serialize>(
+    storage: &dyn Storage,
+    path: &Path,
+    value: &T,
+) -> Result<()> {
     write_file_atomic(storage, path, &to_json_bytes(value))
 }

@@ -73,7 +73,7 @@ impl std::fmt::Debug for ChunkStore {
 }
 
 /// The superchunk file name of file number `f` (0-based): `__{f+1}__.bin`.
-pub fn superchunk_name(f: u64) -> String {
+pub(crate) fn superchunk_name(f: u64) -> String {
     format!("__{}__.bin", f + 1)
 }
 

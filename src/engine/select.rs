@@ -5,7 +5,7 @@ use crate::selection::AxisSel;
 
 /// The part of one chunk a selection touches.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct ChunkPart {
+pub(crate) struct ChunkPart {
     /// Chunk coordinates in the chunk grid.
     pub coords: Vec<u64>,
     /// Per axis: first position inside the chunk, step, count, and first position in the
@@ -15,7 +15,7 @@ pub struct ChunkPart {
 
 /// One axis of a [`ChunkPart`].
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct PartAxis {
+pub(crate) struct PartAxis {
     /// First position inside the chunk.
     pub in_start: u64,
     /// Step inside the chunk.
@@ -54,7 +54,7 @@ fn axis_parts(s: &AxisSel, cs: u64) -> Vec<(u64, PartAxis)> {
 }
 
 /// Every chunk a selection touches, with the part of it that is selected.
-pub fn chunk_parts(sel: &[AxisSel], chunkshape: &[u64]) -> Vec<ChunkPart> {
+pub(crate) fn chunk_parts(sel: &[AxisSel], chunkshape: &[u64]) -> Vec<ChunkPart> {
     let per_axis: Vec<Vec<(u64, PartAxis)>> = sel
         .iter()
         .zip(chunkshape)
@@ -86,7 +86,7 @@ pub fn chunk_parts(sel: &[AxisSel], chunkshape: &[u64]) -> Vec<ChunkPart> {
 }
 
 /// C-order element strides of a shape.
-pub fn strides(shape: &[u64]) -> Vec<u64> {
+pub(crate) fn strides(shape: &[u64]) -> Vec<u64> {
     let mut s = vec![1u64; shape.len()];
     for i in (0..shape.len().saturating_sub(1)).rev() {
         s[i] = s[i + 1] * shape[i + 1];
@@ -103,7 +103,7 @@ pub fn strides(shape: &[u64]) -> Vec<u64> {
 /// `prod(sel_shape) * itemsize` bytes; the part must lie inside both (as produced by
 /// [`chunk_parts`] for the same selection). Concurrent calls must touch disjoint bytes of the
 /// buffer they write.
-pub unsafe fn copy_part(
+pub(crate) unsafe fn copy_part(
     part: &ChunkPart,
     chunk: *mut u8,
     chunkshape: &[u64],

@@ -35,7 +35,7 @@
 //! The directory layout, every byte of the index, row-group and filter chunks, and the
 //! reasons for the choices are in `spec/layer.md`.
 
-pub mod filter;
+pub(crate) mod filter;
 mod reader;
 mod sink;
 pub mod value;
@@ -55,7 +55,7 @@ use crate::meta::Compression;
 use serde::{Deserialize, Serialize};
 
 /// Value of `kind` in a layer dataset's `meta/storage` and `meta/sizes`.
-pub const LAYER_KIND: &str = "layer";
+pub(crate) const LAYER_KIND: &str = "layer";
 /// Default rows per data chunk for fixed-size values.
 pub const DEFAULT_FIXED_CHUNKLEN: u64 = 8192;
 /// Default rows per data chunk for variable-length values.
@@ -65,7 +65,7 @@ pub const DEFAULT_FANOUT: u64 = 256;
 /// Default target false-positive rate of the membership filters.
 pub const DEFAULT_FPR: f64 = 1e-4;
 /// Values a filter block covers, at least (rounded up to whole data chunks).
-pub const FILTER_BLOCK_VALUES: u64 = 65536;
+pub(crate) const FILTER_BLOCK_VALUES: u64 = 65536;
 /// Default chunks per superchunk file.
 pub const DEFAULT_SUPERCHUNKSIZE: u64 = 1024;
 

@@ -99,7 +99,7 @@ impl Field {
 ///
 /// # Errors
 /// [`Error::InvalidArgument`] for the first bad or duplicate name, or an empty structure.
-pub fn check_fields(fields: &[Field]) -> Result<()> {
+pub(crate) fn check_fields(fields: &[Field]) -> Result<()> {
     if fields.is_empty() {
         return Err(Error::InvalidArgument(
             "a table or structure needs at least one field".into(),
@@ -202,7 +202,7 @@ pub struct Leaf {
 ///
 /// # Errors
 /// [`Error::InvalidArgument`] for a leaf without storage, a bad name or an unknown dtype.
-pub fn leaves(specs: &[FieldSpec]) -> Result<Vec<Leaf>> {
+pub(crate) fn leaves(specs: &[FieldSpec]) -> Result<Vec<Leaf>> {
     fn walk(prefix: &str, specs: &[FieldSpec], out: &mut Vec<Leaf>) -> Result<()> {
         let mut seen = std::collections::HashSet::new();
         for s in specs {
