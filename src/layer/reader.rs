@@ -631,38 +631,38 @@ impl Layer {
     }
 
     /// Reads every chunk of the dataset and checks it: digests, sizes, order of values
-    /// within each row group, index entries against the data, row-group ends, and that each
-    /// filter answers "maybe" for every value it covers. Returns the problems found (empty
-    /// when the dataset is sound).
+    /// within each row group, index entries against the data and every upper index level
+    /// against the level below, row-group ends, and that each filter answers "maybe" for
+    /// every value it covers. Returns the problems found (empty when the dataset is sound):
+    /// for each column, the first problem of its data (with index level 0 and filters), of
+    /// each upper index level, and of its row groups, so that damage in one place does not
+    /// hide damage in another.
     pub fn verify(&self) -> Vec<Error> {
-        let mut errors = Vec::new();
-        for col in 0..self.cols.len() {
-            if let Err(e) = self.verify_column(col) {
-                errors.push(e);
-            }
-        }
-        errors
+        (0..self.cols.len())
+            .flat_map(|col| self.verify_column(col))
+            .collect()
     }
 
-    fn verify_column(&self, col: usize) -> Result<()> {
+    fn verify_column(&self, col: usize) -> Vec<Error> {
+        let mut checks = vec![self.verify_rows(col)];
+        checks.extend((1..self.cols[col].entries.len()).map(|l| self.verify_index_level(col, l)));
+        checks.push(self.verify_row_groups(col));
+        checks.push(self.verify_filter_count(col));
+        checks.into_iter().filter_map(Result::err).collect()
+    }
+
+    /// Every data chunk of column `col` in order: its level-0 index entry (first and last
+    /// value), the order of values within each row group, the filter covering each value,
+    /// and the weight chunk beside it.
+    fn verify_rows(&self, col: usize) -> Result<()> {
         let cr = &self.cols[col];
-        let n = cr.nchunks();
         // Group boundaries come from the previous column's row-group ends.
         let mut group = 0u64;
         let mut group_end = if col == 0 { cr.rows } else { 0 };
         let mut prev: Option<Vec<u8>> = None;
-        for k in 0..n {
+        for k in 0..cr.nchunks() {
             let block = self.data_block(col, k)?;
-            let (entries, i) = self.entry(col, 0, k)?;
-            if entries[i] != block.bytes(0) || entries[i + 1] != block.bytes(block.len - 1) {
-                return Err(chunk_err(
-                    &cr.index[0],
-                    k / cr.fanout,
-                    format!(
-                        "index entry of data chunk {k} does not match its first and last values"
-                    ),
-                ));
-            }
+            self.verify_level0_entry(col, k, &block)?;
             let bloom = match &cr.filter {
                 Some((_, f)) => Some(self.bloom(col, k / f.chunks_per_block)?),
                 None => None,
@@ -703,50 +703,85 @@ impl Layer {
                 self.weight_chunk(k)?;
             }
         }
-        // Upper index levels: entry e of level l + 1 is the first entry of chunk e of level l.
-        for level in 1..cr.entries.len() {
-            for e in 0..cr.entries[level] {
-                let (up, i) = self.entry(col, level, e)?;
-                let (down, j) = self.entry(col, level - 1, e * cr.fanout)?;
-                if up[i] != down[j] {
-                    return Err(chunk_err(
-                        &cr.index[level],
-                        e / cr.fanout,
-                        format!("level {level} entry {e} does not match the level below"),
-                    ));
-                }
-            }
+        Ok(())
+    }
+
+    /// The level-0 index entry of data chunk `k` holds the chunk's first and last values.
+    fn verify_level0_entry(&self, col: usize, k: u64, block: &Block) -> Result<()> {
+        let cr = &self.cols[col];
+        let (entries, i) = self.entry(col, 0, k)?;
+        if entries[i] != block.bytes(0) || entries[i + 1] != block.bytes(block.len - 1) {
+            return Err(chunk_err(
+                &cr.index[0],
+                k / cr.fanout,
+                format!("index entry of data chunk {k} does not match its first and last values"),
+            ));
         }
-        if col + 1 < self.cols.len() {
-            let mut last = 0;
-            for j in 0..cr.rows {
-                let e = self.group_end(col, j)?;
-                if e <= last {
-                    return Err(Error::chunk(
-                        cr.data.dir(),
-                        j / cr.chunklen,
-                        format!(
-                            "row {j} of column {} owns an empty or negative row group",
-                            cr.name
-                        ),
-                    ));
-                }
-                last = e;
-            }
-            if last != self.cols[col + 1].rows {
-                return Err(Error::metadata(
-                    MetaPaths::new(&self.root).sizes(),
-                    format!(
-                        "column {} row groups end at {last}, column {} has {} rows",
-                        cr.name,
-                        self.cols[col + 1].name,
-                        self.cols[col + 1].rows
-                    ),
+        Ok(())
+    }
+
+    /// Index level `level` (1 and up) of column `col`: every chunk reads and holds its
+    /// entries, and entry `e` is the first entry of chunk `e` of the level below. A chunk of
+    /// the level below that cannot be read is that level's problem, reported there.
+    fn verify_index_level(&self, col: usize, level: usize) -> Result<()> {
+        let cr = &self.cols[col];
+        for e in 0..cr.entries[level] {
+            let (up, i) = self.entry(col, level, e)?;
+            let Ok((down, j)) = self.entry(col, level - 1, e * cr.fanout) else {
+                continue;
+            };
+            if up[i] != down[j] {
+                return Err(chunk_err(
+                    &cr.index[level],
+                    e / cr.fanout,
+                    format!("level {level} entry {e} does not match the level below"),
                 ));
             }
         }
+        Ok(())
+    }
+
+    /// The row groups column `col` owns in the next column: each non-empty, in order, and
+    /// together covering the next column's rows.
+    fn verify_row_groups(&self, col: usize) -> Result<()> {
+        let cr = &self.cols[col];
+        if col + 1 == self.cols.len() {
+            return Ok(());
+        }
+        let mut last = 0;
+        for j in 0..cr.rows {
+            let e = self.group_end(col, j)?;
+            if e <= last {
+                return Err(Error::chunk(
+                    cr.data.dir(),
+                    j / cr.chunklen,
+                    format!(
+                        "row {j} of column {} owns an empty or negative row group",
+                        cr.name
+                    ),
+                ));
+            }
+            last = e;
+        }
+        if last != self.cols[col + 1].rows {
+            return Err(Error::metadata(
+                MetaPaths::new(&self.root).sizes(),
+                format!(
+                    "column {} row groups end at {last}, column {} has {} rows",
+                    cr.name,
+                    self.cols[col + 1].name,
+                    self.cols[col + 1].rows
+                ),
+            ));
+        }
+        Ok(())
+    }
+
+    /// `meta/sizes` counts one filter chunk per block of data chunks.
+    fn verify_filter_count(&self, col: usize) -> Result<()> {
+        let cr = &self.cols[col];
         if let Some((_, f)) = &cr.filter {
-            let blocks = n.div_ceil(f.chunks_per_block);
+            let blocks = cr.nchunks().div_ceil(f.chunks_per_block);
             if self.sizes.columns[col].filter_chunks != blocks {
                 return Err(Error::metadata(
                     MetaPaths::new(&self.root).sizes(),
