@@ -5,7 +5,7 @@
 
 use super::filter::Bloom;
 use super::value::{self, hash64, Value};
-use super::{data_dir, FilterMeta, LayerSizes, LayerStorage, LAYER_KIND};
+use super::{data_dir, FilterMeta, LayerColumn, LayerSizes, LayerStorage, LAYER_KIND};
 use crate::blosc;
 use crate::column::varlen::decode_items;
 use crate::column::LeafKind;
@@ -75,7 +75,102 @@ struct ColReader {
     filter: Option<(ChunkStore, FilterMeta)>,
 }
 
+/// The entries of each index level of column `c` (level 0: one per data chunk), as its row
+/// count implies, checked against the chunk counts `meta/sizes` records (`index_chunks`).
+///
+/// # Errors
+/// A description of the mismatch (the caller names `meta/sizes`).
+fn index_entries(
+    c: &LayerColumn,
+    rows: u64,
+    index_chunks: &[u64],
+) -> std::result::Result<Vec<u64>, String> {
+    let mut entries = Vec::new();
+    let mut e = rows.div_ceil(c.chunklen);
+    if e > 0 {
+        loop {
+            entries.push(e);
+            if e <= c.fanout {
+                break;
+            }
+            e = e.div_ceil(c.fanout);
+        }
+    }
+    let expect: Vec<u64> = entries.iter().map(|e| e.div_ceil(c.fanout)).collect();
+    // A level that filled exactly one chunk during the build may add one more level of a
+    // single entry; accept it.
+    let ok = index_chunks == expect
+        || (index_chunks.len() == expect.len() + 1
+            && index_chunks[..expect.len()] == expect[..]
+            && index_chunks.last() == Some(&1));
+    if !ok {
+        return Err(format!(
+            "column {}: index chunks {:?} do not match {} rows (expected {:?})",
+            c.name, index_chunks, rows, expect
+        ));
+    }
+    if index_chunks.len() > expect.len() {
+        entries.push(1);
+    }
+    Ok(entries)
+}
+
 impl ColReader {
+    /// The stores of column `i` of the layer at `root`: data, the weight (last column of a
+    /// weighted layer), row groups (all but the last column), one per index level, and the
+    /// filter; each bound to the layer's identity.
+    fn open(
+        storage: &Arc<dyn Storage>,
+        root: &Path,
+        meta: &LayerStorage,
+        i: usize,
+        kind: LeafKind,
+        rows: u64,
+        entries: Vec<u64>,
+    ) -> ColReader {
+        let c = &meta.columns[i];
+        let last = i + 1 == meta.columns.len();
+        let dir = data_dir(&c.name);
+        let typesize = match kind {
+            LeafKind::Fixed(d) => d.typesize() as u8,
+            _ => 1,
+        };
+        let store = |d: PathBuf, ts: u8| {
+            let mut s = ChunkStore::new(
+                storage.clone(),
+                root,
+                d.clone(),
+                c.superchunksize,
+                c.checksum,
+                0,
+                ts,
+            );
+            if let Some(id) = &meta.id {
+                s.bind(id, &d.to_string_lossy());
+            }
+            s
+        };
+        let weight = match (&meta.weight, last) {
+            (Some(w), true) => Some((store(dir.join("weight"), w.dtype.typesize() as u8), w.dtype)),
+            _ => None,
+        };
+        ColReader {
+            name: c.name.clone(),
+            kind,
+            chunklen: c.chunklen,
+            fanout: c.fanout,
+            rows,
+            data: store(dir.clone(), typesize),
+            weight,
+            rowgroups: (!last).then(|| store(dir.join("rowgroups"), 8)),
+            index: (0..entries.len())
+                .map(|l| store(dir.join("index").join(l.to_string()), 1))
+                .collect(),
+            entries,
+            filter: c.filter.map(|f| (store(dir.join("filter"), 8), f)),
+        }
+    }
+
     fn nchunks(&self) -> u64 {
         self.rows.div_ceil(self.chunklen)
     }
@@ -175,7 +270,6 @@ impl Layer {
                 meta.columns.len()
             )));
         }
-        let n = meta.columns.len();
         let mut cols = Vec::new();
         for (i, (c, s)) in meta.columns.iter().zip(&sizes.columns).enumerate() {
             crate::column::check_name(&c.name)?;
@@ -187,75 +281,10 @@ impl Layer {
                     format!("column {}: chunklen and fanout must be positive", c.name),
                 ));
             }
-            // The index levels the row count implies.
-            let mut entries = Vec::new();
-            let mut e = s.rows.div_ceil(c.chunklen);
-            if e > 0 {
-                loop {
-                    entries.push(e);
-                    if e <= c.fanout {
-                        break;
-                    }
-                    e = e.div_ceil(c.fanout);
-                }
-            }
-            let expect: Vec<u64> = entries.iter().map(|e| e.div_ceil(c.fanout)).collect();
-            // A level that filled exactly one chunk during the build may add one more level of
-            // a single entry; accept it.
-            let ok = s.index_chunks == expect
-                || (s.index_chunks.len() == expect.len() + 1
-                    && s.index_chunks[..expect.len()] == expect[..]
-                    && s.index_chunks.last() == Some(&1));
-            if !ok {
-                return Err(bad(format!(
-                    "column {}: index chunks {:?} do not match {} rows (expected {:?})",
-                    c.name, s.index_chunks, s.rows, expect
-                )));
-            }
-            if s.index_chunks.len() > expect.len() {
-                entries.push(1);
-            }
-            let dir = data_dir(&c.name);
-            let typesize = match kind {
-                LeafKind::Fixed(d) => d.typesize() as u8,
-                _ => 1,
-            };
-            let store = |d: PathBuf, ts: u8| {
-                let mut s = ChunkStore::new(
-                    storage.clone(),
-                    root,
-                    d.clone(),
-                    c.superchunksize,
-                    c.checksum,
-                    0,
-                    ts,
-                );
-                if let Some(id) = &meta.id {
-                    s.bind(id, &d.to_string_lossy());
-                }
-                s
-            };
-            let weight = match (&meta.weight, i + 1 == n) {
-                (Some(w), true) => {
-                    Some((store(dir.join("weight"), w.dtype.typesize() as u8), w.dtype))
-                }
-                _ => None,
-            };
-            cols.push(ColReader {
-                name: c.name.clone(),
-                kind,
-                chunklen: c.chunklen,
-                fanout: c.fanout,
-                rows: s.rows,
-                data: store(dir.clone(), typesize),
-                weight,
-                rowgroups: (i + 1 < n).then(|| store(dir.join("rowgroups"), 8)),
-                index: (0..entries.len())
-                    .map(|l| store(dir.join("index").join(l.to_string()), 1))
-                    .collect(),
-                entries,
-                filter: c.filter.map(|f| (store(dir.join("filter"), 8), f)),
-            });
+            let entries = index_entries(c, s.rows, &s.index_chunks).map_err(bad)?;
+            cols.push(ColReader::open(
+                &storage, root, &meta, i, kind, s.rows, entries,
+            ));
         }
         Ok(Layer {
             root: root.to_path_buf(),
