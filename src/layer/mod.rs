@@ -250,6 +250,77 @@ pub struct LayerSizes {
     pub columns: Vec<ColumnCounts>,
 }
 
+impl ColumnDef {
+    /// Checks the column's settings and turns them into its entry of `meta/storage`.
+    fn to_storage(&self, superchunksize: u64) -> Result<LayerColumn> {
+        check_name(&self.name)?;
+        value::check_kind(self.kind)?;
+        let chunklen = self.chunklen.unwrap_or(match self.kind {
+            LeafKind::Fixed(_) => DEFAULT_FIXED_CHUNKLEN,
+            _ => DEFAULT_VAR_CHUNKLEN,
+        });
+        if chunklen == 0 || chunklen > u64::from(u32::MAX) {
+            return Err(Error::InvalidArgument(format!(
+                "column {}: chunklen must be 1..=2^32-1",
+                self.name
+            )));
+        }
+        if self.fanout < 2 || self.fanout > 1 << 20 {
+            return Err(Error::InvalidArgument(format!(
+                "column {}: fanout must be 2..=2^20",
+                self.name
+            )));
+        }
+        self.compression.validate(match self.kind {
+            LeafKind::Fixed(d) => d,
+            _ => DType::U8,
+        })?;
+        Ok(LayerColumn {
+            name: self.name.clone(),
+            dtype: self.kind.name(),
+            chunklen,
+            fanout: self.fanout,
+            superchunksize: superchunksize.max(1),
+            compression: self.compression.clone(),
+            checksum: self.checksum,
+            filter: self.filter_meta(chunklen)?,
+        })
+    }
+
+    /// The filter parameters of the column's setting, for chunks of `chunklen` values.
+    fn filter_meta(&self, chunklen: u64) -> Result<Option<FilterMeta>> {
+        let chunks_per_block = FILTER_BLOCK_VALUES.div_ceil(chunklen).max(1);
+        let (bits_per_value, hashes, predicted_fpr) = match self.filter {
+            FilterSetting::Off => return Ok(None),
+            FilterSetting::Fpr(p) => {
+                if !(p > 0.0 && p < 1.0) {
+                    return Err(Error::InvalidArgument(format!(
+                        "column {}: false-positive rate {p} is not in (0, 1)",
+                        self.name
+                    )));
+                }
+                filter::params_for_fpr(p)
+            }
+            FilterSetting::BitsPerValue(b) => {
+                if !(1..=64).contains(&b) {
+                    return Err(Error::InvalidArgument(format!(
+                        "column {}: bits per value must be 1..=64",
+                        self.name
+                    )));
+                }
+                let (k, pred) = filter::best_hashes(f64::from(b));
+                (b, k, pred)
+            }
+        };
+        Ok(Some(FilterMeta {
+            bits_per_value,
+            hashes,
+            chunks_per_block,
+            predicted_fpr,
+        }))
+    }
+}
+
 impl LayerSchema {
     /// Checks the schema and turns it into the `meta/storage` document.
     ///
@@ -265,78 +336,13 @@ impl LayerSchema {
         let mut names = std::collections::HashSet::new();
         let mut columns = Vec::new();
         for c in &self.columns {
-            check_name(&c.name)?;
             if !names.insert(c.name.as_str()) {
                 return Err(Error::InvalidArgument(format!(
                     "duplicate column name {:?}",
                     c.name
                 )));
             }
-            value::check_kind(c.kind)?;
-            let chunklen = c.chunklen.unwrap_or(match c.kind {
-                LeafKind::Fixed(_) => DEFAULT_FIXED_CHUNKLEN,
-                _ => DEFAULT_VAR_CHUNKLEN,
-            });
-            if chunklen == 0 || chunklen > u64::from(u32::MAX) {
-                return Err(Error::InvalidArgument(format!(
-                    "column {}: chunklen must be 1..=2^32-1",
-                    c.name
-                )));
-            }
-            if c.fanout < 2 || c.fanout > 1 << 20 {
-                return Err(Error::InvalidArgument(format!(
-                    "column {}: fanout must be 2..=2^20",
-                    c.name
-                )));
-            }
-            c.compression.validate(match c.kind {
-                LeafKind::Fixed(d) => d,
-                _ => DType::U8,
-            })?;
-            let chunks_per_block = FILTER_BLOCK_VALUES.div_ceil(chunklen).max(1);
-            let filter = match c.filter {
-                FilterSetting::Off => None,
-                FilterSetting::Fpr(p) => {
-                    if !(p > 0.0 && p < 1.0) {
-                        return Err(Error::InvalidArgument(format!(
-                            "column {}: false-positive rate {p} is not in (0, 1)",
-                            c.name
-                        )));
-                    }
-                    let (bpv, k, pred) = filter::params_for_fpr(p);
-                    Some(FilterMeta {
-                        bits_per_value: bpv,
-                        hashes: k,
-                        chunks_per_block,
-                        predicted_fpr: pred,
-                    })
-                }
-                FilterSetting::BitsPerValue(b) => {
-                    if !(1..=64).contains(&b) {
-                        return Err(Error::InvalidArgument(format!(
-                            "column {}: bits per value must be 1..=64",
-                            c.name
-                        )));
-                    }
-                    let (k, pred) = filter::best_hashes(f64::from(b));
-                    Some(FilterMeta {
-                        bits_per_value: b,
-                        hashes: k,
-                        chunks_per_block,
-                        predicted_fpr: pred,
-                    })
-                }
-            };
-            columns.push(LayerColumn {
-                name: c.name.clone(),
-                dtype: c.kind.name(),
-                chunklen,
-                fanout: c.fanout,
-                superchunksize: self.superchunksize.max(1),
-                compression: c.compression.clone(),
-                checksum: c.checksum,
-                filter,
-            });
+            columns.push(c.to_storage(self.superchunksize)?);
         }
         let weight = match &self.weight {
             Some((name, dtype)) => {
