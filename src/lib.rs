@@ -47,6 +47,16 @@ pub use selection::Selection;
 pub use storage::Storage;
 pub use table::Table;
 
+/// The parsers of on-disk bytes that are otherwise internal (the journal, variable-length
+/// chunk payloads), for the fuzz targets in `fuzz/`. Not part of the API: built only with the
+/// `fuzzing` feature.
+#[cfg(feature = "fuzzing")]
+#[doc(hidden)]
+pub mod fuzzing {
+    pub use crate::column::varlen::{decode_items, encode_items};
+    pub use crate::txn::{decode, encode, Entry};
+}
+
 /// The README's code, compiled and run with the doctests so that it cannot rot.
 #[doc = include_str!("../README.md")]
 #[cfg(doctest)]

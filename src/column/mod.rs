@@ -4,6 +4,7 @@
 //! build on this module and on [`engine`](crate::engine); neither borrows from the other.
 
 mod kind;
+// `pub` items (the module is not) so that the `fuzzing` feature can reach the payload parser.
 pub(crate) mod varlen;
 
 pub use self::kind::{check_name, LeafKind};

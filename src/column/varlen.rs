@@ -26,7 +26,7 @@ pub(crate) struct VarCore {
 ///
 /// # Errors
 /// [`Error::InvalidArgument`] when the payload would exceed [`MAX_PAYLOAD`].
-pub(crate) fn encode_items<B: AsRef<[u8]>>(items: &[B]) -> Result<Vec<u8>> {
+pub fn encode_items<B: AsRef<[u8]>>(items: &[B]) -> Result<Vec<u8>> {
     let body: usize = items.iter().map(|b| b.as_ref().len()).sum();
     let total = 4 + 4 * items.len() + body;
     if total > MAX_PAYLOAD || items.iter().any(|b| b.as_ref().len() > u32::MAX as usize) {
@@ -50,7 +50,7 @@ pub(crate) fn encode_items<B: AsRef<[u8]>>(items: &[B]) -> Result<Vec<u8>> {
 ///
 /// # Errors
 /// A description of the inconsistency (the caller names file and chunk).
-pub(crate) fn decode_items(p: &[u8]) -> std::result::Result<Vec<Vec<u8>>, String> {
+pub fn decode_items(p: &[u8]) -> std::result::Result<Vec<Vec<u8>>, String> {
     let n = p
         .get(..4)
         .map(|b| u32::from_le_bytes([b[0], b[1], b[2], b[3]]) as usize)

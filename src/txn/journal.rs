@@ -16,7 +16,7 @@ const TAG_RENAME: u8 = 6;
 
 /// One step of a committed journal.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub(crate) enum Entry {
+pub enum Entry {
     /// Write `data` at `offset` of the file at `path` (relative to the dataset root).
     Patch {
         /// File, relative to the root.
@@ -70,7 +70,7 @@ fn put_path(out: &mut Vec<u8>, p: &Path) {
 }
 
 /// Serializes journal entries (see `spec/dataset.md`).
-pub(crate) fn encode(entries: &[Entry]) -> Vec<u8> {
+pub fn encode(entries: &[Entry]) -> Vec<u8> {
     let mut out = Vec::new();
     out.extend_from_slice(MAGIC);
     out.extend_from_slice(&VERSION.to_le_bytes());
@@ -162,7 +162,7 @@ impl<'b> Cursor<'b> {
 ///
 /// # Errors
 /// [`Error::InvalidHeader`] when the bytes are not a complete, intact journal.
-pub(crate) fn decode(buf: &[u8], path: &Path) -> Result<Vec<Entry>> {
+pub fn decode(buf: &[u8], path: &Path) -> Result<Vec<Entry>> {
     if buf.len() < 20 || &buf[..4] != MAGIC {
         return Err(Error::header(path, "not a blz journal"));
     }

@@ -26,7 +26,8 @@ mod view;
 #[cfg(test)]
 mod view_props;
 
-pub(crate) use journal::{decode, encode, Entry};
+// `pub` (the module is not) so that the `fuzzing` feature can reach the journal parser.
+pub use journal::{decode, encode, Entry};
 pub(crate) use view::JournalView;
 
 /// Largest journal blz will read back.
