@@ -275,11 +275,11 @@ pub(crate) mod checksum_name {
     use crate::blpk::Checksum;
     use serde::{Deserialize, Deserializer, Serializer};
 
-    pub fn serialize<S: Serializer>(c: &Checksum, s: S) -> Result<S::Ok, S::Error> {
+    pub(crate) fn serialize<S: Serializer>(c: &Checksum, s: S) -> Result<S::Ok, S::Error> {
         s.serialize_str(c.name())
     }
 
-    pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<Checksum, D::Error> {
+    pub(crate) fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<Checksum, D::Error> {
         let s = String::deserialize(d)?;
         Checksum::from_name(&s)
             .ok_or_else(|| serde::de::Error::custom(format!("unknown checksum {s:?}")))
