@@ -216,7 +216,11 @@ pub(crate) fn encode_section(doc: &serde_json::Value, params: &MetadataParams) -
 /// # Errors
 /// [`Error::ChecksumMismatch`] (chunk `u64::MAX`) when the digest does not match, and
 /// [`Error::InvalidMetadata`] when the document does not decompress or parse.
-pub(crate) fn decode_body(header: &MetadataHeader, body: &[u8], path: &Path) -> Result<serde_json::Value> {
+pub(crate) fn decode_body(
+    header: &MetadataHeader,
+    body: &[u8],
+    path: &Path,
+) -> Result<serde_json::Value> {
     let stored_len = header.meta_comp_size as usize;
     let digest_at = header.max_meta_size as usize;
     let stored = body
