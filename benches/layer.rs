@@ -7,15 +7,22 @@
     reason = "criterion_group! defines an undocumented function"
 )]
 
-use blz::layer::value::mix;
-use blz::layer::{ColumnDef, Layer, LayerSchema, LayerWriter, Value};
-use blz::table::LeafKind;
+use blz::layer::{ColumnDef, Layer, LayerSchema, LayerWriter, LeafKind, Value};
 use blz::DType;
 use criterion::{criterion_group, criterion_main, BenchmarkId, Criterion, Throughput};
 use std::path::Path;
 use std::time::{Duration, Instant};
 
 /// Key of row `i`: even, strictly increasing, with some irregularity (odd values are absent).
+/// The SplitMix64 finalizer: scrambles row numbers into well-spread keys and probes.
+fn mix(mut x: u64) -> u64 {
+    x ^= x >> 30;
+    x = x.wrapping_mul(0xbf58_476d_1ce4_e5b9);
+    x ^= x >> 27;
+    x = x.wrapping_mul(0x94d0_49bb_1331_11eb);
+    x ^ (x >> 31)
+}
+
 fn key(i: u64) -> i64 {
     (2 * (3 * i + mix(i) % 3)) as i64
 }

@@ -19,9 +19,11 @@ pub mod array;
 pub mod bcolz;
 pub mod blosc;
 pub mod blpk;
+mod column;
 #[cfg(feature = "csv")]
 pub mod csv;
 pub mod dtype;
+mod engine;
 pub mod error;
 pub mod ingest;
 pub mod layer;
@@ -35,15 +37,35 @@ pub mod selection;
 mod staging;
 pub mod storage;
 pub mod table;
-pub mod txn;
+pub(crate) mod txn;
 
-pub use array::{CreateOptions, Dataset, Mode};
+/// A dataset left by a writer that stopped while applying its commit: whether a journal is
+/// pending ([`recovery::pending`]), replaying it as the next writer would
+/// ([`recovery::recover`]), or a read-only view that applies it in memory
+/// ([`recovery::pending_view`]: a [`Storage`] to open the dataset through where nothing may
+/// be written).
+pub mod recovery {
+    pub use crate::txn::{pending, pending_view, recover};
+}
+
+pub use array::Dataset;
 pub use dtype::{DType, Element, Endianness};
+pub use engine::{CreateOptions, Mode};
 pub use error::{Error, Result};
 pub use layer::Layer;
 pub use selection::Selection;
 pub use storage::Storage;
 pub use table::Table;
+
+/// The parsers of on-disk bytes that are otherwise internal (the journal, variable-length
+/// chunk payloads), for the fuzz targets in `fuzz/`. Not part of the API: built only with the
+/// `fuzzing` feature.
+#[cfg(feature = "fuzzing")]
+#[doc(hidden)]
+pub mod fuzzing {
+    pub use crate::column::varlen::{decode_items, encode_items};
+    pub use crate::txn::{decode, encode, Entry};
+}
 
 /// The README's code, compiled and run with the doctests so that it cannot rot.
 #[doc = include_str!("../README.md")]

@@ -21,7 +21,7 @@ use std::os::unix::ffi::OsStrExt;
 use std::path::{Path, PathBuf};
 
 /// The extended attribute GlusterFS answers with a file's brick.
-pub const PATHINFO_XATTR: &str = "glusterfs.pathinfo";
+pub(crate) const PATHINFO_XATTR: &str = "glusterfs.pathinfo";
 
 /// Largest `glusterfs.pathinfo` value accepted (a file's is a few hundred bytes; a
 /// directory's lists every brick).
@@ -105,7 +105,7 @@ pub struct PathinfoEntry {
 /// # Errors
 /// [`Error::InvalidArgument`] when the value holds no well-formed `POSIX` entry or is not
 /// UTF-8.
-pub fn parse_pathinfo(raw: &[u8]) -> Result<Vec<PathinfoEntry>> {
+pub(crate) fn parse_pathinfo(raw: &[u8]) -> Result<Vec<PathinfoEntry>> {
     let end = raw.iter().rposition(|&b| b != 0).map_or(0, |i| i + 1);
     let text = std::str::from_utf8(&raw[..end]).map_err(|_| bad_pathinfo(raw, "not UTF-8"))?;
     const TAG: &str = "<POSIX(";
@@ -351,7 +351,7 @@ pub fn locate_file(path: impl AsRef<Path>) -> Result<FileLocation> {
 }
 
 /// The number `N` of a superchunk file name `__N__.bin`.
-pub fn superchunk_number(name: &str) -> Option<u64> {
+pub(crate) fn superchunk_number(name: &str) -> Option<u64> {
     name.strip_prefix("__")?
         .strip_suffix("__.bin")?
         .parse::<u64>()
@@ -364,7 +364,7 @@ pub fn superchunk_number(name: &str) -> Option<u64> {
 ///
 /// # Errors
 /// An I/O error listing a directory; [`Error::InvalidMetadata`] when `root/data` is missing.
-pub fn superchunk_files(root: impl AsRef<Path>) -> Result<Vec<PathBuf>> {
+pub(crate) fn superchunk_files(root: impl AsRef<Path>) -> Result<Vec<PathBuf>> {
     let data = root.as_ref().join("data");
     if !data.is_dir() {
         return Err(Error::metadata(

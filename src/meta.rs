@@ -11,11 +11,11 @@ use serde::{Deserialize, Serialize};
 use std::path::{Path, PathBuf};
 
 /// Largest meta file blz reads.
-pub const MAX_META_FILE: u64 = 64 * 1024 * 1024;
+pub(crate) const MAX_META_FILE: u64 = 64 * 1024 * 1024;
 /// Value of the `format` key in `meta/storage`.
-pub const FORMAT_NAME: &str = "blz";
+pub(crate) const FORMAT_NAME: &str = "blz";
 /// Version of the dataset layout this crate writes.
-pub const FORMAT_VERSION: u32 = 1;
+pub(crate) const FORMAT_VERSION: u32 = 1;
 
 /// `meta/sizes`: the committed shape and byte counts.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -275,11 +275,11 @@ pub(crate) mod checksum_name {
     use crate::blpk::Checksum;
     use serde::{Deserialize, Deserializer, Serializer};
 
-    pub fn serialize<S: Serializer>(c: &Checksum, s: S) -> Result<S::Ok, S::Error> {
+    pub(crate) fn serialize<S: Serializer>(c: &Checksum, s: S) -> Result<S::Ok, S::Error> {
         s.serialize_str(c.name())
     }
 
-    pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<Checksum, D::Error> {
+    pub(crate) fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<Checksum, D::Error> {
         let s = String::deserialize(d)?;
         Checksum::from_name(&s)
             .ok_or_else(|| serde::de::Error::custom(format!("unknown checksum {s:?}")))
@@ -288,28 +288,28 @@ pub(crate) mod checksum_name {
 
 /// Paths of a dataset's meta files.
 #[derive(Debug, Clone)]
-pub struct MetaPaths {
+pub(crate) struct MetaPaths {
     /// `root/meta`.
     pub dir: PathBuf,
 }
 
 impl MetaPaths {
     /// The meta directory of the dataset at `root`.
-    pub fn new(root: &Path) -> MetaPaths {
+    pub(crate) fn new(root: &Path) -> MetaPaths {
         MetaPaths {
             dir: root.join("meta"),
         }
     }
     /// `meta/sizes`.
-    pub fn sizes(&self) -> PathBuf {
+    pub(crate) fn sizes(&self) -> PathBuf {
         self.dir.join("sizes")
     }
     /// `meta/storage`.
-    pub fn storage(&self) -> PathBuf {
+    pub(crate) fn storage(&self) -> PathBuf {
         self.dir.join("storage")
     }
     /// `meta/attributes`.
-    pub fn attributes(&self) -> PathBuf {
+    pub(crate) fn attributes(&self) -> PathBuf {
         self.dir.join("attributes")
     }
 }
@@ -375,7 +375,8 @@ pub fn dataset_kind(storage: &dyn Storage, root: &Path) -> Option<String> {
     })
 }
 
-/// Reads and parses a JSON meta file.
+/// Reads and parses a JSON meta file. Public so that a client can read a `meta/` document
+/// itself (the Python package tells a blz dataset's `meta/storage` from a bcolz one's).
 ///
 /// # Errors
 /// I/O errors, and [`Error::InvalidMetadata`] naming the file when it is not the expected
@@ -386,7 +387,7 @@ pub fn read_json<T: serde::de::DeserializeOwned>(storage: &dyn Storage, path: &P
 }
 
 /// Serializes a meta document as pretty JSON with a final newline.
-pub fn to_json_bytes<T: Serialize>(value: &T) -> Vec<u8> {
+pub(crate) fn to_json_bytes<T: Serialize>(value: &T) -> Vec<u8> {
     let mut v = serde_json::to_vec_pretty(value).unwrap_or_default();
     v.push(b'\n');
     v
@@ -396,6 +397,10 @@ pub fn to_json_bytes<T: Serialize>(value: &T) -> Vec<u8> {
 ///
 /// # Errors
 /// I/O errors.
-pub fn write_json<T: Serialize>(storage: &dyn Storage, path: &Path, value: &T) -> Result<()> {
+pub(crate) fn write_json<T: Serialize>(
+    storage: &dyn Storage,
+    path: &Path,
+    value: &T,
+) -> Result<()> {
     write_file_atomic(storage, path, &to_json_bytes(value))
 }

@@ -6,8 +6,8 @@
 //! axes reversed, C order over the selection's output shape, in batches along the first kept
 //! axis. [`TableRows`] does the same for the rows of a table.
 
-use crate::array::select::AxisSel;
 use crate::error::{Error, Result};
+use crate::selection::AxisSel;
 use crate::selection::Selection;
 use crate::table::{Table, Values};
 use crate::Dataset;

@@ -27,8 +27,9 @@
 //! on some hosts: run one worker per host with its own host name, then combine the partial
 //! results ([`Reduced::combine`] for the built-in reductions).
 
-use crate::array::{ArrayCore, Dataset};
+use crate::array::Dataset;
 use crate::dtype::{DType, Element};
+use crate::engine::ArrayCore;
 use crate::error::{Error, Result};
 use crate::locate::{locate_file, LocationKey};
 use crate::table::Table;
@@ -308,6 +309,41 @@ where
     })
 }
 
+/// What a scan runs over: a dataset, or one fixed-size column of a table. Both are one
+/// chunked store ([`ArrayCore`]) of a known shape; [`Target::run`] hands those to a scan and
+/// turns an error met after another handle's commit into [`Error::Changed`].
+enum Target<'a> {
+    Dataset(&'a Dataset),
+    Column(&'a Table, &'a str),
+}
+
+impl Target<'_> {
+    fn run<A>(&self, f: impl FnOnce(&ArrayCore, &[u64], &Path) -> Result<A>) -> Result<A> {
+        match *self {
+            Target::Dataset(ds) => ds.unless_changed(f(ds.core(), ds.shape(), ds.path())),
+            Target::Column(table, column) => {
+                let core = table.fixed_core(column)?;
+                let path = table.path().join(column);
+                table.unless_changed(f(core, &[table.nrows()], &path))
+            }
+        }
+    }
+
+    fn scan<T, A>(
+        &self,
+        opts: &ScanOptions,
+        init: impl Fn() -> A + Sync,
+        fold: impl Fn(A, &[T]) -> A + Sync,
+        combine: impl Fn(A, A) -> A + Sync,
+    ) -> Result<A>
+    where
+        T: Element,
+        A: Send,
+    {
+        self.run(|core, shape, path| scan_core(core, shape, path, opts, &init, &fold, &combine))
+    }
+}
+
 /// Folds every element of a dataset, in parallel: `fold` gets the accumulator and a slice of
 /// consecutive valid elements (C order within one chunk), partial accumulators (each started
 /// with `init`) are merged with `combine`. The order in which slices are folded and partial
@@ -327,15 +363,7 @@ where
     T: Element,
     A: Send,
 {
-    ds.unless_changed(scan_core(
-        ds.core(),
-        ds.shape(),
-        ds.path(),
-        opts,
-        &init,
-        &fold,
-        &combine,
-    ))
+    Target::Dataset(ds).scan(opts, init, fold, combine)
 }
 
 /// As [`scan`], over one fixed-size column of a table.
@@ -354,16 +382,7 @@ where
     T: Element,
     A: Send,
 {
-    let core = table.fixed_core(column)?;
-    table.unless_changed(scan_core(
-        core,
-        &[table.nrows()],
-        table.path(),
-        opts,
-        &init,
-        &fold,
-        &combine,
-    ))
+    Target::Column(table, column).scan(opts, init, fold, combine)
 }
 
 /// A built-in reduction.
@@ -741,7 +760,7 @@ fn reduce_core(
 /// # Errors
 /// As [`scan`]; [`Error::InvalidArgument`] for sum, min, max or mean of a non-numeric dtype.
 pub fn reduce(ds: &Dataset, opts: &ScanOptions, op: Reduction) -> Result<Reduced> {
-    ds.unless_changed(reduce_core(ds.core(), ds.shape(), ds.path(), opts, op))
+    Target::Dataset(ds).run(|core, shape, path| reduce_core(core, shape, path, opts, op))
 }
 
 /// As [`reduce`], over one fixed-size column of a table.
@@ -754,14 +773,7 @@ pub fn reduce_column(
     opts: &ScanOptions,
     op: Reduction,
 ) -> Result<Reduced> {
-    let core = table.fixed_core(column)?;
-    table.unless_changed(reduce_core(
-        core,
-        &[table.nrows()],
-        &table.path().join(column),
-        opts,
-        op,
-    ))
+    Target::Column(table, column).run(|core, shape, path| reduce_core(core, shape, path, opts, op))
 }
 
 #[cfg(test)]

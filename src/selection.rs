@@ -9,6 +9,137 @@
 
 use crate::error::{Error, Result};
 use ndarray::SliceInfoElem;
+use std::path::Path;
+
+/// One axis of a resolved selection: `count` indices `start, start + step, ...` (ascending),
+/// delivered in reverse when `reversed`, and dropped from the output shape when `!keep`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct AxisSel {
+    /// First index (the smallest).
+    pub start: u64,
+    /// Distance between indices (at least 1).
+    pub step: u64,
+    /// Number of indices.
+    pub count: u64,
+    /// Deliver the indices largest first.
+    pub reversed: bool,
+    /// Keep the axis in the output (false for a single index).
+    pub keep: bool,
+}
+
+impl AxisSel {
+    /// Every index of an axis of extent `n`.
+    pub fn full(n: u64) -> AxisSel {
+        AxisSel {
+            start: 0,
+            step: 1,
+            count: n,
+            reversed: false,
+            keep: true,
+        }
+    }
+
+    /// The last index selected (requires `count > 0`).
+    pub fn last(&self) -> u64 {
+        self.start + (self.count - 1) * self.step
+    }
+}
+
+fn norm(i: isize, n: u64) -> i128 {
+    if i < 0 {
+        n as i128 + i as i128
+    } else {
+        i as i128
+    }
+}
+
+/// Resolves ndarray slice elements (as produced by `ndarray::s![]`) against `shape`.
+/// Missing trailing axes are taken whole. Negative indices count from the end; a negative
+/// step walks the range backwards, as in ndarray.
+///
+/// # Errors
+/// [`Error::OutOfBounds`] for an index outside its axis, and [`Error::InvalidArgument`] for a
+/// zero step, `NewAxis`, or more elements than axes.
+pub fn resolve(sel: &[SliceInfoElem], shape: &[u64], dataset: &Path) -> Result<Vec<AxisSel>> {
+    let oob = |reason: String| Error::OutOfBounds {
+        dataset: dataset.to_path_buf(),
+        reason,
+    };
+    if sel.len() > shape.len() {
+        return Err(Error::InvalidArgument(format!(
+            "selection has {} elements, dataset has {} axes",
+            sel.len(),
+            shape.len()
+        )));
+    }
+    let mut out = Vec::with_capacity(shape.len());
+    for (axis, &n) in shape.iter().enumerate() {
+        let s = match sel.get(axis) {
+            None => AxisSel::full(n),
+            Some(SliceInfoElem::Index(i)) => {
+                let j = norm(*i, n);
+                if j < 0 || j >= n as i128 {
+                    return Err(oob(format!(
+                        "index {i} out of range for axis {axis} of extent {n}"
+                    )));
+                }
+                AxisSel {
+                    start: j as u64,
+                    step: 1,
+                    count: 1,
+                    reversed: false,
+                    keep: false,
+                }
+            }
+            Some(SliceInfoElem::Slice { start, end, step }) => {
+                if *step == 0 {
+                    return Err(Error::InvalidArgument(format!("step 0 on axis {axis}")));
+                }
+                let a = norm(*start, n);
+                let b = end.map_or(n as i128, |e| norm(e, n));
+                if a < 0 || a > n as i128 || b < 0 || b > n as i128 {
+                    return Err(oob(format!(
+                        "range {start}..{} out of bounds for axis {axis} of extent {n}",
+                        end.map_or(String::new(), |e| e.to_string())
+                    )));
+                }
+                let (a, b) = (a as u64, (b as u64).max(a as u64));
+                let astep = step.unsigned_abs() as u64;
+                let count = (b - a).div_ceil(astep);
+                if *step > 0 {
+                    AxisSel {
+                        start: a,
+                        step: astep,
+                        count,
+                        reversed: false,
+                        keep: true,
+                    }
+                } else {
+                    // ndarray: start from the end of the range, walking back by |step|.
+                    let first = if count == 0 {
+                        a
+                    } else {
+                        b - 1 - (count - 1) * astep
+                    };
+                    AxisSel {
+                        start: first,
+                        step: astep,
+                        count,
+                        reversed: true,
+                        keep: true,
+                    }
+                }
+            }
+            Some(SliceInfoElem::NewAxis) => {
+                return Err(Error::InvalidArgument(
+                    "new axes are not supported in dataset selections".into(),
+                ))
+            }
+        };
+        out.push(s);
+    }
+    Ok(out)
+}
 
 /// A parsed numpy-style selection: `Selection::parse("10:20,::-1")`, then
 /// [`to_slice_info`](Selection::to_slice_info) against a shape gives what
@@ -240,6 +371,47 @@ fn to_slice_info(items: &[Item], shape: &[u64]) -> std::result::Result<Vec<Slice
 #[cfg(test)]
 mod tests {
     use super::*;
+    use ndarray::s;
+
+    #[test]
+    fn resolve_like_ndarray() {
+        let p = Path::new("d");
+        let shape = [10u64, 7];
+        let r = resolve(s![2..9;3, -1].as_ref(), &shape, p).unwrap();
+        assert_eq!(
+            r[0],
+            AxisSel {
+                start: 2,
+                step: 3,
+                count: 3,
+                reversed: false,
+                keep: true
+            }
+        );
+        assert_eq!((r[1].start, r[1].count, r[1].keep), (6, 1, false));
+        let r = resolve(s![0..10;-3, ..].as_ref(), &shape, p).unwrap();
+        // ndarray gives 9, 6, 3, 0
+        assert_eq!(
+            (r[0].start, r[0].step, r[0].count, r[0].reversed),
+            (0, 3, 4, true)
+        );
+        assert!(resolve(s![10, ..].as_ref(), &shape, p).is_err());
+        assert!(resolve(s![0..11, ..].as_ref(), &shape, p).is_err());
+        assert_eq!(
+            resolve(
+                &[SliceInfoElem::Slice {
+                    start: 5,
+                    end: Some(2),
+                    step: 1
+                }],
+                &shape,
+                p
+            )
+            .unwrap()[0]
+                .count,
+            0
+        );
+    }
 
     /// The positions numpy selects on one axis of extent n, computed the slow way.
     fn positions(start: Option<i128>, stop: Option<i128>, step: i128, n: i128) -> Vec<i128> {

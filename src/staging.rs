@@ -17,7 +17,7 @@
 //! one renamed in, and a kill between the two renames leaves the old dataset at
 //! `<path>.tmp-old` (the next create of that path removes it). See `spec/dataset.md`.
 
-use crate::array::WriterLock;
+use crate::engine::WriterLock;
 use crate::error::{Error, Result};
 use crate::storage::{OpenMode, Storage};
 use std::path::{Path, PathBuf};

@@ -6,10 +6,10 @@
 
 mod common;
 
-use blz::array::select::AxisSel;
 use blz::bcolz::{self, CarrayReader, CtableReader, ImportOptions, Kind};
 use blz::blosc::Codec;
 use blz::meta::FilterName;
+use blz::selection::AxisSel;
 use blz::table::Values;
 use blz::{DType, Dataset, Endianness, Error};
 use common::copy_dir;

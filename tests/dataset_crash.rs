@@ -268,7 +268,7 @@ fn pending_shrink(dir: &Path) -> std::path::PathBuf {
         let mut ds = Dataset::open_in(faulty, &d, Mode::ReadWrite).unwrap();
         let done = ds.resize(120).is_ok();
         drop(ds);
-        if blz::txn::pending(&LocalStorage, &d) {
+        if blz::recovery::pending(&LocalStorage, &d) {
             return d;
         }
         assert!(!done, "no crash left a pending journal");
@@ -345,7 +345,7 @@ fn reader_waits_for_a_live_writer_to_apply_its_commit() {
         !reader.is_finished(),
         "the reader did not wait for the writer"
     );
-    assert!(blz::txn::recover(&LocalStorage, &d).unwrap());
+    assert!(blz::recovery::recover(&LocalStorage, &d).unwrap());
     drop(writer);
     let (waited, shape, data) = reader.join().unwrap();
     assert!(
@@ -392,6 +392,6 @@ fn reader_that_cannot_write_sees_a_pending_commit() {
     );
     // Once writable again, the next open applies the journal for good.
     let ds = Dataset::open(&d).unwrap();
-    assert!(!blz::txn::pending(&LocalStorage, &d));
+    assert!(!blz::recovery::pending(&LocalStorage, &d));
     assert_eq!(ds.read::<i64>().unwrap(), expect);
 }

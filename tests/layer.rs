@@ -3,8 +3,8 @@
 
 mod common;
 
+use blz::layer::LeafKind;
 use blz::layer::{ColumnDef, FilterSetting, Layer, LayerSchema, LayerWriter, Value};
-use blz::table::LeafKind;
 use blz::{DType, Error};
 use common::flip_byte_in_chunk;
 use std::path::Path;
@@ -230,4 +230,51 @@ fn array_and_table_opens_refuse_a_layer_dataset_and_leave_it_untouched() {
         msg.contains("this is an array dataset, not a table"),
         "{msg}"
     );
+}
+
+/// Rows `2i` for `i < n` in one fixed-size column of small chunks and a small fanout, so
+/// that the value index has several levels.
+fn deep_index(path: &Path, n: i64) -> Layer {
+    let schema = LayerSchema::new(vec![ColumnDef::new("k", LeafKind::Fixed(DType::I64))
+        .with_chunklen(16)
+        .with_fanout(4)]);
+    let mut w = LayerWriter::create(path, schema).unwrap();
+    for i in 0..n {
+        w.push(&[Value::Int(2 * i)], None).unwrap();
+    }
+    w.finish().unwrap();
+    Layer::open(path).unwrap()
+}
+
+#[test]
+fn a_damaged_upper_index_level_is_reported_with_its_file_and_chunk() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("d.blz");
+    // 768 rows: 48 data chunks; index levels of 12, 3 and 1 chunks.
+    let layer = deep_index(&path, 768);
+    assert_eq!(layer.index_levels(0), 3);
+    assert!(layer.verify().is_empty());
+    drop(layer);
+    let names = |errs: &[Error], file: &Path, k: u64| {
+        errs.iter().any(|e| {
+            matches!(e, Error::ChecksumMismatch { path, chunk, .. } if path == file && *chunk == k)
+        })
+    };
+    for (level, k) in [(1, 1), (2, 0)] {
+        // The damaged level alone, and together with damage in the data, which verify reads
+        // first: neither hides the other.
+        for with_data in [false, true] {
+            let damaged = dir.path().join(format!("damaged{level}{with_data}.blz"));
+            common::copy_dir(&path, &damaged);
+            let index = damaged.join(format!("data/k/index/{level}/__1__.bin"));
+            flip_byte_in_chunk(&index, k);
+            let data = damaged.join("data/k/__1__.bin");
+            if with_data {
+                flip_byte_in_chunk(&data, 5);
+            }
+            let errs = Layer::open(&damaged).unwrap().verify();
+            assert!(names(&errs, &index, k), "level {level}: {errs:?}");
+            assert_eq!(names(&errs, &data, 5), with_data, "{errs:?}");
+        }
+    }
 }

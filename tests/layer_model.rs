@@ -5,8 +5,8 @@
 
 mod common;
 
+use blz::layer::LeafKind;
 use blz::layer::{ColumnDef, Cursor, FilterSetting, Layer, LayerSchema, LayerWriter, Value};
-use blz::table::LeafKind;
 use blz::DType;
 use proptest::prelude::*;
 use std::collections::BTreeMap;

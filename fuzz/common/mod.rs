@@ -247,8 +247,7 @@ pub fn write_seeds(seeds: impl FnOnce() -> Vec<(String, Vec<u8>)>) {
 /// fan-out 2, so three index levels, and a filter), a varstr column (3 rows a chunk, a
 /// filter) and an int64 weight.
 pub fn write_layer(path: &Path) {
-    use blz::layer::{ColumnDef, FilterSetting, LayerSchema, LayerWriter, Value};
-    use blz::table::LeafKind;
+    use blz::layer::{ColumnDef, FilterSetting, LayerSchema, LayerWriter, LeafKind, Value};
     use blz::DType;
     let schema = LayerSchema::new(vec![
         ColumnDef::new("k", LeafKind::Fixed(DType::I64))

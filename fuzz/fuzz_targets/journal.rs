@@ -7,7 +7,7 @@
 #[path = "../common/mod.rs"]
 mod common;
 
-use blz::txn::{decode, encode, Entry};
+use blz::fuzzing::{decode, encode, Entry};
 use libfuzzer_sys::fuzz_target;
 use std::path::{Path, PathBuf};
 

@@ -8,7 +8,7 @@
 #[path = "../common/mod.rs"]
 mod common;
 
-use blz::table::varlen::{decode_items, encode_items};
+use blz::fuzzing::{decode_items, encode_items};
 use libfuzzer_sys::fuzz_target;
 
 fn seeds() -> Vec<(String, Vec<u8>)> {

@@ -7,14 +7,14 @@ use std::io::Read;
 use std::path::Path;
 
 /// Length of the bloscpack version-1 header bcolz writes before each chunk.
-pub const BLP_HEADER_LEN: usize = 16;
+pub(crate) const BLP_HEADER_LEN: usize = 16;
 /// Magic bytes at the start of a chunk file.
-pub const BLP_MAGIC: &[u8; 4] = b"blpk";
+pub(crate) const BLP_MAGIC: &[u8; 4] = b"blpk";
 /// The header version bcolz 1.x writes.
-pub const BLP_VERSION: u8 = 1;
+pub(crate) const BLP_VERSION: u8 = 1;
 
 /// The file name of chunk `i` (`__0.blp`, `__1.blp`, ...).
-pub fn chunk_file_name(i: u64) -> String {
+pub(crate) fn chunk_file_name(i: u64) -> String {
     format!("__{i}.blp")
 }
 
@@ -24,7 +24,7 @@ pub fn chunk_file_name(i: u64) -> String {
 ///
 /// # Errors
 /// [`Error::InvalidHeader`] naming the file.
-pub fn check_blp_header(h: &[u8], path: &Path) -> Result<()> {
+pub(crate) fn check_blp_header(h: &[u8], path: &Path) -> Result<()> {
     let h: &[u8; BLP_HEADER_LEN] = h
         .get(..BLP_HEADER_LEN)
         .and_then(|s| s.try_into().ok())
@@ -63,7 +63,7 @@ pub fn check_blp_header(h: &[u8], path: &Path) -> Result<()> {
 /// # Errors
 /// [`Error::InvalidChunk`] naming the file and chunk when the file is missing, truncated,
 /// too long or not a valid Blosc chunk; [`Error::InvalidHeader`] for a bad blpk header.
-pub fn read_chunk_file(path: &Path, index: u64, buf: &mut Vec<u8>) -> Result<ChunkHeader> {
+pub(crate) fn read_chunk_file(path: &Path, index: u64, buf: &mut Vec<u8>) -> Result<ChunkHeader> {
     let mut file = match std::fs::File::open(path) {
         Ok(f) => f,
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => {

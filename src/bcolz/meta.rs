@@ -14,9 +14,9 @@ use std::path::Path;
 
 /// Largest bcolz JSON file blz reads (bcolz writes a few hundred bytes; attributes may be
 /// larger, but not this large).
-pub const MAX_JSON_FILE: u64 = 16 << 20;
+pub(crate) const MAX_JSON_FILE: u64 = 16 << 20;
 /// Most axes a bcolz carray may have (numpy's own limit is 64).
-pub const MAX_RANK: usize = 32;
+pub(crate) const MAX_RANK: usize = 32;
 
 /// bcolz's compression parameters (`cparams` in `meta/storage`).
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -124,7 +124,7 @@ impl CarrayMeta {
 ///
 /// # Errors
 /// [`Error::InvalidMetadata`] naming the file when it is missing, too large or not JSON.
-pub fn read_json(path: &Path) -> Result<Value> {
+pub(crate) fn read_json(path: &Path) -> Result<Value> {
     let len = match std::fs::metadata(path) {
         Ok(m) => m.len(),
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
@@ -204,7 +204,7 @@ fn uint(v: &Value, what: &str, path: &Path) -> Result<u64> {
 ///
 /// # Errors
 /// [`Error::InvalidMetadata`] naming the file.
-pub fn parse_sizes(v: &Value, path: &Path) -> Result<Vec<u64>> {
+pub(crate) fn parse_sizes(v: &Value, path: &Path) -> Result<Vec<u64>> {
     let m = object(v, path)?;
     let shape = key(m, "shape", path)?
         .as_array()
@@ -233,7 +233,7 @@ pub fn parse_sizes(v: &Value, path: &Path) -> Result<Vec<u64>> {
 /// # Errors
 /// [`Error::Unsupported`] naming `path` for dtypes blz has no equivalent of (object,
 /// structured, datetime, float16...).
-pub fn parse_dtype(s: &str, path: &Path) -> Result<(DType, Endianness)> {
+pub(crate) fn parse_dtype(s: &str, path: &Path) -> Result<(DType, Endianness)> {
     let why = match s {
         "object" | "O" | "|O" => Some("object dtype (pickled Python objects)"),
         _ if s.starts_with('[') || s.starts_with('(') || s.contains('V') => {
@@ -267,7 +267,7 @@ pub fn parse_dtype(s: &str, path: &Path) -> Result<(DType, Endianness)> {
 /// # Errors
 /// [`Error::InvalidMetadata`] naming the file for missing keys or values out of range;
 /// [`Error::Unsupported`] for a dtype or compressor blz cannot handle.
-pub fn parse_storage(v: &Value, shape: Vec<u64>, path: &Path) -> Result<CarrayMeta> {
+pub(crate) fn parse_storage(v: &Value, shape: Vec<u64>, path: &Path) -> Result<CarrayMeta> {
     let m = object(v, path)?;
     let numpy_dtype = key(m, "dtype", path)?
         .as_str()
@@ -370,7 +370,7 @@ pub fn parse_storage(v: &Value, shape: Vec<u64>, path: &Path) -> Result<CarrayMe
 ///
 /// # Errors
 /// [`Error::InvalidMetadata`] naming the file when it is not a JSON object.
-pub fn read_attrs(path: &Path) -> Result<Map<String, Value>> {
+pub(crate) fn read_attrs(path: &Path) -> Result<Map<String, Value>> {
     if !path.exists() {
         return Ok(Map::new());
     }
@@ -387,7 +387,7 @@ pub fn read_attrs(path: &Path) -> Result<Map<String, Value>> {
 /// # Errors
 /// [`Error::InvalidMetadata`] naming the file for no columns, a duplicate, or a name that is
 /// not a plain directory name.
-pub fn parse_rootdirs(v: &Value, path: &Path) -> Result<Vec<String>> {
+pub(crate) fn parse_rootdirs(v: &Value, path: &Path) -> Result<Vec<String>> {
     let m = object(v, path)?;
     let names = key(m, "names", path)?
         .as_array()

@@ -22,9 +22,9 @@
 //! # Ok(()) }
 //! ```
 
-pub mod chunk;
+mod chunk;
 mod import;
-pub mod meta;
+mod meta;
 mod reader;
 
 pub use import::{

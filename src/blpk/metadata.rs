@@ -7,11 +7,11 @@ use std::io::{Read, Write};
 use std::path::Path;
 
 /// Length of the metadata section header.
-pub const META_HEADER_LEN: usize = 32;
+pub(crate) const META_HEADER_LEN: usize = 32;
 /// The only serializer bloscpack defines.
-pub const MAGIC_JSON: &[u8; 4] = b"JSON";
+pub(crate) const MAGIC_JSON: &[u8; 4] = b"JSON";
 /// Largest metadata document blz will read (uncompressed and stored).
-pub const MAX_METADATA_LEN: u32 = 64 * 1024 * 1024;
+pub(crate) const MAX_METADATA_LEN: u32 = 64 * 1024 * 1024;
 
 /// How the JSON document is stored.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -159,7 +159,7 @@ impl MetadataHeader {
 ///
 /// # Errors
 /// [`Error::InvalidArgument`] when the document is larger than [`MAX_METADATA_LEN`].
-pub fn encode_section(doc: &serde_json::Value, params: &MetadataParams) -> Result<Vec<u8>> {
+pub(crate) fn encode_section(doc: &serde_json::Value, params: &MetadataParams) -> Result<Vec<u8>> {
     let json = serde_json::to_vec(doc).map_err(|e| Error::InvalidArgument(e.to_string()))?;
     let meta_size = u32::try_from(json.len())
         .ok()
@@ -216,7 +216,11 @@ pub fn encode_section(doc: &serde_json::Value, params: &MetadataParams) -> Resul
 /// # Errors
 /// [`Error::ChecksumMismatch`] (chunk `u64::MAX`) when the digest does not match, and
 /// [`Error::InvalidMetadata`] when the document does not decompress or parse.
-pub fn decode_body(header: &MetadataHeader, body: &[u8], path: &Path) -> Result<serde_json::Value> {
+pub(crate) fn decode_body(
+    header: &MetadataHeader,
+    body: &[u8],
+    path: &Path,
+) -> Result<serde_json::Value> {
     let stored_len = header.meta_comp_size as usize;
     let digest_at = header.max_meta_size as usize;
     let stored = body

@@ -7,7 +7,7 @@
 
 mod checksum;
 mod header;
-pub mod metadata;
+mod metadata;
 mod pack;
 mod reader;
 mod writer;

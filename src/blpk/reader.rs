@@ -44,28 +44,7 @@ impl Layout {
         let header = FileHeader::decode(&hbuf[..n], &path)?;
         let mut pos = HEADER_LEN as u64;
         let metadata = if header.has(OPT_METADATA) {
-            let mut mb = [0u8; META_HEADER_LEN];
-            if pos + META_HEADER_LEN as u64 > file_len {
-                return Err(Error::metadata(
-                    &path,
-                    "file ends inside the metadata header",
-                ));
-            }
-            file.read_at(pos, &mut mb)?;
-            let mh = MetadataHeader::decode(&mb, &path)?;
-            let body_len = mh.section_len() - META_HEADER_LEN as u64;
-            if pos + mh.section_len() > file_len {
-                return Err(Error::metadata(
-                    &path,
-                    format!(
-                        "metadata section of {} bytes runs past the end of the {file_len}-byte file",
-                        mh.section_len()
-                    ),
-                ));
-            }
-            let mut body = vec![0u8; body_len as usize];
-            file.read_at(pos + META_HEADER_LEN as u64, &mut body)?;
-            let doc = metadata::decode_body(&mh, &body, &path)?;
+            let (mh, doc) = read_metadata(file, &path, pos, file_len)?;
             pos += mh.section_len();
             Some((mh, doc))
         } else {
@@ -80,55 +59,18 @@ impl Layout {
                 format!("{nchunks} chunks cannot fit in a {file_len}-byte file"),
             ));
         }
+        let chunks = Chunks {
+            path: &path,
+            pos,
+            nchunks,
+            digest_len,
+            file_len,
+        };
         let (offsets_pos, data_start, offsets) = if header.has(OPT_OFFSETS) {
-            let slots = header.offset_slots();
-            let table_len = slots
-                .checked_mul(8)
-                .filter(|&l| l <= file_len.saturating_sub(pos))
-                .ok_or_else(|| {
-                    Error::header(
-                        &path,
-                        format!(
-                            "offsets table of {slots} slots runs past the end of the {file_len}-byte file"
-                        ),
-                    )
-                })?;
-            let data_start = pos + table_len;
-            let mut raw = vec![0u8; (nchunks * 8) as usize];
-            file.read_at(pos, &mut raw)?;
-            let mut offsets = Vec::with_capacity(nchunks as usize);
-            for (k, c) in raw.chunks_exact(8).enumerate() {
-                let mut a = [0u8; 8];
-                a.copy_from_slice(c);
-                let off = i64::from_le_bytes(a);
-                if off < data_start as i64
-                    || (off as u64).saturating_add(blosc::HEADER_LEN as u64 + digest_len) > file_len
-                {
-                    return Err(Error::header(
-                        &path,
-                        format!(
-                            "offset of chunk {k} ({off}) lies outside the chunk area {data_start}..{file_len}"
-                        ),
-                    ));
-                }
-                offsets.push(off as u64);
-            }
+            let (data_start, offsets) = chunks.read_offsets(file, header.offset_slots())?;
             (pos, data_start, offsets)
         } else {
-            // No table: chunks follow each other; walk their headers.
-            let mut offsets = Vec::with_capacity(nchunks as usize);
-            let mut at = pos;
-            for k in 0..nchunks {
-                if at + blosc::HEADER_LEN as u64 > file_len {
-                    return Err(Error::chunk(&path, k, "file ends before this chunk"));
-                }
-                let mut b = [0u8; blosc::HEADER_LEN];
-                file.read_at(at, &mut b)?;
-                let ch = ChunkHeader::parse(&b).map_err(|e| Error::chunk(&path, k, e.0))?;
-                offsets.push(at);
-                at += u64::from(ch.cbytes) + digest_len;
-            }
-            (0, pos, offsets)
+            (0, pos, chunks.walk_headers(file)?)
         };
         Ok(Layout {
             header,
@@ -155,6 +97,106 @@ impl Layout {
             }
         }
         ext
+    }
+}
+
+/// Reads the metadata section that starts at `pos`: its header and its document.
+fn read_metadata(
+    file: &dyn StorageFile,
+    path: &Path,
+    pos: u64,
+    file_len: u64,
+) -> Result<(MetadataHeader, serde_json::Value)> {
+    let mut mb = [0u8; META_HEADER_LEN];
+    if pos + META_HEADER_LEN as u64 > file_len {
+        return Err(Error::metadata(
+            path,
+            "file ends inside the metadata header",
+        ));
+    }
+    file.read_at(pos, &mut mb)?;
+    let mh = MetadataHeader::decode(&mb, path)?;
+    let body_len = mh.section_len() - META_HEADER_LEN as u64;
+    if pos + mh.section_len() > file_len {
+        return Err(Error::metadata(
+            path,
+            format!(
+                "metadata section of {} bytes runs past the end of the {file_len}-byte file",
+                mh.section_len()
+            ),
+        ));
+    }
+    let mut body = vec![0u8; body_len as usize];
+    file.read_at(pos + META_HEADER_LEN as u64, &mut body)?;
+    let doc = metadata::decode_body(&mh, &body, path)?;
+    Ok((mh, doc))
+}
+
+/// Where a file's chunks are: what finding them needs from the header.
+struct Chunks<'p> {
+    path: &'p Path,
+    /// File position after the header and metadata section.
+    pos: u64,
+    nchunks: u64,
+    digest_len: u64,
+    file_len: u64,
+}
+
+impl Chunks<'_> {
+    /// Reads the offsets table of `slots` slots at `pos`, checking that every chunk starts
+    /// inside the chunk area; returns where that area begins and the offsets.
+    fn read_offsets(&self, file: &dyn StorageFile, slots: u64) -> Result<(u64, Vec<u64>)> {
+        let (path, pos, file_len) = (self.path, self.pos, self.file_len);
+        let table_len = slots
+            .checked_mul(8)
+            .filter(|&l| l <= file_len.saturating_sub(pos))
+            .ok_or_else(|| {
+                Error::header(
+                    path,
+                    format!(
+                        "offsets table of {slots} slots runs past the end of the {file_len}-byte file"
+                    ),
+                )
+            })?;
+        let data_start = pos + table_len;
+        let mut raw = vec![0u8; (self.nchunks * 8) as usize];
+        file.read_at(pos, &mut raw)?;
+        let mut offsets = Vec::with_capacity(self.nchunks as usize);
+        for (k, c) in raw.chunks_exact(8).enumerate() {
+            let mut a = [0u8; 8];
+            a.copy_from_slice(c);
+            let off = i64::from_le_bytes(a);
+            if off < data_start as i64
+                || (off as u64).saturating_add(blosc::HEADER_LEN as u64 + self.digest_len)
+                    > file_len
+            {
+                return Err(Error::header(
+                    path,
+                    format!(
+                        "offset of chunk {k} ({off}) lies outside the chunk area {data_start}..{file_len}"
+                    ),
+                ));
+            }
+            offsets.push(off as u64);
+        }
+        Ok((data_start, offsets))
+    }
+
+    /// With no offsets table, chunks follow each other from `pos`: walks their headers.
+    fn walk_headers(&self, file: &dyn StorageFile) -> Result<Vec<u64>> {
+        let mut offsets = Vec::with_capacity(self.nchunks as usize);
+        let mut at = self.pos;
+        for k in 0..self.nchunks {
+            if at + blosc::HEADER_LEN as u64 > self.file_len {
+                return Err(Error::chunk(self.path, k, "file ends before this chunk"));
+            }
+            let mut b = [0u8; blosc::HEADER_LEN];
+            file.read_at(at, &mut b)?;
+            let ch = ChunkHeader::parse(&b).map_err(|e| Error::chunk(self.path, k, e.0))?;
+            offsets.push(at);
+            at += u64::from(ch.cbytes) + self.digest_len;
+        }
+        Ok(offsets)
     }
 }
 

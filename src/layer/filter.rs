@@ -10,16 +10,16 @@
 //! [`hash64`]: super::value::hash64
 
 /// Bits per filter block.
-pub const BLOCK_BITS: u64 = 512;
+pub(crate) const BLOCK_BITS: u64 = 512;
 const WORDS: usize = (BLOCK_BITS / 64) as usize;
 /// Bytes before the blocks in a filter chunk payload: `u32 nblocks | u32 k | u64 nvalues`.
-pub const FILTER_HEADER_LEN: usize = 16;
+pub(crate) const FILTER_HEADER_LEN: usize = 16;
 
 /// The false-positive rate of a blocked Bloom filter with `bits_per_value` bits per value
 /// and `k` bits set per value: block loads are Poisson with mean `512 / bits_per_value`,
 /// and a block holding `j` values answers "maybe" for an absent value with probability
 /// `(1 - (1 - 1/512)^(k j))^k`.
-pub fn predicted_fpr(bits_per_value: f64, k: u32) -> f64 {
+pub(crate) fn predicted_fpr(bits_per_value: f64, k: u32) -> f64 {
     let lambda = BLOCK_BITS as f64 / bits_per_value.max(1.0);
     let miss = 1.0 - 1.0 / BLOCK_BITS as f64;
     let mut p = (-lambda).exp();
@@ -35,7 +35,7 @@ pub fn predicted_fpr(bits_per_value: f64, k: u32) -> f64 {
 }
 
 /// The best number of bits set per value for `bits_per_value`, and the resulting rate.
-pub fn best_hashes(bits_per_value: f64) -> (u32, f64) {
+pub(crate) fn best_hashes(bits_per_value: f64) -> (u32, f64) {
     (1..=24)
         .map(|k| (k, predicted_fpr(bits_per_value, k)))
         .fold(
@@ -46,7 +46,7 @@ pub fn best_hashes(bits_per_value: f64) -> (u32, f64) {
 
 /// The smallest whole number of bits per value (from 2 to 64) whose predicted rate is at most
 /// `fpr`, with its number of hashes and predicted rate.
-pub fn params_for_fpr(fpr: f64) -> (u32, u32, f64) {
+pub(crate) fn params_for_fpr(fpr: f64) -> (u32, u32, f64) {
     let mut last = (64, 1, 1.0);
     for bpv in 2..=64u32 {
         let (k, p) = best_hashes(f64::from(bpv));
@@ -74,7 +74,7 @@ fn bits(h: u64, k: u32) -> impl Iterator<Item = u64> {
 
 /// Builds the payload of a filter chunk holding `hashes` with `bits_per_value` bits per value
 /// and `k` bits per value set.
-pub fn build(hashes: &[u64], bits_per_value: u32, k: u32) -> Vec<u8> {
+pub(crate) fn build(hashes: &[u64], bits_per_value: u32, k: u32) -> Vec<u8> {
     let n = hashes.len() as u64;
     let nblocks = (n * u64::from(bits_per_value)).div_ceil(BLOCK_BITS).max(1);
     let mut words = vec![0u64; nblocks as usize * WORDS];
@@ -96,9 +96,8 @@ pub fn build(hashes: &[u64], bits_per_value: u32, k: u32) -> Vec<u8> {
 
 /// A decoded filter chunk.
 #[derive(Debug, Clone)]
-pub struct Bloom {
+pub(crate) struct Bloom {
     k: u32,
-    nvalues: u64,
     words: Vec<u64>,
 }
 
@@ -107,16 +106,15 @@ impl Bloom {
     ///
     /// # Errors
     /// A description of the inconsistency (the caller names file and chunk).
-    pub fn parse(p: &[u8]) -> Result<Bloom, String> {
+    pub(crate) fn parse(p: &[u8]) -> Result<Bloom, String> {
         if p.len() < FILTER_HEADER_LEN {
             return Err(format!("filter payload of {} bytes is too short", p.len()));
         }
         let u32_at = |o: usize| u32::from_le_bytes([p[o], p[o + 1], p[o + 2], p[o + 3]]);
         let nblocks = u64::from(u32_at(0));
         let k = u32_at(4);
-        let mut nv = [0u8; 8];
-        nv.copy_from_slice(&p[8..16]);
-        let nvalues = u64::from_le_bytes(nv);
+        // Bytes 8..16 hold the number of values the filter was built from; lookups need
+        // only the bits.
         if nblocks == 0 || !(1..=64).contains(&k) {
             return Err(format!("bad filter header: {nblocks} blocks, {k} hashes"));
         }
@@ -136,16 +134,11 @@ impl Bloom {
                 u64::from_le_bytes(a)
             })
             .collect();
-        Ok(Bloom { k, nvalues, words })
-    }
-
-    /// Number of values the filter was built from.
-    pub fn nvalues(&self) -> u64 {
-        self.nvalues
+        Ok(Bloom { k, words })
     }
 
     /// False when no value with hash `h` was added; true when one may have been.
-    pub fn may_contain(&self, h: u64) -> bool {
+    pub(crate) fn may_contain(&self, h: u64) -> bool {
         let nblocks = (self.words.len() / WORDS) as u64;
         let base = block_of(h, nblocks) * WORDS;
         bits(h, self.k).all(|bit| {

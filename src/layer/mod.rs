@@ -8,7 +8,7 @@
 //!
 //! ```no_run
 //! use blz::layer::{ColumnDef, Layer, LayerSchema, LayerWriter, Value};
-//! use blz::table::LeafKind;
+//! use blz::layer::LeafKind;
 //! use blz::DType;
 //! # fn main() -> blz::Result<()> {
 //! let schema = LayerSchema::new(vec![
@@ -35,7 +35,7 @@
 //! The directory layout, every byte of the index, row-group and filter chunks, and the
 //! reasons for the choices are in `spec/layer.md`.
 
-pub mod filter;
+pub(crate) mod filter;
 mod reader;
 mod sink;
 pub mod value;
@@ -46,14 +46,16 @@ pub use value::Value;
 pub use writer::LayerWriter;
 
 use crate::blpk::Checksum;
+pub use crate::column::LeafKind;
+
+use crate::column::check_name;
 use crate::dtype::DType;
 use crate::error::{Error, Result};
 use crate::meta::Compression;
-use crate::table::{check_name, LeafKind};
 use serde::{Deserialize, Serialize};
 
 /// Value of `kind` in a layer dataset's `meta/storage` and `meta/sizes`.
-pub const LAYER_KIND: &str = "layer";
+pub(crate) const LAYER_KIND: &str = "layer";
 /// Default rows per data chunk for fixed-size values.
 pub const DEFAULT_FIXED_CHUNKLEN: u64 = 8192;
 /// Default rows per data chunk for variable-length values.
@@ -63,7 +65,7 @@ pub const DEFAULT_FANOUT: u64 = 256;
 /// Default target false-positive rate of the membership filters.
 pub const DEFAULT_FPR: f64 = 1e-4;
 /// Values a filter block covers, at least (rounded up to whole data chunks).
-pub const FILTER_BLOCK_VALUES: u64 = 65536;
+pub(crate) const FILTER_BLOCK_VALUES: u64 = 65536;
 /// Default chunks per superchunk file.
 pub const DEFAULT_SUPERCHUNKSIZE: u64 = 1024;
 
@@ -248,6 +250,77 @@ pub struct LayerSizes {
     pub columns: Vec<ColumnCounts>,
 }
 
+impl ColumnDef {
+    /// Checks the column's settings and turns them into its entry of `meta/storage`.
+    fn to_storage(&self, superchunksize: u64) -> Result<LayerColumn> {
+        check_name(&self.name)?;
+        value::check_kind(self.kind)?;
+        let chunklen = self.chunklen.unwrap_or(match self.kind {
+            LeafKind::Fixed(_) => DEFAULT_FIXED_CHUNKLEN,
+            _ => DEFAULT_VAR_CHUNKLEN,
+        });
+        if chunklen == 0 || chunklen > u64::from(u32::MAX) {
+            return Err(Error::InvalidArgument(format!(
+                "column {}: chunklen must be 1..=2^32-1",
+                self.name
+            )));
+        }
+        if self.fanout < 2 || self.fanout > 1 << 20 {
+            return Err(Error::InvalidArgument(format!(
+                "column {}: fanout must be 2..=2^20",
+                self.name
+            )));
+        }
+        self.compression.validate(match self.kind {
+            LeafKind::Fixed(d) => d,
+            _ => DType::U8,
+        })?;
+        Ok(LayerColumn {
+            name: self.name.clone(),
+            dtype: self.kind.name(),
+            chunklen,
+            fanout: self.fanout,
+            superchunksize: superchunksize.max(1),
+            compression: self.compression.clone(),
+            checksum: self.checksum,
+            filter: self.filter_meta(chunklen)?,
+        })
+    }
+
+    /// The filter parameters of the column's setting, for chunks of `chunklen` values.
+    fn filter_meta(&self, chunklen: u64) -> Result<Option<FilterMeta>> {
+        let chunks_per_block = FILTER_BLOCK_VALUES.div_ceil(chunklen).max(1);
+        let (bits_per_value, hashes, predicted_fpr) = match self.filter {
+            FilterSetting::Off => return Ok(None),
+            FilterSetting::Fpr(p) => {
+                if !(p > 0.0 && p < 1.0) {
+                    return Err(Error::InvalidArgument(format!(
+                        "column {}: false-positive rate {p} is not in (0, 1)",
+                        self.name
+                    )));
+                }
+                filter::params_for_fpr(p)
+            }
+            FilterSetting::BitsPerValue(b) => {
+                if !(1..=64).contains(&b) {
+                    return Err(Error::InvalidArgument(format!(
+                        "column {}: bits per value must be 1..=64",
+                        self.name
+                    )));
+                }
+                let (k, pred) = filter::best_hashes(f64::from(b));
+                (b, k, pred)
+            }
+        };
+        Ok(Some(FilterMeta {
+            bits_per_value,
+            hashes,
+            chunks_per_block,
+            predicted_fpr,
+        }))
+    }
+}
+
 impl LayerSchema {
     /// Checks the schema and turns it into the `meta/storage` document.
     ///
@@ -263,78 +336,13 @@ impl LayerSchema {
         let mut names = std::collections::HashSet::new();
         let mut columns = Vec::new();
         for c in &self.columns {
-            check_name(&c.name)?;
             if !names.insert(c.name.as_str()) {
                 return Err(Error::InvalidArgument(format!(
                     "duplicate column name {:?}",
                     c.name
                 )));
             }
-            value::check_kind(c.kind)?;
-            let chunklen = c.chunklen.unwrap_or(match c.kind {
-                LeafKind::Fixed(_) => DEFAULT_FIXED_CHUNKLEN,
-                _ => DEFAULT_VAR_CHUNKLEN,
-            });
-            if chunklen == 0 || chunklen > u64::from(u32::MAX) {
-                return Err(Error::InvalidArgument(format!(
-                    "column {}: chunklen must be 1..=2^32-1",
-                    c.name
-                )));
-            }
-            if c.fanout < 2 || c.fanout > 1 << 20 {
-                return Err(Error::InvalidArgument(format!(
-                    "column {}: fanout must be 2..=2^20",
-                    c.name
-                )));
-            }
-            c.compression.validate(match c.kind {
-                LeafKind::Fixed(d) => d,
-                _ => DType::U8,
-            })?;
-            let chunks_per_block = FILTER_BLOCK_VALUES.div_ceil(chunklen).max(1);
-            let filter = match c.filter {
-                FilterSetting::Off => None,
-                FilterSetting::Fpr(p) => {
-                    if !(p > 0.0 && p < 1.0) {
-                        return Err(Error::InvalidArgument(format!(
-                            "column {}: false-positive rate {p} is not in (0, 1)",
-                            c.name
-                        )));
-                    }
-                    let (bpv, k, pred) = filter::params_for_fpr(p);
-                    Some(FilterMeta {
-                        bits_per_value: bpv,
-                        hashes: k,
-                        chunks_per_block,
-                        predicted_fpr: pred,
-                    })
-                }
-                FilterSetting::BitsPerValue(b) => {
-                    if !(1..=64).contains(&b) {
-                        return Err(Error::InvalidArgument(format!(
-                            "column {}: bits per value must be 1..=64",
-                            c.name
-                        )));
-                    }
-                    let (k, pred) = filter::best_hashes(f64::from(b));
-                    Some(FilterMeta {
-                        bits_per_value: b,
-                        hashes: k,
-                        chunks_per_block,
-                        predicted_fpr: pred,
-                    })
-                }
-            };
-            columns.push(LayerColumn {
-                name: c.name.clone(),
-                dtype: c.kind.name(),
-                chunklen,
-                fanout: c.fanout,
-                superchunksize: self.superchunksize.max(1),
-                compression: c.compression.clone(),
-                checksum: c.checksum,
-                filter,
-            });
+            columns.push(c.to_storage(self.superchunksize)?);
         }
         let weight = match &self.weight {
             Some((name, dtype)) => {

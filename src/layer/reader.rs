@@ -5,15 +5,15 @@
 
 use super::filter::Bloom;
 use super::value::{self, hash64, Value};
-use super::{data_dir, FilterMeta, LayerSizes, LayerStorage, LAYER_KIND};
-use crate::array::ChunkStore;
+use super::{data_dir, FilterMeta, LayerColumn, LayerSizes, LayerStorage, LAYER_KIND};
 use crate::blosc;
+use crate::column::varlen::decode_items;
+use crate::column::LeafKind;
 use crate::dtype::DType;
+use crate::engine::ChunkStore;
 use crate::error::{Error, Result};
 use crate::meta::{self, MetaPaths};
 use crate::storage::{self, Storage};
-use crate::table::varlen::decode_items;
-use crate::table::LeafKind;
 use std::cmp::Ordering;
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
@@ -75,7 +75,102 @@ struct ColReader {
     filter: Option<(ChunkStore, FilterMeta)>,
 }
 
+/// The entries of each index level of column `c` (level 0: one per data chunk), as its row
+/// count implies, checked against the chunk counts `meta/sizes` records (`index_chunks`).
+///
+/// # Errors
+/// A description of the mismatch (the caller names `meta/sizes`).
+fn index_entries(
+    c: &LayerColumn,
+    rows: u64,
+    index_chunks: &[u64],
+) -> std::result::Result<Vec<u64>, String> {
+    let mut entries = Vec::new();
+    let mut e = rows.div_ceil(c.chunklen);
+    if e > 0 {
+        loop {
+            entries.push(e);
+            if e <= c.fanout {
+                break;
+            }
+            e = e.div_ceil(c.fanout);
+        }
+    }
+    let expect: Vec<u64> = entries.iter().map(|e| e.div_ceil(c.fanout)).collect();
+    // A level that filled exactly one chunk during the build may add one more level of a
+    // single entry; accept it.
+    let ok = index_chunks == expect
+        || (index_chunks.len() == expect.len() + 1
+            && index_chunks[..expect.len()] == expect[..]
+            && index_chunks.last() == Some(&1));
+    if !ok {
+        return Err(format!(
+            "column {}: index chunks {:?} do not match {} rows (expected {:?})",
+            c.name, index_chunks, rows, expect
+        ));
+    }
+    if index_chunks.len() > expect.len() {
+        entries.push(1);
+    }
+    Ok(entries)
+}
+
 impl ColReader {
+    /// The stores of column `i` of the layer at `root`: data, the weight (last column of a
+    /// weighted layer), row groups (all but the last column), one per index level, and the
+    /// filter; each bound to the layer's identity.
+    fn open(
+        storage: &Arc<dyn Storage>,
+        root: &Path,
+        meta: &LayerStorage,
+        i: usize,
+        kind: LeafKind,
+        rows: u64,
+        entries: Vec<u64>,
+    ) -> ColReader {
+        let c = &meta.columns[i];
+        let last = i + 1 == meta.columns.len();
+        let dir = data_dir(&c.name);
+        let typesize = match kind {
+            LeafKind::Fixed(d) => d.typesize() as u8,
+            _ => 1,
+        };
+        let store = |d: PathBuf, ts: u8| {
+            let mut s = ChunkStore::new(
+                storage.clone(),
+                root,
+                d.clone(),
+                c.superchunksize,
+                c.checksum,
+                0,
+                ts,
+            );
+            if let Some(id) = &meta.id {
+                s.bind(id, &d.to_string_lossy());
+            }
+            s
+        };
+        let weight = match (&meta.weight, last) {
+            (Some(w), true) => Some((store(dir.join("weight"), w.dtype.typesize() as u8), w.dtype)),
+            _ => None,
+        };
+        ColReader {
+            name: c.name.clone(),
+            kind,
+            chunklen: c.chunklen,
+            fanout: c.fanout,
+            rows,
+            data: store(dir.clone(), typesize),
+            weight,
+            rowgroups: (!last).then(|| store(dir.join("rowgroups"), 8)),
+            index: (0..entries.len())
+                .map(|l| store(dir.join("index").join(l.to_string()), 1))
+                .collect(),
+            entries,
+            filter: c.filter.map(|f| (store(dir.join("filter"), 8), f)),
+        }
+    }
+
     fn nchunks(&self) -> u64 {
         self.rows.div_ceil(self.chunklen)
     }
@@ -175,10 +270,9 @@ impl Layer {
                 meta.columns.len()
             )));
         }
-        let n = meta.columns.len();
         let mut cols = Vec::new();
         for (i, (c, s)) in meta.columns.iter().zip(&sizes.columns).enumerate() {
-            crate::table::check_name(&c.name)?;
+            crate::column::check_name(&c.name)?;
             let kind = LeafKind::parse(&c.dtype)?;
             value::check_kind(kind)?;
             if c.chunklen == 0 || c.fanout < 2 {
@@ -187,75 +281,10 @@ impl Layer {
                     format!("column {}: chunklen and fanout must be positive", c.name),
                 ));
             }
-            // The index levels the row count implies.
-            let mut entries = Vec::new();
-            let mut e = s.rows.div_ceil(c.chunklen);
-            if e > 0 {
-                loop {
-                    entries.push(e);
-                    if e <= c.fanout {
-                        break;
-                    }
-                    e = e.div_ceil(c.fanout);
-                }
-            }
-            let expect: Vec<u64> = entries.iter().map(|e| e.div_ceil(c.fanout)).collect();
-            // A level that filled exactly one chunk during the build may add one more level of
-            // a single entry; accept it.
-            let ok = s.index_chunks == expect
-                || (s.index_chunks.len() == expect.len() + 1
-                    && s.index_chunks[..expect.len()] == expect[..]
-                    && s.index_chunks.last() == Some(&1));
-            if !ok {
-                return Err(bad(format!(
-                    "column {}: index chunks {:?} do not match {} rows (expected {:?})",
-                    c.name, s.index_chunks, s.rows, expect
-                )));
-            }
-            if s.index_chunks.len() > expect.len() {
-                entries.push(1);
-            }
-            let dir = data_dir(&c.name);
-            let typesize = match kind {
-                LeafKind::Fixed(d) => d.typesize() as u8,
-                _ => 1,
-            };
-            let store = |d: PathBuf, ts: u8| {
-                let mut s = ChunkStore::new(
-                    storage.clone(),
-                    root,
-                    d.clone(),
-                    c.superchunksize,
-                    c.checksum,
-                    0,
-                    ts,
-                );
-                if let Some(id) = &meta.id {
-                    s.bind(id, &d.to_string_lossy());
-                }
-                s
-            };
-            let weight = match (&meta.weight, i + 1 == n) {
-                (Some(w), true) => {
-                    Some((store(dir.join("weight"), w.dtype.typesize() as u8), w.dtype))
-                }
-                _ => None,
-            };
-            cols.push(ColReader {
-                name: c.name.clone(),
-                kind,
-                chunklen: c.chunklen,
-                fanout: c.fanout,
-                rows: s.rows,
-                data: store(dir.clone(), typesize),
-                weight,
-                rowgroups: (i + 1 < n).then(|| store(dir.join("rowgroups"), 8)),
-                index: (0..entries.len())
-                    .map(|l| store(dir.join("index").join(l.to_string()), 1))
-                    .collect(),
-                entries,
-                filter: c.filter.map(|f| (store(dir.join("filter"), 8), f)),
-            });
+            let entries = index_entries(c, s.rows, &s.index_chunks).map_err(bad)?;
+            cols.push(ColReader::open(
+                &storage, root, &meta, i, kind, s.rows, entries,
+            ));
         }
         Ok(Layer {
             root: root.to_path_buf(),
@@ -631,38 +660,38 @@ impl Layer {
     }
 
     /// Reads every chunk of the dataset and checks it: digests, sizes, order of values
-    /// within each row group, index entries against the data, row-group ends, and that each
-    /// filter answers "maybe" for every value it covers. Returns the problems found (empty
-    /// when the dataset is sound).
+    /// within each row group, index entries against the data and every upper index level
+    /// against the level below, row-group ends, and that each filter answers "maybe" for
+    /// every value it covers. Returns the problems found (empty when the dataset is sound):
+    /// for each column, the first problem of its data (with index level 0 and filters), of
+    /// each upper index level, and of its row groups, so that damage in one place does not
+    /// hide damage in another.
     pub fn verify(&self) -> Vec<Error> {
-        let mut errors = Vec::new();
-        for col in 0..self.cols.len() {
-            if let Err(e) = self.verify_column(col) {
-                errors.push(e);
-            }
-        }
-        errors
+        (0..self.cols.len())
+            .flat_map(|col| self.verify_column(col))
+            .collect()
     }
 
-    fn verify_column(&self, col: usize) -> Result<()> {
+    fn verify_column(&self, col: usize) -> Vec<Error> {
+        let mut checks = vec![self.verify_rows(col)];
+        checks.extend((1..self.cols[col].entries.len()).map(|l| self.verify_index_level(col, l)));
+        checks.push(self.verify_row_groups(col));
+        checks.push(self.verify_filter_count(col));
+        checks.into_iter().filter_map(Result::err).collect()
+    }
+
+    /// Every data chunk of column `col` in order: its level-0 index entry (first and last
+    /// value), the order of values within each row group, the filter covering each value,
+    /// and the weight chunk beside it.
+    fn verify_rows(&self, col: usize) -> Result<()> {
         let cr = &self.cols[col];
-        let n = cr.nchunks();
         // Group boundaries come from the previous column's row-group ends.
         let mut group = 0u64;
         let mut group_end = if col == 0 { cr.rows } else { 0 };
         let mut prev: Option<Vec<u8>> = None;
-        for k in 0..n {
+        for k in 0..cr.nchunks() {
             let block = self.data_block(col, k)?;
-            let (entries, i) = self.entry(col, 0, k)?;
-            if entries[i] != block.bytes(0) || entries[i + 1] != block.bytes(block.len - 1) {
-                return Err(chunk_err(
-                    &cr.index[0],
-                    k / cr.fanout,
-                    format!(
-                        "index entry of data chunk {k} does not match its first and last values"
-                    ),
-                ));
-            }
+            self.verify_level0_entry(col, k, &block)?;
             let bloom = match &cr.filter {
                 Some((_, f)) => Some(self.bloom(col, k / f.chunks_per_block)?),
                 None => None,
@@ -703,50 +732,85 @@ impl Layer {
                 self.weight_chunk(k)?;
             }
         }
-        // Upper index levels: entry e of level l + 1 is the first entry of chunk e of level l.
-        for level in 1..cr.entries.len() {
-            for e in 0..cr.entries[level] {
-                let (up, i) = self.entry(col, level, e)?;
-                let (down, j) = self.entry(col, level - 1, e * cr.fanout)?;
-                if up[i] != down[j] {
-                    return Err(chunk_err(
-                        &cr.index[level],
-                        e / cr.fanout,
-                        format!("level {level} entry {e} does not match the level below"),
-                    ));
-                }
-            }
+        Ok(())
+    }
+
+    /// The level-0 index entry of data chunk `k` holds the chunk's first and last values.
+    fn verify_level0_entry(&self, col: usize, k: u64, block: &Block) -> Result<()> {
+        let cr = &self.cols[col];
+        let (entries, i) = self.entry(col, 0, k)?;
+        if entries[i] != block.bytes(0) || entries[i + 1] != block.bytes(block.len - 1) {
+            return Err(chunk_err(
+                &cr.index[0],
+                k / cr.fanout,
+                format!("index entry of data chunk {k} does not match its first and last values"),
+            ));
         }
-        if col + 1 < self.cols.len() {
-            let mut last = 0;
-            for j in 0..cr.rows {
-                let e = self.group_end(col, j)?;
-                if e <= last {
-                    return Err(Error::chunk(
-                        cr.data.dir(),
-                        j / cr.chunklen,
-                        format!(
-                            "row {j} of column {} owns an empty or negative row group",
-                            cr.name
-                        ),
-                    ));
-                }
-                last = e;
-            }
-            if last != self.cols[col + 1].rows {
-                return Err(Error::metadata(
-                    MetaPaths::new(&self.root).sizes(),
-                    format!(
-                        "column {} row groups end at {last}, column {} has {} rows",
-                        cr.name,
-                        self.cols[col + 1].name,
-                        self.cols[col + 1].rows
-                    ),
+        Ok(())
+    }
+
+    /// Index level `level` (1 and up) of column `col`: every chunk reads and holds its
+    /// entries, and entry `e` is the first entry of chunk `e` of the level below. A chunk of
+    /// the level below that cannot be read is that level's problem, reported there.
+    fn verify_index_level(&self, col: usize, level: usize) -> Result<()> {
+        let cr = &self.cols[col];
+        for e in 0..cr.entries[level] {
+            let (up, i) = self.entry(col, level, e)?;
+            let Ok((down, j)) = self.entry(col, level - 1, e * cr.fanout) else {
+                continue;
+            };
+            if up[i] != down[j] {
+                return Err(chunk_err(
+                    &cr.index[level],
+                    e / cr.fanout,
+                    format!("level {level} entry {e} does not match the level below"),
                 ));
             }
         }
+        Ok(())
+    }
+
+    /// The row groups column `col` owns in the next column: each non-empty, in order, and
+    /// together covering the next column's rows.
+    fn verify_row_groups(&self, col: usize) -> Result<()> {
+        let cr = &self.cols[col];
+        if col + 1 == self.cols.len() {
+            return Ok(());
+        }
+        let mut last = 0;
+        for j in 0..cr.rows {
+            let e = self.group_end(col, j)?;
+            if e <= last {
+                return Err(Error::chunk(
+                    cr.data.dir(),
+                    j / cr.chunklen,
+                    format!(
+                        "row {j} of column {} owns an empty or negative row group",
+                        cr.name
+                    ),
+                ));
+            }
+            last = e;
+        }
+        if last != self.cols[col + 1].rows {
+            return Err(Error::metadata(
+                MetaPaths::new(&self.root).sizes(),
+                format!(
+                    "column {} row groups end at {last}, column {} has {} rows",
+                    cr.name,
+                    self.cols[col + 1].name,
+                    self.cols[col + 1].rows
+                ),
+            ));
+        }
+        Ok(())
+    }
+
+    /// `meta/sizes` counts one filter chunk per block of data chunks.
+    fn verify_filter_count(&self, col: usize) -> Result<()> {
+        let cr = &self.cols[col];
         if let Some((_, f)) = &cr.filter {
-            let blocks = n.div_ceil(f.chunks_per_block);
+            let blocks = cr.nchunks().div_ceil(f.chunks_per_block);
             if self.sizes.columns[col].filter_chunks != blocks {
                 return Err(Error::metadata(
                     MetaPaths::new(&self.root).sizes(),

@@ -6,9 +6,8 @@
 //! ends; the file is then synced. Until the dataset's final rename nobody reads these files,
 //! so a front written last is never seen half-done.
 
-use crate::array::chunks::{identity_doc, identity_params};
-use crate::array::superchunk_name;
 use crate::blpk::{Checksum, SuperchunkWriter, WriterOptions};
+use crate::engine::{identity_doc, identity_params, superchunk_name};
 use crate::error::Result;
 use crate::storage::{OpenMode, Storage, StorageFile};
 use std::path::{Path, PathBuf};

@@ -5,9 +5,9 @@
 //! (floats by IEEE total order) or bytewise (UTF-8 byte order is code point order), and
 //! hash through [`hash64`] of their stored bytes.
 
+use crate::column::LeafKind;
 use crate::dtype::{put_scalar, DType, Scalar};
 use crate::error::{Error, Result};
-use crate::table::LeafKind;
 use std::cmp::Ordering;
 use std::fmt;
 
@@ -214,7 +214,7 @@ fn int_value(d: DType, x: i128) -> Value {
 }
 
 /// The stored bytes of a value already in the column's canonical variant (see [`coerce`]).
-pub fn encode(kind: LeafKind, v: &Value, out: &mut Vec<u8>) {
+pub(crate) fn encode(kind: LeafKind, v: &Value, out: &mut Vec<u8>) {
     match (kind, v) {
         (LeafKind::Fixed(d), Value::Int(i)) => {
             out.extend_from_slice(&i.to_le_bytes()[..d.itemsize()]);
@@ -237,7 +237,7 @@ pub fn encode(kind: LeafKind, v: &Value, out: &mut Vec<u8>) {
 ///
 /// # Errors
 /// A description of the problem (wrong length, invalid UTF-8); the caller names the chunk.
-pub fn decode(kind: LeafKind, b: &[u8]) -> std::result::Result<Value, String> {
+pub(crate) fn decode(kind: LeafKind, b: &[u8]) -> std::result::Result<Value, String> {
     let fixed = |n: usize| -> std::result::Result<[u8; 8], String> {
         if b.len() != n {
             return Err(format!("value of {} bytes, expected {n}", b.len()));
@@ -272,7 +272,11 @@ pub fn decode(kind: LeafKind, b: &[u8]) -> std::result::Result<Value, String> {
 ///
 /// # Errors
 /// As [`decode`].
-pub fn cmp_stored(kind: LeafKind, b: &[u8], v: &Value) -> std::result::Result<Ordering, String> {
+pub(crate) fn cmp_stored(
+    kind: LeafKind,
+    b: &[u8],
+    v: &Value,
+) -> std::result::Result<Ordering, String> {
     match v {
         Value::Str(s) => Ok(b.cmp(s.as_bytes())),
         Value::Bytes(x) => Ok(b.cmp(x.as_slice())),
@@ -284,7 +288,7 @@ pub fn cmp_stored(kind: LeafKind, b: &[u8], v: &Value) -> std::result::Result<Or
 /// is part of the file format, see `spec/layer.md`): start from `SEED ^ len`; for each
 /// 8-byte little-endian word of the bytes (the last one zero-padded), `h = mix(h ^ word)`;
 /// the hash is `mix(h)`. `mix` is the SplitMix64 finalizer, a bijection on `u64`.
-pub fn hash64(bytes: &[u8]) -> u64 {
+pub(crate) fn hash64(bytes: &[u8]) -> u64 {
     const SEED: u64 = 0x243f_6a88_85a3_08d3;
     let mut h = SEED ^ bytes.len() as u64;
     let mut words = bytes.chunks_exact(8);
@@ -303,7 +307,7 @@ pub fn hash64(bytes: &[u8]) -> u64 {
 }
 
 /// The SplitMix64 finalizer.
-pub fn mix(mut x: u64) -> u64 {
+pub(crate) fn mix(mut x: u64) -> u64 {
     x ^= x >> 30;
     x = x.wrapping_mul(0xbf58_476d_1ce4_e5b9);
     x ^= x >> 27;

@@ -11,12 +11,12 @@ use super::sink::ChunkSink;
 use super::value::{self, hash64, Value};
 use super::{data_dir, ColumnCounts, LayerSchema, LayerSizes, LayerStorage};
 use crate::blosc::{self, CompressParams, Filter};
+use crate::column::varlen::encode_items;
+use crate::column::LeafKind;
 use crate::error::{Error, Result};
 use crate::meta::{self, MetaPaths};
 use crate::staging::Staging;
 use crate::storage::{self, Storage};
-use crate::table::varlen::encode_items;
-use crate::table::LeafKind;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
@@ -282,6 +282,94 @@ impl ColWriter {
     }
 }
 
+impl ColWriter {
+    /// The writer of column `i` of a layer being built in `tmp`, and the writer of the
+    /// layer's weight when this is the last column of a weighted layer.
+    fn open(
+        storage: &Arc<dyn Storage>,
+        tmp: &Path,
+        meta: &LayerStorage,
+        i: usize,
+    ) -> Result<(ColWriter, Option<FixedWriter>)> {
+        let c = &meta.columns[i];
+        let last = i + 1 == meta.columns.len();
+        let kind = LeafKind::parse(&c.dtype)?;
+        let typesize = match kind {
+            LeafKind::Fixed(d) => d.typesize(),
+            _ => 1,
+        };
+        let dir = tmp.join(data_dir(&c.name));
+        let binding = meta.id.as_deref().map(|id| (id, tmp));
+        let sink = |d: PathBuf, ts: u8, varlen: bool| {
+            ChunkSink::new(
+                storage.clone(),
+                d,
+                c.superchunksize,
+                c.checksum,
+                ts,
+                varlen,
+                binding,
+            )
+        };
+        let fixed = |name: &str, ts: usize| -> Result<FixedWriter> {
+            Ok(FixedWriter {
+                chunklen: c.chunklen,
+                params: params(c, ts),
+                buf: Vec::new(),
+                n: 0,
+                sink: sink(dir.join(name), ts as u8, false)?,
+            })
+        };
+        let data = sink(
+            dir.clone(),
+            typesize as u8,
+            !matches!(kind, LeafKind::Fixed(_)),
+        )?;
+        let rowgroups = if last {
+            None
+        } else {
+            Some(fixed("rowgroups", 8)?)
+        };
+        let filter = match c.filter {
+            Some(f) => Some(FilterWriter {
+                meta: f,
+                hashes: Vec::new(),
+                chunks: 0,
+                sink: sink(dir.join("filter"), 8, false)?,
+            }),
+            None => None,
+        };
+        let weight = match (&meta.weight, last) {
+            (Some(wm), true) => Some(fixed("weight", wm.dtype.typesize())?),
+            _ => None,
+        };
+        let col = ColWriter {
+            kind,
+            chunklen: c.chunklen,
+            fanout: c.fanout,
+            params: params(c, typesize),
+            index_params: params(c, 1),
+            root: tmp.to_path_buf(),
+            dataset_id: meta.id.clone(),
+            name: c.name.clone(),
+            superchunksize: c.superchunksize,
+            checksum: c.checksum,
+            rows: 0,
+            fixed: Vec::new(),
+            items: Vec::new(),
+            nbuf: 0,
+            first: Vec::new(),
+            last: Vec::new(),
+            data,
+            levels: Vec::new(),
+            rowgroups,
+            filter,
+            storage: storage.clone(),
+        };
+        Ok((col, weight))
+    }
+}
+
 impl LayerWriter {
     /// Starts building a layer dataset at `path` (on the local filesystem).
     ///
@@ -326,85 +414,12 @@ impl LayerWriter {
             failed: false,
             done: false,
         };
-        let n = meta.columns.len();
-        for (i, c) in meta.columns.iter().enumerate() {
-            let kind = LeafKind::parse(&c.dtype)?;
-            let typesize = match kind {
-                LeafKind::Fixed(d) => d.typesize(),
-                _ => 1,
-            };
-            let dir = tmp.join(data_dir(&c.name));
-            let binding = meta.id.as_deref().map(|id| (id, tmp.as_path()));
-            let sink = |d: PathBuf, ts: u8, varlen: bool| {
-                ChunkSink::new(
-                    storage.clone(),
-                    d,
-                    c.superchunksize,
-                    c.checksum,
-                    ts,
-                    varlen,
-                    binding,
-                )
-            };
-            let data = sink(
-                dir.clone(),
-                typesize as u8,
-                !matches!(kind, LeafKind::Fixed(_)),
-            )?;
-            let rowgroups = if i + 1 < n {
-                Some(FixedWriter {
-                    chunklen: c.chunklen,
-                    params: params(c, 8),
-                    buf: Vec::new(),
-                    n: 0,
-                    sink: sink(dir.join("rowgroups"), 8, false)?,
-                })
-            } else {
-                None
-            };
-            let filter = match c.filter {
-                Some(f) => Some(FilterWriter {
-                    meta: f,
-                    hashes: Vec::new(),
-                    chunks: 0,
-                    sink: sink(dir.join("filter"), 8, false)?,
-                }),
-                None => None,
-            };
-            if i + 1 == n {
-                if let Some(wm) = &meta.weight {
-                    w.weight = Some(FixedWriter {
-                        chunklen: c.chunklen,
-                        params: params(c, wm.dtype.typesize()),
-                        buf: Vec::new(),
-                        n: 0,
-                        sink: sink(dir.join("weight"), wm.dtype.typesize() as u8, false)?,
-                    });
-                }
+        for i in 0..meta.columns.len() {
+            let (col, weight) = ColWriter::open(&storage, &tmp, &meta, i)?;
+            w.cols.push(col);
+            if weight.is_some() {
+                w.weight = weight;
             }
-            w.cols.push(ColWriter {
-                kind,
-                chunklen: c.chunklen,
-                fanout: c.fanout,
-                params: params(c, typesize),
-                index_params: params(c, 1),
-                root: tmp.clone(),
-                dataset_id: meta.id.clone(),
-                name: c.name.clone(),
-                superchunksize: c.superchunksize,
-                checksum: c.checksum,
-                rows: 0,
-                fixed: Vec::new(),
-                items: Vec::new(),
-                nbuf: 0,
-                first: Vec::new(),
-                last: Vec::new(),
-                data,
-                levels: Vec::new(),
-                rowgroups,
-                filter,
-                storage: storage.clone(),
-            });
         }
         Ok(w)
     }

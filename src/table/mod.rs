@@ -19,24 +19,24 @@
 //! ```
 
 mod schema;
-pub mod varlen;
 
 pub use schema::{
     check_name, ColumnOptions, ColumnStorage, Field, FieldKind, FieldSpec, FieldType, Leaf,
     LeafKind, TableStorage,
 };
 
-use crate::array::select::AxisSel;
-use crate::array::{
+use crate::blpk::Checksum;
+use crate::column::varlen::VarCore;
+use crate::dtype::{bytes_to_value, value_to_bytes, DType, Element, Endianness};
+use crate::engine::{
     build_storage_meta, open_root, read_attrs, settle, ArrayCore, ChunkStore, ChunkWrites,
     CreateOptions, Mode, Source, WriterLock,
 };
-use crate::blpk::Checksum;
-use crate::dtype::{bytes_to_value, value_to_bytes, DType, Element, Endianness};
 use crate::error::{Error, Result};
 use crate::meta::{
     self, ColumnSizes, Compression, FilterName, MetaPaths, Sizes, FORMAT_NAME, FORMAT_VERSION,
 };
+use crate::selection::AxisSel;
 use crate::staging::Staging;
 use crate::storage::{self, Storage};
 use crate::txn::Txn;
@@ -44,7 +44,6 @@ use ndarray::Array1;
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
-use varlen::VarCore;
 
 /// Items per chunk of a variable-length column when none is given.
 pub const DEFAULT_VAR_CHUNKLEN: u64 = 8192;
@@ -69,7 +68,7 @@ impl Values {
         let dtype = T::dtype();
         Values::Fixed {
             dtype,
-            data: crate::array::elements_to_bytes(v, dtype.itemsize()),
+            data: crate::engine::elements_to_bytes(v, dtype.itemsize()),
         }
     }
 
@@ -1505,7 +1504,7 @@ impl Table {
             let k = c.nchunks(n);
             match &c.engine {
                 Engine::Fixed(core) => {
-                    errors.extend(crate::array::verify_store(core, k, &mut |d, _| {
+                    errors.extend(crate::engine::verify_store(core, k, &mut |d, _| {
                         progress(done + d, total)
                     }));
                 }

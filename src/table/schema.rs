@@ -5,6 +5,8 @@ use crate::blpk::Checksum;
 use crate::dtype::{DType, Endianness};
 use crate::error::{Error, Result};
 use crate::meta::Compression;
+
+pub use crate::column::{check_name, LeafKind};
 use serde::{Deserialize, Serialize};
 
 /// What a field holds.
@@ -93,40 +95,11 @@ impl Field {
     }
 }
 
-/// Checks a column name: it becomes a directory name, so nothing that could escape the
-/// dataset directory or collide with superchunk files is allowed.
-///
-/// # Errors
-/// [`Error::InvalidArgument`] naming the problem.
-pub fn check_name(name: &str) -> Result<()> {
-    let bad = |why: &str| {
-        Err(Error::InvalidArgument(format!(
-            "column name {name:?} {why}"
-        )))
-    };
-    if name.is_empty() {
-        return bad("is empty");
-    }
-    if name == "." || name == ".." {
-        return bad("is a path component");
-    }
-    if name.contains(['/', '\\', '\0']) {
-        return bad("contains a path separator or NUL");
-    }
-    if name.starts_with("__") {
-        return bad("starts with `__` (reserved for superchunk files)");
-    }
-    if name.len() > 255 {
-        return bad("is longer than 255 bytes");
-    }
-    Ok(())
-}
-
 /// Checks every name of a field list (recursively) and that no two siblings share a name.
 ///
 /// # Errors
 /// [`Error::InvalidArgument`] for the first bad or duplicate name, or an empty structure.
-pub fn check_fields(fields: &[Field]) -> Result<()> {
+pub(crate) fn check_fields(fields: &[Field]) -> Result<()> {
     if fields.is_empty() {
         return Err(Error::InvalidArgument(
             "a table or structure needs at least one field".into(),
@@ -214,40 +187,6 @@ pub struct TableStorage {
     pub id: Option<String>,
 }
 
-/// A leaf column's kind, resolved from its spec.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum LeafKind {
-    /// Fixed-size elements.
-    Fixed(DType),
-    /// Variable-length UTF-8 strings.
-    VarStr,
-    /// Variable-length byte strings.
-    VarBytes,
-}
-
-impl LeafKind {
-    /// The name recorded in `meta/storage`.
-    pub fn name(&self) -> String {
-        match self {
-            LeafKind::Fixed(d) => d.name(),
-            LeafKind::VarStr => "varstr".into(),
-            LeafKind::VarBytes => "varbytes".into(),
-        }
-    }
-
-    /// Parses a recorded name.
-    ///
-    /// # Errors
-    /// [`Error::InvalidArgument`] for an unknown name.
-    pub fn parse(s: &str) -> Result<LeafKind> {
-        match s {
-            "varstr" => Ok(LeafKind::VarStr),
-            "varbytes" => Ok(LeafKind::VarBytes),
-            other => Ok(LeafKind::Fixed(other.parse()?)),
-        }
-    }
-}
-
 /// A leaf column: its slash-joined path (`point/x`), kind and storage.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Leaf {
@@ -263,7 +202,7 @@ pub struct Leaf {
 ///
 /// # Errors
 /// [`Error::InvalidArgument`] for a leaf without storage, a bad name or an unknown dtype.
-pub fn leaves(specs: &[FieldSpec]) -> Result<Vec<Leaf>> {
+pub(crate) fn leaves(specs: &[FieldSpec]) -> Result<Vec<Leaf>> {
     fn walk(prefix: &str, specs: &[FieldSpec], out: &mut Vec<Leaf>) -> Result<()> {
         let mut seen = std::collections::HashSet::new();
         for s in specs {

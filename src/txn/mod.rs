@@ -23,9 +23,12 @@ use std::thread::JoinHandle;
 
 mod journal;
 mod view;
+#[cfg(test)]
+mod view_props;
 
+// `pub` (the module is not) so that the `fuzzing` feature can reach the journal parser.
 pub use journal::{decode, encode, Entry};
-pub use view::JournalView;
+pub(crate) use view::JournalView;
 
 /// Largest journal blz will read back.
 const MAX_JOURNAL: u64 = 1 << 40;
@@ -54,7 +57,7 @@ const WRITEBACK_STEP: u64 = 8 << 20;
 const MAX_OPEN_FILES: usize = 256;
 
 /// A transaction being prepared on the dataset at `root`.
-pub struct Txn<'a> {
+pub(crate) struct Txn<'a> {
     storage: &'a dyn Storage,
     root: PathBuf,
     files: BTreeMap<PathBuf, OpenFile>,
@@ -133,7 +136,7 @@ fn refuse_links(storage: &dyn Storage, root: &Path, rel: &Path) -> Result<()> {
 
 impl<'a> Txn<'a> {
     /// Starts a transaction on the dataset at `root`.
-    pub fn new(storage: &'a dyn Storage, root: &Path) -> Txn<'a> {
+    pub(crate) fn new(storage: &'a dyn Storage, root: &Path) -> Txn<'a> {
         Txn {
             storage,
             root: root.to_path_buf(),
@@ -147,7 +150,7 @@ impl<'a> Txn<'a> {
     }
 
     /// The storage the transaction writes to.
-    pub fn storage(&self) -> &'a dyn Storage {
+    pub(crate) fn storage(&self) -> &'a dyn Storage {
         self.storage
     }
 
@@ -155,7 +158,7 @@ impl<'a> Txn<'a> {
     ///
     /// # Errors
     /// I/O errors opening it.
-    pub fn open_existing(&mut self, rel: &Path, boundary: u64) -> Result<()> {
+    pub(crate) fn open_existing(&mut self, rel: &Path, boundary: u64) -> Result<()> {
         check_relative(rel)?;
         refuse_links(self.storage, &self.root, rel)?;
         if !self.files.contains_key(rel) {
@@ -237,7 +240,7 @@ impl<'a> Txn<'a> {
     ///
     /// # Errors
     /// I/O errors creating it.
-    pub fn create(&mut self, rel: &Path) -> Result<()> {
+    pub(crate) fn create(&mut self, rel: &Path) -> Result<()> {
         check_relative(rel)?;
         refuse_links(self.storage, &self.root, rel)?;
         let path = self.root.join(rel);
@@ -282,7 +285,7 @@ impl<'a> Txn<'a> {
     ///
     /// # Errors
     /// I/O errors; [`Error::InvalidArgument`] when the file is not open in this transaction.
-    pub fn file(&mut self, rel: &Path) -> Result<Arc<dyn StorageFile>> {
+    pub(crate) fn file(&mut self, rel: &Path) -> Result<Arc<dyn StorageFile>> {
         self.handle(rel)?
             .file
             .clone()
@@ -294,7 +297,7 @@ impl<'a> Txn<'a> {
     ///
     /// # Errors
     /// I/O errors; [`Error::InvalidArgument`] when the file is not open in this transaction.
-    pub fn write(&mut self, rel: &Path, offset: u64, data: Vec<u8>) -> Result<()> {
+    pub(crate) fn write(&mut self, rel: &Path, offset: u64, data: Vec<u8>) -> Result<()> {
         let split = self.write_fresh(rel, offset, &data)?;
         if split > 0 {
             let mut head = data;
@@ -313,7 +316,7 @@ impl<'a> Txn<'a> {
     ///
     /// # Errors
     /// As [`Txn::write`].
-    pub fn write_slice(&mut self, rel: &Path, offset: u64, data: &[u8]) -> Result<()> {
+    pub(crate) fn write_slice(&mut self, rel: &Path, offset: u64, data: &[u8]) -> Result<()> {
         let split = self.write_fresh(rel, offset, data)?;
         if split > 0 {
             self.entries.push(Entry::Patch {
@@ -355,7 +358,7 @@ impl<'a> Txn<'a> {
 
     /// Tells the transaction that `rel` gets no more writes for now: its fresh bytes start
     /// being synced in the background. A later write to it is synced at commit as usual.
-    pub fn done_with(&mut self, rel: &Path) {
+    pub(crate) fn done_with(&mut self, rel: &Path) {
         let Some(f) = self.files.get_mut(rel).filter(|f| f.fresh_writes) else {
             return;
         };
@@ -376,7 +379,7 @@ impl<'a> Txn<'a> {
     }
 
     /// Truncates a file to `len` once the transaction commits.
-    pub fn set_len(&mut self, rel: &Path, len: u64) {
+    pub(crate) fn set_len(&mut self, rel: &Path, len: u64) {
         self.entries.push(Entry::SetLen {
             path: rel.to_path_buf(),
             len,
@@ -384,7 +387,7 @@ impl<'a> Txn<'a> {
     }
 
     /// Removes a file once the transaction commits.
-    pub fn remove(&mut self, rel: &Path) {
+    pub(crate) fn remove(&mut self, rel: &Path) {
         if self.files.remove(rel).is_some_and(|f| f.file.is_some()) {
             self.open_count -= 1;
         }
@@ -394,7 +397,7 @@ impl<'a> Txn<'a> {
     }
 
     /// Removes a directory tree once the transaction commits.
-    pub fn remove_dir(&mut self, rel: &Path) {
+    pub(crate) fn remove_dir(&mut self, rel: &Path) {
         self.files.retain(|p, _| !p.starts_with(rel));
         self.open_count = self.files.values().filter(|f| f.file.is_some()).count();
         self.entries.push(Entry::RemoveDir {
@@ -403,7 +406,7 @@ impl<'a> Txn<'a> {
     }
 
     /// Renames a file or directory once the transaction commits.
-    pub fn rename(&mut self, from: &Path, to: &Path) {
+    pub(crate) fn rename(&mut self, from: &Path, to: &Path) {
         self.entries.push(Entry::Rename {
             from: from.to_path_buf(),
             to: to.to_path_buf(),
@@ -411,7 +414,7 @@ impl<'a> Txn<'a> {
     }
 
     /// Replaces a meta file (relative to the root) once the transaction commits.
-    pub fn put_meta(&mut self, rel: &Path, data: Vec<u8>) {
+    pub(crate) fn put_meta(&mut self, rel: &Path, data: Vec<u8>) {
         self.entries.push(Entry::Meta {
             path: rel.to_path_buf(),
             data,
@@ -424,7 +427,7 @@ impl<'a> Txn<'a> {
     /// # Errors
     /// I/O errors. An error before the commit point leaves the last committed state; an error
     /// after it leaves a journal that the next [`recover`] applies.
-    pub fn commit(mut self) -> Result<()> {
+    pub(crate) fn commit(mut self) -> Result<()> {
         if let Some(syncer) = self.syncer.take() {
             syncer.finish()?;
         }
@@ -485,7 +488,7 @@ fn dedup(mut v: Vec<PathBuf>) -> Vec<PathBuf> {
 ///
 /// # Errors
 /// I/O errors.
-pub fn apply(storage: &dyn Storage, root: &Path, entries: &[Entry]) -> Result<()> {
+pub(crate) fn apply(storage: &dyn Storage, root: &Path, entries: &[Entry]) -> Result<()> {
     // Patches and truncations, file by file (in journal order within each file): each file
     // is opened, changed, synced and closed before the next, so a journal that touches
     // thousands of files (a wide table) never holds thousands of descriptors.

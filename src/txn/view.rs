@@ -24,7 +24,7 @@ enum Op {
 
 /// See the module documentation.
 #[derive(Debug)]
-pub struct JournalView {
+pub(crate) struct JournalView {
     inner: Arc<dyn Storage>,
     /// Absolute path of a file on `inner` -> its patches and truncations.
     ops: BTreeMap<PathBuf, Arc<Vec<Op>>>,
@@ -62,7 +62,7 @@ impl JournalView {
     /// # Errors
     /// An I/O error naming a file the journal patches that does not exist (a writer's
     /// recovery would fail on it too).
-    pub fn new(
+    pub(crate) fn new(
         inner: Arc<dyn Storage>,
         root: &Path,
         journal: &Path,

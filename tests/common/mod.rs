@@ -155,16 +155,16 @@ pub fn tree(storage: &dyn Storage, root: &Path) -> std::collections::BTreeMap<Pa
 /// (recovering a copy), changes nothing in `dir`, and returns the view.
 pub fn check_journal_view(dir: &Path) -> Option<std::sync::Arc<dyn Storage>> {
     let local = blz::storage::local();
-    if !blz::txn::pending(local.as_ref(), dir) {
+    if !blz::recovery::pending(local.as_ref(), dir) {
         return None;
     }
     let on_disk = tree(&LocalStorage, dir);
-    let view = blz::txn::pending_view(&local, dir)
+    let view = blz::recovery::pending_view(&local, dir)
         .expect("view of the pending journal")
         .expect("a journal is pending");
     let recovered = dir.with_extension("recovered");
     copy_dir(dir, &recovered);
-    assert!(blz::txn::recover(local.as_ref(), &recovered).expect("recover"));
+    assert!(blz::recovery::recover(local.as_ref(), &recovered).expect("recover"));
     let want = tree(&LocalStorage, &recovered);
     let got = tree(view.as_ref(), dir);
     let names =

@@ -73,7 +73,7 @@ impl std::fmt::Debug for ChunkStore {
 }
 
 /// The superchunk file name of file number `f` (0-based): `__{f+1}__.bin`.
-pub fn superchunk_name(f: u64) -> String {
+pub(crate) fn superchunk_name(f: u64) -> String {
     format!("__{}__.bin", f + 1)
 }
 
@@ -279,34 +279,41 @@ impl ChunkStore {
         (k / self.superchunksize, k % self.superchunksize)
     }
 
-    /// Reads chunk `k`'s verified compressed bytes into `buf`. A reader whose cached layout
-    /// went stale (another handle committed since) is reloaded once before an error is
-    /// reported.
-    pub(crate) fn read_chunk(&self, k: u64, buf: &mut Vec<u8>) -> Result<()> {
+    /// Runs `op` on the reader of chunk `k`'s file with `k`'s index in it. A reader whose
+    /// cached layout went stale (another handle committed since) is reloaded once before an
+    /// error is reported.
+    fn with_reader<T>(
+        &self,
+        k: u64,
+        mut op: impl FnMut(&SuperchunkReader, u64) -> Result<T>,
+    ) -> Result<T> {
         let (f, j) = self.locate(k);
         let r = self.reader(f)?;
-        match r.read_chunk_into(j, buf) {
-            Ok(()) => Ok(()),
+        match op(&r, j) {
             Err(e) if e.is_corruption() || matches!(e, Error::ChunkOutOfRange { .. }) => {
                 self.forget_reader(f);
-                let r2 = self.reader(f)?;
-                r2.read_chunk_into(j, buf)
+                let fresh = self.reader(f)?;
+                op(&fresh, j)
             }
-            Err(e) => Err(e),
+            done => done,
         }
     }
 
-    /// Reads and decompresses chunk `k` into `dst` (exactly a chunk's bytes).
+    /// Reads chunk `k`'s verified compressed bytes into `buf` (see
+    /// [`with_reader`](Self::with_reader) for stale readers).
+    pub(crate) fn read_chunk(&self, k: u64, buf: &mut Vec<u8>) -> Result<()> {
+        self.with_reader(k, |r, j| r.read_chunk_into(j, buf))
+    }
+
+    /// Reads and decompresses chunk `k` into `dst` (exactly a chunk's bytes), with
+    /// [`SuperchunkReader::decompress_chunk_into`].
     pub(crate) fn decompress_chunk(
         &self,
         k: u64,
         dst: &mut [u8],
         scratch: &mut Vec<u8>,
     ) -> Result<()> {
-        self.read_chunk(k, scratch)?;
-        let (f, j) = self.locate(k);
-        crate::blosc::decompress_into(scratch, dst, 1)
-            .map_err(|e| Error::chunk(self.file_path(f), j, e.0))
+        self.with_reader(k, |r, j| r.decompress_chunk_into(j, dst, scratch, 1))
     }
 
     /// Reads only bytes `byte_start..byte_start + dst.len()` of chunk `k`, decoded (c-blosc

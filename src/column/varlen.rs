@@ -4,15 +4,15 @@
 //! compression; item `i` lives in chunk `i / chunklen`, so any row is found in O(1).
 //! The layout is described in `spec/varlen.md`.
 
-use crate::array::{ChunkStore, ChunkWrites};
 use crate::blosc::{self, CompressParams};
+use crate::engine::{ChunkStore, ChunkWrites};
 use crate::error::{Error, Result};
 use crate::meta::Compression;
 use crate::txn::Txn;
 use rayon::prelude::*;
 
 /// Largest chunk payload blz writes (c-blosc's limit is 2 GB).
-pub const MAX_PAYLOAD: usize = blosc::MAX_BUFFERSIZE;
+pub(crate) const MAX_PAYLOAD: usize = blosc::MAX_BUFFERSIZE;
 
 /// The engine of one variable-length column.
 #[derive(Debug)]

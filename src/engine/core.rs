@@ -3,12 +3,13 @@
 //! and writes a selection by re-encoding only the chunks it touches.
 
 use super::chunks::{ChunkStore, ChunkWrites};
-use super::select::{chunk_parts, copy_part, strides, AxisSel, ChunkPart, PartAxis};
+use super::select::{chunk_parts, copy_part, strides, ChunkPart, PartAxis};
 use crate::blosc::{self, CompressParams};
 use crate::blpk::MAX_DIGEST_LEN;
 use crate::dtype::{swap_bytes, DType, Endianness};
 use crate::error::{Error, Result};
 use crate::meta::{Compression, FilterName};
+use crate::selection::AxisSel;
 use crate::txn::Txn;
 use rayon::prelude::*;
 use std::sync::{Condvar, Mutex, PoisonError};
@@ -50,6 +51,21 @@ pub(crate) enum Source<'a> {
     Data(&'a [u8]),
     /// The fill value everywhere.
     Fill,
+}
+
+/// What every chunk of one [`ArrayCore::write`] shares: where the write lands, its source,
+/// and the buffers reused from chunk to chunk.
+struct OneWrite<'w> {
+    /// Chunks committed before the write (those below are read back when patched).
+    committed: u64,
+    /// The dataset's shape after the write.
+    shape: &'w [u64],
+    /// The selection's extent on each axis (the source's shape).
+    counts: &'w [u64],
+    src: Source<'w>,
+    params: &'w CompressParams,
+    /// Chunk buffers, reused.
+    chunks: &'w BufferPool,
 }
 
 impl ArrayCore {
@@ -197,10 +213,7 @@ impl ArrayCore {
     /// Decodes chunk `k` into native byte order.
     pub(crate) fn decode_chunk(&self, k: u64, scratch: &mut Vec<u8>) -> Result<Vec<u8>> {
         let mut chunk = vec![0u8; self.chunk_len() * self.itemsize()];
-        self.store.decompress_chunk(k, &mut chunk, scratch)?;
-        if self.swap_needed() {
-            swap_bytes(&mut chunk, self.dtype.swap_unit());
-        }
+        self.decode_chunk_into(k, &mut chunk, scratch)?;
         Ok(chunk)
     }
 
@@ -258,12 +271,18 @@ impl ArrayCore {
         let parts = chunk_parts(sel, &self.chunkshape);
         let params = self.blosc_params();
         let pools = (BufferPool::default(), BufferPool::default());
+        let write = OneWrite {
+            committed,
+            shape,
+            counts: &counts,
+            src,
+            params: &params,
+            chunks: &pools.1,
+        };
         let encode = |part: &ChunkPart, scratch: &mut Vec<u8>| -> Result<(u64, Vec<u8>)> {
             let k = self.linear(&part.coords, shape);
             let mut out = pools.0.take();
-            self.encode_part(
-                part, k, committed, shape, &counts, src, &params, &pools.1, scratch, &mut out,
-            )?;
+            self.encode_part(&write, part, k, scratch, &mut out)?;
             Ok((k, out))
         };
         let threads = rayon::current_num_threads().clamp(1, parts.len().max(1));
@@ -320,32 +339,22 @@ impl ArrayCore {
     }
 
     /// Compresses the chunk `k` that `part` of a write touches into `out`.
-    #[expect(
-        clippy::too_many_arguments,
-        reason = "one chunk of a write: its part, place, source and the buffers reused across chunks"
-    )]
     fn encode_part(
         &self,
+        w: &OneWrite<'_>,
         part: &ChunkPart,
         k: u64,
-        committed: u64,
-        shape: &[u64],
-        counts: &[u64],
-        src: Source<'_>,
-        params: &CompressParams,
-        chunks: &BufferPool,
         scratch: &mut Vec<u8>,
         out: &mut Vec<u8>,
     ) -> Result<()> {
-        let isz = self.itemsize();
-        let chunk_bytes = self.chunk_len() * isz;
+        let chunk_bytes = self.chunk_len() * self.itemsize();
         // Room for the chunk and its digest, so framing it does not reallocate.
         out.reserve(chunk_bytes + blosc::MAX_OVERHEAD + MAX_DIGEST_LEN);
         let valid: Vec<u64> = part
             .coords
             .iter()
             .zip(&self.chunkshape)
-            .zip(shape)
+            .zip(w.shape)
             .map(|((&c, &cs), &n)| (n - c * cs).min(cs))
             .collect();
         let covers = part
@@ -354,30 +363,21 @@ impl ArrayCore {
             .zip(&valid)
             .all(|(a, &v)| a.in_start == 0 && a.step == 1 && a.count == v);
         let whole = covers && valid == self.chunkshape;
-        if let (true, false, Source::Data(data)) = (whole, self.transforms(), src) {
-            if let Some(first) = source_run(part, counts) {
-                let start = first as usize * isz;
-                let run = data.get(start..start + chunk_bytes).ok_or_else(|| {
-                    Error::InvalidArgument("source shorter than selection".into())
-                })?;
-                return blosc::compress_into(params, run, out)
-                    .map(|_| ())
-                    .map_err(|e| Error::Compress(e.0));
+        if let (true, false, Source::Data(data)) = (whole, self.transforms(), w.src) {
+            if let Some(first) = source_run(part, w.counts) {
+                return self.compress_run(data, first, w.params, out);
             }
         }
         // Every byte of the buffer is overwritten below, so a reused one needs no clearing.
-        let mut chunk = chunks.take();
+        let mut chunk = w.chunks.take();
         chunk.resize(chunk_bytes, 0);
-        if k < committed && !covers {
-            self.store.decompress_chunk(k, &mut chunk, scratch)?;
-            if self.swap_needed() {
-                swap_bytes(&mut chunk, self.dtype.swap_unit());
-            }
+        if k < w.committed && !covers {
+            self.decode_chunk_into(k, &mut chunk, scratch)?;
             self.fill_padding(&mut chunk, &valid);
-        } else if !covers || matches!(src, Source::Fill) {
+        } else if !covers || matches!(w.src, Source::Fill) {
             fill_with(&mut chunk, &self.fill);
         }
-        match src {
+        match w.src {
             Source::Data(data) => {
                 // SAFETY: `data` covers the selection (checked by the caller) and `chunk` a
                 // whole chunk; the part lies inside both; the source is only read.
@@ -387,8 +387,8 @@ impl ArrayCore {
                         chunk.as_mut_ptr(),
                         &self.chunkshape,
                         data.as_ptr() as *mut u8,
-                        counts,
-                        isz,
+                        w.counts,
+                        self.itemsize(),
                         true,
                     )
                 }
@@ -396,38 +396,61 @@ impl ArrayCore {
                     self.fill_padding(&mut chunk, &valid);
                 }
             }
-            Source::Fill if !covers => {
-                let n: u64 = part.axes.iter().map(|a| a.count).product();
-                let mut fill = vec![0u8; n as usize * isz];
-                fill_with(&mut fill, &self.fill);
-                let local = ChunkPart {
-                    coords: part.coords.clone(),
-                    axes: part
-                        .axes
-                        .iter()
-                        .map(|a| PartAxis { out_start: 0, ..*a })
-                        .collect(),
-                };
-                let lshape: Vec<u64> = part.axes.iter().map(|a| a.count).collect();
-                // SAFETY: `fill` is laid out over `lshape`, which the local part spans
-                // exactly; `chunk` holds a whole chunk.
-                unsafe {
-                    copy_part(
-                        &local,
-                        chunk.as_mut_ptr(),
-                        &self.chunkshape,
-                        fill.as_mut_ptr(),
-                        &lshape,
-                        isz,
-                        true,
-                    )
-                }
-            }
+            Source::Fill if !covers => self.fill_part(part, &mut chunk),
             Source::Fill => {}
         }
-        let r = self.encode(&mut chunk, params, out);
-        chunks.give(chunk);
+        let r = self.encode(&mut chunk, w.params, out);
+        w.chunks.give(chunk);
         r
+    }
+
+    /// Compresses one whole chunk that lies in one piece in the source, from element `first`
+    /// on, straight into `out`.
+    fn compress_run(
+        &self,
+        data: &[u8],
+        first: u64,
+        params: &CompressParams,
+        out: &mut Vec<u8>,
+    ) -> Result<()> {
+        let isz = self.itemsize();
+        let start = first as usize * isz;
+        let run = data
+            .get(start..start + self.chunk_len() * isz)
+            .ok_or_else(|| Error::InvalidArgument("source shorter than selection".into()))?;
+        blosc::compress_into(params, run, out)
+            .map(|_| ())
+            .map_err(|e| Error::Compress(e.0))
+    }
+
+    /// Sets the elements `part` covers in `chunk` (a whole chunk) to the fill value.
+    fn fill_part(&self, part: &ChunkPart, chunk: &mut [u8]) {
+        let isz = self.itemsize();
+        let n: u64 = part.axes.iter().map(|a| a.count).product();
+        let mut fill = vec![0u8; n as usize * isz];
+        fill_with(&mut fill, &self.fill);
+        let local = ChunkPart {
+            coords: part.coords.clone(),
+            axes: part
+                .axes
+                .iter()
+                .map(|a| PartAxis { out_start: 0, ..*a })
+                .collect(),
+        };
+        let lshape: Vec<u64> = part.axes.iter().map(|a| a.count).collect();
+        // SAFETY: `fill` is laid out over `lshape`, which the local part spans exactly;
+        // `chunk` holds a whole chunk.
+        unsafe {
+            copy_part(
+                &local,
+                chunk.as_mut_ptr(),
+                &self.chunkshape,
+                fill.as_mut_ptr(),
+                &lshape,
+                isz,
+                true,
+            )
+        }
     }
 
     /// Sets the elements of a chunk outside its valid region (`valid` extents) to the fill.

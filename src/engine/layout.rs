@@ -1,0 +1,310 @@
+//! The layout of one chunked store (`meta/storage` of an array or a table column): the
+//! options a user gives, the defaults blz picks, checks of a stored layout, and the
+//! [`ArrayCore`] that serves it.
+
+use super::chunks::ChunkStore;
+use super::core::ArrayCore;
+use crate::blpk::Checksum;
+use crate::dtype::{value_to_bytes, DType, Endianness};
+use crate::error::{Error, Result};
+use crate::meta::{self, ArrayStorage, Compression, FORMAT_NAME, FORMAT_VERSION};
+use crate::storage::Storage;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+/// Chunk size blz aims for when the caller gives no chunkshape.
+pub const DEFAULT_CHUNK_BYTES: u64 = 1 << 20;
+
+/// Smallest chunk blz picks by itself, however small the data: tiny chunks cost a Blosc
+/// header, a digest and an offset each and compress poorly, and a small dataset may be
+/// appended to later. (zarr's own guess never goes below 128 KiB.)
+pub const MIN_DEFAULT_CHUNK_BYTES: u64 = 64 << 10;
+
+/// Superchunk file size blz aims for (large enough that a distributed filesystem spreads
+/// files, small enough that a modify or shrink touches little).
+pub const DEFAULT_SUPERCHUNK_BYTES: u64 = 64 << 20;
+
+/// How a new dataset is laid out. `Default` gives good choices for most data.
+#[derive(Debug, Clone)]
+pub struct CreateOptions {
+    /// Extent of a chunk on each axis; `None` picks one near [`DEFAULT_CHUNK_BYTES`].
+    pub chunkshape: Option<Vec<u64>>,
+    /// Chunks per superchunk file; `None` picks files near [`DEFAULT_SUPERCHUNK_BYTES`].
+    pub superchunksize: Option<u64>,
+    /// Compression (default: lz4, clevel 5, shuffle).
+    pub compression: Compression,
+    /// Digest after each chunk (default crc32: hardware-accelerated).
+    pub checksum: Checksum,
+    /// Bytes reserved after each chunk so modified chunks can be rewritten in place (default
+    /// 0: plain files bloscpack can read).
+    pub slack: u32,
+    /// Fill value for padding and growth (default: zero, false or empty).
+    pub fill: serde_json::Value,
+    /// Byte order of the stored elements (default: this machine's).
+    pub endianness: Endianness,
+    /// Expected number of rows (axis 0); sizes chunks and files when the initial shape is
+    /// small.
+    pub expectedlen: Option<u64>,
+    /// Initial user attributes.
+    pub attributes: serde_json::Map<String, serde_json::Value>,
+    /// Replace an existing dataset at the path.
+    pub overwrite: bool,
+}
+
+impl Default for CreateOptions {
+    fn default() -> Self {
+        CreateOptions {
+            chunkshape: None,
+            superchunksize: None,
+            compression: Compression::default(),
+            checksum: Checksum::Crc32,
+            slack: 0,
+            fill: serde_json::Value::Null,
+            endianness: Endianness::native(),
+            expectedlen: None,
+            attributes: serde_json::Map::new(),
+            overwrite: false,
+        }
+    }
+}
+
+/// Chooses a chunkshape of about `target` bytes: inner axes are kept whole while a row fits,
+/// otherwise halved from the outermost inner axis; axis 0 takes the rest, but no more than
+/// the expected rows (rounded up to a power of two) when they are known (non-zero), and
+/// never fewer rows than make [`MIN_DEFAULT_CHUNK_BYTES`]: a dataset created small and then
+/// appended to must not be left with chunks of a few bytes each.
+pub fn default_chunkshape(
+    shape: &[u64],
+    itemsize: u64,
+    expected_rows: u64,
+    target: u64,
+) -> Vec<u64> {
+    let mut cs: Vec<u64> = shape.iter().map(|&n| n.max(1)).collect();
+    let budget = (target / itemsize.max(1)).max(1);
+    // Shrink inner axes until one row of chunks fits in the budget.
+    let mut inner: u64 = cs[1..].iter().product();
+    let mut ax = 1;
+    while inner > budget && ax < cs.len() {
+        while cs[ax] > 1 && inner > budget {
+            cs[ax] = cs[ax].div_ceil(2);
+            inner = cs[1..].iter().product();
+        }
+        ax += 1;
+    }
+    let rows = (budget / inner.max(1)).max(1);
+    // With no expected length the dataset is assumed to grow: chunks get the full budget.
+    let want = match expected_rows.max(shape[0]) {
+        0 => u64::MAX,
+        n => n.checked_next_power_of_two().unwrap_or(u64::MAX),
+    };
+    let floor = (MIN_DEFAULT_CHUNK_BYTES / (inner.max(1) * itemsize.max(1))).max(1);
+    cs[0] = rows.min(want).max(floor.min(rows));
+    cs
+}
+
+pub(crate) fn validate_storage_meta(meta: &ArrayStorage, path: &Path) -> Result<()> {
+    let bad = |r: String| Err(Error::metadata(path, r));
+    if meta.format != FORMAT_NAME {
+        return bad(format!("format {:?} is not {FORMAT_NAME:?}", meta.format));
+    }
+    if meta.version != FORMAT_VERSION {
+        return bad(format!(
+            "layout version {} (blz reads {FORMAT_VERSION})",
+            meta.version
+        ));
+    }
+    if meta.order != "C" {
+        return bad(format!("order {:?} (blz stores C order)", meta.order));
+    }
+    if meta.chunkshape.is_empty() || meta.chunkshape.contains(&0) {
+        return bad(format!(
+            "chunkshape {:?} has an empty axis",
+            meta.chunkshape
+        ));
+    }
+    let chunk_bytes = meta
+        .chunkshape
+        .iter()
+        .try_fold(meta.dtype.itemsize() as u64, |a, &c| a.checked_mul(c));
+    if chunk_bytes.is_none_or(|b| b > crate::blosc::MAX_BUFFERSIZE as u64) {
+        return bad(format!(
+            "chunks of {:?} elements exceed Blosc's 2 GB limit",
+            meta.chunkshape
+        ));
+    }
+    if meta.superchunksize == 0 || meta.superchunksize > 1 << 24 {
+        return bad(format!(
+            "superchunksize {} out of range",
+            meta.superchunksize
+        ));
+    }
+    meta.compression
+        .validate(meta.dtype)
+        .map_err(|e| Error::metadata(path, e.to_string()))?;
+    value_to_bytes(&meta.dflt, meta.dtype, meta.endianness)
+        .map_err(|e| Error::metadata(path, e.to_string()))?;
+    Ok(())
+}
+
+pub(crate) fn build_storage_meta(
+    dtype: DType,
+    shape: &[u64],
+    opts: &CreateOptions,
+) -> Result<ArrayStorage> {
+    if shape.is_empty() {
+        return Err(Error::InvalidArgument(
+            "a dataset needs at least one axis".into(),
+        ));
+    }
+    let itemsize = dtype.itemsize() as u64;
+    let expected = opts.expectedlen.unwrap_or(shape[0]).max(shape[0]);
+    let chunkshape = match &opts.chunkshape {
+        Some(c) => {
+            if c.len() != shape.len() || c.contains(&0) {
+                return Err(Error::InvalidArgument(format!(
+                    "chunkshape {c:?} does not fit shape {shape:?} (same rank, no zero)"
+                )));
+            }
+            c.clone()
+        }
+        None => {
+            let small = expected > 0
+                && expected * shape[1..].iter().product::<u64>() * itemsize
+                    < DEFAULT_CHUNK_BYTES * 4;
+            let target = if small {
+                (DEFAULT_CHUNK_BYTES / 16).max(itemsize)
+            } else {
+                DEFAULT_CHUNK_BYTES
+            };
+            default_chunkshape(shape, itemsize, expected, target)
+        }
+    };
+    if shape[1..].contains(&0) {
+        return Err(Error::InvalidArgument(format!(
+            "shape {shape:?}: only axis 0 may be empty"
+        )));
+    }
+    let chunk_bytes = chunkshape.iter().product::<u64>() * itemsize;
+    let superchunksize = opts
+        .superchunksize
+        .unwrap_or_else(|| (DEFAULT_SUPERCHUNK_BYTES / chunk_bytes.max(1)).clamp(1, 4096));
+    let fill = if opts.fill.is_null() {
+        match dtype {
+            DType::Bool => serde_json::json!(false),
+            DType::Bytes(_) | DType::Str(_) => serde_json::json!(""),
+            DType::F32 | DType::F64 => serde_json::json!(0.0),
+            DType::C64 | DType::C128 => serde_json::json!([0.0, 0.0]),
+            _ => serde_json::json!(0),
+        }
+    } else {
+        opts.fill.clone()
+    };
+    let meta = ArrayStorage {
+        format: FORMAT_NAME.into(),
+        version: FORMAT_VERSION,
+        dtype,
+        endianness: opts.endianness,
+        order: "C".into(),
+        chunkshape,
+        superchunksize,
+        compression: opts.compression.clone(),
+        checksum: opts.checksum,
+        slack: opts.slack,
+        dflt: fill,
+        expectedlen: expected,
+        id: Some(meta::new_id()),
+    };
+    validate_storage_meta(&meta, Path::new("meta/storage"))
+        .map_err(|e| Error::InvalidArgument(e.to_string()))?;
+    Ok(meta)
+}
+
+pub(crate) fn make_core(
+    storage: Arc<dyn Storage>,
+    root: &Path,
+    dir: PathBuf,
+    meta: &ArrayStorage,
+) -> Result<ArrayCore> {
+    let fill = value_to_bytes(&meta.dflt, meta.dtype, Endianness::native())?;
+    let mut store = ChunkStore::new(
+        storage,
+        root,
+        dir,
+        meta.superchunksize,
+        meta.checksum,
+        meta.slack,
+        meta.dtype.typesize() as u8,
+    );
+    if let Some(id) = &meta.id {
+        store.bind(id, "data");
+    }
+    Ok(ArrayCore {
+        store,
+        dtype: meta.dtype,
+        endian: meta.endianness,
+        chunkshape: meta.chunkshape.clone(),
+        compression: meta.compression.clone(),
+        fill,
+    })
+}
+
+/// Reads every chunk of a store, collecting errors.
+pub(crate) fn verify_store(
+    core: &ArrayCore,
+    n: u64,
+    progress: &mut dyn FnMut(u64, u64),
+) -> Vec<Error> {
+    use rayon::prelude::*;
+    let mut errors = Vec::new();
+    let batch = 64;
+    let mut k = 0;
+    while k < n {
+        let end = (k + batch).min(n);
+        let errs: Vec<Error> = (k..end)
+            .into_par_iter()
+            .filter_map(|i| {
+                let mut buf = Vec::new();
+                let mut out = vec![0u8; core.chunk_len() * core.itemsize()];
+                core.store.decompress_chunk(i, &mut out, &mut buf).err()
+            })
+            .collect();
+        errors.extend(errs);
+        progress(end, n);
+        k = end;
+    }
+    errors
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn chunkshape(dtype: DType, shape: &[u64], expectedlen: Option<u64>) -> Vec<u64> {
+        let opts = CreateOptions {
+            expectedlen,
+            ..Default::default()
+        };
+        build_storage_meta(dtype, shape, &opts).unwrap().chunkshape
+    }
+
+    #[test]
+    fn default_chunks_are_about_a_mebibyte_unless_the_data_stays_small() {
+        // Unknown length: rows will be appended, so full-size chunks.
+        assert_eq!(chunkshape(DType::F64, &[0], None), vec![131_072]);
+        assert_eq!(chunkshape(DType::F64, &[0, 1000], None), vec![131, 1000]);
+        assert_eq!(chunkshape(DType::U8, &[0], Some(0)), vec![1 << 20]);
+        // Known and large.
+        assert_eq!(
+            chunkshape(DType::F64, &[0], Some(100_000_000)),
+            vec![131_072]
+        );
+        // Known and small: small chunks, but never below 64 KiB, so that a dataset created
+        // small and appended to later does not get chunks of a few bytes.
+        assert_eq!(chunkshape(DType::F64, &[0], Some(1000)), vec![8192]);
+        assert_eq!(chunkshape(DType::F64, &[10], None), vec![8192]);
+        assert_eq!(chunkshape(DType::F64, &[1], None), vec![8192]);
+        assert_eq!(chunkshape(DType::F64, &[0], Some(100_000)), vec![8192]);
+        assert_eq!(chunkshape(DType::F64, &[3, 100], None), vec![81, 100]);
+        assert_eq!(chunkshape(DType::U8, &[2, 100_000], None), vec![1, 50_000]);
+    }
+}

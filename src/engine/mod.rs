@@ -1,0 +1,30 @@
+//! The chunk engine beneath every dataset kind (N-d arrays, table columns, layer columns):
+//! which superchunk file holds chunk k and the verified readers over them ([`ChunkStore`]),
+//! one operation's writes to one store inside a transaction ([`ChunkWrites`]), encoding and
+//! decoding chunks in parallel ([`ArrayCore`]), the layout of a store (`meta/storage`), the
+//! writer lock, and opening a dataset root ([`settle`], [`open_root`]).
+//!
+//! Nothing here knows what a table or a layer is: they, and [`Dataset`](crate::Dataset),
+//! build on it.
+
+mod chunks;
+mod core;
+mod elements;
+mod layout;
+mod lock;
+mod root;
+pub(crate) mod select;
+
+pub(crate) use self::chunks::{identity_doc, identity_params, superchunk_name};
+pub(crate) use self::chunks::{ChunkStore, ChunkWrites};
+pub(crate) use self::core::{ArrayCore, Source};
+pub(crate) use self::elements::{as_bytes, as_bytes_mut, elements_to_bytes};
+pub(crate) use self::layout::{build_storage_meta, make_core, validate_storage_meta, verify_store};
+pub use self::layout::{
+    default_chunkshape, CreateOptions, DEFAULT_CHUNK_BYTES, DEFAULT_SUPERCHUNK_BYTES,
+    MIN_DEFAULT_CHUNK_BYTES,
+};
+pub use self::lock::Mode;
+pub(crate) use self::lock::WriterLock;
+pub use self::root::LIVE_APPLY_WAIT;
+pub(crate) use self::root::{open_root, read_attrs, settle};

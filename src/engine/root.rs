@@ -1,0 +1,110 @@
+//! Opening a dataset root: bringing it to its committed state (a pending journal replayed or
+//! viewed), checking its kind, reading `meta/storage` and `meta/attributes`.
+
+use super::lock::{Mode, WriterLock};
+use crate::error::{Error, Result};
+use crate::meta::{self, MetaPaths};
+use crate::storage::Storage;
+use crate::txn;
+use std::path::Path;
+use std::sync::Arc;
+
+/// How long a reader waits for a live writer to finish applying its commit before it gives
+/// up with [`Error::Locked`] (only a writer stopped in the middle of applying takes that long).
+pub const LIVE_APPLY_WAIT: std::time::Duration = std::time::Duration::from_secs(60);
+
+/// Brings a dataset to its committed state before it is read: replays a journal left by a
+/// crashed writer (taking the writer lock to do so), or waits for a live writer to finish
+/// applying one. A reader that cannot write to the dataset (read-only filesystem, no
+/// permission) gets a read-only view that applies the journal in memory instead: the storage
+/// to read through is returned, `None` meaning `storage` itself.
+pub(crate) fn settle(
+    storage: &Arc<dyn Storage>,
+    root: &Path,
+    mode: Mode,
+) -> Result<Option<Arc<dyn Storage>>> {
+    let start = std::time::Instant::now();
+    let mut pause = std::time::Duration::from_millis(5);
+    loop {
+        if !txn::pending(storage.as_ref(), root) {
+            return Ok(None);
+        }
+        if mode == Mode::ReadWrite {
+            txn::recover(storage.as_ref(), root)?;
+            return Ok(None);
+        }
+        match WriterLock::acquire(root) {
+            Ok(_lock) => {
+                txn::recover(storage.as_ref(), root)?;
+                return Ok(None);
+            }
+            Err(Error::Locked { .. }) if start.elapsed() < LIVE_APPLY_WAIT => {
+                // A live writer is applying its commit (a large modification on a slow
+                // filesystem can take seconds): check again, less and less often.
+                std::thread::sleep(pause);
+                pause = (pause * 2).min(std::time::Duration::from_millis(100));
+            }
+            Err(Error::Io { source, .. })
+                if matches!(
+                    source.kind(),
+                    std::io::ErrorKind::PermissionDenied | std::io::ErrorKind::ReadOnlyFilesystem
+                ) =>
+            {
+                return txn::pending_view(storage, root);
+            }
+            Err(e) => return Err(e),
+        }
+    }
+}
+
+/// The first step of opening any dataset (array or table) at `root`: checks that it has a
+/// meta directory and is of the `kind` the caller opens (`None`: an array) before taking the
+/// writer lock in read-write mode, brings the dataset to its committed state ([`settle`]),
+/// reads `meta/storage` and checks its kind again, and returns it for the caller to
+/// interpret, with the storage to read the dataset through ([`settle`]).
+///
+/// `building`: the dataset is being created in a staging directory whose lock the caller
+/// holds ([`crate::staging`]); it opens read-write without taking the lock. Otherwise a
+/// staging directory is refused.
+pub(crate) fn open_root(
+    storage: &Arc<dyn Storage>,
+    root: &Path,
+    mode: Mode,
+    kind: Option<&str>,
+    building: bool,
+) -> Result<(Option<WriterLock>, serde_json::Value, Arc<dyn Storage>)> {
+    let mp = MetaPaths::new(root);
+    if !storage.is_dir(&mp.dir) {
+        return Err(Error::metadata(
+            &mp.dir,
+            "not a blz dataset (no meta directory)",
+        ));
+    }
+    if !building {
+        crate::staging::refuse_building(storage.as_ref(), root)?;
+    }
+    meta::refuse_other_kind(storage.as_ref(), &mp, kind)?;
+    let lock = match mode {
+        Mode::ReadWrite if !building => Some(WriterLock::acquire(root)?),
+        _ => None,
+    };
+    let storage = settle(storage, root, mode)?.unwrap_or_else(|| Arc::clone(storage));
+    let raw = meta::read_json(storage.as_ref(), &mp.storage())?;
+    meta::check_dataset_kind(&raw, &mp.storage(), kind)?;
+    Ok((lock, raw, storage))
+}
+
+/// Reads `meta/attributes` of the dataset at `root`.
+pub(crate) fn read_attrs(
+    storage: &dyn Storage,
+    root: &Path,
+) -> Result<serde_json::Map<String, serde_json::Value>> {
+    let p = MetaPaths::new(root).attributes();
+    if !storage.exists(&p) {
+        return Ok(serde_json::Map::new());
+    }
+    match meta::read_json::<serde_json::Value>(storage, &p)? {
+        serde_json::Value::Object(m) => Ok(m),
+        _ => Err(Error::metadata(&p, "attributes must be a JSON object")),
+    }
+}
