@@ -174,9 +174,10 @@ impl Buf {
             return &[];
         }
         // SAFETY: the buffer is C-contiguous (checked in `get`) and `len_bytes` long, and the
-        // export stays alive while `self` does. Python code may in principle write to it
-        // concurrently; the arrays blz is given are private to the calling Python function
-        // (made contiguous or copied there), so nothing else touches them during the call.
+        // export stays alive (numpy cannot free or resize the memory) while `self` does. The
+        // bytes are only read. Another Python thread could write to the same array while the
+        // GIL is released, as it could during any numpy operation that releases the GIL;
+        // blz then reads some old and some new values, and nothing else.
         unsafe { std::slice::from_raw_parts(self.buf.buf_ptr() as *const u8, len) }
     }
 
