@@ -183,3 +183,39 @@ def test_arrow_stream(tmp_path):
     assert tbl.column("b").to_pylist() == [b"x", b"", b"yz", b"w"]
     assert tbl.column("p").to_pylist() == [{"x": 1.0}] * 4
     assert pa.RecordBatchReader.from_stream(t).read_all().equals(tbl)
+
+
+@given(st.data())
+def test_variable_length_model(tmp_path_factory, data):
+    n = data.draw(st.integers(0, 40))
+    strs = data.draw(st.lists(st.text(max_size=8), min_size=n, max_size=n))
+    blobs = data.draw(st.lists(st.binary(max_size=6), min_size=n, max_size=n))
+    ids = np.arange(n, dtype=np.int32)
+    path = tmp_path_factory.mktemp("v") / "v.blz"
+    t = blz.create(path, {"id": ids, "s": strs, "b": blobs}, chunks=data.draw(st.integers(1, 7)))
+    for _ in range(data.draw(st.integers(1, 4))):
+        op = data.draw(st.sampled_from(["append", "read", "resize", "reopen"]))
+        if op == "append":
+            k = data.draw(st.integers(0, 9))
+            more_s = data.draw(st.lists(st.text(max_size=8), min_size=k, max_size=k))
+            more_b = data.draw(st.lists(st.binary(max_size=6), min_size=k, max_size=k))
+            t.append({"id": np.arange(len(ids), len(ids) + k, dtype=np.int32), "s": more_s, "b": more_b})
+            ids = np.arange(len(ids) + k, dtype=np.int32)
+            strs, blobs = strs + more_s, blobs + more_b
+        elif op == "read":
+            idx = data.draw(hnp.basic_indices((len(ids),), allow_newaxis=False, allow_ellipsis=False))
+            want_s = np.array(strs + [None], dtype=object)[:-1][idx]
+            got_s = t["s"][idx]
+            assert (got_s == want_s) if np.ndim(want_s) == 0 else got_s.tolist() == want_s.tolist()
+            rows = t[:]
+            assert rows["b"].tolist() == blobs and rows["s"].tolist() == strs
+        elif op == "resize":
+            k = data.draw(st.integers(0, len(ids)))
+            t.resize(k)
+            ids, strs, blobs = ids[:k], strs[:k], blobs[:k]
+        else:
+            t.close()
+            t = blz.open(path, "r+")
+        assert len(t) == len(ids)
+    assert t["s"][:].tolist() == strs and t["b"][:].tolist() == blobs
+    same(t["id"][:], ids)
