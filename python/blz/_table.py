@@ -165,8 +165,9 @@ def _field_spec(name: str, dtype: Any) -> Any:
 
 
 class Column:
-    """One leaf column of a table, indexed like a 1-d numpy array. Reading it opens no
-    other column's files."""
+    """One column of a table, indexed like a 1-d numpy array: a leaf (``t["pos/x"]``), or a
+    nested record (``t["pos"]``, records of its fields). Reading it opens no other column's
+    files."""
 
     def __init__(self, table: Table, path: str, kind: str) -> None:
         self._table = table
@@ -175,6 +176,11 @@ class Column:
 
     @property
     def dtype(self) -> np.dtype:
+        if self._kind is None:
+            dt = self._table._dtype
+            for p in self.path.split("/"):
+                dt = dt[p]
+            return dt
         return _leaf_dtype(self._kind)
 
     @property
@@ -189,6 +195,8 @@ class Column:
         return len(self._table)
 
     def _rows(self, start: int, end: int) -> np.ndarray:
+        if self._kind is None:
+            return self._table._read_rows(start, end, prefix=self.path)
         return self._table._read_leaf(self.path, self._kind, start, end)
 
     def __getitem__(self, key: Any) -> Any:
@@ -209,12 +217,16 @@ class Column:
         return a if dtype is None else a.astype(dtype, copy=False)
 
     def __iter__(self) -> Iterator[Any]:
-        step = self._table._chunklen(self.path)
+        step = max(
+            self._table._chunklen(p)
+            for p, _ in self._table._leaves
+            if p == self.path or p.startswith(self.path + "/")
+        )
         for s in range(0, len(self), step):
             yield from self._rows(s, min(s + step, len(self)))
 
     def __repr__(self) -> str:
-        return f"<blz.Column {self.path!r} of {self._table.path!r} len={len(self)} dtype={self._kind}>"
+        return f"<blz.Column {self.path!r} of {self._table.path!r} len={len(self)} dtype={self.dtype}>"
 
 
 # -- tables -------------------------------------------------------------------------------
@@ -293,11 +305,21 @@ class Table:
             self._raw.read_column_into(path, start, end, out)
         return out
 
-    def _read_rows(self, start: int, end: int) -> np.ndarray:
-        out = np.empty(end - start, dtype=self._dtype)
+    def _read_rows(self, start: int, end: int, prefix: str | None = None) -> np.ndarray:
+        """Rows ``start..end`` as records: all fields, or those of the nested record
+        ``prefix`` (only its columns are read)."""
+        dtype = self._dtype
+        skip = 0
+        if prefix is not None:
+            for p in prefix.split("/"):
+                dtype = dtype[p]
+            skip = len(prefix.split("/"))
+        out = np.empty(end - start, dtype=dtype)
         for path, kind in self._leaves:
+            if prefix is not None and not path.startswith(prefix + "/"):
+                continue
             target = out
-            parts = path.split("/")
+            parts = path.split("/")[skip:]
             for p in parts[:-1]:
                 target = target[p]
             target[parts[-1]] = self._read_leaf(path, kind, start, end)
@@ -308,6 +330,8 @@ class Table:
             for p, k in self._leaves:
                 if p == key:
                     return Column(self, p, k)
+            if any(p.startswith(key + "/") for p, _ in self._leaves):
+                return Column(self, key, None)  # a nested record: its leaves as records
             raise KeyError(f"no column {key!r} (columns: {', '.join(self.columns)})")
         r = resolve(key, self.shape)
         start, count, step, _ = r.sel[0]
