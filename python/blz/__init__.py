@@ -88,7 +88,8 @@ def create(
 
     From ``data`` (a numpy array or anything ``np.asarray`` takes; a structured array, a
     dict of arrays or a pandas DataFrame makes a :class:`Table`), or from ``shape`` and
-    ``dtype`` (filled with ``fill``). ``chunks``: the chunk shape (a table: rows per chunk);
+    ``dtype`` (filled with ``fill``; a structured ``dtype`` alone makes an empty table, its
+    object fields variable-length strings). ``chunks``: the chunk shape (a table: rows per chunk);
     by default about 1 MiB per chunk. ``codec``: blosclz, lz4, lz4hc, zlib or zstd;
     ``clevel`` 0-9; ``filter``: shuffle, bitshuffle or none; ``checksum``: the digest after
     each chunk (crc32, adler32, md5, sha1, sha256, ..., none). The dataset appears whole
@@ -98,6 +99,11 @@ def create(
     from ._array import _json_default
 
     attrs_json = json.dumps(attrs, default=_json_default) if attrs else None
+    if data is None and dtype is not None and np.dtype(dtype).names:
+        # An empty table of this schema (object fields hold variable-length strings).
+        if shape not in (None, 0, (0,)):
+            raise ValueError("a table is created empty from a dtype: give rows as data instead")
+        data = np.empty(0, dtype=np.dtype(dtype))
     if data is not None and is_tabular(data):
         data = normalize_tabular(data)
         if isinstance(data, np.ndarray):

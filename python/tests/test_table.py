@@ -236,3 +236,11 @@ def test_nested_record_column(tmp_path):
     same(np.asarray(t["pos/q"]), model["pos"]["q"])
     assert t["pos"][3].tobytes() == model["pos"][3].tobytes()
     assert len(list(t["pos/q"])) == 50
+
+
+def test_empty_table_from_a_dtype(tmp_path):
+    dt = np.dtype([("id", "u8"), ("name", object), ("p", [("x", "f4")])])
+    t = blz.create(tmp_path / "e.blz", dtype=dt)
+    assert len(t) == 0 and t.columns == ["id", "name", "p/x"] and t.dtype == dt
+    t.append({"id": [7], "name": ["seven"], "p": {"x": [0.5]}})
+    assert t[0]["name"] == "seven" and t["p/x"][0] == np.float32(0.5)
