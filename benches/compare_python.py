@@ -11,7 +11,8 @@ benches/compare.py generates. Settings: lz4, clevel 5, byte shuffle, chunks of 1
 elements, for every tool. Each phase runs --repeat times, tools in alternation; the table
 shows the median wall-clock time and GB/s of uncompressed data, and each peer's time over
 blz's (> 1: blz faster). blz's write includes its commit, which fsyncs the data; the peers'
-writes do not fsync. The page cache stays warm. Unlike benches/compare.py (a fresh process
+writes do not fsync. The page cache stays warm, and memory is touched before each timed
+phase (see warm(); --cold skips it). Unlike benches/compare.py (a fresh process
 per run), this measures what a Python user sees, binding costs included.
 """
 
@@ -110,6 +111,14 @@ class Zarr:
         return self.z.open_array(path, mode="r")[:]
 
 
+def warm(nbytes: int) -> None:
+    """Touches and frees as much memory as the data, untimed (as benches/compare.py does):
+    on a VM that hands freed memory back to the host, the first touch of such pages costs
+    more than decoding into them, and which tool paid for it would depend on timing."""
+    m = np.ones(nbytes // 8)
+    del m
+
+
 def peers() -> list:
     tools: list = [Blz()]
     for cls in (Blosc2, Zarr):
@@ -124,6 +133,7 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--n", type=float, default=1e8, help="elements (default 1e8)")
     ap.add_argument("--repeat", type=int, default=5)
+    ap.add_argument("--cold", action="store_true", help="do not warm memory before each timed phase")
     ap.add_argument("--dir", default=None, help="where to write (default: a temporary directory)")
     args = ap.parse_args()
     n = int(args.n)
@@ -138,10 +148,14 @@ def main() -> None:
             for _ in range(args.repeat):
                 for t in tools:
                     path = os.path.join(root, f"{t.name}-{kind}")
+                    if not args.cold:
+                        warm(data.nbytes)
                     t0 = time.perf_counter()
                     t.write(path, data)
                     times.setdefault((t.name, "write"), []).append(time.perf_counter() - t0)
                     sizes[t.name] = tree_bytes(path)
+                    if not args.cold:
+                        warm(data.nbytes)
                     t0 = time.perf_counter()
                     back = t.read(path)
                     times.setdefault((t.name, "read"), []).append(time.perf_counter() - t0)
