@@ -225,6 +225,11 @@ class Column:
         for s in range(0, len(self), step):
             yield from self._rows(s, min(s + step, len(self)))
 
+    def __reduce__(self) -> tuple[Any, ...]:
+        import operator
+
+        return (operator.getitem, (self._table, self.path))
+
     def __repr__(self) -> str:
         return f"<blz.Column {self.path!r} of {self._table.path!r} len={len(self)} dtype={self.dtype}>"
 

@@ -153,6 +153,8 @@ def test_attrs_info_and_pickle(tmp_path):
     t.close()
     u = pickle.loads(pickle.dumps(blz.open(tmp_path / "i.blz")))
     same(u["a"][:], np.arange(3))
+    col = pickle.loads(pickle.dumps(u["a"]))
+    same(col[::-1], np.arange(3)[::-1])
     assert "blz.Table" in repr(u)
 
 
