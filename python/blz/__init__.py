@@ -121,7 +121,7 @@ def create(
     if data is not None:
         arr = np.asarray(data, dtype=dtype)
         if arr.ndim == 0:
-            arr = arr.reshape(1)
+            raise ValueError("blz arrays have at least one axis: give a 0-d value as shape (1,)")
         dt = arr.dtype
         if shape is not None and tuple(shape) != arr.shape:
             raise ValueError(f"shape {tuple(shape)} given with data of shape {arr.shape}")

@@ -133,6 +133,8 @@ def test_create_refuses_what_it_cannot_hold(tmp_path):
     with pytest.raises(ValueError):
         blz.create(tmp_path / "h.blz", np.zeros(3, np.float16))
     with pytest.raises(ValueError):
+        blz.create(tmp_path / "z.blz", 5.0)
+    with pytest.raises(ValueError):
         blz.create(tmp_path / "c.blz", np.zeros(3), codec="nope")
     blz.create(tmp_path / "e.blz", np.zeros(3))
     with pytest.raises(blz.Error):
