@@ -157,3 +157,39 @@ fn write_stops_at_a_corrupt_chunk_and_changes_nothing() {
         assert_eq!(got, a.slice(s![r]).into_dyn(), "chunk {k} changed");
     }
 }
+
+#[test]
+fn read_into_a_callers_buffer() {
+    let dir = tempfile::tempdir().unwrap();
+    let p = dir.path().join("into.blz");
+    let opts = CreateOptions {
+        chunkshape: Some(vec![7, 3]),
+        endianness: blz::Endianness::Big,
+        ..Default::default()
+    };
+    let mut ds = Dataset::create_with(&p, DType::I32, &[0, 5], &opts).unwrap();
+    let a = Array2::from_shape_fn((40, 5), |(i, j)| (i * 5 + j) as i32);
+    ds.append(&a.view().into_dyn()).unwrap();
+    let sel = ds
+        .resolve(&[
+            ndarray::SliceInfoElem::Slice {
+                start: 3,
+                end: Some(30),
+                step: -4,
+            },
+            ndarray::SliceInfoElem::Index(2),
+        ])
+        .unwrap();
+    let mut out = vec![0u8; 7 * 4];
+    ds.read_into(&sel, &mut out).unwrap();
+    let got: Vec<i32> = out
+        .chunks_exact(4)
+        .map(|c| i32::from_ne_bytes(c.try_into().unwrap()))
+        .collect();
+    // Positions come in ascending order: the reversed axis is delivered un-reversed.
+    let mut want: Vec<i32> = a.slice(s![3..30;-4, 2]).iter().copied().collect();
+    want.reverse();
+    assert_eq!(got, want);
+    // A buffer of the wrong size is refused, not overrun.
+    assert!(ds.read_into(&sel, &mut [0u8; 27]).is_err());
+}

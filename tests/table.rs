@@ -440,3 +440,22 @@ fn compact_drops_dead_space_and_keeps_the_data() {
     let mut ro = Table::open(&p).unwrap();
     assert!(matches!(ro.compact(), Err(blz::Error::ReadOnly { .. })));
 }
+
+#[test]
+fn column_rows_into_a_callers_buffer() {
+    let dir = tempfile::tempdir().unwrap();
+    let p = dir.path().join("t.blz");
+    let mut t = Table::create(&p, fields(), &TableOptions::default()).unwrap();
+    t.append(&rows(50, 0)).unwrap();
+    let mut out = vec![0u8; 10 * 4];
+    t.column_rows_into("pos/x", 20, 30, &mut out).unwrap();
+    let got: Vec<f32> = out
+        .chunks_exact(4)
+        .map(|c| f32::from_ne_bytes(c.try_into().unwrap()))
+        .collect();
+    let want: Vec<f32> = (20..30).map(|i| i as f32 * 0.5).collect();
+    assert_eq!(got, want);
+    assert!(t.column_rows_into("pos/x", 20, 30, &mut [0u8; 3]).is_err());
+    assert!(t.column_rows_into("name", 0, 1, &mut [0u8; 4]).is_err());
+    assert!(t.column_rows_into("pos/x", 45, 51, &mut [0u8; 24]).is_err());
+}

@@ -438,8 +438,36 @@ impl Dataset {
     pub fn read_bytes(&self, sel: &[AxisSel]) -> Result<Vec<u8>> {
         let total: u64 = sel.iter().map(|s| s.count).product();
         let mut buf = buffer::zeroed::<u8>(total as usize * self.core.itemsize());
-        self.unless_changed(self.core.read_into(sel, &self.sizes.shape, &mut buf))?;
+        self.read_into(sel, &mut buf)?;
         Ok(buf)
+    }
+
+    /// Reads a resolved selection into a buffer the caller allocated (as
+    /// [`read_bytes`](Self::read_bytes) lays it out: native-endian, C order over the
+    /// selection's counts, positions ascending on every axis, so a reversed axis comes
+    /// un-reversed), decoding the chunks in parallel straight into it. A client that
+    /// owns its arrays (numpy, Arrow) allocates the result once and has blz fill it.
+    ///
+    /// # Errors
+    /// [`Error::Mismatch`] when `out` is not exactly the selection's size in bytes;
+    /// otherwise as [`Dataset::slice`].
+    pub fn read_into(&self, sel: &[AxisSel], out: &mut [u8]) -> Result<()> {
+        let total: u64 = sel.iter().map(|s| s.count).product();
+        let want = total.saturating_mul(self.core.itemsize() as u64);
+        if sel.len() != self.sizes.shape.len() || out.len() as u64 != want {
+            return Err(Error::Mismatch {
+                dataset: self.root.clone(),
+                reason: format!(
+                    "a buffer of {} bytes given for a selection of {want} bytes over {} axes",
+                    out.len(),
+                    sel.len()
+                ),
+            });
+        }
+        if total == 0 {
+            return Ok(());
+        }
+        self.unless_changed(self.core.read_into(sel, &self.sizes.shape, out))
     }
 
     /// Reads one element.

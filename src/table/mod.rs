@@ -893,6 +893,41 @@ impl Table {
         self.unless_changed(self.read_column(c, start, end))
     }
 
+    /// Reads rows `start..end` of a fixed-size column into a buffer the caller allocated
+    /// (native-endian elements, `(end - start) * itemsize` bytes), decoding the chunks in
+    /// parallel straight into it; only that column's files are opened. A client that owns its
+    /// arrays (numpy, Arrow) allocates the result once and has blz fill it.
+    ///
+    /// # Errors
+    /// As [`Table::column_rows`]; [`Error::InvalidArgument`] for a variable-length column;
+    /// [`Error::Mismatch`] when `out` is not exactly the rows' size in bytes.
+    pub fn column_rows_into(&self, name: &str, start: u64, end: u64, out: &mut [u8]) -> Result<()> {
+        self.check_range(start, end)?;
+        let core = self.fixed_core(name)?;
+        let want = (end - start).saturating_mul(core.itemsize() as u64);
+        if out.len() as u64 != want {
+            return Err(Error::Mismatch {
+                dataset: self.root.clone(),
+                reason: format!(
+                    "a buffer of {} bytes given for {} rows of column {name} ({want} bytes)",
+                    out.len(),
+                    end - start
+                ),
+            });
+        }
+        if start == end {
+            return Ok(());
+        }
+        let sel = [AxisSel {
+            start,
+            step: 1,
+            count: end - start,
+            reversed: false,
+            keep: true,
+        }];
+        self.unless_changed(core.read_into(&sel, &[self.nrows()], out))
+    }
+
     /// An error a read met, or [`Error::Changed`] when a writer committed since this handle
     /// opened (see [`meta::unless_changed`]).
     pub(crate) fn unless_changed<T>(&self, r: Result<T>) -> Result<T> {

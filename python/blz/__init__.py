@@ -1,0 +1,228 @@
+"""blz: chunked, compressed, persistent arrays, tables and layer datasets, numpy-style.
+
+>>> import numpy as np, blz
+>>> a = blz.create("walk.blz", np.cumsum(np.random.standard_normal(10_000)))  # doctest: +SKIP
+>>> a[::1000]                                                                 # doctest: +SKIP
+
+``blz.create`` makes an array (from a numpy array, or a shape and a dtype) or a table (from
+a structured array, a dict of arrays or a pandas DataFrame); ``blz.open`` opens any blz
+dataset (and a bcolz carray or ctable, read-only, in place); ``blz.build_layer`` builds a
+sorted layer dataset. Errors are :class:`blz.Error` (an ``OSError``) and its subclasses.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from typing import Any
+
+import numpy as np
+
+from . import _blz
+from ._array import Array, Attributes
+from ._bcolz import BcolzArray, BcolzTable
+from ._errors import (
+    ChangedError,
+    CorruptionError,
+    Error,
+    InvalidArgumentError,
+    LockedError,
+    MismatchError,
+    NotFoundError,
+    OutOfBoundsError,
+    ReadOnlyError,
+    UnsupportedError,
+)
+from ._index import native
+from ._layer import Cursor, Layer, build_layer
+from ._table import (
+    Column,
+    Table,
+    columns_payload,
+    fields_from_dtype,
+    fields_from_mapping,
+    is_tabular,
+    normalize_tabular,
+)
+
+__version__: str = _blz.__version__
+
+
+def _fill_json(fill: Any, dtype: np.dtype) -> str | None:
+    if fill is None:
+        return None
+    v = np.asarray(fill, dtype=dtype).reshape(()).item()
+    if isinstance(v, complex):
+        v = [_float_json(v.real), _float_json(v.imag)]
+    elif isinstance(v, float):
+        v = _float_json(v)
+    elif isinstance(v, bytes):
+        v = v.decode("latin-1")
+    return json.dumps(v)
+
+
+def _float_json(x: float) -> Any:
+    if x != x:
+        return "nan"
+    if x in (float("inf"), float("-inf")):
+        return "inf" if x > 0 else "-inf"
+    return x
+
+
+def create(
+    path: str | os.PathLike[str],
+    data: Any = None,
+    *,
+    shape: Any = None,
+    dtype: Any = None,
+    chunks: Any = None,
+    codec: str = "lz4",
+    clevel: int = 5,
+    filter: str = "shuffle",
+    checksum: str = "crc32",
+    fill: Any = None,
+    attrs: dict[str, Any] | None = None,
+    overwrite: bool = False,
+) -> Array | Table:
+    """Creates a dataset at ``path`` and returns it open for writing (``mode="r+"``).
+
+    From ``data`` (a numpy array or anything ``np.asarray`` takes; a structured array, a
+    dict of arrays or a pandas DataFrame makes a :class:`Table`), or from ``shape`` and
+    ``dtype`` (filled with ``fill``; a structured ``dtype`` alone makes an empty table, its
+    object fields variable-length strings). ``chunks``: the chunk shape (a table: rows per chunk);
+    by default about 1 MiB per chunk. ``codec``: blosclz, lz4, lz4hc, zlib or zstd;
+    ``clevel`` 0-9; ``filter``: shuffle, bitshuffle or none; ``checksum``: the digest after
+    each chunk (crc32, adler32, md5, sha1, sha256, ..., none). The dataset appears whole
+    (data included) or not at all; an existing one is replaced only with ``overwrite``.
+    """
+    path = os.fspath(path)
+    from ._array import _json_default
+
+    attrs_json = json.dumps(attrs, default=_json_default) if attrs else None
+    if data is None and dtype is not None and np.dtype(dtype).names:
+        # An empty table of this schema (object fields hold variable-length strings).
+        if shape not in (None, 0, (0,)):
+            raise ValueError("a table is created empty from a dtype: give rows as data instead")
+        data = np.empty(0, dtype=np.dtype(dtype))
+    if data is not None and is_tabular(data):
+        data = normalize_tabular(data)
+        if isinstance(data, np.ndarray):
+            fields = fields_from_dtype(data.dtype, data)
+        else:
+            fields = fields_from_mapping(data)
+        leaves = _leaves_of(fields)
+        payload = columns_payload(leaves, data)
+        if isinstance(chunks, (tuple, list)):
+            chunks = chunks[0]
+        raw = _blz.RawTable.create(
+            path, fields, payload, chunks, codec, clevel, filter, checksum, attrs_json, overwrite
+        )
+        return Table(raw, "r+")
+    if data is not None:
+        arr = np.asarray(data, dtype=dtype)
+        if arr.ndim == 0:
+            raise ValueError("blz arrays have at least one axis: give a 0-d value as shape (1,)")
+        dt = arr.dtype
+        if shape is not None and tuple(shape) != arr.shape:
+            raise ValueError(f"shape {tuple(shape)} given with data of shape {arr.shape}")
+        shp = arr.shape
+        buf = np.ascontiguousarray(arr, dtype=native(dt))
+    else:
+        if shape is None:
+            raise TypeError("blz.create needs data, or a shape (and a dtype)")
+        shp = (int(shape),) if np.ndim(shape) == 0 else tuple(int(n) for n in shape)
+        dt = np.dtype(dtype if dtype is not None else np.float64)
+        buf = None
+    if dt.names:
+        raise ValueError("a structured dtype makes a table: give the data as a structured array")
+    if dt.kind == "O":
+        raise ValueError("blz arrays hold fixed-size elements; object arrays are not supported")
+    if chunks is not None:
+        chunks = [int(chunks)] if np.ndim(chunks) == 0 else [int(c) for c in chunks]
+    raw = _blz.RawArray.create(
+        path,
+        dt.str,
+        list(shp),
+        chunks,
+        codec,
+        int(clevel),
+        filter,
+        checksum,
+        _fill_json(fill, dt),
+        attrs_json,
+        overwrite,
+        buf,
+    )
+    return Array(raw, "r+")
+
+
+def _leaves_of(fields: list[Any], prefix: str = "") -> list[tuple[str, str]]:
+    out: list[tuple[str, str]] = []
+    for name, spec in fields:
+        if isinstance(spec, str):
+            out.append((prefix + name, spec))
+        else:
+            out.extend(_leaves_of(spec, prefix + name + "/"))
+    return out
+
+
+def open(  # noqa: A001 - numpy-style API: blz.open
+    path: str | os.PathLike[str], mode: str = "r"
+) -> Array | Table | Layer | BcolzArray | BcolzTable:
+    """Opens the dataset at ``path``: an :class:`Array`, :class:`Table` or :class:`Layer` by
+    its kind, read-only (``mode="r"``) or for writing (``mode="r+"``, which takes the
+    dataset's writer lock). A bcolz carray or ctable opens in place, read-only."""
+    path = os.fspath(path)
+    if mode not in ("r", "r+"):
+        raise ValueError(f"mode must be 'r' or 'r+', not {mode!r}")
+    if not os.path.exists(path):
+        e = NotFoundError(f"{path}: no such dataset")
+        e.filename = path
+        raise e
+    kind = _blz.dataset_kind(path)
+    write = mode == "r+"
+    if kind is None:
+        bcolz = _blz.RawBcolz.detect(path)
+        if bcolz is not None:
+            if write:
+                raise ReadOnlyError(f"{path}: a bcolz {bcolz} opens read-only")
+            if bcolz == "carray":
+                return BcolzArray(_blz.RawBcolz.open(path))
+            return BcolzTable(path)
+        e = InvalidArgumentError(f"{path}: not a blz dataset (no readable meta/storage) nor a bcolz one")
+        e.filename = path
+        raise e
+    if kind == "array":
+        return Array(_blz.RawArray.open(path, write), mode)
+    if kind == "table":
+        return Table(_blz.RawTable.open(path, write), mode)
+    if kind == "layer":
+        if write:
+            raise ReadOnlyError(f"{path}: layer datasets are read-only (build a new one)")
+        return Layer(_blz.RawLayer.open(path))
+    raise UnsupportedError(f"{path}: unknown dataset kind {kind!r}")
+
+
+__all__ = [
+    "Array",
+    "Attributes",
+    "BcolzArray",
+    "BcolzTable",
+    "ChangedError",
+    "Column",
+    "CorruptionError",
+    "Cursor",
+    "Error",
+    "InvalidArgumentError",
+    "Layer",
+    "LockedError",
+    "MismatchError",
+    "NotFoundError",
+    "OutOfBoundsError",
+    "ReadOnlyError",
+    "Table",
+    "UnsupportedError",
+    "build_layer",
+    "create",
+    "open",
+]

@@ -1,0 +1,285 @@
+"""N-d arrays: :class:`Array`, numpy's basic indexing over a blz dataset."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator, MutableMapping
+from typing import Any
+
+import numpy as np
+
+from . import _blz
+from ._errors import CorruptionError, Error
+from ._index import native, resolve
+
+
+def _json_default(o: Any) -> Any:
+    if isinstance(o, np.generic):
+        return o.item()
+    if isinstance(o, np.ndarray):
+        return o.tolist()
+    raise TypeError(f"attribute values must be JSON-serializable, not {type(o).__name__}")
+
+
+class Attributes(MutableMapping[str, Any]):
+    """A dataset's user attributes (JSON values). Each change is written at once, atomically."""
+
+    def __init__(self, raw: Any) -> None:
+        self._raw = raw
+
+    def _load(self) -> dict[str, Any]:
+        return json.loads(self._raw.attrs_json())
+
+    def _store(self, d: dict[str, Any]) -> None:
+        self._raw.set_attrs_json(json.dumps(d, default=_json_default))
+
+    def __getitem__(self, key: str) -> Any:
+        return self._load()[key]
+
+    def __setitem__(self, key: str, value: Any) -> None:
+        d = self._load()
+        d[key] = value
+        self._store(d)
+
+    def __delitem__(self, key: str) -> None:
+        d = self._load()
+        del d[key]
+        self._store(d)
+
+    def update(self, *args: Any, **kwargs: Any) -> None:  # type: ignore[override]
+        d = self._load()
+        d.update(*args, **kwargs)
+        self._store(d)
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._load())
+
+    def __len__(self) -> int:
+        return len(self._load())
+
+    def __repr__(self) -> str:
+        return f"Attributes({self._load()!r})"
+
+
+def raise_problems(problems: list[tuple[str, str, str | None, int | None]]) -> None:
+    """Raises the first problem `verify` found (all of them in ``.problems``)."""
+    if not problems:
+        return
+    from . import _errors
+
+    excs = []
+    for cls, msg, path, chunk in problems:
+        e = getattr(_errors, cls, Error)(msg)
+        e.filename = path
+        e.chunk = chunk
+        excs.append(e)
+    first = excs[0]
+    if len(excs) > 1:
+        first = type(first)(f"{first} (and {len(excs) - 1} more problems)")
+        first.filename, first.chunk = excs[0].filename, excs[0].chunk
+    first.problems = excs  # type: ignore[attr-defined]
+    raise first
+
+
+class Array:
+    """An N-d dataset, indexed like a numpy array.
+
+    Reads (``a[key]``, ``np.asarray(a)``) decode only the chunks they touch, in parallel with
+    the GIL released, straight into the numpy array returned. Writes (``a[key] = values``,
+    :meth:`append`, :meth:`resize`) are each one transaction.
+    """
+
+    def __init__(self, raw: Any, mode: str) -> None:
+        self._raw = raw
+        self._mode = mode
+        self._refresh()
+
+    def _refresh(self) -> None:
+        shape, descr, chunks, nbytes, cbytes, nchunks, nfiles = self._raw.state()
+        self._shape = tuple(shape)
+        self._dtype = np.dtype(descr)
+        self._chunks = tuple(chunks)
+        self._nbytes = nbytes
+        self._cbytes = cbytes
+        self._nchunks = nchunks
+        self._nfiles = nfiles
+
+    # -- description ------------------------------------------------------------------
+
+    @property
+    def path(self) -> str:
+        return str(self._raw.path)
+
+    @property
+    def mode(self) -> str:
+        return self._mode
+
+    @property
+    def shape(self) -> tuple[int, ...]:
+        return self._shape
+
+    @property
+    def dtype(self) -> np.dtype:
+        """The element type, in the stored byte order."""
+        return self._dtype
+
+    @property
+    def ndim(self) -> int:
+        return len(self._shape)
+
+    @property
+    def size(self) -> int:
+        return int(np.prod(self._shape, dtype=np.int64))
+
+    @property
+    def chunks(self) -> tuple[int, ...]:
+        return self._chunks
+
+    @property
+    def nbytes(self) -> int:
+        """Uncompressed bytes."""
+        return self._nbytes
+
+    @property
+    def cbytes(self) -> int:
+        """Stored bytes (compressed chunks and their digests)."""
+        return self._cbytes
+
+    @property
+    def attrs(self) -> Attributes:
+        return Attributes(self._raw)
+
+    def __len__(self) -> int:
+        return self._shape[0]
+
+    def info(self) -> dict[str, Any]:
+        """Shape, dtype, chunking, compression, sizes and files."""
+        meta = json.loads(self._raw.storage_json())
+        comp = meta.get("compression", {})
+        return {
+            "path": self.path,
+            "kind": "array",
+            "shape": self.shape,
+            "dtype": self.dtype.str,
+            "chunks": self.chunks,
+            "codec": comp.get("codec"),
+            "clevel": comp.get("clevel"),
+            "filters": comp.get("filters"),
+            "checksum": meta.get("checksum"),
+            "fill": meta.get("dflt"),
+            "nbytes": self.nbytes,
+            "cbytes": self.cbytes,
+            "ratio": self.nbytes / self.cbytes if self.cbytes else None,
+            "nchunks": self._nchunks,
+            "nfiles": self._nfiles,
+        }
+
+    def __repr__(self) -> str:
+        ratio = f"{self.nbytes / self.cbytes:.2f}" if self.cbytes else "-"
+        return (
+            f"<blz.Array {self.path!r} shape={self.shape} dtype={self.dtype} "
+            f"chunks={self.chunks} ratio={ratio} mode={self.mode!r}>"
+        )
+
+    # -- reading ----------------------------------------------------------------------
+
+    def _read(self, key: Any) -> Any:
+        r = resolve(key, self._shape)
+        buf = np.empty(r.counts, dtype=native(self._dtype))
+        if buf.size:
+            self._raw.read_into(r.sel, buf)
+        if buf.dtype != self._dtype:
+            buf.byteswap(inplace=True)
+            buf = buf.view(self._dtype)
+        return buf[r.view]
+
+    def __getitem__(self, key: Any) -> Any:
+        return self._read(key)
+
+    def __array__(self, dtype: Any = None, copy: bool | None = None) -> np.ndarray:
+        if copy is False:
+            raise ValueError("a blz array is read from disk: a copy cannot be avoided")
+        a = self._read(Ellipsis)
+        if dtype is not None:
+            a = a.astype(dtype, copy=False)
+        return a
+
+    def iter_blocks(self, rows: int | None = None) -> Iterator[np.ndarray]:
+        """Blocks of whole rows (axis 0), ``rows`` at a time (default: one chunk's rows)."""
+        step = max(1, rows or self._chunks[0])
+        for start in range(0, self._shape[0], step):
+            yield self._read(slice(start, start + step))
+
+    def __iter__(self) -> Iterator[Any]:
+        for block in self.iter_blocks():
+            yield from block
+
+    # -- writing ----------------------------------------------------------------------
+
+    def __setitem__(self, key: Any, values: Any) -> None:
+        r = resolve(key, self._shape)
+        buf = np.empty(r.counts, dtype=native(self._dtype))
+        buf[r.view] = values  # numpy's broadcasting and casting
+        if buf.size:
+            try:
+                self._raw.write_from(r.sel, buf)
+            finally:
+                self._refresh()
+
+    def append(self, values: Any) -> None:
+        """Appends rows along axis 0 (one row may be given without its leading axis)."""
+        v = np.asarray(values)
+        if v.ndim == self.ndim - 1:
+            v = v[np.newaxis]
+        if v.ndim != self.ndim or v.shape[1:] != self._shape[1:]:
+            raise ValueError(
+                f"cannot append values of shape {np.shape(values)} to an array of shape "
+                f"{self._shape}: rows of shape {self._shape[1:]} expected"
+            )
+        v = np.ascontiguousarray(v, dtype=native(self._dtype))
+        try:
+            self._raw.append(v, v.shape[0])
+        finally:
+            self._refresh()
+
+    def resize(self, n: int) -> None:
+        """Sets the extent of axis 0: new rows take the fill value."""
+        if n < 0:
+            raise ValueError("the new length must not be negative")
+        try:
+            self._raw.resize(int(n))
+        finally:
+            self._refresh()
+
+    def verify(self) -> None:
+        """Reads every chunk and checks every digest; raises the first problem found
+        (a :class:`CorruptionError` naming the file and chunk; all in ``.problems``)."""
+        raise_problems(self._raw.verify())
+
+    def compact(self) -> int:
+        """Rewrites the files without the dead space left by modifications."""
+        try:
+            return self._raw.compact()
+        finally:
+            self._refresh()
+
+    # -- life -------------------------------------------------------------------------
+
+    def close(self) -> None:
+        """Releases the writer lock (the array stays readable)."""
+        self._raw.close()
+        self._mode = "r"
+
+    def __enter__(self) -> Array:
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.close()
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        from . import open as _open
+
+        return (_open, (self.path, self._mode))
+
+
+__all__ = ["Array", "Attributes", "CorruptionError"]

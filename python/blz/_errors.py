@@ -1,0 +1,64 @@
+"""The exceptions blz raises: one hierarchy under :class:`blz.Error` (an ``OSError``).
+
+Messages are the library's: they name the file and, for a bad chunk, the chunk. The
+``filename`` and ``chunk`` attributes hold them too (``None`` when not known).
+"""
+
+from __future__ import annotations
+
+
+class Error(OSError):
+    """Any error blz reports."""
+
+    filename: str | None = None
+    chunk: int | None = None
+
+
+class CorruptionError(Error):
+    """Stored bytes that cannot be right: a bad header, chunk, digest or metadata file."""
+
+
+class LockedError(Error):
+    """Another writer holds the dataset's lock (``mode="r+"``)."""
+
+
+class ReadOnlyError(Error):
+    """A write to a dataset opened read-only."""
+
+
+class ChangedError(Error):
+    """A writer committed while this handle was reading: open the dataset again."""
+
+
+class NotFoundError(Error, FileNotFoundError):
+    """A missing dataset or file."""
+
+
+class OutOfBoundsError(Error, IndexError):
+    """An index or range outside a dataset."""
+
+
+class MismatchError(Error, ValueError):
+    """Values whose type or shape do not fit the dataset."""
+
+
+class InvalidArgumentError(Error, ValueError):
+    """An argument blz cannot honour (a bad codec name, a zero chunk size, ...)."""
+
+
+class UnsupportedError(Error):
+    """Well-formed data that blz cannot represent (a bcolz ``object`` dtype, ...)."""
+
+
+__all__ = [
+    "Error",
+    "CorruptionError",
+    "LockedError",
+    "ReadOnlyError",
+    "ChangedError",
+    "NotFoundError",
+    "OutOfBoundsError",
+    "MismatchError",
+    "InvalidArgumentError",
+    "UnsupportedError",
+]

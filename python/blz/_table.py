@@ -1,0 +1,514 @@
+"""Tables: :class:`Table`, columns of (nested, variable-length) fields stored column-wise."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator, Mapping
+from typing import Any
+
+import numpy as np
+
+from ._array import Attributes, raise_problems
+from ._index import native, resolve
+
+VAR_KINDS = ("varstr", "varbytes")
+
+
+# -- schemas ------------------------------------------------------------------------------
+
+
+def _leaf_dtype(kind: str) -> np.dtype:
+    return np.dtype(object) if kind in VAR_KINDS else np.dtype(kind)
+
+
+def schema_dtype(schema: list[Any]) -> np.dtype:
+    """The numpy structured dtype of a table schema (variable-length columns as objects)."""
+    fields = []
+    for name, spec in schema:
+        if isinstance(spec, str):
+            fields.append((name, _leaf_dtype(spec)))
+        else:
+            fields.append((name, schema_dtype(spec)))
+    return np.dtype(fields)
+
+
+def _var_kind(values: Any) -> str:
+    for v in values:
+        if v is None:
+            continue
+        return "varbytes" if isinstance(v, (bytes, bytearray, np.bytes_)) else "varstr"
+    return "varstr"
+
+
+def _leaf_spec(name: str, dt: np.dtype, values: Any) -> str:
+    if dt.subdtype is not None:
+        raise ValueError(f"field {name!r}: sub-array fields ({dt}) are not supported by blz tables")
+    if dt.kind == "O":
+        return _var_kind(values)
+    if dt.kind == "T":
+        return "varstr"
+    return native(dt).str
+
+
+def fields_from_dtype(dt: np.dtype, data: Any = None) -> list[Any]:
+    """A table schema for a structured dtype (``data``, when given, tells str from bytes in
+    object fields)."""
+    out: list[Any] = []
+    for name in dt.names or ():
+        sub = dt.fields[name][0]
+        col = data[name] if data is not None else ()
+        if sub.names:
+            out.append((name, fields_from_dtype(sub, col if data is not None else None)))
+        else:
+            out.append((name, _leaf_spec(name, sub, col)))
+    return out
+
+
+def _as_column(v: Any) -> Any:
+    """A dict value as a column: an ndarray, or a list of str/bytes (variable-length)."""
+    if hasattr(v, "to_numpy") and not isinstance(v, np.ndarray):  # a pandas Series
+        v = v.to_numpy()
+    if isinstance(v, np.ndarray):
+        return v
+    v = list(v)
+    if v and all(isinstance(x, (str, bytes)) for x in v):
+        return v
+    return np.asarray(v)
+
+
+def fields_from_mapping(data: Mapping[str, Any]) -> list[Any]:
+    out: list[Any] = []
+    for name, v in data.items():
+        if isinstance(v, Mapping):
+            out.append((name, fields_from_mapping(v)))
+            continue
+        v = _as_column(v)
+        if isinstance(v, list):
+            out.append((name, _var_kind(v)))
+        elif v.dtype.names:
+            out.append((name, fields_from_dtype(v.dtype, v)))
+        else:
+            if v.ndim != 1:
+                raise ValueError(f"column {name!r} must be 1-d, has shape {v.shape}")
+            out.append((name, _leaf_spec(name, v.dtype, v)))
+    return out
+
+
+def is_tabular(data: Any) -> bool:
+    """Whether ``blz.create`` makes a table of ``data``."""
+    if isinstance(data, Mapping):
+        return True
+    if isinstance(data, np.ndarray) and data.dtype.names:
+        return True
+    return type(data).__name__ == "DataFrame" and hasattr(data, "columns")
+
+
+def normalize_tabular(data: Any) -> Any:
+    """A DataFrame as a dict of columns; anything else as it is."""
+    if type(data).__name__ == "DataFrame" and hasattr(data, "columns"):
+        return {str(c): data[c].to_numpy() for c in data.columns}
+    return data
+
+
+def _get(data: Any, path: str) -> Any:
+    """The values of leaf ``path`` (``a/b``) in a structured array or a (nested) mapping."""
+    if isinstance(data, Mapping) and path in data:
+        return data[path]
+    cur = data
+    for part in path.split("/"):
+        if isinstance(cur, Mapping):
+            if part not in cur:
+                raise KeyError(f"no values given for column {path!r}")
+            cur = cur[part]
+        else:
+            cur = _as_column(cur)
+            if not (isinstance(cur, np.ndarray) and cur.dtype.names and part in cur.dtype.names):
+                raise KeyError(f"no values given for column {path!r}")
+            cur = cur[part]
+    return cur
+
+
+def columns_payload(leaves: list[tuple[str, str]], data: Any) -> list[tuple[str, Any]]:
+    """Per leaf ``(path, values)`` as the native module takes them."""
+    data = normalize_tabular(data)
+    if not isinstance(data, Mapping) and not (isinstance(data, np.ndarray) and data.dtype.names):
+        raise TypeError("table rows are a structured array, a dict of arrays or a DataFrame")
+    out = []
+    for path, kind in leaves:
+        v = _as_column(_get(data, path))
+        if kind in VAR_KINDS:
+            items = v.tolist() if isinstance(v, np.ndarray) else list(v)
+            if kind == "varstr":
+                items = [x.decode() if isinstance(x, bytes) else x for x in items]
+            else:
+                items = [x.encode() if isinstance(x, str) else x for x in items]
+            out.append((path, items))
+        else:
+            out.append((path, np.ascontiguousarray(v, dtype=np.dtype(kind)).reshape(-1)))
+    return out
+
+
+def _field_spec(name: str, dtype: Any) -> Any:
+    if isinstance(dtype, str) and dtype in VAR_KINDS:
+        return (name, dtype)
+    if dtype is str:
+        return (name, "varstr")
+    if dtype is bytes:
+        return (name, "varbytes")
+    dt = np.dtype(dtype)
+    if dt.names:
+        return (name, fields_from_dtype(dt))
+    return (name, _leaf_spec(name, dt, ()))
+
+
+# -- columns ------------------------------------------------------------------------------
+
+
+class Column:
+    """One column of a table, indexed like a 1-d numpy array: a leaf (``t["pos/x"]``), or a
+    nested record (``t["pos"]``, records of its fields). Reading it opens no other column's
+    files."""
+
+    def __init__(self, table: Table, path: str, kind: str) -> None:
+        self._table = table
+        self.path = path
+        self._kind = kind
+
+    @property
+    def dtype(self) -> np.dtype:
+        if self._kind is None:
+            dt = self._table._dtype
+            for p in self.path.split("/"):
+                dt = dt[p]
+            return dt
+        return _leaf_dtype(self._kind)
+
+    @property
+    def shape(self) -> tuple[int]:
+        return (len(self._table),)
+
+    @property
+    def ndim(self) -> int:
+        return 1
+
+    def __len__(self) -> int:
+        return len(self._table)
+
+    def _rows(self, start: int, end: int) -> np.ndarray:
+        if self._kind is None:
+            return self._table._read_rows(start, end, prefix=self.path)
+        return self._table._read_leaf(self.path, self._kind, start, end)
+
+    def __getitem__(self, key: Any) -> Any:
+        r = resolve(key, self.shape)
+        start, count, step, _ = r.sel[0]
+        if count == 0:
+            buf = np.empty(0, dtype=self.dtype)
+        else:
+            first = start if step > 0 else start + (count - 1) * step
+            span = (count - 1) * abs(step) + 1
+            buf = self._rows(first, first + span)[:: abs(step)]
+        return buf[r.view]
+
+    def __array__(self, dtype: Any = None, copy: bool | None = None) -> np.ndarray:
+        if copy is False:
+            raise ValueError("a blz column is read from disk: a copy cannot be avoided")
+        a = self._rows(0, len(self))
+        return a if dtype is None else a.astype(dtype, copy=False)
+
+    def __iter__(self) -> Iterator[Any]:
+        step = max(
+            self._table._chunklen(p)
+            for p, _ in self._table._leaves
+            if p == self.path or p.startswith(self.path + "/")
+        )
+        for s in range(0, len(self), step):
+            yield from self._rows(s, min(s + step, len(self)))
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        import operator
+
+        return (operator.getitem, (self._table, self.path))
+
+    def __repr__(self) -> str:
+        return f"<blz.Column {self.path!r} of {self._table.path!r} len={len(self)} dtype={self.dtype}>"
+
+
+# -- tables -------------------------------------------------------------------------------
+
+
+class Table:
+    """A table of (nested, variable-length) columns, stored column-wise.
+
+    ``t["pos/x"]`` is one column (:class:`Column`); ``t[10:20]`` rows as a numpy structured
+    array (nested fields as nested records, variable-length columns as objects).
+    """
+
+    def __init__(self, raw: Any, mode: str) -> None:
+        self._raw = raw
+        self._mode = mode
+        self._refresh()
+
+    def _refresh(self) -> None:
+        self._schema = self._raw.schema()
+        self._leaves: list[tuple[str, str]] = self._raw.leaves()
+        self._nrows: int = self._raw.nrows()
+        self._dtype = schema_dtype(self._schema)
+        self._info = {p: (cl, codec, clevel, nb, cb) for p, nb, cb, cl, codec, clevel in self._raw.column_info()}
+
+    @property
+    def path(self) -> str:
+        return str(self._raw.path)
+
+    @property
+    def mode(self) -> str:
+        return self._mode
+
+    @property
+    def columns(self) -> list[str]:
+        """The leaf columns' paths (``name``, or ``parent/name`` for nested fields)."""
+        return [p for p, _ in self._leaves]
+
+    @property
+    def dtype(self) -> np.dtype:
+        """The rows' numpy structured dtype."""
+        return self._dtype
+
+    @property
+    def shape(self) -> tuple[int]:
+        return (self._nrows,)
+
+    @property
+    def nrows(self) -> int:
+        return self._nrows
+
+    @property
+    def nbytes(self) -> int:
+        return self._raw.sizes()[0]
+
+    @property
+    def cbytes(self) -> int:
+        return self._raw.sizes()[1]
+
+    @property
+    def attrs(self) -> Attributes:
+        return Attributes(self._raw)
+
+    def __len__(self) -> int:
+        return self._nrows
+
+    def _chunklen(self, path: str) -> int:
+        return max(1, self._info[path][0])
+
+    def _read_leaf(self, path: str, kind: str, start: int, end: int) -> np.ndarray:
+        if kind in VAR_KINDS:
+            out = np.empty(end - start, dtype=object)
+            out[:] = self._raw.read_var_column(path, start, end)
+            return out
+        out = np.empty(end - start, dtype=np.dtype(kind))
+        if end > start:
+            self._raw.read_column_into(path, start, end, out)
+        return out
+
+    def _read_rows(self, start: int, end: int, prefix: str | None = None) -> np.ndarray:
+        """Rows ``start..end`` as records: all fields, or those of the nested record
+        ``prefix`` (only its columns are read)."""
+        dtype = self._dtype
+        skip = 0
+        if prefix is not None:
+            for p in prefix.split("/"):
+                dtype = dtype[p]
+            skip = len(prefix.split("/"))
+        out = np.empty(end - start, dtype=dtype)
+        for path, kind in self._leaves:
+            if prefix is not None and not path.startswith(prefix + "/"):
+                continue
+            target = out
+            parts = path.split("/")[skip:]
+            for p in parts[:-1]:
+                target = target[p]
+            target[parts[-1]] = self._read_leaf(path, kind, start, end)
+        return out
+
+    def __getitem__(self, key: Any) -> Any:
+        if isinstance(key, str):
+            for p, k in self._leaves:
+                if p == key:
+                    return Column(self, p, k)
+            if any(p.startswith(key + "/") for p, _ in self._leaves):
+                return Column(self, key, None)  # a nested record: its leaves as records
+            raise KeyError(f"no column {key!r} (columns: {', '.join(self.columns)})")
+        r = resolve(key, self.shape)
+        start, count, step, _ = r.sel[0]
+        if count == 0:
+            return np.empty(0, dtype=self._dtype)[r.view]
+        first = start if step > 0 else start + (count - 1) * step
+        span = (count - 1) * abs(step) + 1
+        return self._read_rows(first, first + span)[:: abs(step)][r.view]
+
+    def __array__(self, dtype: Any = None, copy: bool | None = None) -> np.ndarray:
+        if copy is False:
+            raise ValueError("a blz table is read from disk: a copy cannot be avoided")
+        a = self._read_rows(0, self._nrows)
+        return a if dtype is None else a.astype(dtype, copy=False)
+
+    def __iter__(self) -> Iterator[Any]:
+        step = max(self._chunklen(p) for p, _ in self._leaves) if self._leaves else 1
+        for s in range(0, self._nrows, step):
+            yield from self._read_rows(s, min(s + step, self._nrows))
+
+    def __contains__(self, name: str) -> bool:
+        return name in self.columns
+
+    # -- writing --------------------------------------------------------------------------
+
+    def append(self, rows: Any) -> None:
+        """Appends rows: a structured array, a dict of arrays (keyed by leaf path or nested
+        dicts), a DataFrame, or a list of tuples in the table's field order. One
+        transaction across all columns."""
+        if isinstance(rows, list):
+            rows = np.array([tuple(r) for r in rows], dtype=self._dtype)
+        try:
+            self._raw.append(columns_payload(self._leaves, rows))
+        finally:
+            self._refresh()
+
+    def __setitem__(self, key: Any, rows: Any) -> None:
+        """Overwrites a contiguous range of rows (``t[10:20] = records``)."""
+        if isinstance(key, int):
+            key = slice(key, key + 1 if key != -1 else None)
+        if not isinstance(key, slice):
+            raise TypeError("table rows are written by an integer or a slice with step 1")
+        start, stop, step = key.indices(self._nrows)
+        if step != 1:
+            raise TypeError("table rows are written by an integer or a slice with step 1")
+        if isinstance(rows, list):
+            rows = np.array([tuple(r) for r in rows], dtype=self._dtype)
+        payload = columns_payload(self._leaves, rows)
+        n = max(stop - start, 0)
+        for p, v in payload:
+            if len(v) != n:
+                raise ValueError(f"column {p}: {len(v)} values given for {n} rows")
+        try:
+            self._raw.write_rows(start, payload)
+        finally:
+            self._refresh()
+
+    def resize(self, n: int) -> None:
+        """Sets the number of rows (new rows take each column's fill value)."""
+        try:
+            self._raw.resize(int(n))
+        finally:
+            self._refresh()
+
+    def add_column(self, name: str, dtype: Any) -> None:
+        """Adds a top-level column of ``dtype`` (a numpy dtype, a structured dtype for a
+        nested record, or ``str``/``bytes``/``"varstr"``/``"varbytes"`` for variable-length
+        values), filled with its default for the existing rows."""
+        try:
+            self._raw.add_column(_field_spec(name, dtype))
+        finally:
+            self._refresh()
+
+    def drop_column(self, path: str) -> None:
+        try:
+            self._raw.drop_column(path)
+        finally:
+            self._refresh()
+
+    def rename_column(self, path: str, new_name: str) -> None:
+        """Renames a column (``parent/name`` for a nested one) to ``new_name`` in its parent."""
+        try:
+            self._raw.rename_column(path, new_name)
+        finally:
+            self._refresh()
+
+    def verify(self) -> None:
+        """Checks every chunk of every column; raises the first problem found."""
+        raise_problems(self._raw.verify())
+
+    # -- export ---------------------------------------------------------------------------
+
+    def to_pandas(self) -> Any:
+        """A pandas DataFrame, a column per leaf (named by its path)."""
+        import pandas as pd
+
+        return pd.DataFrame({p: self._read_leaf(p, k, 0, self._nrows) for p, k in self._leaves})
+
+    def to_arrow(self) -> Any:
+        """A pyarrow Table (nested fields as struct columns)."""
+        import pyarrow as pa
+
+        kinds = dict(self._leaves)
+
+        def build(schema: list[Any], prefix: str) -> tuple[list[str], list[Any]]:
+            names, arrays = [], []
+            for name, spec in schema:
+                path = f"{prefix}{name}"
+                if isinstance(spec, str):
+                    v = self._read_leaf(path, kinds[path], 0, self._nrows)
+                    if spec == "varstr":
+                        arr = pa.array(v.tolist(), type=pa.string())
+                    elif spec == "varbytes":
+                        arr = pa.array(v.tolist(), type=pa.binary())
+                    else:
+                        arr = pa.array(v)
+                else:
+                    sub_names, sub_arrays = build(spec, path + "/")
+                    arr = pa.StructArray.from_arrays(sub_arrays, names=sub_names)
+                names.append(name)
+                arrays.append(arr)
+            return names, arrays
+
+        names, arrays = build(self._schema, "")
+        return pa.Table.from_arrays(arrays, names=names)
+
+    def __arrow_c_stream__(self, requested_schema: Any = None) -> Any:
+        """The Arrow PyCapsule stream protocol: pyarrow, polars and duckdb read a table
+        directly (needs pyarrow)."""
+        return self.to_arrow().__arrow_c_stream__(requested_schema)
+
+    def info(self) -> dict[str, Any]:
+        return {
+            "path": self.path,
+            "kind": "table",
+            "nrows": self._nrows,
+            "nbytes": self.nbytes,
+            "cbytes": self.cbytes,
+            "columns": {
+                p: {
+                    "dtype": k,
+                    "chunklen": self._info[p][0],
+                    "codec": self._info[p][1],
+                    "clevel": self._info[p][2],
+                    "nbytes": self._info[p][3],
+                    "cbytes": self._info[p][4],
+                }
+                for p, k in self._leaves
+            },
+            "attrs": json.loads(self._raw.attrs_json()),
+        }
+
+    def __repr__(self) -> str:
+        return (
+            f"<blz.Table {self.path!r} nrows={self._nrows} "
+            f"columns={self.columns} mode={self.mode!r}>"
+        )
+
+    def close(self) -> None:
+        self._raw.close()
+        self._mode = "r"
+
+    def __enter__(self) -> Table:
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.close()
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        from . import open as _open
+
+        return (_open, (self.path, self._mode))
+
+
+__all__ = ["Table", "Column"]

@@ -1,0 +1,1348 @@
+//! `blz._blz`: the native half of blz's Python package.
+//!
+//! A thin client of the blz library: every class here wraps one of the library's datasets
+//! (`Dataset`, `Table`, `Layer`, a bcolz reader) and takes what Python hands it in the
+//! simplest form (resolved selections, contiguous native-endian buffers, JSON text for
+//! attributes). numpy's conventions (indexing, broadcasting, dtypes) live in the Python
+//! package `blz`, which is what users import.
+//!
+//! Decoding and encoding run with the GIL released, on the library's rayon pool; a read
+//! decodes straight into the buffer of the numpy array the caller allocated. A panic never
+//! crosses into Python: it becomes a `blz.Error`.
+
+use blz::bcolz::{CarrayReader, CtableReader, Kind as BcolzKind};
+use blz::layer::{ColumnDef, Cursor, Layer, LayerSchema, LayerWriter, Value};
+use blz::table::{
+    ColumnOptions, Field, FieldSpec, FieldType, LeafKind, Table, TableOptions, Values,
+};
+use blz::{CreateOptions, DType, Dataset, Endianness};
+use ndarray::SliceInfoElem;
+use pyo3::buffer::PyUntypedBuffer;
+use pyo3::exceptions::PyValueError;
+use pyo3::prelude::*;
+use pyo3::types::{PyBytes, PyList, PyString, PyTuple};
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex, RwLock};
+
+// ---------------------------------------------------------------------------------------
+// Errors
+
+/// The `blz` exception class for a library error (classes are defined in `blz/_errors.py`).
+fn error_class(e: &blz::Error) -> &'static str {
+    use blz::Error as E;
+    match e {
+        E::InvalidHeader { .. }
+        | E::InvalidChunk { .. }
+        | E::ChecksumMismatch { .. }
+        | E::InvalidMetadata { .. }
+        | E::ChunkOutOfRange { .. } => "CorruptionError",
+        E::Locked { .. } => "LockedError",
+        E::ReadOnly { .. } => "ReadOnlyError",
+        E::Changed { .. } => "ChangedError",
+        E::OutOfBounds { .. } => "OutOfBoundsError",
+        E::Mismatch { .. } => "MismatchError",
+        E::InvalidArgument(_) => "InvalidArgumentError",
+        E::Unsupported { .. } => "UnsupportedError",
+        E::Io { source, .. } if source.kind() == std::io::ErrorKind::NotFound => "NotFoundError",
+        _ => "Error",
+    }
+}
+
+/// The file and chunk an error names, when it names them.
+fn error_place(e: &blz::Error) -> (Option<PathBuf>, Option<u64>) {
+    use blz::Error as E;
+    match e {
+        E::InvalidChunk { path, chunk, .. } | E::ChecksumMismatch { path, chunk, .. } => {
+            (Some(path.clone()), (*chunk != u64::MAX).then_some(*chunk))
+        }
+        E::ChunkOutOfRange { path, chunk, .. } => (Some(path.clone()), Some(*chunk)),
+        E::Io { path, .. }
+        | E::InvalidHeader { path, .. }
+        | E::InvalidMetadata { path, .. }
+        | E::Locked { path }
+        | E::ReadOnly { path }
+        | E::Unsupported { path, .. }
+        | E::Changed { path } => (Some(path.clone()), None),
+        E::OutOfBounds { dataset, .. } | E::Mismatch { dataset, .. } => {
+            (Some(dataset.clone()), None)
+        }
+        _ => (None, None),
+    }
+}
+
+/// Builds the Python exception for a library error: the class by kind, the library's message
+/// (which names the file and the chunk), and `filename` and `chunk` attributes.
+fn raise(py: Python<'_>, class: &str, msg: String, place: (Option<PathBuf>, Option<u64>)) -> PyErr {
+    let build = || -> PyResult<PyErr> {
+        let cls = py.import("blz._errors")?.getattr(class)?;
+        let exc = cls.call1((msg.clone(),))?;
+        let (path, chunk) = place;
+        exc.setattr("filename", path.map(|p| p.display().to_string()))?;
+        exc.setattr("chunk", chunk)?;
+        Ok(PyErr::from_value(exc))
+    };
+    build().unwrap_or_else(|e| e)
+}
+
+/// A failure on the Rust side, before it becomes a Python exception (which needs the GIL).
+enum Fail {
+    Blz(blz::Error),
+    Panic(String),
+    Py(PyErr),
+}
+
+impl From<blz::Error> for Fail {
+    fn from(e: blz::Error) -> Fail {
+        Fail::Blz(e)
+    }
+}
+
+impl From<PyErr> for Fail {
+    fn from(e: PyErr) -> Fail {
+        Fail::Py(e)
+    }
+}
+
+impl Fail {
+    fn into_py(self, py: Python<'_>) -> PyErr {
+        match self {
+            Fail::Blz(e) => {
+                let class = error_class(&e);
+                let place = error_place(&e);
+                raise(py, class, e.to_string(), place)
+            }
+            Fail::Panic(m) => raise(
+                py,
+                "Error",
+                format!("internal error in blz: {m}"),
+                (None, None),
+            ),
+            Fail::Py(e) => e,
+        }
+    }
+}
+
+type FResult<T> = std::result::Result<T, Fail>;
+
+/// Runs `f` with the GIL released; a panic inside becomes a `blz.Error`.
+fn detached<T, F>(py: Python<'_>, f: F) -> PyResult<T>
+where
+    F: FnOnce() -> FResult<T> + Send,
+    T: Send,
+{
+    let r = py.detach(|| {
+        std::panic::catch_unwind(std::panic::AssertUnwindSafe(f)).unwrap_or_else(|p| {
+            let m = p
+                .downcast_ref::<&str>()
+                .map(|s| s.to_string())
+                .or_else(|| p.downcast_ref::<String>().cloned())
+                .unwrap_or_else(|| "a panic".to_string());
+            Err(Fail::Panic(m))
+        })
+    });
+    r.map_err(|e| e.into_py(py))
+}
+
+fn lock_err(what: &str) -> Fail {
+    Fail::Panic(format!("the {what} lock was poisoned by an earlier panic"))
+}
+
+// ---------------------------------------------------------------------------------------
+// Buffers
+
+/// A contiguous buffer exported by a Python object (a numpy array), held for the duration of
+/// one call. Holding the `PyUntypedBuffer` keeps the export (and the memory) alive.
+struct Buf {
+    buf: PyUntypedBuffer,
+}
+
+impl Buf {
+    fn get(obj: &Bound<'_, PyAny>, writable: bool) -> PyResult<Buf> {
+        let buf = PyUntypedBuffer::get(obj)?;
+        if !buf.is_c_contiguous() {
+            return Err(PyValueError::new_err("blz needs a C-contiguous buffer"));
+        }
+        if writable && buf.readonly() {
+            return Err(PyValueError::new_err("blz needs a writable buffer"));
+        }
+        Ok(Buf { buf })
+    }
+
+    fn bytes(&self) -> &[u8] {
+        let len = self.buf.len_bytes();
+        if len == 0 {
+            return &[];
+        }
+        // SAFETY: the buffer is C-contiguous (checked in `get`) and `len_bytes` long, and the
+        // export stays alive (numpy cannot free or resize the memory) while `self` does. The
+        // bytes are only read. Another Python thread could write to the same array while the
+        // GIL is released, as it could during any numpy operation that releases the GIL;
+        // blz then reads some old and some new values, and nothing else.
+        unsafe { std::slice::from_raw_parts(self.buf.buf_ptr() as *const u8, len) }
+    }
+
+    #[expect(
+        clippy::mut_from_ref,
+        reason = "the memory is Python's, not self's: exclusivity is the caller's contract"
+    )]
+    fn bytes_mut(&self) -> &mut [u8] {
+        let len = self.buf.len_bytes();
+        if len == 0 {
+            return &mut [];
+        }
+        // SAFETY: as in `bytes`; the buffer is writable (checked in `get`), and the arrays
+        // blz fills are freshly allocated by the calling Python function, which hands them
+        // to no one before this call returns, so this is the only reference to the memory.
+        unsafe { std::slice::from_raw_parts_mut(self.buf.buf_ptr() as *mut u8, len) }
+    }
+}
+
+// ---------------------------------------------------------------------------------------
+// Options and types
+
+fn parse_dtype(descr: &str) -> PyResult<(DType, Option<Endianness>)> {
+    DType::parse_descr(descr).map_err(|e| PyValueError::new_err(e.to_string()))
+}
+
+fn json_map(text: Option<&str>) -> PyResult<serde_json::Map<String, serde_json::Value>> {
+    match text {
+        None => Ok(serde_json::Map::new()),
+        Some(t) => match serde_json::from_str(t) {
+            Ok(serde_json::Value::Object(m)) => Ok(m),
+            _ => Err(PyValueError::new_err("attributes must be a JSON object")),
+        },
+    }
+}
+
+fn json_value(text: Option<&str>) -> PyResult<serde_json::Value> {
+    match text {
+        None => Ok(serde_json::Value::Null),
+        Some(t) => serde_json::from_str(t).map_err(|e| PyValueError::new_err(e.to_string())),
+    }
+}
+
+/// Compression settings from the Python names (`codec`, `clevel`, `filter`).
+fn compression(codec: &str, clevel: u8, filter: &str) -> PyResult<blz::meta::Compression> {
+    let filters: Vec<&str> = match filter {
+        "none" | "" => vec![],
+        "shuffle" => vec!["shuffle"],
+        "bitshuffle" => vec!["bitshuffle"],
+        other => {
+            return Err(PyValueError::new_err(format!(
+                "unknown filter {other:?} (shuffle, bitshuffle or none)"
+            )))
+        }
+    };
+    serde_json::from_value(serde_json::json!({
+        "codec": codec, "clevel": clevel, "filters": filters,
+    }))
+    .map_err(|_| {
+        PyValueError::new_err(format!(
+            "unknown codec {codec:?} (blosclz, lz4, lz4hc, zlib or zstd)"
+        ))
+    })
+}
+
+fn checksum(name: &str) -> PyResult<blz::blpk::Checksum> {
+    blz::blpk::Checksum::from_name(name)
+        .ok_or_else(|| PyValueError::new_err(format!("unknown checksum {name:?}")))
+}
+
+/// A resolved numpy selection, one `(start, count, step, index)` per axis (as `blz` computes
+/// it from a key with `slice.indices`), as ndarray slice elements.
+fn slice_elems(sel: &[(i64, i64, i64, bool)]) -> Vec<SliceInfoElem> {
+    sel.iter()
+        .map(|&(start, count, step, index)| {
+            let (start, count, step) = (start as isize, count as isize, step as isize);
+            if index {
+                SliceInfoElem::Index(start)
+            } else if count == 0 {
+                SliceInfoElem::Slice {
+                    start: 0,
+                    end: Some(0),
+                    step: 1,
+                }
+            } else if step > 0 {
+                SliceInfoElem::Slice {
+                    start,
+                    end: Some(start + (count - 1) * step + 1),
+                    step,
+                }
+            } else {
+                // numpy walks back from `start`; ndarray walks back from the end of its range.
+                SliceInfoElem::Slice {
+                    start: start + (count - 1) * step,
+                    end: Some(start + 1),
+                    step,
+                }
+            }
+        })
+        .collect()
+}
+
+/// The kind of the blz dataset at `path`; `None` for anything else (a bcolz carray has a
+/// `meta/storage` too, but not blz's `format`).
+fn kind_of(path: &Path) -> Option<String> {
+    let storage = blz::storage::local();
+    let raw: serde_json::Value =
+        blz::meta::read_json(storage.as_ref(), &path.join("meta").join("storage")).ok()?;
+    if raw.get("format").and_then(|f| f.as_str()) != Some("blz") {
+        return None;
+    }
+    blz::meta::dataset_kind(storage.as_ref(), path)
+}
+
+/// One problem `verify` found: the `blz` exception class, the message, the file, the chunk.
+type Problem = (String, String, Option<String>, Option<u64>);
+
+/// `(shape, descr, chunks, nbytes, cbytes, nchunks, nfiles)` of an array.
+type ArrayState = (Vec<u64>, String, Vec<u64>, u64, u64, u64, u64);
+
+/// `(path, nbytes, cbytes, chunklen, codec, clevel)` of a table column.
+type ColumnInfo = (String, u64, u64, u64, String, u8);
+
+fn errors_list(errors: Vec<blz::Error>) -> Vec<Problem> {
+    errors
+        .into_iter()
+        .map(|e| {
+            let (p, c) = error_place(&e);
+            (
+                error_class(&e).to_string(),
+                e.to_string(),
+                p.map(|p| p.display().to_string()),
+                c,
+            )
+        })
+        .collect()
+}
+
+// ---------------------------------------------------------------------------------------
+// Arrays
+
+/// An open N-d dataset.
+#[pyclass(module = "blz._blz", frozen)]
+struct RawArray {
+    ds: RwLock<Dataset>,
+    path: PathBuf,
+    writable: bool,
+}
+
+impl RawArray {
+    fn read<T>(&self, f: impl FnOnce(&Dataset) -> FResult<T>) -> FResult<T> {
+        let ds = self.ds.read().map_err(|_| lock_err("dataset"))?;
+        f(&ds)
+    }
+
+    fn write<T>(&self, f: impl FnOnce(&mut Dataset) -> FResult<T>) -> FResult<T> {
+        let mut ds = self.ds.write().map_err(|_| lock_err("dataset"))?;
+        f(&mut ds)
+    }
+
+    fn wrap(ds: Dataset, writable: bool) -> RawArray {
+        RawArray {
+            path: ds.path().to_path_buf(),
+            ds: RwLock::new(ds),
+            writable,
+        }
+    }
+}
+
+#[pymethods]
+impl RawArray {
+    /// Opens the dataset at `path`, for writing when `write`.
+    #[staticmethod]
+    fn open(py: Python<'_>, path: PathBuf, write: bool) -> PyResult<RawArray> {
+        let ds = detached(py, || {
+            Ok(if write {
+                Dataset::open_rw(&path)?
+            } else {
+                Dataset::open(&path)?
+            })
+        })?;
+        Ok(RawArray::wrap(ds, write))
+    }
+
+    /// Creates a dataset of `descr` and `shape`; with `data` (native-endian C-order bytes of
+    /// `shape[0]` rows), the rows are written in the same step (the dataset appears whole).
+    #[staticmethod]
+    #[pyo3(signature = (path, descr, shape, chunks, codec, clevel, filter, checksum_name, fill, attrs, overwrite, data=None))]
+    #[expect(clippy::too_many_arguments, reason = "blz.create's keyword arguments")]
+    fn create(
+        py: Python<'_>,
+        path: PathBuf,
+        descr: &str,
+        shape: Vec<u64>,
+        chunks: Option<Vec<u64>>,
+        codec: &str,
+        clevel: u8,
+        filter: &str,
+        checksum_name: &str,
+        fill: Option<&str>,
+        attrs: Option<&str>,
+        overwrite: bool,
+        data: Option<&Bound<'_, PyAny>>,
+    ) -> PyResult<RawArray> {
+        let (dtype, endian) = parse_dtype(descr)?;
+        let opts = CreateOptions {
+            chunkshape: chunks,
+            compression: compression(codec, clevel, filter)?,
+            checksum: checksum(checksum_name)?,
+            fill: json_value(fill)?,
+            endianness: endian.unwrap_or_else(Endianness::native),
+            attributes: json_map(attrs)?,
+            overwrite,
+            expectedlen: shape.first().copied().filter(|&n| n > 0),
+            ..Default::default()
+        };
+        if shape.is_empty() {
+            return Err(PyValueError::new_err(
+                "blz arrays have at least one axis (a 0-d value: use shape (1,))",
+            ));
+        }
+        let buf = data.map(|d| Buf::get(d, false)).transpose()?;
+        let ds = detached(py, || {
+            let storage = blz::storage::local();
+            Ok(match &buf {
+                Some(b) => {
+                    let mut s = shape.clone();
+                    s[0] = 0;
+                    let batches = [Ok::<&[u8], blz::Error>(b.bytes())];
+                    Dataset::create_from(storage, &path, dtype, &s, &opts, batches)?
+                }
+                None => Dataset::create_with(&path, dtype, &shape, &opts)?,
+            })
+        })?;
+        Ok(RawArray::wrap(ds, true))
+    }
+
+    #[getter]
+    fn path(&self) -> PathBuf {
+        self.path.clone()
+    }
+
+    #[getter]
+    fn writable(&self) -> bool {
+        self.writable
+    }
+
+    /// `(shape, descr, chunks, nbytes, cbytes, nchunks, nfiles)` in one call.
+    fn state(&self, py: Python<'_>) -> PyResult<ArrayState> {
+        detached(py, || {
+            self.read(|ds| {
+                let m = ds.storage_meta();
+                Ok((
+                    ds.shape().to_vec(),
+                    ds.dtype().descr(m.endianness),
+                    ds.chunkshape().to_vec(),
+                    ds.sizes().nbytes,
+                    ds.sizes().cbytes,
+                    ds.nchunks(),
+                    ds.nfiles(),
+                ))
+            })
+        })
+    }
+
+    /// The `meta/storage` document as JSON.
+    fn storage_json(&self, py: Python<'_>) -> PyResult<String> {
+        detached(py, || {
+            self.read(|ds| {
+                serde_json::to_string(ds.storage_meta()).map_err(|e| Fail::Panic(e.to_string()))
+            })
+        })
+    }
+
+    /// Decodes a selection into `out` (a C-contiguous buffer of exactly its size: native
+    /// byte order, ascending indices on every axis).
+    fn read_into(
+        &self,
+        py: Python<'_>,
+        sel: Vec<(i64, i64, i64, bool)>,
+        out: &Bound<'_, PyAny>,
+    ) -> PyResult<()> {
+        let out = Buf::get(out, true)?;
+        let elems = slice_elems(&sel);
+        detached(py, || {
+            self.read(|ds| {
+                let sel = ds.resolve(&elems)?;
+                ds.read_into(&sel, out.bytes_mut())?;
+                Ok(())
+            })
+        })
+    }
+
+    /// Writes `data` (native-endian, C order over the selection's counts, ascending indices)
+    /// into a selection, in one transaction.
+    fn write_from(
+        &self,
+        py: Python<'_>,
+        sel: Vec<(i64, i64, i64, bool)>,
+        data: &Bound<'_, PyAny>,
+    ) -> PyResult<()> {
+        let data = Buf::get(data, false)?;
+        let elems = slice_elems(&sel);
+        detached(py, || {
+            self.write(|ds| {
+                let sel = ds.resolve(&elems)?;
+                ds.write_bytes(&sel, data.bytes())?;
+                Ok(())
+            })
+        })
+    }
+
+    /// Appends `rows` rows given as native-endian C-order bytes, in one transaction.
+    fn append(&self, py: Python<'_>, data: &Bound<'_, PyAny>, rows: u64) -> PyResult<()> {
+        let data = Buf::get(data, false)?;
+        detached(py, || {
+            self.write(|ds| Ok(ds.append_bytes(data.bytes(), rows)?))
+        })
+    }
+
+    /// Sets the extent of axis 0.
+    fn resize(&self, py: Python<'_>, rows: u64) -> PyResult<()> {
+        detached(py, || self.write(|ds| Ok(ds.resize(rows)?)))
+    }
+
+    /// The user attributes as JSON.
+    fn attrs_json(&self, py: Python<'_>) -> PyResult<String> {
+        detached(py, || {
+            self.read(|ds| Ok(serde_json::Value::Object(ds.attrs()?).to_string()))
+        })
+    }
+
+    /// Replaces the user attributes (a JSON object).
+    fn set_attrs_json(&self, py: Python<'_>, text: &str) -> PyResult<()> {
+        let m = json_map(Some(text))?;
+        detached(py, || self.write(|ds| Ok(ds.set_attrs(m)?)))
+    }
+
+    /// Checks every chunk and digest: `(class, message, file, chunk)` per problem found.
+    fn verify(&self, py: Python<'_>) -> PyResult<Vec<Problem>> {
+        detached(py, || self.read(|ds| Ok(errors_list(ds.verify(|_, _| {})))))
+    }
+
+    /// Rewrites the superchunk files without dead space; returns the bytes reclaimed.
+    fn compact(&self, py: Python<'_>) -> PyResult<u64> {
+        detached(py, || self.write(|ds| Ok(ds.compact()?)))
+    }
+
+    /// Releases the writer lock and every file (the handle is unusable afterwards).
+    fn close(&self, py: Python<'_>) -> PyResult<()> {
+        detached(py, || {
+            self.write(|ds| {
+                // Reopen read-only in place of the writer: drops the lock and the open files.
+                *ds = Dataset::open(&self.path)?;
+                Ok(())
+            })
+        })
+    }
+}
+
+// ---------------------------------------------------------------------------------------
+// Tables
+
+/// A schema node from Python: `(name, spec)`, `spec` a dtype descriptor, `"varstr"`,
+/// `"varbytes"`, or a list of nodes (a nested record).
+fn field_from_py(node: &Bound<'_, PyAny>) -> PyResult<Field> {
+    let (name, spec): (String, Bound<'_, PyAny>) = node.extract()?;
+    if let Ok(s) = spec.extract::<String>() {
+        return Ok(match s.as_str() {
+            "varstr" => Field::varstr(&name),
+            "varbytes" => Field::varbytes(&name),
+            d => Field::new(&name, parse_dtype(d)?.0),
+        });
+    }
+    let children = spec
+        .try_iter()?
+        .map(|c| field_from_py(&c?))
+        .collect::<PyResult<Vec<Field>>>()?;
+    Ok(Field::structure(&name, children))
+}
+
+/// The schema for Python, mirroring [`field_from_py`]; leaves carry the kind's name
+/// (`float64`, `varstr`, ...).
+fn spec_to_py<'py>(py: Python<'py>, specs: &[FieldSpec]) -> PyResult<Bound<'py, PyList>> {
+    let list = PyList::empty(py);
+    for s in specs {
+        let item = match &s.dtype {
+            FieldType::Leaf(k) => PyTuple::new(
+                py,
+                [
+                    s.name.clone().into_pyobject(py)?.into_any(),
+                    PyString::new(py, k).into_any(),
+                ],
+            )?,
+            FieldType::Struct(children) => PyTuple::new(
+                py,
+                [
+                    s.name.clone().into_pyobject(py)?.into_any(),
+                    spec_to_py(py, children)?.into_any(),
+                ],
+            )?,
+        };
+        list.append(item)?;
+    }
+    Ok(list)
+}
+
+/// Column values from Python: `(path, data)`, `data` a C-contiguous native-endian buffer
+/// for a fixed-size column, or a sequence of `str`/`bytes` for a variable-length one.
+fn values_from_py(
+    kinds: &[(String, LeafKind)],
+    cols: &Bound<'_, PyAny>,
+) -> PyResult<Vec<(String, Values)>> {
+    let mut out = Vec::new();
+    for item in cols.try_iter()? {
+        let (name, data): (String, Bound<'_, PyAny>) = item?.extract()?;
+        let kind = kinds
+            .iter()
+            .find(|(n, _)| *n == name)
+            .map(|(_, k)| *k)
+            .ok_or_else(|| PyValueError::new_err(format!("no column {name:?}")))?;
+        let v = match kind {
+            LeafKind::Fixed(dtype) => {
+                let b = Buf::get(&data, false)?;
+                Values::Fixed {
+                    dtype,
+                    data: b.bytes().to_vec(),
+                }
+            }
+            LeafKind::VarStr | LeafKind::VarBytes => {
+                let mut items = Vec::new();
+                for x in data.try_iter()? {
+                    let x = x?;
+                    if let Ok(s) = x.cast::<PyString>() {
+                        items.push(s.to_str()?.as_bytes().to_vec());
+                    } else if let Ok(b) = x.cast::<PyBytes>() {
+                        items.push(b.as_bytes().to_vec());
+                    } else {
+                        return Err(PyValueError::new_err(format!(
+                            "column {name}: items must be str or bytes, not {}",
+                            x.get_type().name()?
+                        )));
+                    }
+                }
+                Values::Var(items)
+            }
+        };
+        out.push((name, v));
+    }
+    Ok(out)
+}
+
+fn leaf_kinds(t: &Table) -> Vec<(String, LeafKind)> {
+    t.leaves()
+        .iter()
+        .map(|l| (l.path.clone(), l.kind))
+        .collect()
+}
+
+/// An open table.
+#[pyclass(module = "blz._blz", frozen)]
+struct RawTable {
+    t: RwLock<Table>,
+    path: PathBuf,
+    writable: bool,
+}
+
+impl RawTable {
+    fn read<T>(&self, f: impl FnOnce(&Table) -> FResult<T>) -> FResult<T> {
+        let t = self.t.read().map_err(|_| lock_err("table"))?;
+        f(&t)
+    }
+
+    fn write<T>(&self, f: impl FnOnce(&mut Table) -> FResult<T>) -> FResult<T> {
+        let mut t = self.t.write().map_err(|_| lock_err("table"))?;
+        f(&mut t)
+    }
+
+    fn kinds(&self) -> PyResult<Vec<(String, LeafKind)>> {
+        let t = self
+            .t
+            .read()
+            .map_err(|_| PyValueError::new_err("the table lock was poisoned"))?;
+        Ok(leaf_kinds(&t))
+    }
+}
+
+#[pymethods]
+impl RawTable {
+    /// Opens the table at `path`, for writing when `write`.
+    #[staticmethod]
+    fn open(py: Python<'_>, path: PathBuf, write: bool) -> PyResult<RawTable> {
+        let t = detached(py, || {
+            Ok(if write {
+                Table::open_rw(&path)?
+            } else {
+                Table::open(&path)?
+            })
+        })?;
+        Ok(RawTable {
+            path,
+            t: RwLock::new(t),
+            writable: write,
+        })
+    }
+
+    /// Creates a table of `fields` (see [`field_from_py`]) holding `columns` (see
+    /// [`values_from_py`]; none for an empty table), as one step.
+    #[staticmethod]
+    #[pyo3(signature = (path, fields, columns, chunklen, codec, clevel, filter, checksum_name, attrs, overwrite))]
+    #[expect(clippy::too_many_arguments, reason = "blz.create's keyword arguments")]
+    fn create(
+        py: Python<'_>,
+        path: PathBuf,
+        fields: &Bound<'_, PyAny>,
+        columns: Option<&Bound<'_, PyAny>>,
+        chunklen: Option<u64>,
+        codec: &str,
+        clevel: u8,
+        filter: &str,
+        checksum_name: &str,
+        attrs: Option<&str>,
+        overwrite: bool,
+    ) -> PyResult<RawTable> {
+        let fields = fields
+            .try_iter()?
+            .map(|f| field_from_py(&f?))
+            .collect::<PyResult<Vec<Field>>>()?;
+        let opts = TableOptions {
+            defaults: ColumnOptions {
+                compression: Some(compression(codec, clevel, filter)?),
+                chunklen,
+                checksum: Some(checksum(checksum_name)?),
+                ..Default::default()
+            },
+            attributes: json_map(attrs)?,
+            overwrite,
+            ..Default::default()
+        };
+        // The leaf kinds, to convert the columns before the table exists.
+        let mut kinds = Vec::new();
+        fn walk(prefix: &str, fields: &[Field], out: &mut Vec<(String, LeafKind)>) {
+            for f in fields {
+                let p = if prefix.is_empty() {
+                    f.name.clone()
+                } else {
+                    format!("{prefix}/{}", f.name)
+                };
+                match &f.kind {
+                    blz::table::FieldKind::Scalar(d) => out.push((p, LeafKind::Fixed(*d))),
+                    blz::table::FieldKind::VarStr => out.push((p, LeafKind::VarStr)),
+                    blz::table::FieldKind::VarBytes => out.push((p, LeafKind::VarBytes)),
+                    blz::table::FieldKind::Struct(c) => walk(&p, c, out),
+                }
+            }
+        }
+        walk("", &fields, &mut kinds);
+        let batch = columns.map(|c| values_from_py(&kinds, c)).transpose()?;
+        let t = detached(py, || {
+            let storage = blz::storage::local();
+            let batches: Vec<blz::Result<Vec<(String, Values)>>> =
+                batch.into_iter().map(Ok).collect();
+            Ok(Table::create_from(storage, &path, fields, &opts, batches)?)
+        })?;
+        Ok(RawTable {
+            path: t.path().to_path_buf(),
+            t: RwLock::new(t),
+            writable: true,
+        })
+    }
+
+    #[getter]
+    fn path(&self) -> PathBuf {
+        self.path.clone()
+    }
+
+    #[getter]
+    fn writable(&self) -> bool {
+        self.writable
+    }
+
+    /// Number of rows.
+    fn nrows(&self, py: Python<'_>) -> PyResult<u64> {
+        detached(py, || self.read(|t| Ok(t.nrows())))
+    }
+
+    /// `(nbytes, cbytes)` of the whole table.
+    fn sizes(&self, py: Python<'_>) -> PyResult<(u64, u64)> {
+        detached(py, || {
+            self.read(|t| Ok((t.sizes().nbytes, t.sizes().cbytes)))
+        })
+    }
+
+    /// The schema (see [`spec_to_py`]).
+    fn schema<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyList>> {
+        let specs = detached(py, || self.read(|t| Ok(t.storage_meta().dtype.clone())))?;
+        spec_to_py(py, &specs)
+    }
+
+    /// The leaf columns: `(path, kind)`, kind a numpy descriptor in native byte order,
+    /// `varstr` or `varbytes`.
+    fn leaves(&self) -> PyResult<Vec<(String, String)>> {
+        Ok(self
+            .kinds()?
+            .into_iter()
+            .map(|(p, k)| {
+                let name = match k {
+                    LeafKind::Fixed(d) => d.descr(Endianness::native()),
+                    other => other.name(),
+                };
+                (p, name)
+            })
+            .collect())
+    }
+
+    /// Per leaf column `(path, nbytes, cbytes, chunklen, codec, clevel)`.
+    fn column_info(&self, py: Python<'_>) -> PyResult<Vec<ColumnInfo>> {
+        detached(py, || {
+            self.read(|t| {
+                let cols = t.sizes().columns.clone().unwrap_or_default();
+                Ok(t.leaves()
+                    .iter()
+                    .map(|l| {
+                        let (nb, cb) = cols.get(&l.path).map_or((0, 0), |c| (c.nbytes, c.cbytes));
+                        (
+                            l.path.clone(),
+                            nb,
+                            cb,
+                            l.storage.chunklen,
+                            l.storage.compression.codec.name().to_string(),
+                            l.storage.compression.clevel,
+                        )
+                    })
+                    .collect())
+            })
+        })
+    }
+
+    /// Decodes rows `start..end` of a fixed-size column into `out`.
+    fn read_column_into(
+        &self,
+        py: Python<'_>,
+        name: &str,
+        start: u64,
+        end: u64,
+        out: &Bound<'_, PyAny>,
+    ) -> PyResult<()> {
+        let out = Buf::get(out, true)?;
+        detached(py, || {
+            self.read(|t| Ok(t.column_rows_into(name, start, end, out.bytes_mut())?))
+        })
+    }
+
+    /// Rows `start..end` of a variable-length column, as a list of `str` (string columns) or
+    /// `bytes`.
+    fn read_var_column<'py>(
+        &self,
+        py: Python<'py>,
+        name: &str,
+        start: u64,
+        end: u64,
+    ) -> PyResult<Bound<'py, PyList>> {
+        let (values, is_str) = detached(py, || {
+            self.read(|t| {
+                let is_str = t
+                    .leaves()
+                    .iter()
+                    .any(|l| l.path == name && l.kind == LeafKind::VarStr);
+                Ok((t.column_rows(name, start, end)?, is_str))
+            })
+        })?;
+        let Values::Var(items) = values else {
+            return Err(PyValueError::new_err(format!(
+                "column {name} holds fixed-size values"
+            )));
+        };
+        let list = PyList::empty(py);
+        for it in items {
+            if is_str {
+                list.append(PyString::new(py, &String::from_utf8_lossy(&it)))?;
+            } else {
+                list.append(PyBytes::new(py, &it))?;
+            }
+        }
+        Ok(list)
+    }
+
+    /// Appends rows (every column, see [`values_from_py`]) in one transaction.
+    fn append(&self, py: Python<'_>, columns: &Bound<'_, PyAny>) -> PyResult<()> {
+        let cols = values_from_py(&self.kinds()?, columns)?;
+        detached(py, || {
+            self.write(|t| {
+                let (names, vals): (Vec<String>, Vec<Values>) = cols.into_iter().unzip();
+                let refs: Vec<(&str, Values)> =
+                    names.iter().map(String::as_str).zip(vals).collect();
+                Ok(t.append(&refs)?)
+            })
+        })
+    }
+
+    /// Overwrites rows from `start` (every column given, see [`values_from_py`]).
+    fn write_rows(&self, py: Python<'_>, start: u64, columns: &Bound<'_, PyAny>) -> PyResult<()> {
+        let cols = values_from_py(&self.kinds()?, columns)?;
+        detached(py, || {
+            self.write(|t| {
+                let (names, vals): (Vec<String>, Vec<Values>) = cols.into_iter().unzip();
+                let refs: Vec<(&str, Values)> =
+                    names.iter().map(String::as_str).zip(vals).collect();
+                Ok(t.write_rows(start, &refs)?)
+            })
+        })
+    }
+
+    /// Sets the number of rows.
+    fn resize(&self, py: Python<'_>, rows: u64) -> PyResult<()> {
+        detached(py, || self.write(|t| Ok(t.resize(rows)?)))
+    }
+
+    /// Adds a column (a schema node, see [`field_from_py`]) filled with its default.
+    fn add_column(&self, py: Python<'_>, field: &Bound<'_, PyAny>) -> PyResult<()> {
+        let f = field_from_py(field)?;
+        detached(py, || self.write(|t| Ok(t.add_column(f)?)))
+    }
+
+    /// Drops a column (a leaf or a whole nested record).
+    fn drop_column(&self, py: Python<'_>, path: &str) -> PyResult<()> {
+        detached(py, || self.write(|t| Ok(t.drop_column(path)?)))
+    }
+
+    /// Renames a column (its last path component becomes `new_name`).
+    fn rename_column(&self, py: Python<'_>, path: &str, new_name: &str) -> PyResult<()> {
+        detached(py, || self.write(|t| Ok(t.rename_column(path, new_name)?)))
+    }
+
+    /// The user attributes as JSON.
+    fn attrs_json(&self, py: Python<'_>) -> PyResult<String> {
+        detached(py, || {
+            self.read(|t| Ok(serde_json::Value::Object(t.attrs()?).to_string()))
+        })
+    }
+
+    /// Replaces the user attributes (a JSON object).
+    fn set_attrs_json(&self, py: Python<'_>, text: &str) -> PyResult<()> {
+        let m = json_map(Some(text))?;
+        detached(py, || self.write(|t| Ok(t.set_attrs(m)?)))
+    }
+
+    /// Checks every chunk and digest of every column.
+    fn verify(&self, py: Python<'_>) -> PyResult<Vec<Problem>> {
+        detached(py, || self.read(|t| Ok(errors_list(t.verify(|_, _| {})))))
+    }
+
+    /// Releases the writer lock (the handle reads on).
+    fn close(&self, py: Python<'_>) -> PyResult<()> {
+        detached(py, || {
+            self.write(|t| {
+                *t = Table::open(&self.path)?;
+                Ok(())
+            })
+        })
+    }
+}
+
+// ---------------------------------------------------------------------------------------
+// Layers
+
+fn value_from_py(v: &Bound<'_, PyAny>) -> PyResult<Value> {
+    if let Ok(s) = v.cast::<PyString>() {
+        return Ok(Value::Str(s.to_str()?.to_string()));
+    }
+    if let Ok(b) = v.cast::<PyBytes>() {
+        return Ok(Value::Bytes(b.as_bytes().to_vec()));
+    }
+    if v.is_instance_of::<pyo3::types::PyFloat>() {
+        return Ok(Value::Float(v.extract()?));
+    }
+    if let Ok(i) = v.extract::<i64>() {
+        return Ok(Value::Int(i));
+    }
+    if let Ok(u) = v.extract::<u64>() {
+        return Ok(Value::UInt(u));
+    }
+    if let Ok(f) = v.extract::<f64>() {
+        return Ok(Value::Float(f));
+    }
+    Err(PyValueError::new_err(format!(
+        "a layer value is an int, float, str or bytes, not {}",
+        v.get_type().name()?
+    )))
+}
+
+fn value_to_py<'py>(py: Python<'py>, v: Value) -> PyResult<Bound<'py, PyAny>> {
+    Ok(match v {
+        Value::Int(i) => i.into_pyobject(py)?.into_any(),
+        Value::UInt(u) => u.into_pyobject(py)?.into_any(),
+        Value::Float(f) => f.into_pyobject(py)?.into_any(),
+        Value::Str(s) => PyString::new(py, &s).into_any(),
+        Value::Bytes(b) => PyBytes::new(py, &b).into_any(),
+    })
+}
+
+/// An open layer dataset. Cursors are kept in Python as `(column, parent row, position)` and
+/// rebuilt here for each step (a cursor costs nothing to make; data chunks are cached by the
+/// layer).
+#[pyclass(module = "blz._blz", frozen)]
+struct RawLayer {
+    layer: Arc<Layer>,
+}
+
+impl RawLayer {
+    /// The cursor over a row group: column 0's single group, or the group of column `col`
+    /// owned by row `parent` of column `col - 1`.
+    fn cursor(&self, col: usize, parent: Option<u64>) -> FResult<Cursor<'_>> {
+        Ok(match parent {
+            None if col == 0 => self.layer.cursor(),
+            Some(p) => self.layer.group(col, p)?,
+            None => {
+                return Err(Fail::Blz(blz::Error::InvalidArgument(format!(
+                    "column {col} has one row group per row of column {}",
+                    col.saturating_sub(1)
+                ))))
+            }
+        })
+    }
+}
+
+#[pymethods]
+impl RawLayer {
+    #[staticmethod]
+    fn open(py: Python<'_>, path: PathBuf) -> PyResult<RawLayer> {
+        let layer = detached(py, || Ok(Layer::open(&path)?))?;
+        Ok(RawLayer {
+            layer: Arc::new(layer),
+        })
+    }
+
+    /// Builds a layer dataset from sorted records: each a tuple of one key per column, plus
+    /// the weight last when the schema has one. `columns`: `(name, kind)` with kind a dtype
+    /// name, `varstr` or `varbytes`; `weight`: `(name, dtype)`.
+    #[staticmethod]
+    #[pyo3(signature = (path, columns, weight, records, overwrite))]
+    fn build(
+        py: Python<'_>,
+        path: PathBuf,
+        columns: Vec<(String, String)>,
+        weight: Option<(String, String)>,
+        records: &Bound<'_, PyAny>,
+        overwrite: bool,
+    ) -> PyResult<u64> {
+        let mut defs = Vec::new();
+        for (name, kind) in &columns {
+            let k = match kind.as_str() {
+                "varstr" | "str" => LeafKind::VarStr,
+                "varbytes" | "bytes" => LeafKind::VarBytes,
+                d => LeafKind::Fixed(parse_dtype(d)?.0),
+            };
+            defs.push(ColumnDef::new(name, k));
+        }
+        let mut schema = LayerSchema::new(defs);
+        if let Some((name, d)) = &weight {
+            schema = schema.with_weight(name, parse_dtype(d)?.0);
+        }
+        schema.overwrite = overwrite;
+        let n = columns.len();
+        let has_weight = weight.is_some();
+        let writer = detached(py, || Ok(LayerWriter::create(&path, schema)?))?;
+        let writer = Mutex::new(Some(writer));
+        let mut batch: Vec<(Vec<Value>, Option<Value>)> = Vec::new();
+        let mut count = 0u64;
+        let push = |py: Python<'_>, batch: &mut Vec<(Vec<Value>, Option<Value>)>| -> PyResult<()> {
+            let items = std::mem::take(batch);
+            detached(py, || {
+                let mut g = writer.lock().map_err(|_| lock_err("layer writer"))?;
+                let w = g
+                    .as_mut()
+                    .ok_or_else(|| Fail::Panic("writer gone".into()))?;
+                for (keys, wt) in items {
+                    w.push(&keys, wt)?;
+                }
+                Ok(())
+            })
+        };
+        for rec in records.try_iter()? {
+            let rec = rec?;
+            let items: Vec<Bound<'_, PyAny>> = rec.try_iter()?.collect::<PyResult<_>>()?;
+            let want = n + usize::from(has_weight);
+            if items.len() != want {
+                return Err(PyValueError::new_err(format!(
+                    "record {count} has {} items, {want} expected ({n} keys{})",
+                    items.len(),
+                    if has_weight { " and a weight" } else { "" }
+                )));
+            }
+            let keys = items[..n]
+                .iter()
+                .map(value_from_py)
+                .collect::<PyResult<Vec<_>>>()?;
+            let wt = if has_weight {
+                Some(value_from_py(&items[n])?)
+            } else {
+                None
+            };
+            batch.push((keys, wt));
+            count += 1;
+            if batch.len() >= 8192 {
+                push(py, &mut batch)?;
+            }
+        }
+        push(py, &mut batch)?;
+        detached(py, || {
+            let w = writer
+                .lock()
+                .map_err(|_| lock_err("layer writer"))?
+                .take()
+                .ok_or_else(|| Fail::Panic("writer gone".into()))?;
+            w.finish()?;
+            Ok(())
+        })?;
+        Ok(count)
+    }
+
+    #[getter]
+    fn path(&self) -> PathBuf {
+        self.layer.path().to_path_buf()
+    }
+
+    /// `(name, kind, rows)` per column, outermost first.
+    fn columns(&self) -> Vec<(String, String, u64)> {
+        self.layer
+            .storage_meta()
+            .columns
+            .iter()
+            .enumerate()
+            .map(|(i, c)| (c.name.clone(), c.dtype.clone(), self.layer.rows(i)))
+            .collect()
+    }
+
+    /// The weight's `(name, dtype)`, if the layer has one.
+    fn weight(&self) -> Option<(String, String)> {
+        self.layer
+            .storage_meta()
+            .weight
+            .as_ref()
+            .map(|w| (w.name.clone(), w.dtype.name()))
+    }
+
+    /// `info()` as JSON.
+    fn info_json(&self) -> String {
+        self.layer.info().to_string()
+    }
+
+    /// The rows (in the whole column) of a row group.
+    fn group_rows(&self, py: Python<'_>, col: usize, parent: Option<u64>) -> PyResult<(u64, u64)> {
+        detached(py, || {
+            let c = self.cursor(col, parent)?;
+            let r = c.rows();
+            Ok((r.start, r.end))
+        })
+    }
+
+    /// Seeks in a row group: the first row `>= value` (`ge`) or the last `<= value`.
+    /// Returns the position: 1 + the row's index in the group, or 0 (before the first) or
+    /// count + 1 (after the last) when there is none.
+    fn seek(
+        &self,
+        py: Python<'_>,
+        col: usize,
+        parent: Option<u64>,
+        value: &Bound<'_, PyAny>,
+        ge: bool,
+    ) -> PyResult<u64> {
+        let v = value_from_py(value)?;
+        detached(py, || {
+            let mut c = self.cursor(col, parent)?;
+            let found = if ge { c.seek_ge(&v)? } else { c.seek_le(&v)? };
+            Ok(match (found, c.index()) {
+                (true, Some(i)) => i + 1,
+                _ if ge => c.count() + 1,
+                _ => 0,
+            })
+        })
+    }
+
+    /// Values (and weights, when `weights` and this is the last column) of positions
+    /// `index..index + n` of a row group (fewer at its end).
+    fn values<'py>(
+        &self,
+        py: Python<'py>,
+        col: usize,
+        parent: Option<u64>,
+        index: u64,
+        n: u64,
+        weights: bool,
+    ) -> PyResult<(Bound<'py, PyList>, Option<Bound<'py, PyList>>)> {
+        let (vals, ws) = detached(py, || {
+            let mut c = self.cursor(col, parent)?;
+            let mut vals = Vec::new();
+            let mut ws = Vec::new();
+            let mut ok = c.nth(index);
+            while ok && (vals.len() as u64) < n {
+                if let Some(v) = c.value()? {
+                    vals.push(v);
+                }
+                if weights {
+                    if let Some(w) = c.weight()? {
+                        ws.push(w);
+                    }
+                }
+                ok = c.next();
+            }
+            Ok((vals, ws))
+        })?;
+        let lv = PyList::empty(py);
+        for v in vals {
+            lv.append(value_to_py(py, v)?)?;
+        }
+        let lw = if weights {
+            let l = PyList::empty(py);
+            for w in ws {
+                l.append(value_to_py(py, w)?)?;
+            }
+            Some(l)
+        } else {
+            None
+        };
+        Ok((lv, lw))
+    }
+
+    /// Whether `value` is in a row group (exact).
+    fn contains(
+        &self,
+        py: Python<'_>,
+        col: usize,
+        parent: Option<u64>,
+        value: &Bound<'_, PyAny>,
+    ) -> PyResult<bool> {
+        let v = value_from_py(value)?;
+        detached(py, || Ok(self.cursor(col, parent)?.contains(&v)?))
+    }
+
+    /// Checks every chunk of every column.
+    fn verify(&self, py: Python<'_>) -> PyResult<Vec<Problem>> {
+        detached(py, || Ok(errors_list(self.layer.verify())))
+    }
+}
+
+// ---------------------------------------------------------------------------------------
+// bcolz
+
+/// A bcolz carray, read in place.
+#[pyclass(module = "blz._blz", frozen)]
+struct RawBcolz {
+    reader: Mutex<CarrayReader>,
+    path: PathBuf,
+}
+
+#[pymethods]
+impl RawBcolz {
+    #[staticmethod]
+    fn open(py: Python<'_>, path: PathBuf) -> PyResult<RawBcolz> {
+        let reader = detached(py, || Ok(CarrayReader::open(&path)?))?;
+        Ok(RawBcolz {
+            reader: Mutex::new(reader),
+            path,
+        })
+    }
+
+    /// `"carray"` or `"ctable"` for a bcolz root directory.
+    #[staticmethod]
+    fn detect(path: PathBuf) -> Option<&'static str> {
+        match blz::bcolz::detect(&path) {
+            Ok(BcolzKind::Carray) => Some("carray"),
+            Ok(BcolzKind::Ctable) => Some("ctable"),
+            Err(_) => None,
+        }
+    }
+
+    /// The column names of a ctable (each a carray directory beside them).
+    #[staticmethod]
+    fn ctable_columns(py: Python<'_>, path: PathBuf) -> PyResult<(Vec<(String, String)>, String)> {
+        detached(py, || {
+            let t = CtableReader::open(&path)?;
+            let cols = t
+                .names()
+                .iter()
+                .zip(t.columns())
+                .map(|(n, c)| (n.clone(), c.path().display().to_string()))
+                .collect();
+            Ok((
+                cols,
+                serde_json::Value::Object(t.attrs().clone()).to_string(),
+            ))
+        })
+    }
+
+    #[getter]
+    fn path(&self) -> PathBuf {
+        self.path.clone()
+    }
+
+    /// `(shape, descr in the stored byte order, chunklen, attrs JSON)`.
+    fn state(&self) -> PyResult<(Vec<u64>, String, u64, String)> {
+        let r = self
+            .reader
+            .lock()
+            .map_err(|_| PyValueError::new_err("the reader lock was poisoned"))?;
+        let m = r.meta();
+        Ok((
+            m.shape.clone(),
+            m.dtype.descr(m.endianness),
+            m.chunklen,
+            serde_json::Value::Object(r.attrs().clone()).to_string(),
+        ))
+    }
+
+    /// Rows `start..end` (stored byte order) into `out`.
+    fn read_rows_into(
+        &self,
+        py: Python<'_>,
+        start: u64,
+        end: u64,
+        out: &Bound<'_, PyAny>,
+    ) -> PyResult<()> {
+        let out = Buf::get(out, true)?;
+        detached(py, || {
+            let mut r = self.reader.lock().map_err(|_| lock_err("bcolz reader"))?;
+            let rb = r.meta().row_bytes();
+            let cl = r.meta().chunklen;
+            let end = end.min(r.meta().len());
+            let dst = out.bytes_mut();
+            if (dst.len() as u64) != end.saturating_sub(start) * rb {
+                return Err(Fail::Panic("bcolz read buffer of the wrong size".into()));
+            }
+            let mut at = start;
+            while at < end {
+                let c = at / cl;
+                let from = at - c * cl;
+                let take = (end - at).min(cl - from);
+                let bytes = r.read_chunk(c)?;
+                let src = bytes
+                    .get((from * rb) as usize..((from + take) * rb) as usize)
+                    .ok_or_else(|| Fail::Panic("short bcolz chunk".into()))?;
+                let o = ((at - start) * rb) as usize;
+                dst[o..o + src.len()].copy_from_slice(src);
+                at += take;
+            }
+            Ok(())
+        })
+    }
+}
+
+/// The kind of the dataset at `path`: `array`, `table`, `layer`, or `None`.
+#[pyfunction]
+fn dataset_kind(path: PathBuf) -> Option<String> {
+    kind_of(&path)
+}
+
+/// The native module.
+#[pymodule]
+fn _blz(m: &Bound<'_, PyModule>) -> PyResult<()> {
+    m.add_class::<RawArray>()?;
+    m.add_class::<RawTable>()?;
+    m.add_class::<RawLayer>()?;
+    m.add_class::<RawBcolz>()?;
+    m.add_function(wrap_pyfunction!(dataset_kind, m)?)?;
+    m.add("__version__", env!("CARGO_PKG_VERSION"))?;
+    Ok(())
+}

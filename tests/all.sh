@@ -1,0 +1,48 @@
+#!/usr/bin/env bash
+# The whole test suite, Rust and Python, in one command: `bash tests/all.sh`.
+#
+# Runs `cargo test`, then builds the Python package (`./python`, through pip and maturin) into
+# a virtual environment under target/py-venv (made on first use, reused after) with numpy,
+# pytest, hypothesis, pandas and pyarrow, and runs its tests. Needs only the Rust toolchain
+# and Python 3 (>= 3.11) with `venv`; pip fetches the rest from PyPI.
+#
+# BLZ_PYTHON: the interpreter to make the venv with (default python3).
+# BLZ_SKIP_CARGO_TEST=1: only the Python half (when `cargo test` just ran).
+# Extra arguments go to pytest (e.g. `bash tests/all.sh -x -k table`).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+step() { printf '\n== %s ==\n' "$*"; }
+
+if [ "${BLZ_SKIP_CARGO_TEST:-0}" != 1 ]; then
+    step "cargo test"
+    cargo test
+fi
+
+venv=target/py-venv
+py=${BLZ_PYTHON:-python3}
+if [ ! -x "$venv/bin/python" ]; then
+    step "python virtual environment ($venv)"
+    mkdir -p target
+    "$py" -m venv "$venv"
+    "$venv/bin/python" -m pip install --quiet --upgrade pip
+fi
+step "python dependencies"
+"$venv/bin/python" -m pip install --quiet --upgrade-strategy only-if-needed \
+    "maturin>=1.5,<2" "numpy>=2" pytest hypothesis pandas pyarrow
+
+step "pip install ./python"
+# Reinstalled every run so the tests see this checkout's code.
+"$venv/bin/python" -m pip install --quiet --force-reinstall --no-deps ./python
+
+step "pytest python/tests"
+# Hypothesis runs its deterministic profile (python/tests/conftest.py); pytest's exit 5
+# ("no tests collected") is a failure here like any other non-zero exit.
+set +e
+"$venv/bin/python" -m pytest python/tests -q -p no:cacheprovider "$@"
+rc=$?
+set -e
+if [ "$rc" -eq 5 ]; then
+    echo "pytest collected no tests" >&2
+fi
+exit "$rc"
