@@ -1,17 +1,19 @@
 #!/usr/bin/env python3
-"""Times blz's Python package against python-blosc2 and zarr-python, in one process, on the
-same float64 data: written from a numpy array, read back whole into one.
+"""Times blz's Python package against python-blosc2, zarr-python, zarr-python with the zarrs
+codec pipeline and tensorstore, in one process, on the same float64 data: written from a
+numpy array, read back whole into one; then small random reads, and the peak memory of a
+whole read (each tool in a fresh process).
 
     bash tests/all.sh                      # or: pip install ./python (and numpy)
-    target/py-venv/bin/pip install blosc2 zarr     # optional: the peers join when installed
-    target/py-venv/bin/python benches/compare_python.py --n 1e8 --repeat 5
+    target/py-venv/bin/pip install blosc2 zarr zarrs tensorstore   # optional peers
+    target/py-venv/bin/python benches/compare_python.py --n 5e7 --repeat 5
 
 Data: a random walk and a linspace of --n float64 values (800 MB at 1e8), the same as
 benches/compare.py generates. Settings: lz4, clevel 5, byte shuffle, chunks of 1e6
 elements, for every tool. Each phase runs --repeat times, tools in alternation; the table
 shows the median wall-clock time and GB/s of uncompressed data, and each peer's time over
 blz's (> 1: blz faster). blz's write includes its commit, which fsyncs the data; the peers'
-writes do not fsync. The page cache stays warm, and memory is touched before each timed
+writes do not fsync, so their "durable" time adds an fsync of every file they wrote. The page cache stays warm, and memory is touched before each timed
 phase (see warm(); --cold skips it). Unlike benches/compare.py (a fresh process
 per run), this measures what a Python user sees, binding costs included.
 """
@@ -19,7 +21,9 @@ per run), this measures what a Python user sees, binding costs included.
 from __future__ import annotations
 
 import argparse
+import json
 import os
+import subprocess
 import shutil
 import statistics
 import sys
@@ -72,6 +76,9 @@ class Blz:
     def read(self, path):
         return blz.open(path)[:]
 
+    def opened(self, path):
+        return blz.open(path)
+
 
 class Blosc2:
     name = "python-blosc2"
@@ -88,6 +95,9 @@ class Blosc2:
 
     def read(self, path):
         return self.b.open(path)[:]
+
+    def opened(self, path):
+        return self.b.open(path)
 
 
 class Zarr:
@@ -110,6 +120,86 @@ class Zarr:
     def read(self, path):
         return self.z.open_array(path, mode="r")[:]
 
+    def opened(self, path):
+        return self.z.open_array(path, mode="r")
+
+
+class ZarrZarrs(Zarr):
+    """zarr-python with its codec pipeline replaced by zarrs (Rust, parallel over chunks)."""
+
+    name = "zarr+zarrs"
+
+    def __init__(self):
+        super().__init__()
+        import zarrs  # noqa: F401  (fails here when not installed)
+
+        self.conf = {"codec_pipeline.path": "zarrs.ZarrsCodecPipeline"}
+
+    def write(self, path, data):
+        with self.z.config.set(self.conf):
+            super().write(path, data)
+
+    def read(self, path):
+        with self.z.config.set(self.conf):
+            return super().read(path)
+
+    def opened(self, path):
+        z = self.z
+        conf = self.conf
+
+        class Opened:
+            def __init__(self):
+                with z.config.set(conf):
+                    self.a = z.open_array(path, mode="r")
+
+            def __getitem__(self, key):
+                with z.config.set(conf):
+                    return self.a[key]
+
+        return Opened()
+
+
+class TensorStore:
+    name = "tensorstore"
+
+    def __init__(self):
+        import tensorstore
+
+        self.ts = tensorstore
+
+    def write(self, path, data):
+        codecs = [
+            {"name": "bytes", "configuration": {"endian": "little"}},
+            {"name": "blosc", "configuration": {"cname": "lz4", "clevel": 5, "shuffle": "shuffle",
+                                                "typesize": 8, "blocksize": 0}},
+        ]
+        spec = {
+            "driver": "zarr3",
+            "kvstore": {"driver": "file", "path": path},
+            "metadata": {
+                "shape": list(data.shape),
+                "chunk_grid": {"name": "regular", "configuration": {"chunk_shape": [CHUNK]}},
+                "chunk_key_encoding": {"name": "default"},
+                "data_type": "float64",
+                "codecs": codecs,
+            },
+            "create": True,
+            "delete_existing": True,
+        }
+        self.ts.open(spec).result().write(data).result()
+
+    def opened(self, path):
+        store = self.ts.open({"driver": "zarr3", "kvstore": {"driver": "file", "path": path}}).result()
+
+        class Opened:
+            def __getitem__(self, key):
+                return store[key].read().result()
+
+        return Opened()
+
+    def read(self, path):
+        return self.opened(path)[:]
+
 
 def warm(nbytes: int) -> None:
     """Touches and frees as much memory as the data, untimed (as benches/compare.py does):
@@ -119,9 +209,57 @@ def warm(nbytes: int) -> None:
     del m
 
 
+def fsync_tree(path: str) -> None:
+    """What a peer's write costs when it must survive a crash: every file it wrote, synced."""
+    files = [path] if os.path.isfile(path) else [os.path.join(d, f) for d, _, fs in os.walk(path) for f in fs]
+    for f in files:
+        fd = os.open(f, os.O_RDONLY)
+        try:
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+
+
+TOOLS = {"blz": Blz, "python-blosc2": Blosc2, "zarr-python": Zarr, "zarr+zarrs": ZarrZarrs,
+         "tensorstore": TensorStore}
+
+
+def random_reads(tool, path: str, n: int, count: int, width: int = 100) -> float:
+    """Seconds per read of `width` consecutive elements at `count` random places (fixed seed),
+    through one opened array."""
+    a = tool.opened(path)
+    starts = np.random.default_rng(7).integers(0, n - width, size=count)
+    a[0:width]  # opening costs (metadata, offsets) are not what this measures
+    t0 = time.perf_counter()
+    for s in starts:
+        a[int(s) : int(s) + width]
+    return (time.perf_counter() - t0) / count
+
+
+def child_read(name: str, path: str) -> None:
+    """In a fresh process: read the whole array once, print the peak RSS the read added."""
+    tool = TOOLS[name]()
+    a = tool.opened(path)
+    a[0:1]
+    with open("/proc/self/statm") as f:  # resident now
+        before = int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
+    with open("/proc/self/clear_refs", "w") as f:  # the peak restarts from here (Linux >= 4.0)
+        f.write("5")
+    back = a[:]
+    with open("/proc/self/status") as f:
+        after = next(int(line.split()[1]) * 1024 for line in f if line.startswith("VmHWM:"))
+    print(json.dumps({"result": int(back.nbytes), "peak_added": int(after - before)}))
+
+
+def read_memory(name: str, path: str) -> dict:
+    out = subprocess.run([sys.executable, __file__, "--child-read", name, path], check=True,
+                         capture_output=True, text=True).stdout
+    return json.loads(out.strip().splitlines()[-1])
+
+
 def peers() -> list:
     tools: list = [Blz()]
-    for cls in (Blosc2, Zarr):
+    for cls in (Blosc2, Zarr, ZarrZarrs, TensorStore):
         try:
             tools.append(cls())
         except Exception as e:  # not installed, or an API this script does not know
@@ -135,7 +273,13 @@ def main() -> None:
     ap.add_argument("--repeat", type=int, default=5)
     ap.add_argument("--cold", action="store_true", help="do not warm memory before each timed phase")
     ap.add_argument("--dir", default=None, help="where to write (default: a temporary directory)")
+    ap.add_argument("--random-reads", type=int, default=10_000,
+                    help="random 100-element reads per tool (0: none)")
+    ap.add_argument("--child-read", nargs=2, metavar=("TOOL", "PATH"), help=argparse.SUPPRESS)
     args = ap.parse_args()
+    if args.child_read:
+        child_read(*args.child_read)
+        return
     n = int(args.n)
     tools = peers()
     root = tempfile.mkdtemp(prefix="blz-compare-", dir=args.dir)
@@ -153,6 +297,9 @@ def main() -> None:
                     t0 = time.perf_counter()
                     t.write(path, data)
                     times.setdefault((t.name, "write"), []).append(time.perf_counter() - t0)
+                    if t.name != "blz":  # blz's write already ends in its fsynced commit
+                        fsync_tree(path)
+                    times.setdefault((t.name, "durable"), []).append(time.perf_counter() - t0)
                     sizes[t.name] = tree_bytes(path)
                     if not args.cold:
                         warm(data.nbytes)
@@ -164,15 +311,26 @@ def main() -> None:
                     del back
             print(f"\n{kind}: {n:.0e} float64 ({gb:.1f} GB), lz4 clevel 5 shuffle, chunks {CHUNK:.0e}, "
                   f"median of {args.repeat}")
-            print(f"{'tool':<15} {'write s':>8} {'GB/s':>6} {'read s':>8} {'GB/s':>6} {'ratio':>6} "
-                  f"{'write vs blz':>13} {'read vs blz':>12}")
-            base_w = statistics.median(times[("blz", "write")])
-            base_r = statistics.median(times[("blz", "read")])
+            print(f"{'tool':<14} {'write GB/s':>10} {'durable':>8} {'read GB/s':>10} {'ratio':>6} "
+                  f"{'blz write x':>12} {'durable x':>10} {'read x':>8}")
+            med = {k: statistics.median(v) for k, v in times.items()}
             for t in tools:
-                w = statistics.median(times[(t.name, "write")])
-                r = statistics.median(times[(t.name, "read")])
-                print(f"{t.name:<15} {w:>8.3f} {gb / w:>6.2f} {r:>8.3f} {gb / r:>6.2f} "
-                      f"{data.nbytes / sizes[t.name]:>6.2f} {w / base_w:>12.2f}x {r / base_r:>11.2f}x")
+                w, d, r = med[(t.name, "write")], med[(t.name, "durable")], med[(t.name, "read")]
+                print(f"{t.name:<14} {gb / w:>10.2f} {gb / d:>8.2f} {gb / r:>10.2f} "
+                      f"{data.nbytes / sizes[t.name]:>6.2f} {w / med[('blz', 'write')]:>11.2f}x "
+                      f"{d / med[('blz', 'durable')]:>9.2f}x {r / med[('blz', 'read')]:>7.2f}x")
+            if args.random_reads:
+                print(f"random reads: {args.random_reads} reads of 100 elements, microseconds per read")
+                base = None
+                for t in tools:
+                    us = random_reads(t, os.path.join(root, f"{t.name}-{kind}"), n, args.random_reads) * 1e6
+                    base = base or us
+                    print(f"  {t.name:<14} {us:>9.1f} us  ({us / base:.2f}x blz's)")
+            print("peak memory a whole read adds, in a fresh process (result size = 1.00)")
+            for t in tools:
+                m = read_memory(t.name, os.path.join(root, f"{t.name}-{kind}"))
+                print(f"  {t.name:<14} {m['peak_added'] / 2**20:>8.1f} MiB  "
+                      f"({m['peak_added'] / m['result']:.2f}x the result)")
             del data
     finally:
         shutil.rmtree(root, ignore_errors=True)
