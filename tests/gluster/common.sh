@@ -38,7 +38,10 @@ LOCK_FILE=/run/blz-gluster.lock
 # mount.glusterfs 10.3 cannot pass --fopen-keep-cache=false (it hands glusterfs
 # "--fopen-keep-cache==false", which it refuses), so mount_client starts the client itself.
 MOUNT_ARGS=(--attribute-timeout=0 --fopen-keep-cache=false)
-VOLUME_OPTS=(performance.stat-prefetch=off performance.quick-read=off)
+# cluster.min-free-disk=0: the three bricks share one disk, and by default DHT stops placing
+# new files on bricks with less than 10% free; on a disk over 90% full (seen in CI) every
+# file then went to the first brick and nothing was distributed.
+VOLUME_OPTS=(performance.stat-prefetch=off performance.quick-read=off cluster.min-free-disk=0)
 
 SELF=$(basename "$0" .sh)
 
