@@ -56,8 +56,9 @@ pub(crate) struct Staging {
     path: PathBuf,
     tmp: PathBuf,
     overwrite: bool,
-    /// Held from [`begin`](Self::begin) until the staging directory is published or removed.
-    _lock: WriterLock,
+    /// Held from [`begin`](Self::begin) until the staging directory is removed, or handed
+    /// to the caller by [`publish`](Self::publish).
+    lock: Option<WriterLock>,
     published: bool,
 }
 
@@ -93,7 +94,7 @@ impl Staging {
         let tmp = sibling(path, ".tmp-build")?;
         let meta = tmp.join("meta");
         storage.create_dir_all(&meta)?;
-        let lock = WriterLock::acquire(&tmp).map_err(|e| match e {
+        let lock = WriterLock::acquire(storage.as_ref(), &tmp).map_err(|e| match e {
             Error::Locked { .. } => Error::Locked {
                 path: tmp.join("meta").join("lock"),
             },
@@ -122,7 +123,7 @@ impl Staging {
             path: path.to_path_buf(),
             tmp,
             overwrite,
-            _lock: lock,
+            lock: Some(lock),
             published: false,
         })
     }
@@ -133,8 +134,12 @@ impl Staging {
     }
 
     /// Puts the built dataset in place: `<path>` holds it afterwards. (Handles on the staging
-    /// directory should be dropped first: its paths change.)
-    pub(crate) fn publish(mut self) -> Result<()> {
+    /// directory should be dropped first: its paths change.) Returns the writer lock, which
+    /// moved with the directory and now guards `<path>`: a caller that goes on writing keeps
+    /// it, so no other writer can come between the rename and its next step (and no lock
+    /// is released and taken again, which a child process forked at that moment, holding
+    /// a copy of the lock's descriptor until it execs, could make fail).
+    pub(crate) fn publish(mut self) -> Result<WriterLock> {
         let s = self.storage.as_ref();
         s.remove_file(&self.tmp.join("meta").join(BUILDING))?;
         s.sync_dir(&self.tmp.join("meta"))?;
@@ -150,7 +155,7 @@ impl Staging {
                 )));
             }
             // No writer may be at work on the dataset being replaced.
-            let _old_lock = WriterLock::acquire(&self.path)?;
+            let _old_lock = WriterLock::acquire(s, &self.path)?;
             match s.exchange(&self.tmp, &self.path) {
                 Ok(()) => {
                     s.sync_dir(&parent)?;
@@ -177,7 +182,9 @@ impl Staging {
             s.sync_dir(&parent)?;
             self.published = true;
         }
-        Ok(())
+        self.lock
+            .take()
+            .ok_or_else(|| Error::InvalidArgument("the dataset was already published".into()))
     }
 }
 

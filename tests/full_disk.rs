@@ -75,6 +75,9 @@ impl Storage for SmallDisk {
     fn create_dir_all(&self, path: &Path) -> blz::Result<()> {
         LocalStorage.create_dir_all(path)
     }
+    fn lock(&self, path: &Path) -> blz::Result<blz::storage::LockGuard> {
+        LocalStorage.lock(path)
+    }
     fn exists(&self, path: &Path) -> bool {
         LocalStorage.exists(path)
     }

@@ -135,6 +135,17 @@ fn read_write(s: &dyn Storage, root: &Path) {
     s.remove_dir_all(&root.join("a")).unwrap();
     assert!(!s.exists(&root.join("a")));
     assert_eq!(s.list(root).unwrap(), vec!["meta.json".to_string()]);
+
+    // The exclusive lock: a second taker is refused (Locked, naming the lock file) while the
+    // first guard lives, and succeeds once it is dropped.
+    let l = root.join("lock");
+    let held = s.lock(&l).unwrap();
+    let e = s.lock(&l).err().unwrap();
+    assert!(matches!(&e, Error::Locked { path } if path == &l), "{e}");
+    drop(held);
+    let again = s.lock(&l).unwrap();
+    drop(again);
+    s.remove_file(&l).unwrap();
 }
 
 /// What a read-only backend must do: show the tree under `root` as `read_write` left a copy
@@ -164,6 +175,7 @@ fn read_only(s: &dyn Storage, root: &Path) {
         ("remove_file", s.remove_file(&f)),
         ("remove_dir_all", s.remove_dir_all(&root.join("d"))),
         ("create_dir_all", s.create_dir_all(&root.join("n"))),
+        ("lock", s.lock(&root.join("meta").join("lock")).map(drop)),
     ];
     for (what, r) in refused {
         let e = r.unwrap_err();

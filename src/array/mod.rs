@@ -265,8 +265,10 @@ impl Dataset {
             }
             ds.append_batches(batches)?;
         }
-        staging.publish()?;
-        Self::open_in(storage, root, Mode::ReadWrite)
+        let lock = staging.publish()?;
+        let mut ds = Self::open_with(storage, root, Mode::ReadWrite, true)?;
+        ds._lock = Some(lock);
+        Ok(ds)
     }
 
     /// Opens a dataset read-only.

@@ -33,7 +33,7 @@ pub(crate) fn settle(
             txn::recover(storage.as_ref(), root)?;
             return Ok(None);
         }
-        match WriterLock::acquire(root) {
+        match WriterLock::acquire(storage.as_ref(), root) {
             Ok(_lock) => {
                 txn::recover(storage.as_ref(), root)?;
                 return Ok(None);
@@ -85,7 +85,7 @@ pub(crate) fn open_root(
     }
     meta::refuse_other_kind(storage.as_ref(), &mp, kind)?;
     let lock = match mode {
-        Mode::ReadWrite if !building => Some(WriterLock::acquire(root)?),
+        Mode::ReadWrite if !building => Some(WriterLock::acquire(storage.as_ref(), root)?),
         _ => None,
     };
     let storage = settle(storage, root, mode)?.unwrap_or_else(|| Arc::clone(storage));

@@ -588,7 +588,8 @@ impl LayerWriter {
         self.staging
             .take()
             .ok_or_else(|| Error::InvalidArgument("the layer build was already published".into()))?
-            .publish()?;
+            .publish()
+            .map(drop)?;
         Ok(sizes)
     }
 

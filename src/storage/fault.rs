@@ -165,6 +165,10 @@ impl Storage for FaultyStorage {
         self.inner.is_symlink(path)
     }
 
+    fn lock(&self, path: &Path) -> Result<super::LockGuard> {
+        self.inner.lock(path)
+    }
+
     fn is_dir(&self, path: &Path) -> bool {
         self.inner.is_dir(path)
     }

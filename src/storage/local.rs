@@ -81,6 +81,9 @@ fn not_found_ok(r: std::io::Result<()>) -> std::io::Result<()> {
     }
 }
 
+/// How long [`LocalStorage::lock`] tries again before it reports a lock as held.
+const LOCK_RETRY: std::time::Duration = std::time::Duration::from_millis(250);
+
 impl Storage for LocalStorage {
     /// Files opened to write are never opened through a symbolic link (`O_NOFOLLOW`): a link
     /// planted where blz creates a file (a temporary file, a new superchunk file) is removed
@@ -209,5 +212,41 @@ impl Storage for LocalStorage {
         File::open(dir)
             .and_then(|d| d.sync_all())
             .map_err(|e| Error::io("sync", dir, e))
+    }
+
+    /// flock(2) through `File::try_lock` on the lock file, opened with `O_NOFOLLOW`; the
+    /// lock goes with the open file, so the guard (the file) releases it when dropped.
+    ///
+    /// A refusal is tried again for up to [`LOCK_RETRY`]: a child process that any thread
+    /// of this process starts gets a copy of every open descriptor until its `exec` closes
+    /// them, so a lock released just then stays held by the child for a moment, and a
+    /// writer that closes a dataset and opens it again would be told it is locked. A lock
+    /// really held by another writer is reported after that wait.
+    fn lock(&self, path: &Path) -> Result<super::LockGuard> {
+        use std::os::unix::fs::OpenOptionsExt;
+        let file = OpenOptions::new()
+            .create(true)
+            .truncate(false)
+            .write(true)
+            .custom_flags(libc::O_NOFOLLOW)
+            .open(path)
+            .map_err(|e| Error::io("open", path, e))?;
+        let start = std::time::Instant::now();
+        let mut pause = std::time::Duration::from_millis(1);
+        loop {
+            match file.try_lock() {
+                Ok(()) => return Ok(Box::new(file)),
+                Err(std::fs::TryLockError::WouldBlock) if start.elapsed() < LOCK_RETRY => {
+                    std::thread::sleep(pause);
+                    pause = (pause * 2).min(std::time::Duration::from_millis(50));
+                }
+                Err(std::fs::TryLockError::WouldBlock) => {
+                    return Err(Error::Locked {
+                        path: path.to_path_buf(),
+                    })
+                }
+                Err(std::fs::TryLockError::Error(e)) => return Err(Error::io("lock", path, e)),
+            }
+        }
     }
 }

@@ -128,7 +128,16 @@ pub trait Storage: Send + Sync + std::fmt::Debug {
     /// # Errors
     /// An I/O error naming the directory.
     fn sync_dir(&self, dir: &Path) -> Result<()>;
+    /// Takes the exclusive lock kept in the file at `path` (created when missing, never
+    /// through a symbolic link) without waiting: [`Error::Locked`] naming `path` while
+    /// another holder (another process, or another handle in this one) has it. The lock is
+    /// held until the returned guard is dropped. blz's one-writer-at-a-time rule rests on
+    /// it (`meta/lock` of a dataset).
+    fn lock(&self, path: &Path) -> Result<LockGuard>;
 }
+
+/// Holds a lock taken with [`Storage::lock`]; dropping it releases the lock.
+pub type LockGuard = Box<dyn std::any::Any + Send + Sync>;
 
 /// How many files one part of blz (a transaction, the reader cache) may keep open: `max`,
 /// or a quarter of the process's descriptor limit when that is smaller (at least 16).

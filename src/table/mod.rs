@@ -713,8 +713,10 @@ impl Table {
         meta::write_json(storage.as_ref(), &mp.sizes(), &sizes)?;
         storage.sync_dir(&dir)?;
         Self::open_with(storage.clone(), &dir, Mode::ReadWrite, true)?.append_batches(batches)?;
-        staging.publish()?;
-        Self::open_in(storage, root, Mode::ReadWrite)
+        let lock = staging.publish()?;
+        let mut table = Self::open_with(storage, root, Mode::ReadWrite, true)?;
+        table._lock = Some(lock);
+        Ok(table)
     }
 
     /// Opens a table read-only.

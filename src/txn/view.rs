@@ -359,6 +359,10 @@ impl Storage for JournalView {
         Err(read_only(path))
     }
 
+    fn lock(&self, path: &Path) -> Result<crate::storage::LockGuard> {
+        Err(read_only(path))
+    }
+
     fn exists(&self, path: &Path) -> bool {
         !self.is_removed(path)
             && (self.metas.contains_key(path)
