@@ -301,6 +301,12 @@ type ArrayState = (Vec<u64>, String, Vec<u64>, u64, u64, u64, u64);
 /// `(path, nbytes, cbytes, chunklen, codec, clevel)` of a table column.
 type ColumnInfo = (String, u64, u64, u64, String, u8);
 
+/// `RawTable::layout`'s answer.
+type TableLayout = (String, u64, Vec<(String, u64, u64)>);
+
+/// `locate`'s answer per file: `(path, host, location, kind)`.
+type Located = (PathBuf, String, String, String);
+
 fn errors_list(errors: Vec<blz::Error>) -> Vec<Problem> {
     errors
         .into_iter()
@@ -365,7 +371,7 @@ impl RawArray {
     /// Creates a dataset of `descr` and `shape`; with `data` (native-endian C-order bytes of
     /// `shape[0]` rows), the rows are written in the same step (the dataset appears whole).
     #[staticmethod]
-    #[pyo3(signature = (path, descr, shape, chunks, codec, clevel, filter, checksum_name, fill, attrs, overwrite, data=None))]
+    #[pyo3(signature = (path, descr, shape, chunks, codec, clevel, filter, checksum_name, fill, attrs, overwrite, data=None, superchunksize=None))]
     #[expect(clippy::too_many_arguments, reason = "blz.create's keyword arguments")]
     fn create(
         py: Python<'_>,
@@ -381,10 +387,12 @@ impl RawArray {
         attrs: Option<&str>,
         overwrite: bool,
         data: Option<&Bound<'_, PyAny>>,
+        superchunksize: Option<u64>,
     ) -> PyResult<RawArray> {
         let (dtype, endian) = parse_dtype(descr)?;
         let opts = CreateOptions {
             chunkshape: chunks,
+            superchunksize,
             compression: compression(codec, clevel, filter)?,
             checksum: checksum(checksum_name)?,
             fill: json_value(fill)?,
@@ -438,6 +446,22 @@ impl RawArray {
                     ds.sizes().cbytes,
                     ds.nchunks(),
                     ds.nfiles(),
+                ))
+            })
+        })
+    }
+
+    /// `(id, generation, superchunksize)`: the dataset's identity (empty when it predates
+    /// identities), its commit generation and its chunks per superchunk file, which is what
+    /// a dask graph over it is named and split by.
+    fn layout(&self, py: Python<'_>) -> PyResult<(String, u64, u64)> {
+        detached(py, || {
+            self.read(|ds| {
+                let m = ds.storage_meta();
+                Ok((
+                    m.id.clone().unwrap_or_default(),
+                    ds.sizes().generation,
+                    m.superchunksize,
                 ))
             })
         })
@@ -687,7 +711,7 @@ impl RawTable {
     /// Creates a table of `fields` (see [`field_from_py`]) holding `columns` (see
     /// [`values_from_py`]; none for an empty table), as one step.
     #[staticmethod]
-    #[pyo3(signature = (path, fields, columns, chunklen, codec, clevel, filter, checksum_name, attrs, overwrite))]
+    #[pyo3(signature = (path, fields, columns, chunklen, codec, clevel, filter, checksum_name, attrs, overwrite, superchunksize=None))]
     #[expect(clippy::too_many_arguments, reason = "blz.create's keyword arguments")]
     fn create(
         py: Python<'_>,
@@ -701,6 +725,7 @@ impl RawTable {
         checksum_name: &str,
         attrs: Option<&str>,
         overwrite: bool,
+        superchunksize: Option<u64>,
     ) -> PyResult<RawTable> {
         let fields = fields
             .try_iter()?
@@ -710,6 +735,7 @@ impl RawTable {
             defaults: ColumnOptions {
                 compression: Some(compression(codec, clevel, filter)?),
                 chunklen,
+                superchunksize,
                 checksum: Some(checksum(checksum_name)?),
                 ..Default::default()
             },
@@ -791,6 +817,24 @@ impl RawTable {
                 (p, name)
             })
             .collect())
+    }
+
+    /// `(id, generation, [(path, chunklen, superchunksize)])`: the table's identity (empty
+    /// when it predates identities), its commit generation, and per leaf column its rows per
+    /// chunk and chunks per superchunk file.
+    fn layout(&self, py: Python<'_>) -> PyResult<TableLayout> {
+        detached(py, || {
+            self.read(|t| {
+                Ok((
+                    t.storage_meta().id.clone().unwrap_or_default(),
+                    t.sizes().generation,
+                    t.leaves()
+                        .iter()
+                        .map(|l| (l.path.clone(), l.storage.chunklen, l.storage.superchunksize))
+                        .collect(),
+                ))
+            })
+        })
     }
 
     /// Per leaf column `(path, nbytes, cbytes, chunklen, codec, clevel)`.
@@ -1335,6 +1379,19 @@ fn dataset_kind(path: PathBuf) -> Option<String> {
     kind_of(&path)
 }
 
+/// Where every superchunk file of the dataset at `root` lives (`blz::locate`): per file
+/// `(path, host, location, kind)`, host the GlusterFS brick server (or this machine), location
+/// the brick directory (or local device), kind `gluster` or `local`.
+#[pyfunction]
+fn locate(py: Python<'_>, root: PathBuf) -> PyResult<Vec<Located>> {
+    detached(py, || {
+        Ok(blz::locate::locate_dataset(&root)?
+            .into_iter()
+            .map(|l| (l.path, l.host, l.location, l.kind.to_string()))
+            .collect())
+    })
+}
+
 /// The native module.
 #[pymodule]
 fn _blz(m: &Bound<'_, PyModule>) -> PyResult<()> {
@@ -1343,6 +1400,7 @@ fn _blz(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<RawLayer>()?;
     m.add_class::<RawBcolz>()?;
     m.add_function(wrap_pyfunction!(dataset_kind, m)?)?;
+    m.add_function(wrap_pyfunction!(locate, m)?)?;
     m.add("__version__", env!("CARGO_PKG_VERSION"))?;
     Ok(())
 }
