@@ -19,6 +19,7 @@ class RawArray:
         path: _Path, descr: str, shape: Sequence[int], chunks: Sequence[int] | None,
         codec: str, clevel: int, filter: str, checksum_name: str, fill: str | None,
         attrs: str | None, overwrite: bool, data: Any = None, superchunksize: int | None = None,
+        batches: Iterable[Any] | None = None,
     ) -> RawArray: ...
     @property
     def path(self) -> str: ...

@@ -39,7 +39,7 @@ from . import _blz
 from ._errors import ChangedError, InvalidArgumentError, NotFoundError
 from ._table import VAR_KINDS
 
-__all__ = ["file_hosts", "from_blz", "read_table"]
+__all__ = ["file_hosts", "from_blz", "read_table", "to_blz"]
 
 #: Largest uncompressed block a task reads whole (one superchunk file or one row range).
 TASK_BYTES = 256 << 20
@@ -265,3 +265,67 @@ def from_blz(
     if columns is not None:
         raise InvalidArgumentError(f"{path}: an array has no columns")
     return _array(path, locate, task_bytes)
+
+
+def to_blz(
+    x: Any,
+    path: str | os.PathLike[str],
+    *,
+    chunks: Any = None,
+    codec: str = "lz4",
+    clevel: int = 5,
+    filter: str = "shuffle",  # noqa: A002 - blz.create's keyword
+    checksum: str = "crc32",
+    fill: Any = None,
+    attrs: dict[str, Any] | None = None,
+    overwrite: bool = False,
+    superchunksize: int | None = None,
+) -> Any:
+    """Stores the dask array ``x`` as a new blz array at ``path`` (options as
+    :func:`blz.create`) and returns it open for writing.
+
+    This process computes ``x`` one block row (the blocks along axis 0) at a time, in order,
+    and appends each as it arrives; the dataset appears whole when the last is written, or
+    not at all: a task that fails, or an exception here, leaves nothing at ``path`` (and an
+    existing dataset there, replaced only with ``overwrite``, untouched)."""
+    import json
+
+    from . import Array, _fill_json
+    from ._array import _json_default
+    from ._index import native
+
+    path = os.fspath(path)
+    if x.ndim == 0:
+        raise ValueError("blz arrays have at least one axis: reshape a 0-d array to (1,)")
+    if any(math.isnan(n) for c in x.chunks for n in c):
+        raise ValueError("blz.dask.to_blz needs known chunk sizes (x.compute_chunk_sizes())")
+    dt = np.dtype(x.dtype)
+    if dt.names or dt.kind == "O":
+        raise ValueError(f"blz arrays hold fixed-size elements, not {dt}")
+    if x.ndim > 1:
+        x = x.rechunk({axis: -1 for axis in range(1, x.ndim)})
+    store = native(dt)
+
+    def rows() -> Any:
+        for i in range(x.numblocks[0]):
+            yield np.ascontiguousarray(x.blocks[i].compute(), dtype=store)
+
+    if chunks is not None:
+        chunks = [int(chunks)] if np.ndim(chunks) == 0 else [int(c) for c in chunks]
+    raw = _blz.RawArray.create(
+        path,
+        store.str,
+        [int(n) for n in x.shape],
+        chunks,
+        codec,
+        int(clevel),
+        filter,
+        checksum,
+        _fill_json(fill, dt),
+        json.dumps(attrs, default=_json_default) if attrs else None,
+        overwrite,
+        None,
+        None if superchunksize is None else int(superchunksize),
+        rows(),
+    )
+    return Array(raw, "r+")

@@ -20,7 +20,7 @@ use ndarray::SliceInfoElem;
 use pyo3::buffer::PyUntypedBuffer;
 use pyo3::exceptions::PyValueError;
 use pyo3::prelude::*;
-use pyo3::types::{PyBytes, PyList, PyString, PyTuple};
+use pyo3::types::{PyBytes, PyIterator, PyList, PyString, PyTuple};
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, RwLock};
 
@@ -322,6 +322,32 @@ fn errors_list(errors: Vec<blz::Error>) -> Vec<Problem> {
         .collect()
 }
 
+impl AsRef<[u8]> for Buf {
+    fn as_ref(&self) -> &[u8] {
+        self.bytes()
+    }
+}
+
+/// The next buffer of a Python iterator, for a library call that takes batches; the GIL is
+/// taken for the call into Python only. A Python exception is kept in `failed` (for the
+/// caller to re-raise) and ends the batches with an error, so the library call fails.
+fn next_batch(it: &Py<PyIterator>, failed: &Mutex<Option<PyErr>>) -> Option<blz::Result<Buf>> {
+    Python::attach(|py| {
+        let mut it = it.bind(py).clone();
+        let got = it
+            .next()?
+            .and_then(|obj| Buf::get(&obj, false))
+            .map_err(|e| {
+                let msg = format!("a batch could not be read: {e}");
+                if let Ok(mut f) = failed.lock() {
+                    *f = Some(e);
+                }
+                blz::Error::InvalidArgument(msg)
+            });
+        Some(got)
+    })
+}
+
 // ---------------------------------------------------------------------------------------
 // Arrays
 
@@ -371,7 +397,12 @@ impl RawArray {
     /// Creates a dataset of `descr` and `shape`; with `data` (native-endian C-order bytes of
     /// `shape[0]` rows), the rows are written in the same step (the dataset appears whole).
     #[staticmethod]
-    #[pyo3(signature = (path, descr, shape, chunks, codec, clevel, filter, checksum_name, fill, attrs, overwrite, data=None, superchunksize=None))]
+    ///
+    /// With `batches` instead (an iterable of such buffers, each whole rows of the shape's
+    /// other axes), the rows of every batch are appended in order, and the dataset appears
+    /// only when the last is written: an exception raised by the iterable (re-raised here)
+    /// or a bad batch leaves no dataset behind.
+    #[pyo3(signature = (path, descr, shape, chunks, codec, clevel, filter, checksum_name, fill, attrs, overwrite, data=None, superchunksize=None, batches=None))]
     #[expect(clippy::too_many_arguments, reason = "blz.create's keyword arguments")]
     fn create(
         py: Python<'_>,
@@ -388,6 +419,7 @@ impl RawArray {
         overwrite: bool,
         data: Option<&Bound<'_, PyAny>>,
         superchunksize: Option<u64>,
+        batches: Option<&Bound<'_, PyAny>>,
     ) -> PyResult<RawArray> {
         let (dtype, endian) = parse_dtype(descr)?;
         let opts = CreateOptions {
@@ -408,19 +440,31 @@ impl RawArray {
             ));
         }
         let buf = data.map(|d| Buf::get(d, false)).transpose()?;
-        let ds = detached(py, || {
+        let pulled = batches
+            .map(|b| b.try_iter().map(Bound::unbind))
+            .transpose()?;
+        let failed: Mutex<Option<PyErr>> = Mutex::new(None);
+        let made = detached(py, || {
             let storage = blz::storage::local();
-            Ok(match &buf {
-                Some(b) => {
-                    let mut s = shape.clone();
-                    s[0] = 0;
+            let mut s = shape.clone();
+            s[0] = 0;
+            Ok(match (&buf, &pulled) {
+                (_, Some(it)) => {
+                    let batches = std::iter::from_fn(|| next_batch(it, &failed));
+                    Dataset::create_from(storage, &path, dtype, &s, &opts, batches)?
+                }
+                (Some(b), None) => {
                     let batches = [Ok::<&[u8], blz::Error>(b.bytes())];
                     Dataset::create_from(storage, &path, dtype, &s, &opts, batches)?
                 }
-                None => Dataset::create_with(&path, dtype, &shape, &opts)?,
+                (None, None) => Dataset::create_with(&path, dtype, &shape, &opts)?,
             })
-        })?;
-        Ok(RawArray::wrap(ds, true))
+        });
+        let kept = failed.lock().ok().and_then(|mut f| f.take());
+        match (made, kept) {
+            (Err(_), Some(e)) => Err(e),
+            (made, _) => Ok(RawArray::wrap(made?, true)),
+        }
     }
 
     #[getter]

@@ -234,3 +234,47 @@ def test_tasks_reopen_by_path_in_other_processes(client, points):
     pids = client.run(os.getpid)
     assert os.getpid() not in pids.values()
     assert df["id"].max().compute() == model["id"].max()
+
+
+# -- writing ------------------------------------------------------------------------------
+
+
+def test_to_blz_round_trips(client, tmp_path, grid):
+    import dask.array as da
+
+    data = np.arange(12_345, dtype=">f8") / 7  # a big-endian source is stored natively
+    x = da.from_array(data, chunks=1000)
+    a = bd.to_blz(x * 2, tmp_path / "twice.blz", chunks=500, attrs={"units": "m"})
+    np.testing.assert_array_equal(a[:], data * 2)
+    assert a.chunks == (500,) and a.attrs["units"] == "m"
+    # Back through dask, a 2-d array whose blocks split both axes.
+    gpath, g = grid
+    y = bd.from_blz(gpath).rechunk((64, 16))
+    b = bd.to_blz(y + 1, str(tmp_path / "g.blz"), chunks=(50, 20), superchunksize=4)
+    np.testing.assert_array_equal(b[:], g + 1)
+    assert b.dtype == g.dtype
+    # An empty array makes an empty dataset.
+    e = bd.to_blz(da.zeros((0, 3), chunks=(5, 3), dtype="i2"), tmp_path / "e.blz")
+    assert e.shape == (0, 3) and e.dtype == np.dtype("i2")
+
+
+def test_to_blz_failing_task_leaves_nothing(client, tmp_path):
+    import dask.array as da
+
+    def boom(b, block_info=None):
+        if block_info[0]["chunk-location"][0] == 2:
+            raise ValueError("boom in block 2")
+        return b
+
+    x = da.arange(1000, chunks=100).map_blocks(boom, dtype=np.int64)
+    path = tmp_path / "fails.blz"
+    with pytest.raises(ValueError, match="boom in block 2"):
+        bd.to_blz(x, path, chunks=50)
+    assert not path.exists()
+    assert os.listdir(tmp_path) == []
+    # Over an existing dataset, with overwrite: the old one stays as it was.
+    blz.create(path, np.arange(5.0))
+    with pytest.raises(ValueError, match="boom in block 2"):
+        bd.to_blz(x, path, overwrite=True)
+    np.testing.assert_array_equal(blz.open(path)[:], np.arange(5.0))
+    assert os.listdir(tmp_path) == ["fails.blz"]
