@@ -29,7 +29,6 @@ from __future__ import annotations
 import math
 import os
 import socket
-from collections import Counter
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
