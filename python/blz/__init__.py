@@ -83,6 +83,7 @@ def create(
     fill: Any = None,
     attrs: dict[str, Any] | None = None,
     overwrite: bool = False,
+    superchunksize: int | None = None,
 ) -> Array | Table:
     """Creates a dataset at ``path`` and returns it open for writing (``mode="r+"``).
 
@@ -92,7 +93,8 @@ def create(
     object fields variable-length strings). ``chunks``: the chunk shape (a table: rows per chunk);
     by default about 1 MiB per chunk. ``codec``: blosclz, lz4, lz4hc, zlib or zstd;
     ``clevel`` 0-9; ``filter``: shuffle, bitshuffle or none; ``checksum``: the digest after
-    each chunk (crc32, adler32, md5, sha1, sha256, ..., none). The dataset appears whole
+    each chunk (crc32, adler32, md5, sha1, sha256, ..., none); ``superchunksize``: chunks per
+    superchunk file (by default about 64 MiB of chunks per file). The dataset appears whole
     (data included) or not at all; an existing one is replaced only with ``overwrite``.
     """
     path = os.fspath(path)
@@ -115,7 +117,8 @@ def create(
         if isinstance(chunks, (tuple, list)):
             chunks = chunks[0]
         raw = _blz.RawTable.create(
-            path, fields, payload, chunks, codec, clevel, filter, checksum, attrs_json, overwrite
+            path, fields, payload, chunks, codec, clevel, filter, checksum, attrs_json, overwrite,
+            None if superchunksize is None else int(superchunksize),
         )
         return Table(raw, "r+")
     if data is not None:
@@ -152,6 +155,7 @@ def create(
         attrs_json,
         overwrite,
         buf,
+        None if superchunksize is None else int(superchunksize),
     )
     return Array(raw, "r+")
 

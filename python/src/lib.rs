@@ -20,7 +20,7 @@ use ndarray::SliceInfoElem;
 use pyo3::buffer::PyUntypedBuffer;
 use pyo3::exceptions::PyValueError;
 use pyo3::prelude::*;
-use pyo3::types::{PyBytes, PyList, PyString, PyTuple};
+use pyo3::types::{PyBytes, PyIterator, PyList, PyString, PyTuple};
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, RwLock};
 
@@ -301,6 +301,12 @@ type ArrayState = (Vec<u64>, String, Vec<u64>, u64, u64, u64, u64);
 /// `(path, nbytes, cbytes, chunklen, codec, clevel)` of a table column.
 type ColumnInfo = (String, u64, u64, u64, String, u8);
 
+/// `RawTable::layout`'s answer.
+type TableLayout = (String, u64, Vec<(String, u64, u64)>);
+
+/// `locate`'s answer per file: `(path, host, location, kind)`.
+type Located = (PathBuf, String, String, String);
+
 fn errors_list(errors: Vec<blz::Error>) -> Vec<Problem> {
     errors
         .into_iter()
@@ -314,6 +320,32 @@ fn errors_list(errors: Vec<blz::Error>) -> Vec<Problem> {
             )
         })
         .collect()
+}
+
+impl AsRef<[u8]> for Buf {
+    fn as_ref(&self) -> &[u8] {
+        self.bytes()
+    }
+}
+
+/// The next buffer of a Python iterator, for a library call that takes batches; the GIL is
+/// taken for the call into Python only. A Python exception is kept in `failed` (for the
+/// caller to re-raise) and ends the batches with an error, so the library call fails.
+fn next_batch(it: &Py<PyIterator>, failed: &Mutex<Option<PyErr>>) -> Option<blz::Result<Buf>> {
+    Python::attach(|py| {
+        let mut it = it.bind(py).clone();
+        let got = it
+            .next()?
+            .and_then(|obj| Buf::get(&obj, false))
+            .map_err(|e| {
+                let msg = format!("a batch could not be read: {e}");
+                if let Ok(mut f) = failed.lock() {
+                    *f = Some(e);
+                }
+                blz::Error::InvalidArgument(msg)
+            });
+        Some(got)
+    })
 }
 
 // ---------------------------------------------------------------------------------------
@@ -365,7 +397,12 @@ impl RawArray {
     /// Creates a dataset of `descr` and `shape`; with `data` (native-endian C-order bytes of
     /// `shape[0]` rows), the rows are written in the same step (the dataset appears whole).
     #[staticmethod]
-    #[pyo3(signature = (path, descr, shape, chunks, codec, clevel, filter, checksum_name, fill, attrs, overwrite, data=None))]
+    ///
+    /// With `batches` instead (an iterable of such buffers, each whole rows of the shape's
+    /// other axes), the rows of every batch are appended in order, and the dataset appears
+    /// only when the last is written: an exception raised by the iterable (re-raised here)
+    /// or a bad batch leaves no dataset behind.
+    #[pyo3(signature = (path, descr, shape, chunks, codec, clevel, filter, checksum_name, fill, attrs, overwrite, data=None, superchunksize=None, batches=None))]
     #[expect(clippy::too_many_arguments, reason = "blz.create's keyword arguments")]
     fn create(
         py: Python<'_>,
@@ -381,10 +418,13 @@ impl RawArray {
         attrs: Option<&str>,
         overwrite: bool,
         data: Option<&Bound<'_, PyAny>>,
+        superchunksize: Option<u64>,
+        batches: Option<&Bound<'_, PyAny>>,
     ) -> PyResult<RawArray> {
         let (dtype, endian) = parse_dtype(descr)?;
         let opts = CreateOptions {
             chunkshape: chunks,
+            superchunksize,
             compression: compression(codec, clevel, filter)?,
             checksum: checksum(checksum_name)?,
             fill: json_value(fill)?,
@@ -400,19 +440,31 @@ impl RawArray {
             ));
         }
         let buf = data.map(|d| Buf::get(d, false)).transpose()?;
-        let ds = detached(py, || {
+        let pulled = batches
+            .map(|b| b.try_iter().map(Bound::unbind))
+            .transpose()?;
+        let failed: Mutex<Option<PyErr>> = Mutex::new(None);
+        let made = detached(py, || {
             let storage = blz::storage::local();
-            Ok(match &buf {
-                Some(b) => {
-                    let mut s = shape.clone();
-                    s[0] = 0;
+            let mut s = shape.clone();
+            s[0] = 0;
+            Ok(match (&buf, &pulled) {
+                (_, Some(it)) => {
+                    let batches = std::iter::from_fn(|| next_batch(it, &failed));
+                    Dataset::create_from(storage, &path, dtype, &s, &opts, batches)?
+                }
+                (Some(b), None) => {
                     let batches = [Ok::<&[u8], blz::Error>(b.bytes())];
                     Dataset::create_from(storage, &path, dtype, &s, &opts, batches)?
                 }
-                None => Dataset::create_with(&path, dtype, &shape, &opts)?,
+                (None, None) => Dataset::create_with(&path, dtype, &shape, &opts)?,
             })
-        })?;
-        Ok(RawArray::wrap(ds, true))
+        });
+        let kept = failed.lock().ok().and_then(|mut f| f.take());
+        match (made, kept) {
+            (Err(_), Some(e)) => Err(e),
+            (made, _) => Ok(RawArray::wrap(made?, true)),
+        }
     }
 
     #[getter]
@@ -438,6 +490,22 @@ impl RawArray {
                     ds.sizes().cbytes,
                     ds.nchunks(),
                     ds.nfiles(),
+                ))
+            })
+        })
+    }
+
+    /// `(id, generation, superchunksize)`: the dataset's identity (empty when it predates
+    /// identities), its commit generation and its chunks per superchunk file, which is what
+    /// a dask graph over it is named and split by.
+    fn layout(&self, py: Python<'_>) -> PyResult<(String, u64, u64)> {
+        detached(py, || {
+            self.read(|ds| {
+                let m = ds.storage_meta();
+                Ok((
+                    m.id.clone().unwrap_or_default(),
+                    ds.sizes().generation,
+                    m.superchunksize,
                 ))
             })
         })
@@ -687,7 +755,7 @@ impl RawTable {
     /// Creates a table of `fields` (see [`field_from_py`]) holding `columns` (see
     /// [`values_from_py`]; none for an empty table), as one step.
     #[staticmethod]
-    #[pyo3(signature = (path, fields, columns, chunklen, codec, clevel, filter, checksum_name, attrs, overwrite))]
+    #[pyo3(signature = (path, fields, columns, chunklen, codec, clevel, filter, checksum_name, attrs, overwrite, superchunksize=None))]
     #[expect(clippy::too_many_arguments, reason = "blz.create's keyword arguments")]
     fn create(
         py: Python<'_>,
@@ -701,6 +769,7 @@ impl RawTable {
         checksum_name: &str,
         attrs: Option<&str>,
         overwrite: bool,
+        superchunksize: Option<u64>,
     ) -> PyResult<RawTable> {
         let fields = fields
             .try_iter()?
@@ -710,6 +779,7 @@ impl RawTable {
             defaults: ColumnOptions {
                 compression: Some(compression(codec, clevel, filter)?),
                 chunklen,
+                superchunksize,
                 checksum: Some(checksum(checksum_name)?),
                 ..Default::default()
             },
@@ -791,6 +861,24 @@ impl RawTable {
                 (p, name)
             })
             .collect())
+    }
+
+    /// `(id, generation, [(path, chunklen, superchunksize)])`: the table's identity (empty
+    /// when it predates identities), its commit generation, and per leaf column its rows per
+    /// chunk and chunks per superchunk file.
+    fn layout(&self, py: Python<'_>) -> PyResult<TableLayout> {
+        detached(py, || {
+            self.read(|t| {
+                Ok((
+                    t.storage_meta().id.clone().unwrap_or_default(),
+                    t.sizes().generation,
+                    t.leaves()
+                        .iter()
+                        .map(|l| (l.path.clone(), l.storage.chunklen, l.storage.superchunksize))
+                        .collect(),
+                ))
+            })
+        })
     }
 
     /// Per leaf column `(path, nbytes, cbytes, chunklen, codec, clevel)`.
@@ -1335,6 +1423,19 @@ fn dataset_kind(path: PathBuf) -> Option<String> {
     kind_of(&path)
 }
 
+/// Where every superchunk file of the dataset at `root` lives (`blz::locate`): per file
+/// `(path, host, location, kind)`, host the GlusterFS brick server (or this machine), location
+/// the brick directory (or local device), kind `gluster` or `local`.
+#[pyfunction]
+fn locate(py: Python<'_>, root: PathBuf) -> PyResult<Vec<Located>> {
+    detached(py, || {
+        Ok(blz::locate::locate_dataset(&root)?
+            .into_iter()
+            .map(|l| (l.path, l.host, l.location, l.kind.to_string()))
+            .collect())
+    })
+}
+
 /// The native module.
 #[pymodule]
 fn _blz(m: &Bound<'_, PyModule>) -> PyResult<()> {
@@ -1343,6 +1444,7 @@ fn _blz(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<RawLayer>()?;
     m.add_class::<RawBcolz>()?;
     m.add_function(wrap_pyfunction!(dataset_kind, m)?)?;
+    m.add_function(wrap_pyfunction!(locate, m)?)?;
     m.add("__version__", env!("CARGO_PKG_VERSION"))?;
     Ok(())
 }

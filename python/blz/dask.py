@@ -1,0 +1,330 @@
+"""blz datasets as dask collections: arrays as ``dask.array``, tables as ``dask.dataframe``.
+
+>>> import blz.dask                                    # doctest: +SKIP
+>>> x = blz.dask.from_blz("walk.blz")                  # doctest: +SKIP
+>>> x[::10].mean().compute()                           # doctest: +SKIP
+>>> df = blz.dask.read_table("pts.blz", columns=["id", "pos/x"])  # doctest: +SKIP
+
+The graph's blocks follow blz's layout: a task reads one whole superchunk file (all its rows
+along axis 0) when the file's chunks cover whole rows of the chunk grid and the block is at
+most ``task_bytes``; otherwise one blz chunk. Tasks carry the dataset's path, not an open
+handle, and reopen it read-only where they run, with no lock (blz readers never block one
+another). A task that finds the dataset changed since the graph was made (another commit)
+raises :class:`blz.ChangedError` rather than mixing two versions.
+
+Each array read task is annotated with the hosts that hold its superchunk file
+(``blz.dask.file_hosts``, from the library's ``locate``: the GlusterFS brick server, or this
+machine for a local disk) as ``workers=`` with ``allow_other_workers=True``, so the
+distributed scheduler runs it on a worker of that host when one is free, elsewhere
+otherwise. dask's low-level task fusion (on by default for arrays) drops annotations, and
+the scheduler is where a graph is optimized: start it with fusion off for the hints to reach
+it (``DASK_OPTIMIZATION__FUSE__ACTIVE=False dask scheduler``, or
+``dask.config.set({"optimization.fuse.active": False})`` in the process that runs it).
+
+Dataframes carry no such hints: dask's query-planned dataframes ignore task annotations.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import socket
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any
+
+import numpy as np
+
+from . import _blz
+from ._errors import ChangedError, InvalidArgumentError, NotFoundError
+from ._table import VAR_KINDS
+
+__all__ = ["file_hosts", "from_blz", "read_table", "to_blz"]
+
+#: Largest uncompressed block a task reads whole (one superchunk file or one row range).
+TASK_BYTES = 256 << 20
+
+Locator = Callable[[str], Mapping[str, Sequence[str]]]
+
+
+def _addresses(host: str) -> list[str]:
+    """A host as distributed's ``workers=`` matches it: the name (a worker named so) and the
+    address it resolves to (a worker listening there)."""
+    out = [host]
+    try:
+        ip = socket.gethostbyname(host)
+    except OSError:
+        return out
+    if ip != host:
+        out.append(ip)
+    return out
+
+
+def file_hosts(root: str | os.PathLike[str]) -> dict[str, list[str]]:
+    """Where each superchunk file of the dataset at ``root`` lives, from the library's
+    ``locate``: ``{path relative to root ("data/__1__.bin", "data/pos/x/__1__.bin"): [hosts]}``,
+    a host given by name and by the address it resolves to."""
+    root = os.path.abspath(os.fspath(root))
+    return {
+        os.path.relpath(path, root): _addresses(host)
+        for path, host, _location, _kind in _blz.locate(root)
+    }
+
+
+def _path_of(source: Any) -> str:
+    path = getattr(source, "path", source)
+    return os.path.abspath(os.fspath(path))
+
+
+def _kind(path: str) -> str:
+    if not os.path.exists(path):
+        e = NotFoundError(f"{path}: no such dataset")
+        e.filename = path
+        raise e
+    kind = _blz.dataset_kind(path)
+    if kind not in ("array", "table"):
+        e = InvalidArgumentError(
+            f"{path}: blz.dask reads blz arrays and tables, not {kind or 'this (not a blz dataset)'}"
+        )
+        e.filename = path
+        raise e
+    return kind
+
+
+def _check_generation(path: str, raw: Any, generation: int) -> None:
+    now = raw.layout()[1]
+    if now != generation:
+        e = ChangedError(
+            f"{path}: changed since the dask graph was made (commit {generation} then, {now} now);"
+            " make the graph again"
+        )
+        e.filename = path
+        raise e
+
+
+def _read_array_block(path: str, generation: int, key: tuple[slice, ...]) -> np.ndarray:
+    from . import Array
+
+    a = Array(_blz.RawArray.open(path, False), "r")
+    _check_generation(path, a._raw, generation)
+    return np.asarray(a[key])
+
+
+def _split(n: int, step: int) -> tuple[int, ...]:
+    if n == 0:
+        return (0,)
+    return tuple(min(step, n - i) for i in range(0, n, step))
+
+
+class _HostsOf:
+    """The ``workers=`` annotation of a layer: a key's hosts (picklable, unlike a lambda)."""
+
+    def __init__(self, hosts: Mapping[Any, list[str]]) -> None:
+        self.hosts = dict(hosts)
+
+    def __call__(self, key: Any) -> list[str]:
+        return self.hosts.get(key, [])
+
+
+def _graph(name: str, tasks: dict[Any, Any], hosts: dict[Any, list[str]]) -> Any:
+    import dask
+    from dask.highlevelgraph import HighLevelGraph, MaterializedLayer
+
+    if any(hosts.values()):
+        with dask.annotate(workers=_HostsOf(hosts), allow_other_workers=True):
+            layer = MaterializedLayer(tasks)
+    else:
+        layer = MaterializedLayer(tasks)
+    return HighLevelGraph({name: layer}, {name: set()})
+
+
+def _array(path: str, locate: Locator | None, task_bytes: int) -> Any:
+    import dask.array as da
+    from dask._task_spec import Task
+    from dask.base import tokenize
+
+    from . import Array
+
+    a = Array(_blz.RawArray.open(path, False), "r")
+    ident, generation, per_file = a._raw.layout()
+    shape, chunkshape, dtype = a.shape, a.chunks, a.dtype
+    grid = [max(1, math.ceil(s / c)) for s, c in zip(shape, chunkshape)]
+    per_row = math.prod(grid[1:])
+    file_rows = per_file // per_row * chunkshape[0] if per_file % per_row == 0 else 0
+    whole_files = file_rows > 0 and file_rows * math.prod(shape[1:]) * dtype.itemsize <= task_bytes
+    if whole_files:
+        chunks = (_split(shape[0], file_rows),) + tuple((s,) for s in shape[1:])
+    else:
+        chunks = tuple(_split(s, c) for s, c in zip(shape, chunkshape))
+    name = "from-blz-" + tokenize(path, ident, generation, chunks)
+    placed = locate(path) if locate is not None else {}
+    tasks: dict[Any, Any] = {}
+    hosts: dict[Any, list[str]] = {}
+    for idx in np.ndindex(*(len(c) for c in chunks)):
+        key = (name, *idx)
+        sel = tuple(
+            slice(sum(c[:i]), sum(c[:i]) + c[i]) for c, i in zip(chunks, idx)
+        )
+        tasks[key] = Task(key, _read_array_block, path, generation, sel)
+        f = idx[0] if whole_files else int(np.ravel_multi_index(idx, grid)) // per_file
+        hosts[key] = list(placed.get(os.path.join("data", f"__{f + 1}__.bin"), []))
+    meta = np.empty((0,) * len(shape), dtype=dtype)
+    return da.Array(_graph(name, tasks, hosts), name, chunks, meta=meta)
+
+
+def _read_partition(
+    rows: tuple[int, int],
+    path: str,
+    generation: int,
+    leaves: list[tuple[str, str]],
+    columns: list[str] | None = None,
+) -> Any:
+    """Rows ``rows`` of the table's ``leaves`` (``(path, kind)``), or of those named in
+    ``columns`` when dask projects the dataframe onto fewer columns."""
+    import pandas as pd
+
+    from . import Table
+
+    t = Table(_blz.RawTable.open(path, False), "r")
+    _check_generation(path, t._raw, generation)
+    start, end = rows
+    kinds = dict(leaves)
+    names = [p for p, _ in leaves] if columns is None else list(columns)
+    data = {p: t._read_leaf(p, kinds[p], start, end) for p in names}
+    return pd.DataFrame(data, index=pd.RangeIndex(start, end))
+
+
+def read_table(
+    path: Any,
+    columns: Sequence[str] | str | None = None,
+    *,
+    task_bytes: int = TASK_BYTES,
+) -> Any:
+    """The blz table at ``path`` (or a :class:`blz.Table`) as a ``dask.dataframe.DataFrame``:
+    the leaf ``columns`` named (all when ``None``), nested ones flattened under their paths
+    (``"pos/x"``), indexed by row number, one partition per row range. A range is one
+    superchunk file of the first column named, fewer rows when that is more than
+    ``task_bytes`` across the columns read."""
+    import dask.dataframe as dd
+
+    from . import Table
+
+    path = _path_of(path)
+    if _kind(path) != "table":
+        raise InvalidArgumentError(f"{path}: an array, not a table (use blz.dask.from_blz)")
+    t = Table(_blz.RawTable.open(path, False), "r")
+    _ident, generation, layout = t._raw.layout()
+    leaves = dict(t._leaves)
+    names = [columns] if isinstance(columns, str) else list(columns) if columns is not None else list(leaves)
+    missing = [c for c in names if c not in leaves]
+    if missing:
+        raise InvalidArgumentError(f"{path}: no leaf column {missing[0]!r} (columns: {list(leaves)})")
+    if not names:
+        raise InvalidArgumentError(f"{path}: no columns to read")
+    chunklen, per_file = next((cl, s) for p, cl, s in layout if p == names[0])
+    chunklen = max(1, chunklen)
+    row_bytes = sum(16 if leaves[c] in VAR_KINDS else np.dtype(leaves[c]).itemsize for c in names)
+    rows = max(1, chunklen * max(1, per_file))
+    if rows * row_bytes > task_bytes:
+        rows = max(chunklen, task_bytes // row_bytes // chunklen * chunklen)
+    n = t.nrows
+    ranges = [(s, min(s + rows, n)) for s in range(0, n, rows)] or [(0, 0)]
+    divisions = tuple(s for s, _ in ranges) + (n - 1,) if n else None
+    cols = [(c, leaves[c]) for c in names]
+    meta = _read_partition((0, 0), path, generation, cols)
+    return dd.from_map(
+        _read_partition,
+        ranges,
+        args=[path, generation, cols],
+        meta=meta,
+        divisions=divisions,
+        label="from-blz",
+        enforce_metadata=False,
+    )
+
+
+def from_blz(
+    source: Any,
+    columns: Sequence[str] | str | None = None,
+    *,
+    locate: Locator | None = file_hosts,
+    task_bytes: int = TASK_BYTES,
+) -> Any:
+    """The blz dataset at ``source`` (a path, a :class:`blz.Array` or a :class:`blz.Table`) as
+    a dask collection: an array as a ``dask.array.Array`` whose blocks are whole superchunk
+    files along axis 0 (or blz chunks, see the module's notes), a table as a
+    ``dask.dataframe.DataFrame`` of ``columns`` (:func:`read_table`).
+
+    The array's name derives from the path, the dataset's identity and commit generation
+    and the blocks, so the same dataset gives the same graph. ``locate`` maps the dataset's
+    root to ``{file path relative to the root: [hosts]}`` (default :func:`file_hosts`);
+    each read task is annotated with its file's hosts (``None``: no annotations)."""
+    path = _path_of(source)
+    if _kind(path) == "table":
+        return read_table(path, columns, task_bytes=task_bytes)
+    if columns is not None:
+        raise InvalidArgumentError(f"{path}: an array has no columns")
+    return _array(path, locate, task_bytes)
+
+
+def to_blz(
+    x: Any,
+    path: str | os.PathLike[str],
+    *,
+    chunks: Any = None,
+    codec: str = "lz4",
+    clevel: int = 5,
+    filter: str = "shuffle",  # noqa: A002 - blz.create's keyword
+    checksum: str = "crc32",
+    fill: Any = None,
+    attrs: dict[str, Any] | None = None,
+    overwrite: bool = False,
+    superchunksize: int | None = None,
+) -> Any:
+    """Stores the dask array ``x`` as a new blz array at ``path`` (options as
+    :func:`blz.create`) and returns it open for writing.
+
+    This process computes ``x`` one block row (the blocks along axis 0) at a time, in order,
+    and appends each as it arrives; the dataset appears whole when the last is written, or
+    not at all: a task that fails, or an exception here, leaves nothing at ``path`` (and an
+    existing dataset there, replaced only with ``overwrite``, untouched)."""
+    import json
+
+    from . import Array, _fill_json
+    from ._array import _json_default
+    from ._index import native
+
+    path = os.fspath(path)
+    if x.ndim == 0:
+        raise ValueError("blz arrays have at least one axis: reshape a 0-d array to (1,)")
+    if any(math.isnan(n) for c in x.chunks for n in c):
+        raise ValueError("blz.dask.to_blz needs known chunk sizes (x.compute_chunk_sizes())")
+    dt = np.dtype(x.dtype)
+    if dt.names or dt.kind == "O":
+        raise ValueError(f"blz arrays hold fixed-size elements, not {dt}")
+    if x.ndim > 1:
+        x = x.rechunk({axis: -1 for axis in range(1, x.ndim)})
+    store = native(dt)
+
+    def rows() -> Any:
+        for i in range(x.numblocks[0]):
+            yield np.ascontiguousarray(x.blocks[i].compute(), dtype=store)
+
+    if chunks is not None:
+        chunks = [int(chunks)] if np.ndim(chunks) == 0 else [int(c) for c in chunks]
+    raw = _blz.RawArray.create(
+        path,
+        store.str,
+        [int(n) for n in x.shape],
+        chunks,
+        codec,
+        int(clevel),
+        filter,
+        checksum,
+        _fill_json(fill, dt),
+        json.dumps(attrs, default=_json_default) if attrs else None,
+        overwrite,
+        None,
+        None if superchunksize is None else int(superchunksize),
+        rows(),
+    )
+    return Array(raw, "r+")

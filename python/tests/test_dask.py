@@ -1,0 +1,280 @@
+"""blz.dask: arrays and tables as dask collections, computed on a small process cluster."""
+
+import os
+
+import numpy as np
+import pandas as pd
+import pytest
+
+import blz
+
+dask = pytest.importorskip("dask")
+distributed = pytest.importorskip("distributed")
+import blz.dask as bd  # noqa: E402
+
+
+@pytest.fixture(scope="module")
+def client():
+    with distributed.LocalCluster(
+        n_workers=2, processes=True, threads_per_worker=1, dashboard_address=None
+    ) as cluster, distributed.Client(cluster) as c:
+        yield c
+
+
+@pytest.fixture(scope="module")
+def walk(tmp_path_factory):
+    """A 1-d array of 10 000 f64 in chunks of 500, 4 chunks (2000 rows) per file."""
+    path = str(tmp_path_factory.mktemp("dask") / "walk.blz")
+    data = np.cumsum(np.random.default_rng(7).standard_normal(10_000))
+    blz.create(path, data, chunks=500, superchunksize=4)
+    return path, data
+
+
+@pytest.fixture(scope="module")
+def grid(tmp_path_factory):
+    """A 2-d int32 array (301, 40) in chunks (50, 20): 2 chunks per chunk row."""
+    path = str(tmp_path_factory.mktemp("dask") / "grid.blz")
+    data = np.arange(301 * 40, dtype=np.int32).reshape(301, 40) % 977 - 300
+    blz.create(path, data, chunks=(50, 20), superchunksize=4)
+    return path, data
+
+
+@pytest.fixture(scope="module")
+def points(tmp_path_factory):
+    """A table of 1000 rows (nested and variable-length columns), 200 rows per file."""
+    path = str(tmp_path_factory.mktemp("dask") / "pts.blz")
+    rng = np.random.default_rng(3)
+    n = 1000
+    cols = {
+        "id": np.arange(n, dtype=np.int64),
+        "g": rng.integers(0, 7, n).astype(np.int32),
+        "city": [["Oslo", "Lima", "Pune"][i % 3] for i in range(n)],
+        "pos": {"x": rng.standard_normal(n), "y": rng.integers(-50, 50, n).astype(np.int16)},
+    }
+    blz.create(path, cols, chunks=100, superchunksize=2)
+    model = pd.DataFrame(
+        {"id": cols["id"], "g": cols["g"], "city": cols["city"],
+         "pos/x": cols["pos"]["x"], "pos/y": cols["pos"]["y"]}
+    )
+    return path, model
+
+
+# -- graphs -------------------------------------------------------------------------------
+
+
+def test_blocks_are_whole_superchunk_files(walk):
+    path, data = walk
+    x = bd.from_blz(path, locate=None)
+    assert x.chunks == ((2000,) * 5,)
+    assert x.dtype == data.dtype
+    assert x.name.startswith("from-blz-")
+    assert bd.from_blz(blz.open(path), locate=None).name == x.name  # same dataset, same graph
+    np.testing.assert_array_equal(x.compute(scheduler="sync"), data)
+
+
+def test_blocks_fall_back_to_chunks(grid, tmp_path):
+    path, data = grid
+    # 2 chunks per chunk row, 4 per file: a file is 100 whole rows.
+    x = bd.from_blz(path, locate=None)
+    assert x.chunks == ((100, 100, 100, 1), (40,))
+    # 3 chunks per file: files split chunk rows, so tasks read one chunk each.
+    other = str(tmp_path / "odd.blz")
+    blz.create(other, data, chunks=(50, 20), superchunksize=3)
+    y = bd.from_blz(other, locate=None)
+    assert y.chunks == ((50,) * 6 + (1,), (20, 20))
+    np.testing.assert_array_equal(y.compute(scheduler="sync"), data)
+    # A cap on task size also gives chunks.
+    z = bd.from_blz(path, locate=None, task_bytes=50 * 40 * 4)
+    assert z.chunks == ((50,) * 6 + (1,), (20, 20))
+
+
+def test_name_follows_commits_and_a_stale_graph_refuses(tmp_path):
+    path = str(tmp_path / "a.blz")
+    a = blz.create(path, np.arange(100.0), chunks=10, superchunksize=2)
+    x = bd.from_blz(path, locate=None)
+    a.append(np.arange(5.0))
+    y = bd.from_blz(path, locate=None)
+    assert y.name != x.name
+    assert y.shape == (105,)
+    with pytest.raises(blz.ChangedError):
+        x.compute(scheduler="sync")
+
+
+def test_refuses_what_it_cannot_read(tmp_path, walk):
+    with pytest.raises(blz.NotFoundError):
+        bd.from_blz(str(tmp_path / "missing.blz"))
+    with pytest.raises(blz.InvalidArgumentError):
+        bd.from_blz(walk[0], columns=["a"])
+
+
+# -- locality -----------------------------------------------------------------------------
+
+
+def test_tasks_carry_their_files_hosts(walk, grid):
+    path, _ = walk
+    fake = {f"data/__{f}__.bin": [f"brick{f % 2}", f"10.0.0.{f % 2}"] for f in range(1, 6)}
+    x = bd.from_blz(path, locate=lambda root: fake)
+    layer = x.dask.layers[x.name]
+    assert layer.annotations["allow_other_workers"] is True
+    workers = layer.annotations["workers"]
+    for i in range(5):
+        assert workers((x.name, i)) == [f"brick{(i + 1) % 2}", f"10.0.0.{(i + 1) % 2}"]
+    # Chunk-sized tasks name the file their chunk is in.
+    gpath, _ = grid
+    files = {f"data/__{f}__.bin": [f"h{f}"] for f in range(1, 9)}
+    y = bd.from_blz(gpath, locate=lambda root: files, task_bytes=1)
+    w = y.dask.layers[y.name].annotations["workers"]
+    # Chunk (i, j) is chunk 2i+j in C order, in file (2i+j)//4.
+    assert [w((y.name, i, j)) for i in range(7) for j in range(2)] == [
+        [f"h{(2 * i + j) // 4 + 1}"] for i in range(7) for j in range(2)
+    ]
+
+
+def test_no_placement_no_annotations(walk):
+    x = bd.from_blz(walk[0], locate=lambda root: {})
+    assert not x.dask.layers[x.name].annotations
+
+
+def test_file_hosts_of_a_local_dataset(walk):
+    path, _ = walk
+    hosts = bd.file_hosts(path)
+    assert sorted(hosts) == [f"data/__{f}__.bin" for f in range(1, 6)]
+    assert all(h and isinstance(h[0], str) for h in hosts.values())
+    # The default placement annotates every task.
+    x = bd.from_blz(path)
+    w = x.dask.layers[x.name].annotations["workers"]
+    assert all(w((x.name, i)) == hosts[f"data/__{i + 1}__.bin"] for i in range(5))
+
+
+def test_scheduler_runs_reads_where_the_files_are(client, walk):
+    path, data = walk
+    target = sorted(client.scheduler_info()["workers"])[1]
+    x = bd.from_blz(path, locate=lambda root: {f"data/__{f}__.bin": [target] for f in range(1, 6)})
+    # dask's low-level fusion drops annotations: without it, the scheduler (which builds
+    # the graph, here in this process) sees them.
+    with dask.config.set({"optimization.fuse.active": False}):
+        x = x.persist()
+        distributed.wait(x)
+    who = client.who_has(x)
+    assert who and all(list(v) == [target] for v in who.values()), who
+    np.testing.assert_array_equal(x.compute(), data)
+
+
+# -- computing on the cluster ---------------------------------------------------------------
+
+
+def test_reductions_equal_numpy(client, walk, grid):
+    path, data = walk
+    x = bd.from_blz(path)
+    got = dask.compute(x.sum(), x.mean(), x.min(), x.max(), x.std())
+    want = (data.sum(), data.mean(), data.min(), data.max(), data.std())
+    np.testing.assert_allclose(got, want, rtol=1e-12)
+    gpath, g = grid
+    y = bd.from_blz(gpath)
+    np.testing.assert_array_equal(y.sum(axis=0).compute(), g.sum(axis=0))
+    np.testing.assert_array_equal(y.max(axis=1).compute(), g.max(axis=1))
+    assert y.min().compute() == g.min()
+
+
+def test_strided_slices_equal_numpy(client, walk, grid):
+    path, data = walk
+    x = bd.from_blz(path)
+    for key in [slice(None, None, 7), slice(3, 9001, 13), slice(9999, 10, -3), slice(1995, 2005)]:
+        np.testing.assert_array_equal(x[key].compute(), data[key])
+    gpath, g = grid
+    y = bd.from_blz(gpath)
+    for key in [(slice(None, None, 3), slice(5, None, 2)), (slice(99, 250, 7), 17), (300, slice(None))]:
+        np.testing.assert_array_equal(y[key].compute(), g[key])
+
+
+# -- tables -------------------------------------------------------------------------------
+
+
+def test_table_partitions_and_columns(points):
+    path, model = points
+    df = bd.read_table(path)
+    assert list(df.columns) == ["id", "g", "city", "pos/x", "pos/y"]
+    assert df.npartitions == 5
+    assert df.divisions == (0, 200, 400, 600, 800, 999)
+    got = df.compute(scheduler="sync")
+    pd.testing.assert_frame_equal(got, model, check_dtype=False)
+    assert list(got["pos/y"].dtype.str for _ in [0]) == ["<i2"]
+    sub = bd.from_blz(blz.open(path), columns=["pos/x", "id"])
+    assert list(sub.columns) == ["pos/x", "id"]
+    pd.testing.assert_frame_equal(sub.compute(scheduler="sync"), model[["pos/x", "id"]])
+    with pytest.raises(blz.InvalidArgumentError, match="nope"):
+        bd.read_table(path, columns=["nope"])
+
+
+def test_empty_table(tmp_path):
+    path = str(tmp_path / "e.blz")
+    blz.create(path, dtype=np.dtype([("a", "f8"), ("b", "i4")]))
+    df = bd.read_table(path)
+    assert df.npartitions == 1
+    assert len(df.compute(scheduler="sync")) == 0
+
+
+def test_groupbys_equal_pandas(client, points):
+    path, model = points
+    df = bd.read_table(path)
+    pd.testing.assert_frame_equal(
+        df.groupby("g").agg({"pos/x": "sum", "pos/y": "mean", "id": "count"}).compute().sort_index(),
+        model.groupby("g").agg({"pos/x": "sum", "pos/y": "mean", "id": "count"}),
+        check_dtype=False,
+    )
+    got = df.groupby("city")["pos/x"].max().compute().sort_index()
+    want = model.groupby("city")["pos/x"].max()
+    pd.testing.assert_series_equal(got, want, check_dtype=False, check_index_type=False)
+    assert df["id"].sum().compute() == model["id"].sum()
+
+
+def test_tasks_reopen_by_path_in_other_processes(client, points):
+    path, model = points
+    df = bd.read_table(path, columns=["id"])
+    pids = client.run(os.getpid)
+    assert os.getpid() not in pids.values()
+    assert df["id"].max().compute() == model["id"].max()
+
+
+# -- writing ------------------------------------------------------------------------------
+
+
+def test_to_blz_round_trips(client, tmp_path, grid):
+    import dask.array as da
+
+    data = np.arange(12_345, dtype=">f8") / 7  # a big-endian source is stored natively
+    x = da.from_array(data, chunks=1000)
+    a = bd.to_blz(x * 2, tmp_path / "twice.blz", chunks=500, attrs={"units": "m"})
+    np.testing.assert_array_equal(a[:], data * 2)
+    assert a.chunks == (500,) and a.attrs["units"] == "m"
+    # Back through dask, a 2-d array whose blocks split both axes.
+    gpath, g = grid
+    y = bd.from_blz(gpath).rechunk((64, 16))
+    b = bd.to_blz(y + 1, str(tmp_path / "g.blz"), chunks=(50, 20), superchunksize=4)
+    np.testing.assert_array_equal(b[:], g + 1)
+    assert b.dtype == g.dtype
+    # An empty array makes an empty dataset.
+    e = bd.to_blz(da.zeros((0, 3), chunks=(5, 3), dtype="i2"), tmp_path / "e.blz")
+    assert e.shape == (0, 3) and e.dtype == np.dtype("i2")
+
+
+def test_to_blz_failing_task_leaves_nothing(client, tmp_path):
+    import dask.array as da
+
+    def boom(b, block_info=None):
+        if block_info[0]["chunk-location"][0] == 2:
+            raise ValueError("boom in block 2")
+        return b
+
+    x = da.arange(1000, chunks=100).map_blocks(boom, dtype=np.int64)
+    path = tmp_path / "fails.blz"
+    with pytest.raises(ValueError, match="boom in block 2"):
+        bd.to_blz(x, path, chunks=50)
+    assert not path.exists()
+    assert os.listdir(tmp_path) == []
+    # Over an existing dataset, with overwrite: the old one stays as it was.
+    blz.create(path, np.arange(5.0))
+    with pytest.raises(ValueError, match="boom in block 2"):
+        bd.to_blz(x, path, overwrite=True)
+    np.testing.assert_array_equal(blz.open(path)[:], np.arange(5.0))
+    assert os.listdir(tmp_path) == ["fails.blz"]
