@@ -206,6 +206,10 @@ pub struct SuperchunkReader {
     path: PathBuf,
     layout: Layout,
     extents: Vec<u64>,
+    /// The stored digest of each chunk (by file offset) whose whole compressed bytes this
+    /// reader has checked against it: a later short read of such a chunk, whose stored
+    /// digest is still the same, reads only the Blosc blocks it needs.
+    verified: std::sync::Mutex<std::collections::HashMap<u64, Vec<u8>>>,
 }
 
 impl std::fmt::Debug for SuperchunkReader {
@@ -239,6 +243,7 @@ impl SuperchunkReader {
             file,
             layout,
             extents,
+            verified: std::sync::Mutex::default(),
         })
     }
 
@@ -409,6 +414,90 @@ impl SuperchunkReader {
         blosc::decompress_into(scratch, dst, nthreads).map_err(|e| Error::chunk(&self.path, k, e.0))
     }
 
+    /// Decodes bytes `byte_start..byte_start + dst.len()` of chunk `k` into `dst`; c-blosc
+    /// decodes only the blocks that hold them. The first read of a chunk reads and verifies
+    /// all of its compressed bytes (in `scratch`); once this reader has verified a chunk,
+    /// later reads of it whose stored digest is unchanged read just the Blosc header, the
+    /// block starts and the blocks needed (a chunk rewritten in place has a new digest and
+    /// is verified again). Chunks without a digest are always read that way.
+    ///
+    /// # Errors
+    /// As [`SuperchunkReader::read_chunk_into`], and [`Error::InvalidChunk`] when the bytes
+    /// do not decode.
+    pub fn getitem_into(
+        &self,
+        k: u64,
+        byte_start: usize,
+        dst: &mut [u8],
+        scratch: &mut Vec<u8>,
+    ) -> Result<()> {
+        if self.read_blocks(k, byte_start, dst)? {
+            return Ok(());
+        }
+        self.read_chunk_into(k, scratch)?;
+        let dlen = self.layout.header.checksum.len();
+        if dlen > 0 {
+            let (offset, _) = self.offset(k)?;
+            let mut stored = vec![0u8; dlen];
+            self.file
+                .read_at(offset + scratch.len() as u64, &mut stored)?;
+            if let Ok(mut m) = self.verified.lock() {
+                m.insert(offset, stored);
+            }
+        }
+        blosc::getitem(scratch, byte_start, dst).map_err(|e| Error::chunk(&self.path, k, e.0))
+    }
+
+    /// The short read of [`getitem_into`](Self::getitem_into) for a chunk already verified
+    /// (or without digests): `false` when it does not apply and the whole chunk must be read.
+    fn read_blocks(&self, k: u64, byte_start: usize, dst: &mut [u8]) -> Result<bool> {
+        let hlen = blosc::HEADER_LEN;
+        let (offset, extent) = self.offset(k)?;
+        if dst.is_empty() || extent < hlen as u64 {
+            return Ok(false);
+        }
+        let mut head = [0u8; blosc::HEADER_LEN];
+        self.file.read_at(offset, &mut head)?;
+        let Ok(ch) = ChunkHeader::parse(&head) else {
+            return Ok(false);
+        };
+        let cbytes = ch.cbytes as usize;
+        let dlen = self.layout.header.checksum.len();
+        if cbytes < hlen || (cbytes + dlen) as u64 > extent {
+            return Ok(false);
+        }
+        if dlen > 0 {
+            let mut stored = vec![0u8; dlen];
+            self.file.read_at(offset + cbytes as u64, &mut stored)?;
+            let seen = self
+                .verified
+                .lock()
+                .ok()
+                .is_some_and(|m| m.get(&offset).is_some_and(|d| *d == stored));
+            if !seen {
+                return Ok(false);
+            }
+        }
+        // A chunk-sized buffer, zero-filled lazily by the allocator: only the pages of the
+        // header, the block starts and the blocks read are touched.
+        let mut buf = vec![0u8; cbytes];
+        buf[..hlen].copy_from_slice(&head);
+        let Some((from, to)) = block_span(
+            &ch,
+            byte_start,
+            dst.len(),
+            |at, out| self.file.read_at(offset + at as u64, out),
+            &mut buf,
+        )?
+        else {
+            return Ok(false);
+        };
+        self.file
+            .read_at(offset + from as u64, &mut buf[from..to])?;
+        blosc::getitem(&buf, byte_start, dst).map_err(|e| Error::chunk(&self.path, k, e.0))?;
+        Ok(true)
+    }
+
     /// Reads, verifies and decompresses chunk `k` into a new buffer.
     ///
     /// # Errors
@@ -417,4 +506,52 @@ impl SuperchunkReader {
         let c = self.read_chunk(k)?;
         blosc::decompress(&c, 1).map_err(|e| Error::chunk(&self.path, k, e.0))
     }
+}
+
+/// The byte span `from..to` of a chunk that holds uncompressed bytes
+/// `byte_start..byte_start + len`: for a chunk stored as is (memcpyed), those bytes after the
+/// header; otherwise the Blosc blocks that hold them, found through the block starts, which
+/// `read` fills into `buf` (laid out as the chunk). `None` when the chunk's block starts are
+/// not in ascending order within it (the span would not be one run), and the caller reads the
+/// whole chunk instead.
+fn block_span(
+    ch: &ChunkHeader,
+    byte_start: usize,
+    len: usize,
+    read: impl Fn(usize, &mut [u8]) -> Result<()>,
+    buf: &mut [u8],
+) -> Result<Option<(usize, usize)>> {
+    let hlen = blosc::HEADER_LEN;
+    let cbytes = buf.len();
+    let end = byte_start.saturating_add(len);
+    if end > ch.nbytes as usize {
+        return Ok(None);
+    }
+    if ch.flags & blosc::FLAG_MEMCPYED != 0 {
+        return Ok((hlen + end <= cbytes).then_some((hlen + byte_start, hlen + end)));
+    }
+    let bs = ch.blocksize as usize;
+    if bs == 0 {
+        return Ok(None);
+    }
+    let nblocks = (ch.nbytes as usize).div_ceil(bs);
+    let starts_end = hlen + 4 * nblocks;
+    if starts_end > cbytes {
+        return Ok(None);
+    }
+    read(hlen, &mut buf[hlen..starts_end])?;
+    let starts: Vec<usize> = buf[hlen..starts_end]
+        .chunks_exact(4)
+        .map(|b| u32::from_le_bytes([b[0], b[1], b[2], b[3]]) as usize)
+        .collect();
+    let ascending = starts.first().is_some_and(|&s| s >= starts_end)
+        && starts.windows(2).all(|w| w[0] < w[1])
+        && starts.last().is_some_and(|&s| s < cbytes);
+    if !ascending {
+        return Ok(None);
+    }
+    let (b0, b1) = (byte_start / bs, (end - 1) / bs);
+    let from = starts[b0];
+    let to = starts.get(b1 + 1).copied().unwrap_or(cbytes);
+    Ok(Some((from, to)))
 }

@@ -325,10 +325,7 @@ impl ChunkStore {
         dst: &mut [u8],
         scratch: &mut Vec<u8>,
     ) -> Result<()> {
-        self.read_chunk(k, scratch)?;
-        let (f, j) = self.locate(k);
-        crate::blosc::getitem(scratch, byte_start, dst)
-            .map_err(|e| Error::chunk(self.file_path(f), j, e.0))
+        self.with_reader(k, |r, j| r.getitem_into(j, byte_start, dst, scratch))
     }
 
     fn writer_options(&self, f: u64) -> WriterOptions {
