@@ -278,3 +278,29 @@ def test_to_blz_failing_task_leaves_nothing(client, tmp_path):
         bd.to_blz(x, path, overwrite=True)
     np.testing.assert_array_equal(blz.open(path)[:], np.arange(5.0))
     assert os.listdir(tmp_path) == ["fails.blz"]
+
+
+# -- on the GlusterFS volume (tests/gluster/run.sh runs this file with its temporary
+# directories on the mount and BLZ_GLUSTER_MOUNT set) ----------------------------------------
+
+
+@pytest.mark.skipif(not os.environ.get("BLZ_GLUSTER_MOUNT"), reason="needs the GlusterFS volume")
+def test_real_placement_on_glusterfs(client, walk):
+    path, data = walk
+    mount = os.path.realpath(os.environ["BLZ_GLUSTER_MOUNT"])
+    assert os.path.realpath(path).startswith(mount + os.sep), "the dataset is not on the volume"
+    # Every file is placed by the volume: its brick server, which resolves to a worker's
+    # address here (all bricks and both workers are on this machine).
+    hosts = bd.file_hosts(path)
+    assert sorted(hosts) == [f"data/__{f}__.bin" for f in range(1, 6)]
+    assert all(h for h in hosts.values()), hosts
+    worker_hosts = {a.split("://")[1].rsplit(":", 1)[0] for a in client.scheduler_info()["workers"]}
+    x = bd.from_blz(path)
+    annotated = x.dask.layers[x.name].annotations["workers"]
+    for i in range(5):
+        assert set(annotated((x.name, i))) & worker_hosts, (annotated((x.name, i)), worker_hosts)
+    with dask.config.set({"optimization.fuse.active": False}):
+        x = x.persist()
+        distributed.wait(x)
+    np.testing.assert_array_equal(x.compute(), data)
+    np.testing.assert_allclose(bd.from_blz(path).sum().compute(), data.sum())

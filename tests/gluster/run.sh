@@ -82,4 +82,15 @@ say "running the tests on $BLZ_GLUSTER_MOUNT (second client: $BLZ_GLUSTER_MOUNT2
 cd "$repo"
 cargo test --release --test distributed -- --nocapture --test-threads=1 ||
     fail "cargo test --release --test distributed"
+
+# blz.dask on the volume: the Python package's dask tests with every dataset on the mount
+# (pytest's temporary directories there), the real placement included. The package and its
+# venv come from tests/all.sh, which .ci/run runs first.
+py=$repo/target/py-venv/bin/python
+[ -x "$py" ] || fail "$py is missing: run bash tests/all.sh first (it builds the Python package)"
+say "running the dask tests on $BLZ_GLUSTER_MOUNT"
+rm -rf "$BLZ_GLUSTER_MOUNT/pytest-dask"
+"$py" -m pytest -q -p no:cacheprovider --basetemp="$BLZ_GLUSTER_MOUNT/pytest-dask" \
+    python/tests/test_dask.py || fail "the dask tests on the GlusterFS volume"
+rm -rf "$BLZ_GLUSTER_MOUNT/pytest-dask"
 say "passed"
