@@ -313,6 +313,14 @@ impl SuperchunkReader {
     /// [`Error::ChecksumMismatch`] naming the file, chunk and both digests;
     /// [`Error::InvalidChunk`] for a malformed chunk; [`Error::ChunkOutOfRange`]; I/O errors.
     pub fn read_chunk_into(&self, k: u64, buf: &mut Vec<u8>) -> Result<()> {
+        let (_, cbytes) = self.read_checked(k, buf)?;
+        buf.truncate(cbytes);
+        Ok(())
+    }
+
+    /// [`read_chunk_into`](Self::read_chunk_into) without the last step: `buf` keeps the
+    /// stored digest after the chunk's bytes. Returns the chunk's offset and compressed size.
+    fn read_checked(&self, k: u64, buf: &mut Vec<u8>) -> Result<(u64, usize)> {
         let (offset, extent) = self.offset(k)?;
         let checksum = self.layout.header.checksum;
         let dlen = checksum.len();
@@ -370,6 +378,8 @@ impl SuperchunkReader {
             buf.resize(need, 0);
             self.file.read_at(offset + have as u64, &mut buf[have..])?;
         }
+        // What follows the digest (slack) is not the chunk's.
+        buf.truncate(need);
         let (data, rest) = buf.split_at(cbytes);
         let stored = &rest[..dlen];
         let got = checksum.digest(data);
@@ -382,9 +392,8 @@ impl SuperchunkReader {
                 got: hex(got.as_slice()),
             });
         }
-        buf.truncate(cbytes);
-        blosc::validate(buf).map_err(|e| Error::chunk(&self.path, k, e.0))?;
-        Ok(())
+        blosc::validate(&buf[..cbytes]).map_err(|e| Error::chunk(&self.path, k, e.0))?;
+        Ok((offset, cbytes))
     }
 
     /// Reads and verifies chunk `k`, returning its compressed bytes.
@@ -434,17 +443,14 @@ impl SuperchunkReader {
         if self.read_blocks(k, byte_start, dst)? {
             return Ok(());
         }
-        self.read_chunk_into(k, scratch)?;
-        let dlen = self.layout.header.checksum.len();
-        if dlen > 0 {
-            let (offset, _) = self.offset(k)?;
-            let mut stored = vec![0u8; dlen];
-            self.file
-                .read_at(offset + scratch.len() as u64, &mut stored)?;
+        let (offset, cbytes) = self.read_checked(k, scratch)?;
+        if cbytes < scratch.len() {
+            // The digest just checked, still in `scratch` after the chunk's bytes.
             if let Ok(mut m) = self.verified.lock() {
-                m.insert(offset, stored);
+                m.insert(offset, scratch[cbytes..].to_vec());
             }
         }
+        scratch.truncate(cbytes);
         blosc::getitem(scratch, byte_start, dst).map_err(|e| Error::chunk(&self.path, k, e.0))
     }
 
