@@ -8,8 +8,8 @@ use crate::table::{check_name, ColumnOptions, Field, FieldKind, LeafKind};
 use crate::Dataset;
 use std::path::Path;
 
-/// `[3, 4]` for a shape.
-pub(crate) fn shape_str(shape: &[u64]) -> String {
+/// `[3, 4]` for a shape, as messages and reports write it.
+pub fn shape_str(shape: &[u64]) -> String {
     format!(
         "[{}]",
         shape

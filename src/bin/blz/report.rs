@@ -45,16 +45,7 @@ pub(crate) fn plural(n: u64, what: &str) -> String {
     }
 }
 
-pub(crate) fn shape_str(shape: &[u64]) -> String {
-    format!(
-        "[{}]",
-        shape
-            .iter()
-            .map(u64::to_string)
-            .collect::<Vec<_>>()
-            .join(", ")
-    )
-}
+pub(crate) use blz::ingest::shape_str;
 
 /// What a problem `verify` found is: damage, a file that is not there (a GlusterFS brick
 /// that is down, a file removed by hand), or one that cannot be read.
