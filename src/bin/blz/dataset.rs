@@ -287,8 +287,9 @@ pub fn create(a: &CreateArgs) -> Result<(), Failure> {
     let opts = create_options(&a.layout, dtype, shape.len(), src.rows())?;
     // One step: built beside the path and renamed into place, so a failure or a kill leaves
     // no dataset behind.
+    let (storage, root) = blz::storage::for_path(&a.path)?;
     let ds = append_all(src.as_mut(), &shape, "create", |b| {
-        Dataset::create_from(blz::storage::local(), &a.path, dtype, &shape, &opts, b)
+        Dataset::create_from(storage, &root, dtype, &shape, &opts, b)
     })?;
     let s = ds.sizes();
     let ratio = if s.cbytes > 0 {

@@ -148,9 +148,8 @@ pub fn create(a: &CreateArgs) -> Result<(), Failure> {
     let opts = table_options(&a.layout, plan.rows())?;
     // Second pass: the table and every row, in one step.
     let pb = progress(plan.rows(), "create", "rows");
-    let t = plan.create_table(blz::storage::local(), &a.path, &opts, batch_rows(), |n| {
-        pb.inc(n)
-    });
+    let (storage, root) = blz::storage::for_path(&a.path)?;
+    let t = plan.create_table(storage, &root, &opts, batch_rows(), |n| pb.inc(n));
     pb.finish_and_clear();
     report_create(&a.path, &t?, plan.leaves())
 }
@@ -201,9 +200,8 @@ pub fn create_npy(a: &CreateArgs, rec: RecordReader) -> Result<(), Failure> {
     rec.table_fields()?;
     let opts = table_options(&a.layout, rec.rows())?;
     let pb = progress(rec.rows(), "create", "rows");
-    let t = rec.create_table(blz::storage::local(), &a.path, &opts, batch_bytes(), |n| {
-        pb.inc(n)
-    });
+    let (storage, root) = blz::storage::for_path(&a.path)?;
+    let t = rec.create_table(storage, &root, &opts, batch_bytes(), |n| pb.inc(n));
     pb.finish_and_clear();
     report_create(&a.path, &t?, &targets)
 }
