@@ -70,6 +70,12 @@ pub trait StorageFile: Send + Sync {
     }
     /// The path the file was opened with (for error messages).
     fn path(&self) -> &Path;
+    /// True (the default) when a small read costs little more than its bytes, as on a
+    /// filesystem. False on an object store, where every read is a request: readers then
+    /// read a chunk whole in one request rather than its header, digest and blocks apart.
+    fn small_reads_are_cheap(&self) -> bool {
+        true
+    }
 }
 
 /// A place files live: a local directory tree, a distributed filesystem mount, ...

@@ -371,6 +371,10 @@ impl StorageFile for ObjectFile {
     fn path(&self) -> &Path {
         &self.path
     }
+
+    fn small_reads_are_cheap(&self) -> bool {
+        false
+    }
 }
 
 /// The files and directories as this handle sees them (committed state plus overlay).

@@ -29,7 +29,9 @@ const SUMMARY_THRESHOLD: u64 = 1000;
 /// Writes a line to standard output, turning a closed pipe into a quiet stop.
 /// True when `path` holds a table (its `meta/storage` says `"kind": "table"`).
 pub fn is_table(path: &Path) -> bool {
-    blz::meta::dataset_kind(&blz::storage::LocalStorage, path).as_deref() == Some("table")
+    blz::storage::for_path(path).is_ok_and(|(storage, root)| {
+        blz::meta::dataset_kind(storage.as_ref(), &root).as_deref() == Some("table")
+    })
 }
 
 fn open(path: &Path, write: bool) -> Result<Table, Failure> {
@@ -730,5 +732,6 @@ pub fn compact(path: &Path) -> Result<(), Failure> {
     for c in t.column_names() {
         files.extend(t.column_files(c)?);
     }
-    run_compaction(path, &files, || t.compact())
+    let storage = std::sync::Arc::clone(t.storage());
+    run_compaction(path, storage.as_ref(), &files, || t.compact())
 }
