@@ -23,6 +23,7 @@ from ._array import Array, Attributes
 from ._bcolz import BcolzArray, BcolzTable
 from ._errors import (
     ChangedError,
+    ConflictError,
     CorruptionError,
     Error,
     InvalidArgumentError,
@@ -179,12 +180,16 @@ def open(  # noqa: A001 - numpy-style API: blz.open
     path = os.fspath(path)
     if mode not in ("r", "r+"):
         raise ValueError(f"mode must be 'r' or 'r+', not {mode!r}")
-    if not os.path.exists(path):
+    if not path.startswith("s3://") and not os.path.exists(path):
         e = NotFoundError(f"{path}: no such dataset")
         e.filename = path
         raise e
     kind = _blz.dataset_kind(path)
     write = mode == "r+"
+    if kind is None and path.startswith("s3://"):
+        e = NotFoundError(f"{path}: no such dataset (no readable state object)")
+        e.filename = path
+        raise e
     if kind is None:
         bcolz = _blz.RawBcolz.detect(path)
         if bcolz is not None:
@@ -213,6 +218,7 @@ __all__ = [
     "BcolzArray",
     "BcolzTable",
     "ChangedError",
+    "ConflictError",
     "Column",
     "CorruptionError",
     "Cursor",

@@ -39,6 +39,7 @@ fn error_class(e: &blz::Error) -> &'static str {
         E::Locked { .. } => "LockedError",
         E::ReadOnly { .. } => "ReadOnlyError",
         E::Changed { .. } => "ChangedError",
+        E::Conflict { .. } => "ConflictError",
         E::OutOfBounds { .. } => "OutOfBoundsError",
         E::Mismatch { .. } => "MismatchError",
         E::InvalidArgument(_) => "InvalidArgumentError",
@@ -62,7 +63,8 @@ fn error_place(e: &blz::Error) -> (Option<PathBuf>, Option<u64>) {
         | E::Locked { path }
         | E::ReadOnly { path }
         | E::Unsupported { path, .. }
-        | E::Changed { path } => (Some(path.clone()), None),
+        | E::Changed { path }
+        | E::Conflict { path } => (Some(path.clone()), None),
         E::OutOfBounds { dataset, .. } | E::Mismatch { dataset, .. } => {
             (Some(dataset.clone()), None)
         }
@@ -283,13 +285,14 @@ fn slice_elems(sel: &[(i64, i64, i64, bool)]) -> Vec<SliceInfoElem> {
 /// The kind of the blz dataset at `path`; `None` for anything else (a bcolz carray has a
 /// `meta/storage` too, but not blz's `format`).
 fn kind_of(path: &Path) -> Option<String> {
-    let storage = blz::storage::local();
+    // A local path or an s3:// URL.
+    let (storage, path) = blz::storage::for_path(path).ok()?;
     let raw: serde_json::Value =
         blz::meta::read_json(storage.as_ref(), &path.join("meta").join("storage")).ok()?;
     if raw.get("format").and_then(|f| f.as_str()) != Some("blz") {
         return None;
     }
-    blz::meta::dataset_kind(storage.as_ref(), path)
+    blz::meta::dataset_kind(storage.as_ref(), &path)
 }
 
 /// One problem `verify` found: the `blz` exception class, the message, the file, the chunk.
@@ -445,7 +448,7 @@ impl RawArray {
             .transpose()?;
         let failed: Mutex<Option<PyErr>> = Mutex::new(None);
         let made = detached(py, || {
-            let storage = blz::storage::local();
+            let (storage, path) = blz::storage::for_path(&path)?;
             let mut s = shape.clone();
             s[0] = 0;
             Ok(match (&buf, &pulled) {
@@ -807,7 +810,7 @@ impl RawTable {
         walk("", &fields, &mut kinds);
         let batch = columns.map(|c| values_from_py(&kinds, c)).transpose()?;
         let t = detached(py, || {
-            let storage = blz::storage::local();
+            let (storage, path) = blz::storage::for_path(&path)?;
             let batches: Vec<blz::Result<Vec<(String, Values)>>> =
                 batch.into_iter().map(Ok).collect();
             Ok(Table::create_from(storage, &path, fields, &opts, batches)?)

@@ -144,6 +144,12 @@ pub trait Storage: Send + Sync + std::fmt::Debug {
     /// held until the returned guard is dropped. blz's one-writer-at-a-time rule rests on
     /// it (`meta/lock` of a dataset).
     fn lock(&self, path: &Path) -> Result<LockGuard>;
+    /// Reads worth keeping in flight at once where the engine reads many chunks: `None`
+    /// (the default) leaves it to the CPU threads; an object store, where every read waits
+    /// for a round trip, asks for more.
+    fn concurrent_reads(&self) -> Option<usize> {
+        None
+    }
     /// Makes what was written under the dataset at `root` visible to every other reader in
     /// one atomic step, after a transaction committed or a staged create was renamed in. On
     /// a filesystem that has already happened (the default does nothing); an object store

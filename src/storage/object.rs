@@ -48,6 +48,8 @@ const HEAD_BLOCK: u64 = 64 << 10;
 const INLINE_MAX: usize = 16 << 10;
 /// Uploads (and deletions) in flight at once.
 const PARALLEL: usize = 8;
+/// Ranged GETs the engine keeps in flight where it reads many chunks.
+const CONCURRENT_READS: usize = 16;
 /// Largest state object blz reads.
 const MAX_STATE: u64 = 64 << 20;
 
@@ -1065,6 +1067,10 @@ impl Storage for ObjectStorage {
             });
         }
         Ok(Box::new(HeldLock(path.to_path_buf())))
+    }
+
+    fn concurrent_reads(&self) -> Option<usize> {
+        Some(CONCURRENT_READS)
     }
 
     fn publish(&self, root: &Path) -> Result<()> {
