@@ -227,6 +227,35 @@ impl Node {
     }
 }
 
+/// The whole bytes of a spooled (or in-memory) file, for its upload.
+fn node_bytes(node: &Node, path: &Path) -> Result<Bytes> {
+    match &*lock_data(node) {
+        Data::Spool { file } => {
+            let len = file
+                .metadata()
+                .map_err(|e| Error::io("stat", path, e))?
+                .len();
+            let len = usize::try_from(len).map_err(|_| {
+                Error::io(
+                    "read",
+                    path,
+                    std::io::Error::other("larger than memory can hold"),
+                )
+            })?;
+            let mut buf = vec![0u8; len];
+            file.read_exact_at(&mut buf, 0)
+                .map_err(|e| Error::io("read", path, e))?;
+            Ok(Bytes::from(buf))
+        }
+        Data::Memory(b) => Ok(b.clone()),
+        Data::Remote { .. } => Err(Error::io(
+            "upload",
+            path,
+            std::io::Error::other("the file is not spooled"),
+        )),
+    }
+}
+
 /// Turns a file's data into a spool file (fetching its object whole), for writing.
 fn materialize(backend: &Backend, data: &mut Data, path: &Path) -> Result<()> {
     let bytes = match data {
@@ -813,38 +842,28 @@ impl ObjectStorage {
         }
     }
 
-    /// Uploads spooled files whole, [`PARALLEL`] at a time.
+    /// Uploads spooled files whole (one PUT each), [`PARALLEL`] at a time: at most that
+    /// many files are held in memory at once.
     fn upload(&self, uploads: &[(String, String, Arc<Node>)]) -> Result<()> {
         let rt = runtime()?;
-        let mut jobs = Vec::new();
-        for (rel, key, node) in uploads {
-            let path = self.backend.root.join(rel);
-            let bytes = {
-                let d = lock_data(node);
-                match &*d {
-                    Data::Spool { file } => {
-                        let len = file
-                            .metadata()
-                            .map_err(|e| Error::io("stat", &path, e))?
-                            .len();
-                        let mut buf = vec![0u8; usize::try_from(len).unwrap_or(usize::MAX)];
-                        file.read_exact_at(&mut buf, 0)
-                            .map_err(|e| Error::io("read", &path, e))?;
-                        Bytes::from(buf)
-                    }
-                    Data::Memory(b) => b.clone(),
-                    Data::Remote { .. } => continue,
-                }
-            };
-            jobs.push((path, self.backend.key(key), bytes));
-        }
+        let jobs: Vec<(PathBuf, OPath, Arc<Node>)> = uploads
+            .iter()
+            .map(|(rel, key, node)| {
+                (
+                    self.backend.root.join(rel),
+                    self.backend.key(key),
+                    Arc::clone(node),
+                )
+            })
+            .collect();
         self.backend.count(jobs.len() as u64);
         let store = Arc::clone(&self.backend.store);
         rt.block_on(async move {
             futures::stream::iter(jobs)
-                .map(|(path, loc, bytes)| {
+                .map(|(path, loc, node)| {
                     let store = Arc::clone(&store);
                     async move {
+                        let bytes = node_bytes(&node, &path)?;
                         store
                             .put(&loc, PutPayload::from_bytes(bytes))
                             .await
