@@ -120,7 +120,8 @@ fn layer_round_trip() {
 }
 
 /// Opening a dataset and reading ten elements costs the state object, the first block of
-/// one superchunk object (header, metadata, offsets) and the one chunk: three requests.
+/// one superchunk object (header, metadata, offsets) and the one chunk: three requests. A
+/// whole read costs one request per chunk and per superchunk file.
 #[test]
 fn ten_elements_after_open_cost_three_requests() {
     let Some(url) = s3_url("r.blz") else { return };
@@ -140,6 +141,13 @@ fn ten_elements_after_open_cost_three_requests() {
     // of the same superchunk, one request.
     ds.slice::<i64, _>(s![640_000..640_010]).unwrap();
     assert_eq!(s.requests(), 4);
+    // A whole read, right after open: each superchunk's first block once (however many
+    // threads race for it) and each chunk once.
+    let s = Arc::new(ObjectStorage::open_url(&url).unwrap());
+    let ds = Dataset::open_in(s.clone(), s.root(), Mode::ReadOnly).unwrap();
+    let all: Vec<i64> = ds.read::<i64>().unwrap().into_iter().collect();
+    assert_eq!(all, v);
+    assert_eq!(s.requests(), 1 + 2 + 100);
 }
 
 /// A reader keeps the state it opened while a writer commits; the conditional commit of a

@@ -180,16 +180,18 @@ def open(  # noqa: A001 - numpy-style API: blz.open
     path = os.fspath(path)
     if mode not in ("r", "r+"):
         raise ValueError(f"mode must be 'r' or 'r+', not {mode!r}")
-    if not path.startswith("s3://") and not os.path.exists(path):
+    if path.startswith("s3://"):
+        # One load of the dataset's state for the kind and the handle.
+        kind, raw = _blz.open_object(path, mode == "r+")
+        if kind == "layer":
+            return Layer(raw)
+        return (Array if kind == "array" else Table)(raw, mode)
+    if not os.path.exists(path):
         e = NotFoundError(f"{path}: no such dataset")
         e.filename = path
         raise e
     kind = _blz.dataset_kind(path)
     write = mode == "r+"
-    if kind is None and path.startswith("s3://"):
-        e = NotFoundError(f"{path}: no such dataset (no readable state object)")
-        e.filename = path
-        raise e
     if kind is None:
         bcolz = _blz.RawBcolz.detect(path)
         if bcolz is not None:

@@ -287,12 +287,17 @@ fn slice_elems(sel: &[(i64, i64, i64, bool)]) -> Vec<SliceInfoElem> {
 fn kind_of(path: &Path) -> Option<String> {
     // A local path or an s3:// URL.
     let (storage, path) = blz::storage::for_path(path).ok()?;
+    kind_of_in(storage.as_ref(), &path)
+}
+
+/// [`kind_of`] on a given storage.
+fn kind_of_in(storage: &dyn blz::Storage, path: &Path) -> Option<String> {
     let raw: serde_json::Value =
-        blz::meta::read_json(storage.as_ref(), &path.join("meta").join("storage")).ok()?;
+        blz::meta::read_json(storage, &path.join("meta").join("storage")).ok()?;
     if raw.get("format").and_then(|f| f.as_str()) != Some("blz") {
         return None;
     }
-    blz::meta::dataset_kind(storage.as_ref(), &path)
+    blz::meta::dataset_kind(storage, path)
 }
 
 /// One problem `verify` found: the `blz` exception class, the message, the file, the chunk.
@@ -1426,6 +1431,78 @@ fn dataset_kind(path: PathBuf) -> Option<String> {
     kind_of(&path)
 }
 
+/// A dataset opened by [`open_object`].
+enum Opened {
+    Array(Box<Dataset>),
+    Table(Box<Table>),
+    Layer(Box<Layer>),
+}
+
+/// Opens the dataset at an `s3://` URL with one load of its state (what `dataset_kind` and
+/// then `RawArray.open` would load twice): `(kind, RawArray | RawTable | RawLayer)`.
+#[pyfunction]
+fn open_object(py: Python<'_>, path: PathBuf, write: bool) -> PyResult<(String, Py<PyAny>)> {
+    let opened = detached(py, || {
+        let (storage, root) = blz::storage::for_path(&path)?;
+        let Some(kind) = kind_of_in(storage.as_ref(), &root) else {
+            return Err(blz::Error::io(
+                "open",
+                &path,
+                std::io::Error::new(std::io::ErrorKind::NotFound, "no such dataset"),
+            )
+            .into());
+        };
+        let mode = if write {
+            blz::Mode::ReadWrite
+        } else {
+            blz::Mode::ReadOnly
+        };
+        Ok(match kind.as_str() {
+            "array" => Opened::Array(Box::new(Dataset::open_in(storage, &root, mode)?)),
+            "table" => Opened::Table(Box::new(Table::open_in(storage, &root, mode)?)),
+            "layer" if !write => Opened::Layer(Box::new(Layer::open_in(storage, &root)?)),
+            "layer" => {
+                return Err(blz::Error::ReadOnly { path: root }.into());
+            }
+            k => {
+                return Err(blz::Error::Unsupported {
+                    path: root,
+                    reason: format!("unknown dataset kind {k:?}"),
+                }
+                .into())
+            }
+        })
+    })?;
+    Ok(match opened {
+        Opened::Array(ds) => (
+            "array".into(),
+            Py::new(py, RawArray::wrap(*ds, write))?.into_any(),
+        ),
+        Opened::Table(t) => (
+            "table".into(),
+            Py::new(
+                py,
+                RawTable {
+                    path: t.path().to_path_buf(),
+                    t: RwLock::new(*t),
+                    writable: write,
+                },
+            )?
+            .into_any(),
+        ),
+        Opened::Layer(l) => (
+            "layer".into(),
+            Py::new(
+                py,
+                RawLayer {
+                    layer: Arc::new(*l),
+                },
+            )?
+            .into_any(),
+        ),
+    })
+}
+
 /// Where every superchunk file of the dataset at `root` lives (`blz::locate`): per file
 /// `(path, host, location, kind)`, host the GlusterFS brick server (or this machine), location
 /// the brick directory (or local device), kind `gluster` or `local`.
@@ -1447,6 +1524,7 @@ fn _blz(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<RawLayer>()?;
     m.add_class::<RawBcolz>()?;
     m.add_function(wrap_pyfunction!(dataset_kind, m)?)?;
+    m.add_function(wrap_pyfunction!(open_object, m)?)?;
     m.add_function(wrap_pyfunction!(locate, m)?)?;
     m.add("__version__", env!("CARGO_PKG_VERSION"))?;
     Ok(())

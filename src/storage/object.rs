@@ -205,6 +205,9 @@ enum Data {
 
 struct Node {
     data: Mutex<Data>,
+    /// Held while the first block is fetched, so that readers racing for it (parallel
+    /// chunk reads right after open) make one request, not one each.
+    head_fetch: Mutex<()>,
 }
 
 fn lock_data(node: &Node) -> MutexGuard<'_, Data> {
@@ -217,6 +220,7 @@ impl Node {
     fn new(data: Data) -> Arc<Node> {
         Arc::new(Node {
             data: Mutex::new(data),
+            head_fetch: Mutex::new(()),
         })
     }
 
@@ -354,6 +358,17 @@ impl StorageFile for ObjectFile {
         }
         let head_len = HEAD_BLOCK.min(len);
         if end <= head_len {
+            let _fetching = self
+                .node
+                .head_fetch
+                .lock()
+                .unwrap_or_else(std::sync::PoisonError::into_inner);
+            if let Data::Remote { head: Some(h), .. } = &*lock_data(&self.node) {
+                if end <= h.len() as u64 {
+                    buf.copy_from_slice(&h[offset as usize..end as usize]);
+                    return Ok(());
+                }
+            }
             let head = self.backend.get_range(&key, 0..head_len, &self.path)?;
             if head.len() as u64 != head_len {
                 return Err(eof(&self.path));
