@@ -17,12 +17,15 @@ fi
 
 port=$("$venv/bin/python" -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
 log=$(mktemp)
-"$venv/bin/moto_server" -H 127.0.0.1 -p "$port" >"$log" 2>&1 &
+# Run from a scratch directory: moto's request recorder (benches/compare_s3.py) writes there.
+scratch=$(mktemp -d)
+moto_server=$(realpath "$venv/bin/moto_server")
+(cd "$scratch" && exec "$moto_server" -H 127.0.0.1 -p "$port") >"$log" 2>&1 &
 server=$!
 cleanup() {
     kill "$server" 2>/dev/null || true
     wait "$server" 2>/dev/null || true
-    rm -f "$log"
+    rm -rf "$log" "$scratch"
 }
 trap cleanup EXIT
 
