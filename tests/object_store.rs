@@ -462,3 +462,35 @@ fn copy_up_down_and_across() {
         assert!(t.verify(|_, _| {}).is_empty(), "{p}");
     }
 }
+
+/// Two threads of one process writing one dataset: the in-process writer lock keeps them
+/// apart as on a filesystem (the second gets `Locked`), and the dataset holds the first's
+/// append whole.
+#[test]
+fn two_threads_racing() {
+    let Some(url) = s3_url("threads.blz") else {
+        return;
+    };
+    Dataset::create_with(&url, DType::I64, &[0], &opts(1000, 8)).unwrap();
+    let barrier = std::sync::Barrier::new(2);
+    let results: Vec<blz::Result<()>> = std::thread::scope(|sc| {
+        let hs: Vec<_> = (1..=2i64)
+            .map(|v| {
+                let (url, barrier) = (&url, &barrier);
+                sc.spawn(move || {
+                    barrier.wait();
+                    let mut ds = Dataset::open_rw(url)?;
+                    // Hold the handle a moment so the two overlap.
+                    std::thread::sleep(Duration::from_millis(200));
+                    ds.append(&Array1::from(vec![v; 3000]).into_dyn().view())
+                })
+            })
+            .collect();
+        hs.into_iter().map(|h| h.join().unwrap()).collect()
+    });
+    let ok: Vec<usize> = (0..2).filter(|&i| results[i].is_ok()).collect();
+    assert_eq!(ok.len(), 1, "{results:?}");
+    let other = &results[1 - ok[0]];
+    assert!(matches!(other, Err(Error::Locked { .. })), "{other:?}");
+    assert_eq!(read_all(&url), vec![ok[0] as i64 + 1; 3000]);
+}
