@@ -1437,6 +1437,13 @@ fn locate(py: Python<'_>, root: PathBuf) -> PyResult<Vec<Located>> {
 }
 
 /// The native module.
+/// Waits until the datasets replaced by creates with `overwrite` are removed (blz removes
+/// them in the background; `blz` calls this at interpreter exit).
+#[pyfunction]
+fn finish_removals(py: Python<'_>) {
+    py.detach(blz::finish_removals);
+}
+
 #[pymodule]
 fn _blz(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<RawArray>()?;
@@ -1445,6 +1452,7 @@ fn _blz(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<RawBcolz>()?;
     m.add_function(wrap_pyfunction!(dataset_kind, m)?)?;
     m.add_function(wrap_pyfunction!(locate, m)?)?;
+    m.add_function(wrap_pyfunction!(finish_removals, m)?)?;
     m.add("__version__", env!("CARGO_PKG_VERSION"))?;
     Ok(())
 }
