@@ -436,37 +436,23 @@ class Table:
         return pd.DataFrame({p: self._read_leaf(p, k, 0, self._nrows) for p, k in self._leaves})
 
     def to_arrow(self) -> Any:
-        """A pyarrow Table (nested fields as struct columns)."""
+        """A pyarrow Table (nested fields as struct columns), read through
+        :meth:`__arrow_c_stream__`."""
         import pyarrow as pa
 
-        kinds = dict(self._leaves)
-
-        def build(schema: list[Any], prefix: str) -> tuple[list[str], list[Any]]:
-            names, arrays = [], []
-            for name, spec in schema:
-                path = f"{prefix}{name}"
-                if isinstance(spec, str):
-                    v = self._read_leaf(path, kinds[path], 0, self._nrows)
-                    if spec == "varstr":
-                        arr = pa.array(v.tolist(), type=pa.string())
-                    elif spec == "varbytes":
-                        arr = pa.array(v.tolist(), type=pa.binary())
-                    else:
-                        arr = pa.array(v)
-                else:
-                    sub_names, sub_arrays = build(spec, path + "/")
-                    arr = pa.StructArray.from_arrays(sub_arrays, names=sub_names)
-                names.append(name)
-                arrays.append(arr)
-            return names, arrays
-
-        names, arrays = build(self._schema, "")
-        return pa.Table.from_arrays(arrays, names=names)
+        return pa.table(self)
 
     def __arrow_c_stream__(self, requested_schema: Any = None) -> Any:
-        """The Arrow PyCapsule stream protocol: pyarrow, polars and duckdb read a table
-        directly (needs pyarrow)."""
-        return self.to_arrow().__arrow_c_stream__(requested_schema)
+        """The Arrow PyCapsule stream protocol: pyarrow (``pa.table(t)``), polars
+        (``pl.DataFrame(t)``) and duckdb read the table directly, batch by batch (a batch per
+        superchunk of rows, its columns decoded in parallel); no Python package is involved.
+
+        Types: numbers and bool as Arrow's, complex as a fixed-size list of two floats,
+        ``S<n>``/``U<n>`` and variable-length columns as (large) binary and UTF-8 (padding
+        removed, as numpy reads them), nested fields as structs. ``requested_schema`` (an
+        ``arrow_schema`` capsule) is honoured when it selects fields, reorders them, or asks
+        for 32-bit string offsets; otherwise the table's own schema is streamed."""
+        return self._raw.arrow_stream(requested_schema)
 
     def info(self) -> dict[str, Any]:
         return {

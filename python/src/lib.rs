@@ -16,11 +16,13 @@ use blz::table::{
     ColumnOptions, Field, FieldSpec, FieldType, LeafKind, Table, TableOptions, Values,
 };
 use blz::{CreateOptions, DType, Dataset, Endianness};
+mod arrow;
+
 use ndarray::SliceInfoElem;
 use pyo3::buffer::PyUntypedBuffer;
-use pyo3::exceptions::PyValueError;
+use pyo3::exceptions::{PyTypeError, PyValueError};
 use pyo3::prelude::*;
-use pyo3::types::{PyBytes, PyIterator, PyList, PyString, PyTuple};
+use pyo3::types::{PyBytes, PyCapsule, PyIterator, PyList, PyString, PyTuple};
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, RwLock};
 
@@ -708,7 +710,7 @@ fn leaf_kinds(t: &Table) -> Vec<(String, LeafKind)> {
 /// An open table.
 #[pyclass(module = "blz._blz", frozen)]
 struct RawTable {
-    t: RwLock<Table>,
+    t: Arc<RwLock<Table>>,
     path: PathBuf,
     writable: bool,
 }
@@ -747,7 +749,7 @@ impl RawTable {
         })?;
         Ok(RawTable {
             path,
-            t: RwLock::new(t),
+            t: Arc::new(RwLock::new(t)),
             writable: write,
         })
     }
@@ -814,7 +816,7 @@ impl RawTable {
         })?;
         Ok(RawTable {
             path: t.path().to_path_buf(),
-            t: RwLock::new(t),
+            t: Arc::new(RwLock::new(t)),
             writable: true,
         })
     }
@@ -917,6 +919,39 @@ impl RawTable {
         detached(py, || {
             self.read(|t| Ok(t.column_rows_into(name, start, end, out.bytes_mut())?))
         })
+    }
+
+    /// The whole table as an Arrow C stream in a PyCapsule named `arrow_array_stream` (the
+    /// Arrow PyCapsule protocol), in the schema of the `arrow_schema` capsule
+    /// `requested_schema` when blz can produce it (see the `arrow` module), else its own.
+    #[pyo3(signature = (requested_schema=None))]
+    fn arrow_stream<'py>(
+        &self,
+        py: Python<'py>,
+        requested_schema: Option<&Bound<'py, PyAny>>,
+    ) -> PyResult<Bound<'py, PyCapsule>> {
+        let requested = match requested_schema {
+            None => None,
+            Some(obj) => {
+                let cap = obj.cast::<PyCapsule>().map_err(|_| {
+                    PyTypeError::new_err("requested_schema must be an 'arrow_schema' PyCapsule")
+                })?;
+                let ptr = cap.pointer_checked(Some(c"arrow_schema"))?;
+                // SAFETY: a capsule named "arrow_schema" holds a pointer to a valid Arrow C
+                // schema (the protocol's contract), owned by the capsule, which outlives this
+                // borrow; the schema is only read (converted into an owned `Schema`).
+                let ffi = unsafe { ptr.cast::<arrow_schema::ffi::FFI_ArrowSchema>().as_ref() };
+                Some(arrow_schema::Schema::try_from(ffi).map_err(|e| {
+                    PyValueError::new_err(format!("requested_schema is not a schema: {e}"))
+                })?)
+            }
+        };
+        let table = Arc::clone(&self.t);
+        let stream = detached(py, || {
+            arrow::table_stream(table, requested.as_ref())
+                .map_err(|e| Fail::Py(PyValueError::new_err(e.to_string())))
+        })?;
+        PyCapsule::new_with_value(py, stream, c"arrow_array_stream")
     }
 
     /// Rows `start..end` of a variable-length column, as a list of `str` (string columns) or
