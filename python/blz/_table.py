@@ -310,6 +310,28 @@ class Table:
             self._raw.read_column_into(path, start, end, out)
         return out
 
+    def _read_leaves(self, leaves: list[tuple[str, str]], start: int, end: int) -> dict[str, np.ndarray]:
+        """Rows ``start..end`` of several leaf columns, decoded in one parallel pass (each
+        fixed-size column into a numpy array allocated once)."""
+        out: dict[str, np.ndarray] = {}
+        fixed = []
+        var = []
+        for path, kind in leaves:
+            if kind in VAR_KINDS:
+                var.append(path)
+            else:
+                out[path] = np.empty(end - start, dtype=np.dtype(kind))
+                fixed.append((path, out[path]))
+        if end > start:
+            lists = self._raw.read_columns(start, end, fixed, var)
+        else:
+            lists = [[] for _ in var]
+        for path, values in zip(var, lists):
+            a = np.empty(end - start, dtype=object)
+            a[:] = values
+            out[path] = a
+        return {p: out[p] for p, _ in leaves}
+
     def _read_rows(self, start: int, end: int, prefix: str | None = None) -> np.ndarray:
         """Rows ``start..end`` as records: all fields, or those of the nested record
         ``prefix`` (only its columns are read)."""
@@ -320,14 +342,13 @@ class Table:
                 dtype = dtype[p]
             skip = len(prefix.split("/"))
         out = np.empty(end - start, dtype=dtype)
-        for path, kind in self._leaves:
-            if prefix is not None and not path.startswith(prefix + "/"):
-                continue
+        wanted = [(p, k) for p, k in self._leaves if prefix is None or p.startswith(prefix + "/")]
+        for path, values in self._read_leaves(wanted, start, end).items():
             target = out
             parts = path.split("/")[skip:]
             for p in parts[:-1]:
                 target = target[p]
-            target[parts[-1]] = self._read_leaf(path, kind, start, end)
+            target[parts[-1]] = values
         return out
 
     def __getitem__(self, key: Any) -> Any:
@@ -433,7 +454,7 @@ class Table:
         """A pandas DataFrame, a column per leaf (named by its path)."""
         import pandas as pd
 
-        return pd.DataFrame({p: self._read_leaf(p, k, 0, self._nrows) for p, k in self._leaves})
+        return pd.DataFrame(self._read_leaves(self._leaves, 0, self._nrows), copy=False)
 
     def to_arrow(self) -> Any:
         """A pyarrow Table (nested fields as struct columns), read through

@@ -707,6 +707,29 @@ fn leaf_kinds(t: &Table) -> Vec<(String, LeafKind)> {
         .collect()
 }
 
+/// A variable-length column's values as a list of `str` (`is_str`) or `bytes`.
+fn var_list<'py>(
+    py: Python<'py>,
+    name: &str,
+    values: Values,
+    is_str: bool,
+) -> PyResult<Bound<'py, PyList>> {
+    let Values::Var(items) = values else {
+        return Err(PyValueError::new_err(format!(
+            "column {name} holds fixed-size values"
+        )));
+    };
+    let list = PyList::empty(py);
+    for it in items {
+        if is_str {
+            list.append(PyString::new(py, &String::from_utf8_lossy(&it)))?;
+        } else {
+            list.append(PyBytes::new(py, &it))?;
+        }
+    }
+    Ok(list)
+}
+
 /// An open table.
 #[pyclass(module = "blz._blz", frozen)]
 struct RawTable {
@@ -954,6 +977,46 @@ impl RawTable {
         PyCapsule::new_with_value(py, stream, c"arrow_array_stream")
     }
 
+    /// Rows `start..end` of several columns in one parallel pass (see
+    /// `blz::Table::read_columns`): each fixed-size column of `into` (`(path, array)` pairs)
+    /// decoded into its numpy array; returns the values of the variable-length columns of
+    /// `var` as lists (as `read_var_column`), in order.
+    fn read_columns<'py>(
+        &self,
+        py: Python<'py>,
+        start: u64,
+        end: u64,
+        into: Vec<(String, Bound<'py, PyAny>)>,
+        var: Vec<String>,
+    ) -> PyResult<Vec<Bound<'py, PyList>>> {
+        let bufs = into
+            .iter()
+            .map(|(p, o)| Ok((p.as_str(), Buf::get(o, true)?)))
+            .collect::<PyResult<Vec<_>>>()?;
+        let (values, is_str) = detached(py, || {
+            let mut outs: Vec<(&str, &mut [u8])> =
+                bufs.iter().map(|(p, b)| (*p, b.bytes_mut())).collect();
+            let names: Vec<&str> = var.iter().map(String::as_str).collect();
+            self.read(|t| {
+                let is_str: Vec<bool> = names
+                    .iter()
+                    .map(|n| {
+                        t.leaves()
+                            .iter()
+                            .any(|l| l.path == *n && l.kind == LeafKind::VarStr)
+                    })
+                    .collect();
+                Ok((t.read_columns(start, end, &mut outs, &names)?, is_str))
+            })
+        })?;
+        values
+            .into_iter()
+            .zip(is_str)
+            .zip(&var)
+            .map(|((v, is_str), name)| var_list(py, name, v, is_str))
+            .collect()
+    }
+
     /// Rows `start..end` of a variable-length column, as a list of `str` (string columns) or
     /// `bytes`.
     fn read_var_column<'py>(
@@ -972,20 +1035,7 @@ impl RawTable {
                 Ok((t.column_rows(name, start, end)?, is_str))
             })
         })?;
-        let Values::Var(items) = values else {
-            return Err(PyValueError::new_err(format!(
-                "column {name} holds fixed-size values"
-            )));
-        };
-        let list = PyList::empty(py);
-        for it in items {
-            if is_str {
-                list.append(PyString::new(py, &String::from_utf8_lossy(&it)))?;
-            } else {
-                list.append(PyBytes::new(py, &it))?;
-            }
-        }
-        Ok(list)
+        var_list(py, name, values, is_str)
     }
 
     /// Appends rows (every column, see [`values_from_py`]) in one transaction.
