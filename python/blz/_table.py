@@ -9,6 +9,7 @@ from typing import Any
 import numpy as np
 
 from ._array import Attributes, raise_problems
+from ._errors import ChangedError
 from ._index import native, resolve
 
 VAR_KINDS = ("varstr", "varbytes")
@@ -200,6 +201,9 @@ class Column:
         return self._table._read_leaf(self.path, self._kind, start, end)
 
     def __getitem__(self, key: Any) -> Any:
+        return self._table._fresh(lambda: self._get(key))
+
+    def _get(self, key: Any) -> Any:
         r = resolve(key, self.shape)
         start, count, step, _ = r.sel[0]
         if count == 0:
@@ -213,7 +217,7 @@ class Column:
     def __array__(self, dtype: Any = None, copy: bool | None = None) -> np.ndarray:
         if copy is False:
             raise ValueError("a blz column is read from disk: a copy cannot be avoided")
-        a = self._rows(0, len(self))
+        a = self._table._fresh(lambda: self._rows(0, len(self)))
         return a if dtype is None else a.astype(dtype, copy=False)
 
     def __iter__(self) -> Iterator[Any]:
@@ -242,6 +246,9 @@ class Table:
 
     ``t["pos/x"]`` is one column (:class:`Column`); ``t[10:20]`` rows as a numpy structured
     array (nested fields as nested records, variable-length columns as objects).
+
+    A table opened with mode ``"r"`` follows writers' commits as an :class:`~blz.Array`
+    does: each call shows the latest commit (rows, columns), one call one commit.
     """
 
     def __init__(self, raw: Any, mode: str) -> None:
@@ -256,6 +263,31 @@ class Table:
         self._dtype = schema_dtype(self._schema)
         self._info = {p: (cl, codec, clevel, nb, cb) for p, nb, cb, cl, codec, clevel in self._raw.column_info()}
 
+    def refresh(self) -> bool:
+        """Shows the table's latest commit now; whether it changed (read handles do this at
+        every call)."""
+        changed = self._raw.refresh()
+        if changed:
+            self._refresh()
+        return changed
+
+    def _follow(self) -> None:
+        if self._mode == "r":
+            self.refresh()
+
+    def _fresh(self, read: Any) -> Any:
+        """``read()`` on the latest commit; again (up to 3 times) when a writer's commit
+        rewrote what it was reading."""
+        attempts = 3
+        while True:
+            self._follow()
+            try:
+                return read()
+            except ChangedError:
+                attempts -= 1
+                if self._mode != "r" or attempts == 0:
+                    raise
+
     @property
     def path(self) -> str:
         return str(self._raw.path)
@@ -267,27 +299,33 @@ class Table:
     @property
     def columns(self) -> list[str]:
         """The leaf columns' paths (``name``, or ``parent/name`` for nested fields)."""
+        self._follow()
         return [p for p, _ in self._leaves]
 
     @property
     def dtype(self) -> np.dtype:
         """The rows' numpy structured dtype."""
+        self._follow()
         return self._dtype
 
     @property
     def shape(self) -> tuple[int]:
+        self._follow()
         return (self._nrows,)
 
     @property
     def nrows(self) -> int:
+        self._follow()
         return self._nrows
 
     @property
     def nbytes(self) -> int:
+        self._follow()
         return self._raw.sizes()[0]
 
     @property
     def cbytes(self) -> int:
+        self._follow()
         return self._raw.sizes()[1]
 
     @property
@@ -295,6 +333,7 @@ class Table:
         return Attributes(self._raw)
 
     def __len__(self) -> int:
+        self._follow()
         return self._nrows
 
     def _chunklen(self, path: str) -> int:
@@ -359,6 +398,9 @@ class Table:
             if any(p.startswith(key + "/") for p, _ in self._leaves):
                 return Column(self, key, None)  # a nested record: its leaves as records
             raise KeyError(f"no column {key!r} (columns: {', '.join(self.columns)})")
+        return self._fresh(lambda: self._get_rows(key))
+
+    def _get_rows(self, key: Any) -> Any:
         r = resolve(key, self.shape)
         start, count, step, _ = r.sel[0]
         if count == 0:
@@ -370,7 +412,7 @@ class Table:
     def __array__(self, dtype: Any = None, copy: bool | None = None) -> np.ndarray:
         if copy is False:
             raise ValueError("a blz table is read from disk: a copy cannot be avoided")
-        a = self._read_rows(0, self._nrows)
+        a = self._fresh(lambda: self._read_rows(0, self._nrows))
         return a if dtype is None else a.astype(dtype, copy=False)
 
     def __iter__(self) -> Iterator[Any]:
@@ -454,7 +496,8 @@ class Table:
         """A pandas DataFrame, a column per leaf (named by its path)."""
         import pandas as pd
 
-        return pd.DataFrame(self._read_leaves(self._leaves, 0, self._nrows), copy=False)
+        cols = self._fresh(lambda: self._read_leaves(self._leaves, 0, self._nrows))
+        return pd.DataFrame(cols, copy=False)
 
     def to_arrow(self) -> Any:
         """A pyarrow Table (nested fields as struct columns), read through
@@ -473,9 +516,11 @@ class Table:
         removed, as numpy reads them), nested fields as structs. ``requested_schema`` (an
         ``arrow_schema`` capsule) is honoured when it selects fields, reorders them, or asks
         for 32-bit string offsets; otherwise the table's own schema is streamed."""
+        self._follow()
         return self._raw.arrow_stream(requested_schema)
 
     def info(self) -> dict[str, Any]:
+        self._follow()
         return {
             "path": self.path,
             "kind": "table",

@@ -479,6 +479,12 @@ impl RawArray {
         self.writable
     }
 
+    /// Brings a read-only handle to the dataset's latest commit (`blz::Dataset::refresh`);
+    /// whether it changed.
+    fn refresh(&self, py: Python<'_>) -> PyResult<bool> {
+        detached(py, || self.write(|ds| Ok(ds.refresh()?)))
+    }
+
     /// `(shape, descr, chunks, nbytes, cbytes, nchunks, nfiles)` in one call.
     fn state(&self, py: Python<'_>) -> PyResult<ArrayState> {
         detached(py, || {
@@ -927,6 +933,12 @@ impl RawTable {
                     .collect())
             })
         })
+    }
+
+    /// Brings a read-only handle to the table's latest commit (`blz::Table::refresh`);
+    /// whether it changed.
+    fn refresh(&self, py: Python<'_>) -> PyResult<bool> {
+        detached(py, || self.write(|t| Ok(t.refresh()?)))
     }
 
     /// Decodes rows `start..end` of a fixed-size column into `out`.
