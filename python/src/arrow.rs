@@ -28,10 +28,10 @@ use arrow_array::{
 use arrow_buffer::{BooleanBuffer, Buffer, MutableBuffer, ScalarBuffer};
 use arrow_schema::{ArrowError, DataType, Field, Fields, Schema, SchemaRef};
 use blz::table::{FieldSpec, FieldType, LeafKind, Table, Values};
-use blz::DType;
+use blz::{DType, Mode};
 use rayon::prelude::*;
 use std::collections::HashMap;
-use std::sync::{Arc, RwLock};
+use std::sync::Arc;
 
 /// A field of the exported schema: a leaf column (its path, kind, and whether its strings
 /// take 64-bit offsets) or a structure of fields.
@@ -362,7 +362,10 @@ fn read_leaf(
 
 /// The record batches of a table, row range by row range.
 struct TableStream {
-    table: Arc<RwLock<Table>>,
+    /// A read-only handle of its own: the stream reads the commit it started at, whatever
+    /// the handle it came from does meanwhile (a writer's later commit that rewrites what
+    /// it still has to read ends it with blz's "changed" error).
+    table: Table,
     nodes: Vec<Slot>,
     schema: SchemaRef,
     next: u64,
@@ -372,10 +375,7 @@ struct TableStream {
 
 impl TableStream {
     fn batch(&self, start: u64, end: u64) -> Result<RecordBatch, ArrowError> {
-        let t = self
-            .table
-            .read()
-            .map_err(|_| ArrowError::ComputeError("the table lock was poisoned".into()))?;
+        let t = &self.table;
         let mut leaves = Vec::new();
         self.nodes
             .iter()
@@ -384,7 +384,7 @@ impl TableStream {
         // chunks, and rayon spreads the (column, chunk) pairs over the pool.
         let arrays = leaves
             .par_iter()
-            .map(|(path, kind, large)| read_leaf(&t, path, *kind, *large, start, end))
+            .map(|(path, kind, large)| read_leaf(t, path, *kind, *large, start, end))
             .collect::<Result<Vec<_>, _>>()?;
         let mut it = arrays.into_iter();
         let columns = self
@@ -430,14 +430,14 @@ impl RecordBatchReader for TableStream {
 /// An Arrow C stream of the whole table (its rows at this moment), in the schema `requested`
 /// asks for when blz can produce it (see the module docs), else in the table's own.
 pub(crate) fn table_stream(
-    table: Arc<RwLock<Table>>,
+    table: &Table,
     requested: Option<&Schema>,
 ) -> Result<FFI_ArrowArrayStream, ArrowError> {
+    let table = Table::open_in(Arc::clone(table.storage()), table.path(), Mode::ReadOnly)
+        .map_err(blz_error)?;
     let (nodes, nrows, step) = {
-        let t = table
-            .read()
-            .map_err(|_| ArrowError::ComputeError("the table lock was poisoned".into()))?;
-        let own = table_nodes(&t);
+        let t = &table;
+        let own = table_nodes(t);
         let nodes = requested
             .and_then(|want| requested_fields(&own, want.fields()))
             .unwrap_or(own);

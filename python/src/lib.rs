@@ -739,7 +739,7 @@ fn var_list<'py>(
 /// An open table.
 #[pyclass(module = "blz._blz", frozen)]
 struct RawTable {
-    t: Arc<RwLock<Table>>,
+    t: RwLock<Table>,
     path: PathBuf,
     writable: bool,
 }
@@ -778,7 +778,7 @@ impl RawTable {
         })?;
         Ok(RawTable {
             path,
-            t: Arc::new(RwLock::new(t)),
+            t: RwLock::new(t),
             writable: write,
         })
     }
@@ -845,7 +845,7 @@ impl RawTable {
         })?;
         Ok(RawTable {
             path: t.path().to_path_buf(),
-            t: Arc::new(RwLock::new(t)),
+            t: RwLock::new(t),
             writable: true,
         })
     }
@@ -981,10 +981,16 @@ impl RawTable {
                 })?)
             }
         };
-        let table = Arc::clone(&self.t);
         let stream = detached(py, || {
-            arrow::table_stream(table, requested.as_ref())
-                .map_err(|e| Fail::Py(PyValueError::new_err(e.to_string())))
+            self.read(|t| match arrow::table_stream(t, requested.as_ref()) {
+                Ok(s) => Ok(s),
+                Err(arrow_schema::ArrowError::ExternalError(e)) => match e.downcast::<blz::Error>()
+                {
+                    Ok(e) => Err(Fail::Blz(*e)),
+                    Err(e) => Err(Fail::Py(PyValueError::new_err(e.to_string()))),
+                },
+                Err(e) => Err(Fail::Py(PyValueError::new_err(e.to_string()))),
+            })
         })?;
         PyCapsule::new_with_value(py, stream, c"arrow_array_stream")
     }

@@ -198,3 +198,19 @@ def test_empty_table_and_read_errors(tmp_path):
     files[0].write_bytes(bytes(raw))
     with pytest.raises(Exception, match=r"\.bin"):
         pa.table(blz.open(tmp_path / "c.blz"))
+
+
+@need["pyarrow"]
+def test_a_stream_reads_the_commit_it_started_at(tmp_path):
+    import pyarrow as pa
+
+    p = tmp_path / "s.blz"
+    w = blz.create(p, {"x": np.arange(140)}, chunks=7, superchunksize=2)
+    t = blz.open(p)
+    reader = pa.RecordBatchReader.from_stream(t)
+    first = reader.read_next_batch()
+    w.append({"x": np.arange(140, 280)})
+    assert len(t) == 280  # the handle follows the commit; the stream does not
+    rest = [b.column(0).to_pylist() for b in reader]
+    assert first.column(0).to_pylist() + sum(rest, []) == list(range(140))
+    assert pa.table(t).column("x").to_pylist() == list(range(280))
