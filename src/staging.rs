@@ -43,13 +43,14 @@ pub fn finish_removals() {
     wait_removals(|_| true);
 }
 
-/// Waits for the background removals whose directory satisfies `which`.
+/// Waits for the background removals whose directory satisfies `which` (and collects the
+/// finished ones, so a long-lived process does not pile them up).
 fn wait_removals(which: impl Fn(&Path) -> bool) {
     let mine: Vec<JoinHandle<()>> = match REMOVALS.lock() {
         Ok(mut list) => {
             let (take, keep) = std::mem::take(&mut *list)
                 .into_iter()
-                .partition(|(p, _)| which(p));
+                .partition(|(p, h)| which(p) || h.is_finished());
             *list = keep;
             take.into_iter().map(|(_, h)| h).collect()
         }
