@@ -321,6 +321,18 @@ fn a_read_handle_refreshes_to_the_latest_commit() {
         !w.refresh().unwrap(),
         "the writer has nothing to catch up with"
     );
+    drop(w);
+    // A new create of the path (same generation, another identity) is followed too.
+    let opts = CreateOptions {
+        overwrite: true,
+        ..Default::default()
+    };
+    let mut w2 = Dataset::create_with(&p, DType::F64, &[0], &opts).unwrap();
+    w2.append(&ndarray::arr1(&[9.0, 9.0, 9.0, 9.0]).into_dyn().view())
+        .unwrap();
+    assert!(r.refresh().unwrap());
+    assert_eq!(r.shape(), &[4]);
+    assert_eq!(r.get::<f64>(&[0]).unwrap(), 9.0);
     // Tables too.
     let tp = dir.path().join("t.blz");
     let mut tw = blz::Table::create(

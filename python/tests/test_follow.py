@@ -6,6 +6,7 @@ import sys
 import textwrap
 
 import numpy as np
+import pytest
 
 import blz
 
@@ -90,3 +91,16 @@ def test_refresh_is_explicit_too_and_writers_need_none(tmp_path):
     assert not r.refresh()
     w.resize(3)
     assert r.shape == (3,) and r[:].tolist() == [0, 0, 0]
+
+
+@pytest.mark.parametrize("kind", ["array", "table"])
+def test_a_replaced_dataset_is_followed(tmp_path, kind):
+    p = tmp_path / "x.blz"
+    blz.create(p, np.arange(10) if kind == "array" else {"i": np.arange(10)}).close()
+    h = blz.open(p)
+    h[:]
+    # Same generation as the old one, another identity.
+    blz.create(p, np.arange(20) * 2 if kind == "array" else {"i": np.arange(20) * 2}, overwrite=True).close()
+    assert len(h) == 20
+    got = h[:3] if kind == "array" else h["i"][:3]
+    assert list(got) == [0, 2, 4]

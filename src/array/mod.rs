@@ -436,7 +436,7 @@ impl Dataset {
 
     /// Brings a read-only handle to the dataset's latest commit: when a writer (another
     /// handle, another process) has committed since this handle opened or was last
-    /// refreshed, the handle is opened again and shows the new state (shape, data).
+    /// refreshed, or a create with `overwrite` replaced the dataset, the handle is opened again and shows the new state (shape, data).
     /// Returns whether it changed. A handle sees one commit from one call to the next:
     /// blz never changes what it shows in the middle of a call, and a read that meets files
     /// a later commit rewrote fails with [`Error::Changed`], after which a refresh and the
@@ -464,8 +464,11 @@ impl Dataset {
         {
             return Ok(false);
         }
+        // `meta/sizes` was replaced: by a commit (a new generation), or by a new create
+        // of the path (another identity; its generation may be the same).
         if !via_view
             && meta::generation_now(self.base.as_ref(), &self.root) == Some(self.sizes.generation)
+            && meta::identity_now(self.base.as_ref(), &self.root) == self.meta.id
         {
             self.sizes_stamp = stamp;
             return Ok(false);
