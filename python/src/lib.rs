@@ -16,11 +16,13 @@ use blz::table::{
     ColumnOptions, Field, FieldSpec, FieldType, LeafKind, Table, TableOptions, Values,
 };
 use blz::{CreateOptions, DType, Dataset, Endianness};
+mod arrow;
+
 use ndarray::SliceInfoElem;
 use pyo3::buffer::PyUntypedBuffer;
-use pyo3::exceptions::PyValueError;
+use pyo3::exceptions::{PyTypeError, PyValueError};
 use pyo3::prelude::*;
-use pyo3::types::{PyBytes, PyIterator, PyList, PyString, PyTuple};
+use pyo3::types::{PyBytes, PyCapsule, PyIterator, PyList, PyString, PyTuple};
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, RwLock};
 
@@ -477,6 +479,12 @@ impl RawArray {
         self.writable
     }
 
+    /// Brings a read-only handle to the dataset's latest commit (`blz::Dataset::refresh`);
+    /// whether it changed.
+    fn refresh(&self, py: Python<'_>) -> PyResult<bool> {
+        detached(py, || self.write(|ds| Ok(ds.refresh()?)))
+    }
+
     /// `(shape, descr, chunks, nbytes, cbytes, nchunks, nfiles)` in one call.
     fn state(&self, py: Python<'_>) -> PyResult<ArrayState> {
         detached(py, || {
@@ -705,6 +713,29 @@ fn leaf_kinds(t: &Table) -> Vec<(String, LeafKind)> {
         .collect()
 }
 
+/// A variable-length column's values as a list of `str` (`is_str`) or `bytes`.
+fn var_list<'py>(
+    py: Python<'py>,
+    name: &str,
+    values: Values,
+    is_str: bool,
+) -> PyResult<Bound<'py, PyList>> {
+    let Values::Var(items) = values else {
+        return Err(PyValueError::new_err(format!(
+            "column {name} holds fixed-size values"
+        )));
+    };
+    let list = PyList::empty(py);
+    for it in items {
+        if is_str {
+            list.append(PyString::new(py, &String::from_utf8_lossy(&it)))?;
+        } else {
+            list.append(PyBytes::new(py, &it))?;
+        }
+    }
+    Ok(list)
+}
+
 /// An open table.
 #[pyclass(module = "blz._blz", frozen)]
 struct RawTable {
@@ -904,6 +935,12 @@ impl RawTable {
         })
     }
 
+    /// Brings a read-only handle to the table's latest commit (`blz::Table::refresh`);
+    /// whether it changed.
+    fn refresh(&self, py: Python<'_>) -> PyResult<bool> {
+        detached(py, || self.write(|t| Ok(t.refresh()?)))
+    }
+
     /// Decodes rows `start..end` of a fixed-size column into `out`.
     fn read_column_into(
         &self,
@@ -917,6 +954,85 @@ impl RawTable {
         detached(py, || {
             self.read(|t| Ok(t.column_rows_into(name, start, end, out.bytes_mut())?))
         })
+    }
+
+    /// The whole table as an Arrow C stream in a PyCapsule named `arrow_array_stream` (the
+    /// Arrow PyCapsule protocol), in the schema of the `arrow_schema` capsule
+    /// `requested_schema` when blz can produce it (see the `arrow` module), else its own.
+    #[pyo3(signature = (requested_schema=None))]
+    fn arrow_stream<'py>(
+        &self,
+        py: Python<'py>,
+        requested_schema: Option<&Bound<'py, PyAny>>,
+    ) -> PyResult<Bound<'py, PyCapsule>> {
+        let requested = match requested_schema {
+            None => None,
+            Some(obj) => {
+                let cap = obj.cast::<PyCapsule>().map_err(|_| {
+                    PyTypeError::new_err("requested_schema must be an 'arrow_schema' PyCapsule")
+                })?;
+                let ptr = cap.pointer_checked(Some(c"arrow_schema"))?;
+                // SAFETY: a capsule named "arrow_schema" holds a pointer to a valid Arrow C
+                // schema (the protocol's contract), owned by the capsule, which outlives this
+                // borrow; the schema is only read (converted into an owned `Schema`).
+                let ffi = unsafe { ptr.cast::<arrow_schema::ffi::FFI_ArrowSchema>().as_ref() };
+                Some(arrow_schema::Schema::try_from(ffi).map_err(|e| {
+                    PyValueError::new_err(format!("requested_schema is not a schema: {e}"))
+                })?)
+            }
+        };
+        let stream = detached(py, || {
+            self.read(|t| match arrow::table_stream(t, requested.as_ref()) {
+                Ok(s) => Ok(s),
+                Err(arrow_schema::ArrowError::ExternalError(e)) => match e.downcast::<blz::Error>()
+                {
+                    Ok(e) => Err(Fail::Blz(*e)),
+                    Err(e) => Err(Fail::Py(PyValueError::new_err(e.to_string()))),
+                },
+                Err(e) => Err(Fail::Py(PyValueError::new_err(e.to_string()))),
+            })
+        })?;
+        PyCapsule::new_with_value(py, stream, c"arrow_array_stream")
+    }
+
+    /// Rows `start..end` of several columns in one parallel pass (see
+    /// `blz::Table::read_columns`): each fixed-size column of `into` (`(path, array)` pairs)
+    /// decoded into its numpy array; returns the values of the variable-length columns of
+    /// `var` as lists (as `read_var_column`), in order.
+    fn read_columns<'py>(
+        &self,
+        py: Python<'py>,
+        start: u64,
+        end: u64,
+        into: Vec<(String, Bound<'py, PyAny>)>,
+        var: Vec<String>,
+    ) -> PyResult<Vec<Bound<'py, PyList>>> {
+        let bufs = into
+            .iter()
+            .map(|(p, o)| Ok((p.as_str(), Buf::get(o, true)?)))
+            .collect::<PyResult<Vec<_>>>()?;
+        let (values, is_str) = detached(py, || {
+            let mut outs: Vec<(&str, &mut [u8])> =
+                bufs.iter().map(|(p, b)| (*p, b.bytes_mut())).collect();
+            let names: Vec<&str> = var.iter().map(String::as_str).collect();
+            self.read(|t| {
+                let is_str: Vec<bool> = names
+                    .iter()
+                    .map(|n| {
+                        t.leaves()
+                            .iter()
+                            .any(|l| l.path == *n && l.kind == LeafKind::VarStr)
+                    })
+                    .collect();
+                Ok((t.read_columns(start, end, &mut outs, &names)?, is_str))
+            })
+        })?;
+        values
+            .into_iter()
+            .zip(is_str)
+            .zip(&var)
+            .map(|((v, is_str), name)| var_list(py, name, v, is_str))
+            .collect()
     }
 
     /// Rows `start..end` of a variable-length column, as a list of `str` (string columns) or
@@ -937,20 +1053,7 @@ impl RawTable {
                 Ok((t.column_rows(name, start, end)?, is_str))
             })
         })?;
-        let Values::Var(items) = values else {
-            return Err(PyValueError::new_err(format!(
-                "column {name} holds fixed-size values"
-            )));
-        };
-        let list = PyList::empty(py);
-        for it in items {
-            if is_str {
-                list.append(PyString::new(py, &String::from_utf8_lossy(&it)))?;
-            } else {
-                list.append(PyBytes::new(py, &it))?;
-            }
-        }
-        Ok(list)
+        var_list(py, name, values, is_str)
     }
 
     /// Appends rows (every column, see [`values_from_py`]) in one transaction.
@@ -1437,6 +1540,13 @@ fn locate(py: Python<'_>, root: PathBuf) -> PyResult<Vec<Located>> {
 }
 
 /// The native module.
+/// Waits until the datasets replaced by creates with `overwrite` are removed (blz removes
+/// them in the background; `blz` calls this at interpreter exit).
+#[pyfunction]
+fn finish_removals(py: Python<'_>) {
+    py.detach(blz::finish_removals);
+}
+
 #[pymodule]
 fn _blz(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<RawArray>()?;
@@ -1445,6 +1555,7 @@ fn _blz(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<RawBcolz>()?;
     m.add_function(wrap_pyfunction!(dataset_kind, m)?)?;
     m.add_function(wrap_pyfunction!(locate, m)?)?;
+    m.add_function(wrap_pyfunction!(finish_removals, m)?)?;
     m.add("__version__", env!("CARGO_PKG_VERSION"))?;
     Ok(())
 }
