@@ -38,7 +38,7 @@ from . import _blz
 from ._errors import ChangedError, InvalidArgumentError, NotFoundError
 from ._table import VAR_KINDS
 
-__all__ = ["file_hosts", "from_blz", "read_table", "to_blz"]
+__all__ = ["append", "file_hosts", "from_blz", "read_table", "to_blz"]
 
 #: Largest uncompressed block a task reads whole (one superchunk file or one row range).
 TASK_BYTES = 256 << 20
@@ -266,6 +266,68 @@ def from_blz(
     return _array(path, locate, task_bytes)
 
 
+def _write_region(session_dir: str, first_row: int, block: np.ndarray, store: str) -> int:
+    """A worker's task: rows ``first_row..`` of a staged write as the complete superchunk
+    files holding them, written into the session directory (no lock, nothing else opened).
+    Returns the number of files written."""
+    data = np.ascontiguousarray(block, dtype=np.dtype(store))
+    return len(_blz.staged_write_rows(session_dir, int(first_row), data))
+
+
+def _check_source(x: Any) -> np.dtype:
+    if x.ndim == 0:
+        raise ValueError("blz arrays have at least one axis: reshape a 0-d array to (1,)")
+    if any(math.isnan(n) for c in x.chunks for n in c):
+        raise ValueError("blz.dask needs known chunk sizes (x.compute_chunk_sizes())")
+    dt = np.dtype(x.dtype)
+    if dt.names or dt.kind == "O":
+        raise ValueError(f"blz arrays hold fixed-size elements, not {dt}")
+    return dt
+
+
+def _run_staged(x: Any, staged: Any, store: np.dtype) -> Any:
+    """Writes ``x`` through the staged write ``staged``: the rows that fill the dataset's
+    partly filled last superchunk file are computed and sent to this process, which writes
+    them at the commit; every other superchunk file is encoded and written by a task of its
+    own, wherever the scheduler runs it (the workers of a distributed cluster). The commit
+    happens here, once, after every task succeeded; any failure aborts the write (nothing of
+    it stays) and is re-raised. Returns what the commit returns."""
+    import dask
+    from dask.base import tokenize
+
+    head_rows, start, end, unit = staged.geometry()
+    n = int(x.shape[0])
+    if end - start + head_rows != n:
+        staged.abort()
+        raise ValueError(f"the staged write expects {end - start + head_rows} rows, x has {n}")
+    try:
+        rows: list[int] = []
+        if head_rows:
+            rows.append(head_rows)
+        rows += [min(unit, end - r) for r in range(start, end, unit)]
+        if n:
+            x = x.rechunk((tuple(rows),) + tuple((s,) for s in x.shape[1:]))
+        blocks = list(x.to_delayed().ravel()) if n else []
+        session = os.fspath(staged.dir)
+        token = tokenize(session, x.name)
+        writes = []
+        for i, r in enumerate(range(start, end, unit)):
+            block = blocks[i + (1 if head_rows else 0)]
+            writes.append(
+                dask.delayed(_write_region, pure=True)(
+                    session, r, block, store.str, dask_key_name=f"blz-write-{token}-{i}"
+                )
+            )
+        head_block = blocks[0] if head_rows else None
+        head, *_ = dask.compute(head_block, *writes)
+        if head is None:
+            head = np.empty((0,), dtype=store)
+        return staged.commit(np.ascontiguousarray(head, dtype=store))
+    except BaseException:
+        staged.abort()
+        raise
+
+
 def to_blz(
     x: Any,
     path: str | os.PathLike[str],
@@ -279,42 +341,38 @@ def to_blz(
     attrs: dict[str, Any] | None = None,
     overwrite: bool = False,
     superchunksize: int | None = None,
+    mode: str = "w",
 ) -> Any:
     """Stores the dask array ``x`` as a new blz array at ``path`` (options as
-    :func:`blz.create`) and returns it open for writing.
+    :func:`blz.create`) and returns it open for writing; ``mode="a"`` appends it to the
+    array at ``path`` instead (:func:`append`; the create options are then ignored).
 
-    This process computes ``x`` one block row (the blocks along axis 0) at a time, in order,
-    and appends each as it arrives; the dataset appears whole when the last is written, or
-    not at all: a task that fails, or an exception here, leaves nothing at ``path`` (and an
-    existing dataset there, replaced only with ``overwrite``, untouched)."""
+    Every superchunk file is encoded and written by a task of its own, where the scheduler
+    runs it (in parallel on the workers of a distributed cluster, next to the computation
+    of its rows), into a session directory of the dataset being built; this process then
+    commits them all at once (``blz::array::staged``). The dataset appears whole, or not at
+    all: a task that fails, a worker killed, or an exception here leaves nothing at ``path``
+    (and an existing dataset there, replaced only with ``overwrite``, untouched). A task
+    retried by the scheduler writes the same files again."""
     import json
 
     from . import Array, _fill_json
     from ._array import _json_default
     from ._index import native
 
+    if mode == "a":
+        return append(x, path)
+    if mode != "w":
+        raise ValueError(f"mode must be 'w' or 'a', not {mode!r}")
     path = os.fspath(path)
-    if x.ndim == 0:
-        raise ValueError("blz arrays have at least one axis: reshape a 0-d array to (1,)")
-    if any(math.isnan(n) for c in x.chunks for n in c):
-        raise ValueError("blz.dask.to_blz needs known chunk sizes (x.compute_chunk_sizes())")
-    dt = np.dtype(x.dtype)
-    if dt.names or dt.kind == "O":
-        raise ValueError(f"blz arrays hold fixed-size elements, not {dt}")
-    if x.ndim > 1:
-        x = x.rechunk({axis: -1 for axis in range(1, x.ndim)})
+    dt = _check_source(x)
     store = native(dt)
-
-    def rows() -> Any:
-        for i in range(x.numblocks[0]):
-            yield np.ascontiguousarray(x.blocks[i].compute(), dtype=store)
-
     if chunks is not None:
         chunks = [int(chunks)] if np.ndim(chunks) == 0 else [int(c) for c in chunks]
-    raw = _blz.RawArray.create(
+    staged = _blz.RawArray.create_staged(
         path,
         store.str,
-        [int(n) for n in x.shape],
+        [int(n) for n in x.shape[1:]],
         chunks,
         codec,
         int(clevel),
@@ -323,8 +381,49 @@ def to_blz(
         _fill_json(fill, dt),
         json.dumps(attrs, default=_json_default) if attrs else None,
         overwrite,
-        None,
         None if superchunksize is None else int(superchunksize),
-        rows(),
+        int(x.shape[0]),
     )
-    return Array(raw, "r+")
+    return Array(_run_staged(x, staged, store), "r+")
+
+
+def append(x: Any, target: Any) -> Any:
+    """Appends the dask array ``x`` along axis 0 to the blz array ``target`` (a path, opened
+    for writing here, or a :class:`blz.Array` open for writing, whose writer lock serves)
+    and returns the array.
+
+    The rows that fill the array's partly filled last superchunk file come to this process,
+    which writes them at the commit; every further superchunk file is written by a task of
+    its own on the workers, and this process commits all of it in one transaction, holding
+    the writer lock throughout. A failure anywhere leaves the array exactly as it was."""
+    from . import Array
+    from ._index import native
+
+    dt = _check_source(x)
+    opened = not isinstance(target, Array)
+    if opened:
+        path = _path_of(target)
+        if _kind(path) != "array":
+            raise InvalidArgumentError(f"{path}: a table, not an array")
+        a = Array(_blz.RawArray.open(path, True), "r+")
+    else:
+        a = target
+        if not a._raw.writable:
+            raise InvalidArgumentError(f"{a.path}: open for reading only (blz.open(path, 'r+'))")
+    try:
+        if tuple(x.shape[1:]) != tuple(a.shape[1:]):
+            raise ValueError(
+                f"rows of shape {tuple(x.shape[1:])} do not fit an array of shape {a.shape}"
+            )
+        if not np.can_cast(dt, a.dtype, casting="same_kind"):
+            raise ValueError(f"cannot append {dt} to an array of {a.dtype}")
+        staged = a._raw.begin_staged(int(x.shape[0]))
+        try:
+            _run_staged(x, staged, native(a.dtype))
+        finally:
+            a._refresh()
+    except BaseException:
+        if opened:
+            a.close()  # the writer lock goes now, not when the traceback is freed
+        raise
+    return a
