@@ -5,9 +5,13 @@
 >>> x[::10].mean().compute()                           # doctest: +SKIP
 >>> df = blz.dask.read_table("pts.blz", columns=["id", "pos/x"])  # doctest: +SKIP
 
-The graph's blocks follow blz's layout: a task reads one whole superchunk file (all its rows
-along axis 0) when the file's chunks cover whole rows of the chunk grid and the block is at
-most ``task_bytes``; otherwise one blz chunk. Tasks carry the dataset's path, not an open
+The graph's blocks follow blz's layout: when a superchunk file's chunks cover whole rows of
+the chunk grid, a task reads whole files (all their rows along axis 0): as many consecutive
+files stored on the same hosts as fit in ``task_bytes`` (256 MiB by default; the
+scheduler's cost is per task, so fewer larger tasks are cheaper) while at least
+``MIN_TASKS`` (16) tasks remain, or, when one file is more
+than that, as many whole chunk-rows of one file as fit; otherwise (or when one chunk-row is
+more than ``task_bytes``) one blz chunk. Tasks carry the dataset's path, not an open
 handle, and reopen it read-only where they run, with no lock (blz readers never block one
 another). A task that finds the dataset changed since the graph was made (another commit)
 raises :class:`blz.ChangedError` rather than mixing two versions.
@@ -42,6 +46,9 @@ __all__ = ["append", "file_hosts", "from_blz", "read_table", "to_blz"]
 
 #: Largest uncompressed block a task reads whole (one superchunk file or one row range).
 TASK_BYTES = 256 << 20
+
+#: Files are grouped into tasks only while at least this many tasks remain.
+MIN_TASKS = 16
 
 Locator = Callable[[str], Mapping[str, Sequence[str]]]
 
@@ -150,13 +157,41 @@ def _array(path: str, locate: Locator | None, task_bytes: int) -> Any:
     grid = [max(1, math.ceil(s / c)) for s, c in zip(shape, chunkshape)]
     per_row = math.prod(grid[1:])
     file_rows = per_file // per_row * chunkshape[0] if per_file % per_row == 0 else 0
-    whole_files = file_rows > 0 and file_rows * math.prod(shape[1:]) * dtype.itemsize <= task_bytes
-    if whole_files:
-        chunks = (_split(shape[0], file_rows),) + tuple((s,) for s in shape[1:])
+    row_bytes = max(1, math.prod(shape[1:]) * dtype.itemsize)
+    # Whole chunk-rows per task, when files hold whole chunk-rows and one fits in a task.
+    whole_rows = file_rows > 0 and chunkshape[0] * row_bytes <= task_bytes
+    placed = locate(path) if locate is not None else {}
+
+    def hosts_of(f: int) -> list[str]:
+        return list(placed.get(os.path.join("data", f"__{f + 1}__.bin"), []))
+
+    if whole_rows:
+        # Consecutive whole files on the same hosts, as many as fit in task_bytes (fewer,
+        # larger tasks: the scheduler's cost is per task); or, when one file is more than
+        # that, as many whole chunk-rows of one file as fit.
+        nfiles = math.ceil(shape[0] / file_rows)
+        step = file_rows
+        if file_rows * row_bytes > task_bytes:
+            step = max(1, task_bytes // row_bytes // chunkshape[0]) * chunkshape[0]
+        # Grouped so that at least MIN_TASKS tasks remain, to keep every worker busy.
+        per_task = max(1, min(task_bytes // (file_rows * row_bytes), nfiles // MIN_TASKS))
+        sizes: list[int] = []
+        file_of: list[int] = []
+        f = 0
+        while f < nfiles:
+            group = 1
+            while group < per_task and f + group < nfiles and hosts_of(f + group) == hosts_of(f):
+                group += 1
+            first, end = f * file_rows, min((f + group) * file_rows, shape[0])
+            span = end - first if group > 1 else step
+            for r in range(first, end, span):
+                sizes.append(min(span, end - r))
+                file_of.append(f)
+            f += group
+        chunks = (tuple(sizes) or (0,),) + tuple((s,) for s in shape[1:])
     else:
         chunks = tuple(_split(s, c) for s, c in zip(shape, chunkshape))
     name = "from-blz-" + tokenize(path, ident, generation, chunks)
-    placed = locate(path) if locate is not None else {}
     tasks: dict[Any, Any] = {}
     hosts: dict[Any, list[str]] = {}
     for idx in np.ndindex(*(len(c) for c in chunks)):
@@ -165,8 +200,8 @@ def _array(path: str, locate: Locator | None, task_bytes: int) -> Any:
             slice(sum(c[:i]), sum(c[:i]) + c[i]) for c, i in zip(chunks, idx)
         )
         tasks[key] = Task(key, _read_array_block, path, generation, sel)
-        f = idx[0] if whole_files else int(np.ravel_multi_index(idx, grid)) // per_file
-        hosts[key] = list(placed.get(os.path.join("data", f"__{f + 1}__.bin"), []))
+        f = file_of[idx[0]] if whole_rows and file_of else int(np.ravel_multi_index(idx, grid)) // per_file
+        hosts[key] = hosts_of(f)
     meta = np.empty((0,) * len(shape), dtype=dtype)
     return da.Array(_graph(name, tasks, hosts), name, chunks, meta=meta)
 

@@ -83,9 +83,25 @@ def test_blocks_fall_back_to_chunks(grid, tmp_path):
     y = bd.from_blz(other, locate=None)
     assert y.chunks == ((50,) * 6 + (1,), (20, 20))
     np.testing.assert_array_equal(y.compute(scheduler="sync"), data)
-    # A cap on task size also gives chunks.
+    # A cap on task size below a file gives whole chunk-rows of one file.
     z = bd.from_blz(path, locate=None, task_bytes=50 * 40 * 4)
-    assert z.chunks == ((50,) * 6 + (1,), (20, 20))
+    assert z.chunks == ((50,) * 6 + (1,), (40,))
+    np.testing.assert_array_equal(z.compute(scheduler="sync"), data)
+
+
+def test_small_files_on_the_same_hosts_are_grouped(tmp_path):
+    path = str(tmp_path / "many.blz")
+    data = np.arange(10_000.0)
+    blz.create(path, data, chunks=10, superchunksize=2)  # 500 files of 20 rows
+    x = bd.from_blz(path, locate=None)
+    # 500 // MIN_TASKS = 31 files per task.
+    assert x.chunks == ((620,) * 16 + (80,),)
+    np.testing.assert_array_equal(x.compute(scheduler="sync"), data)
+    # Files on alternating hosts stay one per task, each annotated with its own host.
+    alternating = lambda root: {f"data/__{f}__.bin": [f"h{f % 2}"] for f in range(1, 501)}
+    y = bd.from_blz(path, locate=alternating)
+    assert y.chunks == ((20,) * 500,)
+    assert y.dask.layers[y.name].annotations["workers"]((y.name, 3)) == ["h0"]
 
 
 def test_name_follows_commits_and_a_stale_graph_refuses(tmp_path):
