@@ -358,8 +358,11 @@ def _run_staged(x: Any, staged: Any, store: np.dtype) -> Any:
         if head is None:
             head = np.empty((0,), dtype=store)
         return staged.commit(np.ascontiguousarray(head, dtype=store))
-    except BaseException:
-        staged.abort()
+    except BaseException as e:
+        try:
+            staged.abort()
+        except Exception as cleanup:  # the next writer removes what is left; keep the cause
+            e.add_note(f"blz: removing the staged write failed too: {cleanup}")
         raise
 
 

@@ -48,6 +48,9 @@ pub use crate::engine::STAGED_DIR;
 /// The file in a session directory that describes the session to its workers.
 pub const SESSION_FILE: &str = "session.json";
 
+/// Attempts at removing a session directory that workers still write into (20 ms apart).
+const REMOVE_TRIES: u32 = 250;
+
 /// Prefix of a worker's private directory inside a session directory.
 const WORKER_TMP_PREFIX: &str = "tmp-";
 
@@ -186,14 +189,25 @@ impl StagedWrite {
     fn remove_dir(&mut self) -> Result<()> {
         self.finished = true;
         let st = self.storage.as_ref();
-        if st.exists(&self.dir) {
-            st.remove_dir_all(&self.dir)?;
+        // A worker still writing (a straggler of a failed write) can add a file while the
+        // directory is being removed, which then fails as "not empty"; the worker stops at
+        // its next step (session.json is gone), so trying again for a while succeeds.
+        let mut tries = 0;
+        while st.exists(&self.dir) {
+            match st.remove_dir_all(&self.dir) {
+                Ok(()) => break,
+                Err(_) if tries < REMOVE_TRIES && st.exists(&self.dir) => {
+                    tries += 1;
+                    std::thread::sleep(std::time::Duration::from_millis(20));
+                }
+                Err(e) => return Err(e),
+            }
         }
         // `staged/` goes with its last session (the writer holds the lock: no other session
         // appears meanwhile).
         let staged = self.root.join(STAGED_DIR);
-        if st.is_dir(&staged) && st.list(&staged)?.is_empty() {
-            st.remove_dir_all(&staged)?;
+        if st.is_dir(&staged) && st.list(&staged).is_ok_and(|l| l.is_empty()) {
+            let _ = st.remove_dir_all(&staged);
         }
         Ok(())
     }
@@ -270,7 +284,8 @@ impl Dataset {
     /// at its position, writes `head` (native-endian C-order bytes of
     /// [`head_rows`](StagedWrite::head_rows) rows) after the dataset's rows, and moves the
     /// files into `data/`. Afterwards the dataset has the rows of the session; on any error
-    /// it has none of them, and the session's directory is removed either way.
+    /// it has none of them, and the session's directory is removed either way (or, when a
+    /// straggling worker keeps writing into it, by the next writer).
     ///
     /// # Errors
     /// [`Error::InvalidArgument`] for a session of another dataset or of another state of
@@ -279,8 +294,10 @@ impl Dataset {
     /// `head` of the wrong size; I/O errors.
     pub fn commit_staged(&mut self, mut session: StagedWrite, head: &[u8]) -> Result<()> {
         let result = self.commit_staged_inner(&session, head);
-        let removed = session.remove_dir();
-        result.and(removed)
+        // What cannot be removed now (a straggling worker), the next writer removes: the
+        // commit's outcome is the result either way.
+        let _ = session.remove_dir();
+        result
     }
 
     /// Abandons a staged write: removes its directory (workers still writing then fail).
