@@ -10,6 +10,7 @@
 //! decodes straight into the buffer of the numpy array the caller allocated. A panic never
 //! crosses into Python: it becomes a `blz.Error`.
 
+use blz::array::staged::{StagedCreate, StagedWrite};
 use blz::bcolz::{CarrayReader, CtableReader, Kind as BcolzKind};
 use blz::layer::{ColumnDef, Cursor, Layer, LayerSchema, LayerWriter, Value};
 use blz::table::{
@@ -602,6 +603,72 @@ impl RawArray {
         detached(py, || self.write(|ds| Ok(ds.compact()?)))
     }
 
+    /// Opens a staged write of `rows` rows on this (writable) dataset: workers write most of
+    /// them with `staged_write_rows` into its directory, `RawStaged.commit` commits them.
+    fn begin_staged(slf: &Bound<'_, Self>, py: Python<'_>, rows: u64) -> PyResult<RawStaged> {
+        let this = slf.get();
+        let session = detached(py, || this.write(|ds| Ok(ds.begin_staged(rows)?)))?;
+        let (dir, geo) = (session.dir().to_path_buf(), geometry(&session));
+        Ok(RawStaged::new(
+            &dir,
+            geo,
+            Staged::Append {
+                array: slf.clone().unbind(),
+                session,
+            },
+        ))
+    }
+
+    /// Creates a dataset at `path` whose `rows` rows (of `row_shape`) workers write with
+    /// `staged_write_rows`: nothing appears at `path` before `RawStaged.commit`.
+    #[staticmethod]
+    #[pyo3(signature = (path, descr, row_shape, chunks, codec, clevel, filter, checksum_name, fill, attrs, overwrite, superchunksize, rows))]
+    #[expect(clippy::too_many_arguments, reason = "blz.create's keyword arguments")]
+    fn create_staged(
+        py: Python<'_>,
+        path: PathBuf,
+        descr: &str,
+        row_shape: Vec<u64>,
+        chunks: Option<Vec<u64>>,
+        codec: &str,
+        clevel: u8,
+        filter: &str,
+        checksum_name: &str,
+        fill: Option<&str>,
+        attrs: Option<&str>,
+        overwrite: bool,
+        superchunksize: Option<u64>,
+        rows: u64,
+    ) -> PyResult<RawStaged> {
+        let (dtype, endian) = parse_dtype(descr)?;
+        let opts = CreateOptions {
+            chunkshape: chunks,
+            superchunksize,
+            compression: compression(codec, clevel, filter)?,
+            checksum: checksum(checksum_name)?,
+            fill: json_value(fill)?,
+            endianness: endian.unwrap_or_else(Endianness::native),
+            attributes: json_map(attrs)?,
+            overwrite,
+            ..Default::default()
+        };
+        let made = detached(py, || {
+            Ok(Dataset::create_staged(
+                blz::storage::local(),
+                &path,
+                dtype,
+                &row_shape,
+                &opts,
+                rows,
+            )?)
+        })?;
+        let (dir, geo) = {
+            let s = made.session().map_err(|e| Fail::Blz(e).into_py(py))?;
+            (s.dir().to_path_buf(), geometry(s))
+        };
+        Ok(RawStaged::new(&dir, geo, Staged::Create(made)))
+    }
+
     /// Releases the writer lock and every file (the handle is unusable afterwards).
     fn close(&self, py: Python<'_>) -> PyResult<()> {
         detached(py, || {
@@ -612,6 +679,138 @@ impl RawArray {
             })
         })
     }
+}
+
+// ---------------------------------------------------------------------------------------
+// Staged writes
+
+/// What a staged write commits into.
+#[expect(
+    clippy::large_enum_variant,
+    reason = "one per staged write, held behind a mutex, never in a collection"
+)]
+enum Staged {
+    /// An append to an open dataset, which holds the writer lock.
+    Append {
+        array: Py<RawArray>,
+        session: StagedWrite,
+    },
+    /// A dataset being created.
+    Create(StagedCreate),
+}
+
+/// `(head_rows, start, end, unit)` of a staged write.
+fn geometry(s: &StagedWrite) -> (u64, u64, u64, u64) {
+    let (start, end) = s.worker_rows();
+    (s.head_rows(), start, end, s.unit_rows())
+}
+
+/// A staged write (`blz::array::staged`): the session directory workers write into, and the
+/// commit.
+#[pyclass(module = "blz._blz", frozen)]
+struct RawStaged {
+    inner: Mutex<Option<Staged>>,
+    dir: PathBuf,
+    geometry: (u64, u64, u64, u64),
+}
+
+impl RawStaged {
+    fn new(dir: &Path, geometry: (u64, u64, u64, u64), staged: Staged) -> RawStaged {
+        RawStaged {
+            inner: Mutex::new(Some(staged)),
+            dir: dir.to_path_buf(),
+            geometry,
+        }
+    }
+
+    fn take(&self) -> FResult<Staged> {
+        self.inner
+            .lock()
+            .map_err(|_| lock_err("staged write"))?
+            .take()
+            .ok_or_else(|| {
+                Fail::Blz(blz::Error::InvalidArgument(format!(
+                    "{}: the staged write is already committed or aborted",
+                    self.dir.display()
+                )))
+            })
+    }
+}
+
+#[pymethods]
+impl RawStaged {
+    /// The session directory the workers write into.
+    #[getter]
+    fn dir(&self) -> PathBuf {
+        self.dir.clone()
+    }
+
+    /// `(head_rows, start, end, unit)`: rows the client writes itself at the commit (from
+    /// the dataset's end), the workers' rows `start..end`, and the unit their regions are
+    /// whole multiples of (but for the last).
+    fn geometry(&self) -> (u64, u64, u64, u64) {
+        self.geometry
+    }
+
+    /// Commits: `head` holds the client's rows (native-endian, C order). Returns the new
+    /// dataset for a staged create, `None` for an append (the array it was opened on holds
+    /// the rows).
+    fn commit(&self, py: Python<'_>, head: &Bound<'_, PyAny>) -> PyResult<Option<RawArray>> {
+        let head = Buf::get(head, false)?;
+        let staged = detached(py, || self.take())?;
+        match staged {
+            Staged::Append { array, session } => {
+                let arr = array.get();
+                detached(py, || {
+                    arr.write(|ds| Ok(ds.commit_staged(session, head.bytes())?))
+                })?;
+                Ok(None)
+            }
+            Staged::Create(c) => {
+                if !head.bytes().is_empty() {
+                    return Err(PyValueError::new_err("a staged create has no head rows"));
+                }
+                let ds = detached(py, || Ok(c.commit()?))?;
+                Ok(Some(RawArray::wrap(ds, true)))
+            }
+        }
+    }
+
+    /// Abandons the write: removes the session directory (and a staged create's build).
+    fn abort(&self, py: Python<'_>) -> PyResult<()> {
+        let Ok(staged) = detached(py, || self.take()) else {
+            return Ok(());
+        };
+        detached(py, || match staged {
+            Staged::Append { array, session } => {
+                Ok(array.get().write(|ds| Ok(ds.abort_staged(session)?))?)
+            }
+            Staged::Create(c) => {
+                drop(c);
+                Ok(())
+            }
+        })
+    }
+}
+
+/// Writes rows `first_row..` of a staged write (`data`: native-endian C-order whole rows)
+/// as the complete superchunk files holding them, into the session directory `dir`
+/// (`blz::array::staged::write_rows`). Returns the files written (0-based numbers).
+#[pyfunction]
+fn staged_write_rows(
+    py: Python<'_>,
+    dir: PathBuf,
+    first_row: u64,
+    data: &Bound<'_, PyAny>,
+) -> PyResult<Vec<u64>> {
+    let data = Buf::get(data, false)?;
+    detached(py, || {
+        Ok(blz::array::staged::write_rows(
+            &dir,
+            first_row,
+            data.bytes(),
+        )?)
+    })
 }
 
 // ---------------------------------------------------------------------------------------
@@ -1553,6 +1752,8 @@ fn _blz(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<RawTable>()?;
     m.add_class::<RawLayer>()?;
     m.add_class::<RawBcolz>()?;
+    m.add_class::<RawStaged>()?;
+    m.add_function(wrap_pyfunction!(staged_write_rows, m)?)?;
     m.add_function(wrap_pyfunction!(dataset_kind, m)?)?;
     m.add_function(wrap_pyfunction!(locate, m)?)?;
     m.add_function(wrap_pyfunction!(finish_removals, m)?)?;

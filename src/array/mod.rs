@@ -13,6 +13,7 @@
 //! ```
 
 mod buffer;
+pub mod staged;
 
 pub use crate::engine::{
     default_chunkshape, CreateOptions, Mode, DEFAULT_CHUNK_BYTES, DEFAULT_SUPERCHUNK_BYTES,
@@ -230,16 +231,28 @@ impl Dataset {
         I: IntoIterator<Item = Result<B>>,
         B: AsRef<[u8]>,
     {
+        let (staging, mut ds) = Self::begin_create(&storage, root, dtype, shape, opts)?;
+        ds.append_batches(batches)?;
+        drop(ds);
+        let lock = staging.publish()?;
+        let mut ds = Self::open_with(storage, root, Mode::ReadWrite, true)?;
+        ds._lock = Some(lock);
+        Ok(ds)
+    }
+
+    /// Starts a create: the dataset at `root` built (empty but for `shape[0]` fill rows) in
+    /// its staging directory, open for writing there, with the staging that publishes it.
+    fn begin_create(
+        storage: &Arc<dyn Storage>,
+        root: &Path,
+        dtype: DType,
+        shape: &[u64],
+        opts: &CreateOptions,
+    ) -> Result<(Staging, Dataset)> {
         let meta = build_storage_meta(dtype, shape, opts)?;
         let is_array =
             |p: &Path| meta::dataset_kind(storage.as_ref(), p).as_deref() == Some("array");
-        let staging = Staging::begin(
-            &storage,
-            root,
-            opts.overwrite,
-            &is_array,
-            "an array dataset",
-        )?;
+        let staging = Staging::begin(storage, root, opts.overwrite, &is_array, "an array dataset")?;
         let dir = staging.dir().to_path_buf();
         let mp = MetaPaths::new(&dir);
         storage.create_dir_all(&dir.join("data"))?;
@@ -263,17 +276,11 @@ impl Dataset {
         };
         meta::write_json(storage.as_ref(), &mp.sizes(), &sizes)?;
         storage.sync_dir(&dir)?;
-        {
-            let mut ds = Self::open_with(storage.clone(), &dir, Mode::ReadWrite, true)?;
-            if shape[0] > 0 {
-                ds.resize(shape[0])?;
-            }
-            ds.append_batches(batches)?;
+        let mut ds = Self::open_with(storage.clone(), &dir, Mode::ReadWrite, true)?;
+        if shape[0] > 0 {
+            ds.resize(shape[0])?;
         }
-        let lock = staging.publish()?;
-        let mut ds = Self::open_with(storage, root, Mode::ReadWrite, true)?;
-        ds._lock = Some(lock);
-        Ok(ds)
+        Ok((staging, ds))
     }
 
     /// Opens a dataset read-only.
