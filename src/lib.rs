@@ -55,6 +55,7 @@ pub use engine::{CreateOptions, Mode};
 pub use error::{Error, Result};
 pub use layer::Layer;
 pub use selection::Selection;
+pub use staging::finish_removals;
 pub use storage::Storage;
 pub use table::Table;
 

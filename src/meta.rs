@@ -241,6 +241,13 @@ pub struct ArrayStorage {
     pub id: Option<String>,
 }
 
+/// The identity (`id` of `meta/storage`) of the dataset at `root` now, `None` when it has
+/// none or the file cannot be read: a dataset replaced by a new create has another.
+pub(crate) fn identity_now(storage: &dyn Storage, root: &Path) -> Option<String> {
+    let v: serde_json::Value = read_json(storage, &MetaPaths::new(root).storage()).ok()?;
+    v.get("id")?.as_str().map(str::to_string)
+}
+
 /// A new random identity for a dataset or a table column: 32 hex digits.
 pub(crate) fn new_id() -> String {
     use sha2::Digest;

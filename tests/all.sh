@@ -3,7 +3,7 @@
 #
 # Runs `cargo test`, then builds the Python package (`./python`, through pip and maturin) into
 # a virtual environment under target/py-venv (made on first use, reused after) with numpy,
-# pytest, hypothesis, pandas, pyarrow, dask and distributed, and runs its tests. Needs only the Rust toolchain
+# pytest, hypothesis, pandas, pyarrow, polars, duckdb, dask and distributed, and runs its tests. Needs only the Rust toolchain
 # and Python 3 (>= 3.11) with `venv`; pip fetches the rest from PyPI.
 #
 # BLZ_PYTHON: the interpreter to make the venv with (default python3).
@@ -29,7 +29,7 @@ if [ ! -x "$venv/bin/python" ]; then
 fi
 step "python dependencies"
 "$venv/bin/python" -m pip install --quiet --upgrade-strategy only-if-needed \
-    "maturin>=1.5,<2" "numpy>=2" pytest hypothesis pandas pyarrow \
+    "maturin>=1.5,<2" "numpy>=2" pytest hypothesis pandas pyarrow polars duckdb \
     "dask[array,dataframe]>=2026" "distributed>=2026"
 
 step "pip install ./python"

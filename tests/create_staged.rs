@@ -126,6 +126,17 @@ fn overwrite_replaces_a_dataset_of_its_kind_only() {
     std::fs::write(&f, b"keep me").unwrap();
     assert!(Dataset::create_with(&f, DType::F64, &[0], &opts).is_err());
     assert_eq!(std::fs::read(&f).unwrap(), b"keep me");
+    // Replacements in quick succession: each replaced dataset is removed in the background,
+    // and the next replacement waits for the one before.
+    for k in 0..4 {
+        let vals: Vec<f64> = (0..1000).map(|i| f64::from(i + k)).collect();
+        Dataset::create_from(s.clone(), &p, DType::F64, &[0], &opts, [Ok(bytes(&vals))]).unwrap();
+        assert_eq!(
+            Dataset::open(&p).unwrap().get::<f64>(&[999]).unwrap(),
+            f64::from(999 + k)
+        );
+    }
+    blz::finish_removals();
     let leftovers: Vec<String> = std::fs::read_dir(dir.path())
         .unwrap()
         .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())

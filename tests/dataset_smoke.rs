@@ -298,3 +298,54 @@ fn short_reads_of_verified_chunks_match_the_data() {
         }
     }
 }
+
+#[test]
+fn a_read_handle_refreshes_to_the_latest_commit() {
+    let dir = tempfile::tempdir().unwrap();
+    let p = dir.path().join("r.blz");
+    let mut w = Dataset::create_with(&p, DType::F64, &[0], &CreateOptions::default()).unwrap();
+    w.append(&ndarray::arr1(&[1.0, 2.0]).into_dyn().view())
+        .unwrap();
+    let mut r = Dataset::open(&p).unwrap();
+    assert!(!r.refresh().unwrap());
+    w.append(&ndarray::arr1(&[3.0]).into_dyn().view()).unwrap();
+    assert_eq!(r.shape(), &[2], "a handle shows one commit until refreshed");
+    assert!(r.refresh().unwrap());
+    assert_eq!(r.shape(), &[3]);
+    assert_eq!(r.get::<f64>(&[2]).unwrap(), 3.0);
+    assert!(!r.refresh().unwrap());
+    w.resize(1).unwrap();
+    assert!(r.refresh().unwrap());
+    assert_eq!(r.shape(), &[1]);
+    assert!(
+        !w.refresh().unwrap(),
+        "the writer has nothing to catch up with"
+    );
+    drop(w);
+    // A new create of the path (same generation, another identity) is followed too.
+    let opts = CreateOptions {
+        overwrite: true,
+        ..Default::default()
+    };
+    let mut w2 = Dataset::create_with(&p, DType::F64, &[0], &opts).unwrap();
+    w2.append(&ndarray::arr1(&[9.0, 9.0, 9.0, 9.0]).into_dyn().view())
+        .unwrap();
+    assert!(r.refresh().unwrap());
+    assert_eq!(r.shape(), &[4]);
+    assert_eq!(r.get::<f64>(&[0]).unwrap(), 9.0);
+    // Tables too.
+    let tp = dir.path().join("t.blz");
+    let mut tw = blz::Table::create(
+        &tp,
+        vec![blz::table::Field::new("a", DType::I32)],
+        &Default::default(),
+    )
+    .unwrap();
+    let mut tr = blz::Table::open(&tp).unwrap();
+    tw.append(&[("a", blz::table::Values::from_slice(&[7i32, 8]))])
+        .unwrap();
+    assert_eq!(tr.nrows(), 0);
+    assert!(tr.refresh().unwrap());
+    assert_eq!(tr.nrows(), 2);
+    assert!(!tr.refresh().unwrap());
+}

@@ -118,8 +118,18 @@ fn read_write(s: &dyn Storage, root: &Path) {
     // Atomic replacement of small files, and the size limit on reading them back.
     let m = root.join("meta.json");
     write_file_atomic(s, &m, b"{\"v\": 1}").unwrap();
+    let before = s.stamp(&m);
+    assert_eq!(
+        s.stamp(&m),
+        before,
+        "a file's stamp stays while it is unchanged"
+    );
     write_file_atomic(s, &m, b"{\"v\": 2}").unwrap();
     assert_eq!(read_small_file(s, &m, 100).unwrap(), b"{\"v\": 2}");
+    if before.is_some() {
+        assert_ne!(s.stamp(&m), before, "a replaced file's stamp changes");
+    }
+    assert_eq!(s.stamp(&root.join("nothing")), None);
     let e = read_small_file(s, &m, 3).unwrap_err();
     assert!(
         matches!(e, Error::InvalidMetadata { .. }) && names_path(&e, &m),
@@ -194,6 +204,12 @@ fn fill(root: &Path) {
 fn local_storage_conforms() {
     let dir = tempfile::tempdir().unwrap();
     read_write(&LocalStorage, dir.path());
+    let f = dir.path().join("stamped");
+    std::fs::write(&f, b"x").unwrap();
+    assert!(
+        LocalStorage.stamp(&f).is_some(),
+        "the local backend stamps files"
+    );
 }
 
 #[test]

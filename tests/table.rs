@@ -459,3 +459,41 @@ fn column_rows_into_a_callers_buffer() {
     assert!(t.column_rows_into("name", 0, 1, &mut [0u8; 4]).is_err());
     assert!(t.column_rows_into("pos/x", 45, 51, &mut [0u8; 24]).is_err());
 }
+
+#[test]
+fn read_columns_fills_buffers_and_returns_values_in_one_pass() {
+    let dir = tempfile::tempdir().unwrap();
+    let p = dir.path().join("t.blz");
+    let opts = TableOptions {
+        defaults: ColumnOptions {
+            chunklen: Some(4),
+            ..Default::default()
+        },
+        ..Default::default()
+    };
+    let mut t = Table::create(&p, fields(), &opts).unwrap();
+    t.append(&rows(50, 0)).unwrap();
+    let native = |v: Values| match v {
+        Values::Fixed { data, .. } => data,
+        Values::Var(_) => panic!("fixed-size column read as variable-length"),
+    };
+    let mut ids = vec![0u8; 30 * 8];
+    let mut xs = vec![0u8; 30 * 4];
+    let got = {
+        let mut into: Vec<(&str, &mut [u8])> = vec![("id", &mut ids), ("pos/x", &mut xs)];
+        t.read_columns(11, 41, &mut into, &["blob", "name", "pos/y"])
+            .unwrap()
+    };
+    assert_eq!(ids, native(t.column_rows("id", 11, 41).unwrap()));
+    assert_eq!(xs, native(t.column_rows("pos/x", 11, 41).unwrap()));
+    for (v, name) in got.iter().zip(["blob", "name", "pos/y"]) {
+        assert_eq!(*v, t.column_rows(name, 11, 41).unwrap(), "{name}");
+    }
+    // A buffer of the wrong size, or a variable-length column to fill, fails the read.
+    let mut short = vec![0u8; 8];
+    let mut into: Vec<(&str, &mut [u8])> = vec![("id", &mut short)];
+    assert!(t.read_columns(11, 41, &mut into, &["name"]).is_err());
+    let mut buf = vec![0u8; 30 * 8];
+    let mut into: Vec<(&str, &mut [u8])> = vec![("name", &mut buf)];
+    assert!(t.read_columns(11, 41, &mut into, &[]).is_err());
+}

@@ -12,6 +12,7 @@ sorted layer dataset. Errors are :class:`blz.Error` (an ``OSError``) and its sub
 
 from __future__ import annotations
 
+import atexit
 import json
 import os
 from typing import Any
@@ -35,6 +36,11 @@ from ._errors import (
     UnsupportedError,
 )
 from ._index import native
+
+# A dataset replaced by create(..., overwrite=True) is removed by a background thread, so
+# that create returns once the new one is in place; the interpreter waits for it at exit
+# (otherwise it stays at "<path>.tmp-old" until the next create of that path).
+atexit.register(_blz.finish_removals)
 from ._layer import Cursor, Layer, build_layer
 from ._table import (
     Column,

@@ -9,7 +9,7 @@ from typing import Any
 import numpy as np
 
 from . import _blz
-from ._errors import CorruptionError, Error
+from ._errors import ChangedError, CorruptionError, Error
 from ._index import native, resolve
 
 
@@ -87,6 +87,11 @@ class Array:
     Reads (``a[key]``, ``np.asarray(a)``) decode only the chunks they touch, in parallel with
     the GIL released, straight into the numpy array returned. Writes (``a[key] = values``,
     :meth:`append`, :meth:`resize`) are each one transaction.
+
+    A handle opened with mode ``"r"`` follows the commits of writers (other handles, other
+    processes): each call (``len``, ``shape``, a read) first checks the dataset's commit
+    generation (one small file read) and shows the latest commit; one call sees one commit.
+    A read that meets files a commit rewrote while it ran is read again in the new state.
     """
 
     def __init__(self, raw: Any, mode: str) -> None:
@@ -104,6 +109,19 @@ class Array:
         self._nchunks = nchunks
         self._nfiles = nfiles
 
+    def refresh(self) -> bool:
+        """Shows the dataset's latest commit now; whether it changed since this handle last
+        looked. Read handles do this at every call; a writing handle is the only writer, so
+        it has nothing to catch up with."""
+        changed = self._raw.refresh()
+        if changed:
+            self._refresh()
+        return changed
+
+    def _follow(self) -> None:
+        if self._mode == "r":
+            self.refresh()
+
     # -- description ------------------------------------------------------------------
 
     @property
@@ -116,6 +134,7 @@ class Array:
 
     @property
     def shape(self) -> tuple[int, ...]:
+        self._follow()
         return self._shape
 
     @property
@@ -129,6 +148,7 @@ class Array:
 
     @property
     def size(self) -> int:
+        self._follow()
         return int(np.prod(self._shape, dtype=np.int64))
 
     @property
@@ -138,11 +158,13 @@ class Array:
     @property
     def nbytes(self) -> int:
         """Uncompressed bytes."""
+        self._follow()
         return self._nbytes
 
     @property
     def cbytes(self) -> int:
         """Stored bytes (compressed chunks and their digests)."""
+        self._follow()
         return self._cbytes
 
     @property
@@ -150,10 +172,12 @@ class Array:
         return Attributes(self._raw)
 
     def __len__(self) -> int:
+        self._follow()
         return self._shape[0]
 
     def info(self) -> dict[str, Any]:
         """Shape, dtype, chunking, compression, sizes and files."""
+        self._follow()
         meta = json.loads(self._raw.storage_json())
         comp = meta.get("compression", {})
         return {
@@ -184,6 +208,18 @@ class Array:
     # -- reading ----------------------------------------------------------------------
 
     def _read(self, key: Any) -> Any:
+        attempts = 3
+        while True:
+            self._follow()
+            try:
+                return self._read_now(key)
+            except ChangedError:
+                # A writer's commit rewrote what the read was reading: read the new state.
+                attempts -= 1
+                if self._mode != "r" or attempts == 0:
+                    raise
+
+    def _read_now(self, key: Any) -> Any:
         r = resolve(key, self._shape)
         buf = np.empty(r.counts, dtype=native(self._dtype))
         if buf.size:
@@ -207,8 +243,10 @@ class Array:
     def iter_blocks(self, rows: int | None = None) -> Iterator[np.ndarray]:
         """Blocks of whole rows (axis 0), ``rows`` at a time (default: one chunk's rows)."""
         step = max(1, rows or self._chunks[0])
-        for start in range(0, self._shape[0], step):
+        start = 0
+        while start < len(self):
             yield self._read(slice(start, start + step))
+            start += step
 
     def __iter__(self) -> Iterator[Any]:
         for block in self.iter_blocks():

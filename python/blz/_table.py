@@ -9,6 +9,7 @@ from typing import Any
 import numpy as np
 
 from ._array import Attributes, raise_problems
+from ._errors import ChangedError
 from ._index import native, resolve
 
 VAR_KINDS = ("varstr", "varbytes")
@@ -200,6 +201,9 @@ class Column:
         return self._table._read_leaf(self.path, self._kind, start, end)
 
     def __getitem__(self, key: Any) -> Any:
+        return self._table._fresh(lambda: self._get(key))
+
+    def _get(self, key: Any) -> Any:
         r = resolve(key, self.shape)
         start, count, step, _ = r.sel[0]
         if count == 0:
@@ -213,7 +217,7 @@ class Column:
     def __array__(self, dtype: Any = None, copy: bool | None = None) -> np.ndarray:
         if copy is False:
             raise ValueError("a blz column is read from disk: a copy cannot be avoided")
-        a = self._rows(0, len(self))
+        a = self._table._fresh(lambda: self._rows(0, len(self)))
         return a if dtype is None else a.astype(dtype, copy=False)
 
     def __iter__(self) -> Iterator[Any]:
@@ -242,6 +246,9 @@ class Table:
 
     ``t["pos/x"]`` is one column (:class:`Column`); ``t[10:20]`` rows as a numpy structured
     array (nested fields as nested records, variable-length columns as objects).
+
+    A table opened with mode ``"r"`` follows writers' commits as an :class:`~blz.Array`
+    does: each call shows the latest commit (rows, columns), one call one commit.
     """
 
     def __init__(self, raw: Any, mode: str) -> None:
@@ -256,6 +263,31 @@ class Table:
         self._dtype = schema_dtype(self._schema)
         self._info = {p: (cl, codec, clevel, nb, cb) for p, nb, cb, cl, codec, clevel in self._raw.column_info()}
 
+    def refresh(self) -> bool:
+        """Shows the table's latest commit now; whether it changed (read handles do this at
+        every call)."""
+        changed = self._raw.refresh()
+        if changed:
+            self._refresh()
+        return changed
+
+    def _follow(self) -> None:
+        if self._mode == "r":
+            self.refresh()
+
+    def _fresh(self, read: Any) -> Any:
+        """``read()`` on the latest commit; again (up to 3 times) when a writer's commit
+        rewrote what it was reading."""
+        attempts = 3
+        while True:
+            self._follow()
+            try:
+                return read()
+            except ChangedError:
+                attempts -= 1
+                if self._mode != "r" or attempts == 0:
+                    raise
+
     @property
     def path(self) -> str:
         return str(self._raw.path)
@@ -267,27 +299,33 @@ class Table:
     @property
     def columns(self) -> list[str]:
         """The leaf columns' paths (``name``, or ``parent/name`` for nested fields)."""
+        self._follow()
         return [p for p, _ in self._leaves]
 
     @property
     def dtype(self) -> np.dtype:
         """The rows' numpy structured dtype."""
+        self._follow()
         return self._dtype
 
     @property
     def shape(self) -> tuple[int]:
+        self._follow()
         return (self._nrows,)
 
     @property
     def nrows(self) -> int:
+        self._follow()
         return self._nrows
 
     @property
     def nbytes(self) -> int:
+        self._follow()
         return self._raw.sizes()[0]
 
     @property
     def cbytes(self) -> int:
+        self._follow()
         return self._raw.sizes()[1]
 
     @property
@@ -295,6 +333,7 @@ class Table:
         return Attributes(self._raw)
 
     def __len__(self) -> int:
+        self._follow()
         return self._nrows
 
     def _chunklen(self, path: str) -> int:
@@ -310,6 +349,28 @@ class Table:
             self._raw.read_column_into(path, start, end, out)
         return out
 
+    def _read_leaves(self, leaves: list[tuple[str, str]], start: int, end: int) -> dict[str, np.ndarray]:
+        """Rows ``start..end`` of several leaf columns, decoded in one parallel pass (each
+        fixed-size column into a numpy array allocated once)."""
+        out: dict[str, np.ndarray] = {}
+        fixed = []
+        var = []
+        for path, kind in leaves:
+            if kind in VAR_KINDS:
+                var.append(path)
+            else:
+                out[path] = np.empty(end - start, dtype=np.dtype(kind))
+                fixed.append((path, out[path]))
+        if end > start:
+            lists = self._raw.read_columns(start, end, fixed, var)
+        else:
+            lists = [[] for _ in var]
+        for path, values in zip(var, lists):
+            a = np.empty(end - start, dtype=object)
+            a[:] = values
+            out[path] = a
+        return {p: out[p] for p, _ in leaves}
+
     def _read_rows(self, start: int, end: int, prefix: str | None = None) -> np.ndarray:
         """Rows ``start..end`` as records: all fields, or those of the nested record
         ``prefix`` (only its columns are read)."""
@@ -320,14 +381,13 @@ class Table:
                 dtype = dtype[p]
             skip = len(prefix.split("/"))
         out = np.empty(end - start, dtype=dtype)
-        for path, kind in self._leaves:
-            if prefix is not None and not path.startswith(prefix + "/"):
-                continue
+        wanted = [(p, k) for p, k in self._leaves if prefix is None or p.startswith(prefix + "/")]
+        for path, values in self._read_leaves(wanted, start, end).items():
             target = out
             parts = path.split("/")[skip:]
             for p in parts[:-1]:
                 target = target[p]
-            target[parts[-1]] = self._read_leaf(path, kind, start, end)
+            target[parts[-1]] = values
         return out
 
     def __getitem__(self, key: Any) -> Any:
@@ -338,6 +398,9 @@ class Table:
             if any(p.startswith(key + "/") for p, _ in self._leaves):
                 return Column(self, key, None)  # a nested record: its leaves as records
             raise KeyError(f"no column {key!r} (columns: {', '.join(self.columns)})")
+        return self._fresh(lambda: self._get_rows(key))
+
+    def _get_rows(self, key: Any) -> Any:
         r = resolve(key, self.shape)
         start, count, step, _ = r.sel[0]
         if count == 0:
@@ -349,7 +412,7 @@ class Table:
     def __array__(self, dtype: Any = None, copy: bool | None = None) -> np.ndarray:
         if copy is False:
             raise ValueError("a blz table is read from disk: a copy cannot be avoided")
-        a = self._read_rows(0, self._nrows)
+        a = self._fresh(lambda: self._read_rows(0, self._nrows))
         return a if dtype is None else a.astype(dtype, copy=False)
 
     def __iter__(self) -> Iterator[Any]:
@@ -433,42 +496,31 @@ class Table:
         """A pandas DataFrame, a column per leaf (named by its path)."""
         import pandas as pd
 
-        return pd.DataFrame({p: self._read_leaf(p, k, 0, self._nrows) for p, k in self._leaves})
+        cols = self._fresh(lambda: self._read_leaves(self._leaves, 0, self._nrows))
+        return pd.DataFrame(cols, copy=False)
 
     def to_arrow(self) -> Any:
-        """A pyarrow Table (nested fields as struct columns)."""
+        """A pyarrow Table (nested fields as struct columns), read through
+        :meth:`__arrow_c_stream__`."""
         import pyarrow as pa
 
-        kinds = dict(self._leaves)
-
-        def build(schema: list[Any], prefix: str) -> tuple[list[str], list[Any]]:
-            names, arrays = [], []
-            for name, spec in schema:
-                path = f"{prefix}{name}"
-                if isinstance(spec, str):
-                    v = self._read_leaf(path, kinds[path], 0, self._nrows)
-                    if spec == "varstr":
-                        arr = pa.array(v.tolist(), type=pa.string())
-                    elif spec == "varbytes":
-                        arr = pa.array(v.tolist(), type=pa.binary())
-                    else:
-                        arr = pa.array(v)
-                else:
-                    sub_names, sub_arrays = build(spec, path + "/")
-                    arr = pa.StructArray.from_arrays(sub_arrays, names=sub_names)
-                names.append(name)
-                arrays.append(arr)
-            return names, arrays
-
-        names, arrays = build(self._schema, "")
-        return pa.Table.from_arrays(arrays, names=names)
+        return pa.table(self)
 
     def __arrow_c_stream__(self, requested_schema: Any = None) -> Any:
-        """The Arrow PyCapsule stream protocol: pyarrow, polars and duckdb read a table
-        directly (needs pyarrow)."""
-        return self.to_arrow().__arrow_c_stream__(requested_schema)
+        """The Arrow PyCapsule stream protocol: pyarrow (``pa.table(t)``), polars
+        (``pl.DataFrame(t)``) and duckdb read the table directly, batch by batch (a batch per
+        superchunk of rows, its columns decoded in parallel); no Python package is involved.
+
+        Types: numbers and bool as Arrow's, complex as a fixed-size list of two floats,
+        ``S<n>``/``U<n>`` and variable-length columns as (large) binary and UTF-8 (padding
+        removed, as numpy reads them), nested fields as structs. ``requested_schema`` (an
+        ``arrow_schema`` capsule) is honoured when it selects fields, reorders them, or asks
+        for 32-bit string offsets; otherwise the table's own schema is streamed."""
+        self._follow()
+        return self._raw.arrow_stream(requested_schema)
 
     def info(self) -> dict[str, Any]:
+        self._follow()
         return {
             "path": self.path,
             "kind": "table",

@@ -5,9 +5,13 @@
 >>> x[::10].mean().compute()                           # doctest: +SKIP
 >>> df = blz.dask.read_table("pts.blz", columns=["id", "pos/x"])  # doctest: +SKIP
 
-The graph's blocks follow blz's layout: a task reads one whole superchunk file (all its rows
-along axis 0) when the file's chunks cover whole rows of the chunk grid and the block is at
-most ``task_bytes``; otherwise one blz chunk. Tasks carry the dataset's path, not an open
+The graph's blocks follow blz's layout: when a superchunk file's chunks cover whole rows of
+the chunk grid, a task reads whole files (all their rows along axis 0): as many consecutive
+files stored on the same hosts as fit in ``task_bytes`` (256 MiB by default; the
+scheduler's cost is per task, so fewer larger tasks are cheaper) while at least
+``MIN_TASKS`` (16) tasks remain, or, when one file is more
+than that, as many whole chunk-rows of one file as fit; otherwise (or when one chunk-row is
+more than ``task_bytes``) one blz chunk. Tasks carry the dataset's path, not an open
 handle, and reopen it read-only where they run, with no lock (blz readers never block one
 another). A task that finds the dataset changed since the graph was made (another commit)
 raises :class:`blz.ChangedError` rather than mixing two versions.
@@ -38,10 +42,13 @@ from . import _blz
 from ._errors import ChangedError, InvalidArgumentError, NotFoundError
 from ._table import VAR_KINDS
 
-__all__ = ["file_hosts", "from_blz", "read_table", "to_blz"]
+__all__ = ["append", "file_hosts", "from_blz", "read_table", "to_blz"]
 
 #: Largest uncompressed block a task reads whole (one superchunk file or one row range).
 TASK_BYTES = 256 << 20
+
+#: Files are grouped into tasks only while at least this many tasks remain.
+MIN_TASKS = 16
 
 Locator = Callable[[str], Mapping[str, Sequence[str]]]
 
@@ -150,13 +157,41 @@ def _array(path: str, locate: Locator | None, task_bytes: int) -> Any:
     grid = [max(1, math.ceil(s / c)) for s, c in zip(shape, chunkshape)]
     per_row = math.prod(grid[1:])
     file_rows = per_file // per_row * chunkshape[0] if per_file % per_row == 0 else 0
-    whole_files = file_rows > 0 and file_rows * math.prod(shape[1:]) * dtype.itemsize <= task_bytes
-    if whole_files:
-        chunks = (_split(shape[0], file_rows),) + tuple((s,) for s in shape[1:])
+    row_bytes = max(1, math.prod(shape[1:]) * dtype.itemsize)
+    # Whole chunk-rows per task, when files hold whole chunk-rows and one fits in a task.
+    whole_rows = file_rows > 0 and chunkshape[0] * row_bytes <= task_bytes
+    placed = locate(path) if locate is not None else {}
+
+    def hosts_of(f: int) -> list[str]:
+        return list(placed.get(os.path.join("data", f"__{f + 1}__.bin"), []))
+
+    if whole_rows:
+        # Consecutive whole files on the same hosts, as many as fit in task_bytes (fewer,
+        # larger tasks: the scheduler's cost is per task); or, when one file is more than
+        # that, as many whole chunk-rows of one file as fit.
+        nfiles = math.ceil(shape[0] / file_rows)
+        step = file_rows
+        if file_rows * row_bytes > task_bytes:
+            step = max(1, task_bytes // row_bytes // chunkshape[0]) * chunkshape[0]
+        # Grouped so that at least MIN_TASKS tasks remain, to keep every worker busy.
+        per_task = max(1, min(task_bytes // (file_rows * row_bytes), nfiles // MIN_TASKS))
+        sizes: list[int] = []
+        file_of: list[int] = []
+        f = 0
+        while f < nfiles:
+            group = 1
+            while group < per_task and f + group < nfiles and hosts_of(f + group) == hosts_of(f):
+                group += 1
+            first, end = f * file_rows, min((f + group) * file_rows, shape[0])
+            span = end - first if group > 1 else step
+            for r in range(first, end, span):
+                sizes.append(min(span, end - r))
+                file_of.append(f)
+            f += group
+        chunks = (tuple(sizes) or (0,),) + tuple((s,) for s in shape[1:])
     else:
         chunks = tuple(_split(s, c) for s, c in zip(shape, chunkshape))
     name = "from-blz-" + tokenize(path, ident, generation, chunks)
-    placed = locate(path) if locate is not None else {}
     tasks: dict[Any, Any] = {}
     hosts: dict[Any, list[str]] = {}
     for idx in np.ndindex(*(len(c) for c in chunks)):
@@ -165,8 +200,8 @@ def _array(path: str, locate: Locator | None, task_bytes: int) -> Any:
             slice(sum(c[:i]), sum(c[:i]) + c[i]) for c, i in zip(chunks, idx)
         )
         tasks[key] = Task(key, _read_array_block, path, generation, sel)
-        f = idx[0] if whole_files else int(np.ravel_multi_index(idx, grid)) // per_file
-        hosts[key] = list(placed.get(os.path.join("data", f"__{f + 1}__.bin"), []))
+        f = file_of[idx[0]] if whole_rows and file_of else int(np.ravel_multi_index(idx, grid)) // per_file
+        hosts[key] = hosts_of(f)
     meta = np.empty((0,) * len(shape), dtype=dtype)
     return da.Array(_graph(name, tasks, hosts), name, chunks, meta=meta)
 
@@ -266,6 +301,71 @@ def from_blz(
     return _array(path, locate, task_bytes)
 
 
+def _write_region(session_dir: str, first_row: int, block: np.ndarray, store: str) -> int:
+    """A worker's task: rows ``first_row..`` of a staged write as the complete superchunk
+    files holding them, written into the session directory (no lock, nothing else opened).
+    Returns the number of files written."""
+    data = np.ascontiguousarray(block, dtype=np.dtype(store))
+    return len(_blz.staged_write_rows(session_dir, int(first_row), data))
+
+
+def _check_source(x: Any) -> np.dtype:
+    if x.ndim == 0:
+        raise ValueError("blz arrays have at least one axis: reshape a 0-d array to (1,)")
+    if any(math.isnan(n) for c in x.chunks for n in c):
+        raise ValueError("blz.dask needs known chunk sizes (x.compute_chunk_sizes())")
+    dt = np.dtype(x.dtype)
+    if dt.names or dt.kind == "O":
+        raise ValueError(f"blz arrays hold fixed-size elements, not {dt}")
+    return dt
+
+
+def _run_staged(x: Any, staged: Any, store: np.dtype) -> Any:
+    """Writes ``x`` through the staged write ``staged``: the rows that fill the dataset's
+    partly filled last superchunk file are computed and sent to this process, which writes
+    them at the commit; every other superchunk file is encoded and written by a task of its
+    own, wherever the scheduler runs it (the workers of a distributed cluster). The commit
+    happens here, once, after every task succeeded; any failure aborts the write (nothing of
+    it stays) and is re-raised. Returns what the commit returns."""
+    import dask
+    from dask.base import tokenize
+
+    head_rows, start, end, unit = staged.geometry()
+    n = int(x.shape[0])
+    if end - start + head_rows != n:
+        staged.abort()
+        raise ValueError(f"the staged write expects {end - start + head_rows} rows, x has {n}")
+    try:
+        rows: list[int] = []
+        if head_rows:
+            rows.append(head_rows)
+        rows += [min(unit, end - r) for r in range(start, end, unit)]
+        if n:
+            x = x.rechunk((tuple(rows),) + tuple((s,) for s in x.shape[1:]))
+        blocks = list(x.to_delayed().ravel()) if n else []
+        session = os.fspath(staged.dir)
+        token = tokenize(session, x.name)
+        writes = []
+        for i, r in enumerate(range(start, end, unit)):
+            block = blocks[i + (1 if head_rows else 0)]
+            writes.append(
+                dask.delayed(_write_region, pure=True)(
+                    session, r, block, store.str, dask_key_name=f"blz-write-{token}-{i}"
+                )
+            )
+        head_block = blocks[0] if head_rows else None
+        head, *_ = dask.compute(head_block, *writes)
+        if head is None:
+            head = np.empty((0,), dtype=store)
+        return staged.commit(np.ascontiguousarray(head, dtype=store))
+    except BaseException as e:
+        try:
+            staged.abort()
+        except Exception as cleanup:  # the next writer removes what is left; keep the cause
+            e.add_note(f"blz: removing the staged write failed too: {cleanup}")
+        raise
+
+
 def to_blz(
     x: Any,
     path: str | os.PathLike[str],
@@ -279,42 +379,38 @@ def to_blz(
     attrs: dict[str, Any] | None = None,
     overwrite: bool = False,
     superchunksize: int | None = None,
+    mode: str = "w",
 ) -> Any:
     """Stores the dask array ``x`` as a new blz array at ``path`` (options as
-    :func:`blz.create`) and returns it open for writing.
+    :func:`blz.create`) and returns it open for writing; ``mode="a"`` appends it to the
+    array at ``path`` instead (:func:`append`; the create options are then ignored).
 
-    This process computes ``x`` one block row (the blocks along axis 0) at a time, in order,
-    and appends each as it arrives; the dataset appears whole when the last is written, or
-    not at all: a task that fails, or an exception here, leaves nothing at ``path`` (and an
-    existing dataset there, replaced only with ``overwrite``, untouched)."""
+    Every superchunk file is encoded and written by a task of its own, where the scheduler
+    runs it (in parallel on the workers of a distributed cluster, next to the computation
+    of its rows), into a session directory of the dataset being built; this process then
+    commits them all at once (``blz::array::staged``). The dataset appears whole, or not at
+    all: a task that fails, a worker killed, or an exception here leaves nothing at ``path``
+    (and an existing dataset there, replaced only with ``overwrite``, untouched). A task
+    retried by the scheduler writes the same files again."""
     import json
 
     from . import Array, _fill_json
     from ._array import _json_default
     from ._index import native
 
+    if mode == "a":
+        return append(x, path)
+    if mode != "w":
+        raise ValueError(f"mode must be 'w' or 'a', not {mode!r}")
     path = os.fspath(path)
-    if x.ndim == 0:
-        raise ValueError("blz arrays have at least one axis: reshape a 0-d array to (1,)")
-    if any(math.isnan(n) for c in x.chunks for n in c):
-        raise ValueError("blz.dask.to_blz needs known chunk sizes (x.compute_chunk_sizes())")
-    dt = np.dtype(x.dtype)
-    if dt.names or dt.kind == "O":
-        raise ValueError(f"blz arrays hold fixed-size elements, not {dt}")
-    if x.ndim > 1:
-        x = x.rechunk({axis: -1 for axis in range(1, x.ndim)})
+    dt = _check_source(x)
     store = native(dt)
-
-    def rows() -> Any:
-        for i in range(x.numblocks[0]):
-            yield np.ascontiguousarray(x.blocks[i].compute(), dtype=store)
-
     if chunks is not None:
         chunks = [int(chunks)] if np.ndim(chunks) == 0 else [int(c) for c in chunks]
-    raw = _blz.RawArray.create(
+    staged = _blz.RawArray.create_staged(
         path,
         store.str,
-        [int(n) for n in x.shape],
+        [int(n) for n in x.shape[1:]],
         chunks,
         codec,
         int(clevel),
@@ -323,8 +419,49 @@ def to_blz(
         _fill_json(fill, dt),
         json.dumps(attrs, default=_json_default) if attrs else None,
         overwrite,
-        None,
         None if superchunksize is None else int(superchunksize),
-        rows(),
+        int(x.shape[0]),
     )
-    return Array(raw, "r+")
+    return Array(_run_staged(x, staged, store), "r+")
+
+
+def append(x: Any, target: Any) -> Any:
+    """Appends the dask array ``x`` along axis 0 to the blz array ``target`` (a path, opened
+    for writing here, or a :class:`blz.Array` open for writing, whose writer lock serves)
+    and returns the array.
+
+    The rows that fill the array's partly filled last superchunk file come to this process,
+    which writes them at the commit; every further superchunk file is written by a task of
+    its own on the workers, and this process commits all of it in one transaction, holding
+    the writer lock throughout. A failure anywhere leaves the array exactly as it was."""
+    from . import Array
+    from ._index import native
+
+    dt = _check_source(x)
+    opened = not isinstance(target, Array)
+    if opened:
+        path = _path_of(target)
+        if _kind(path) != "array":
+            raise InvalidArgumentError(f"{path}: a table, not an array")
+        a = Array(_blz.RawArray.open(path, True), "r+")
+    else:
+        a = target
+        if not a._raw.writable:
+            raise InvalidArgumentError(f"{a.path}: open for reading only (blz.open(path, 'r+'))")
+    try:
+        if tuple(x.shape[1:]) != tuple(a.shape[1:]):
+            raise ValueError(
+                f"rows of shape {tuple(x.shape[1:])} do not fit an array of shape {a.shape}"
+            )
+        if not np.can_cast(dt, a.dtype, casting="same_kind"):
+            raise ValueError(f"cannot append {dt} to an array of {a.dtype}")
+        staged = a._raw.begin_staged(int(x.shape[0]))
+        try:
+            _run_staged(x, staged, native(a.dtype))
+        finally:
+            a._refresh()
+    except BaseException:
+        if opened:
+            a.close()  # the writer lock goes now, not when the traceback is freed
+        raise
+    return a

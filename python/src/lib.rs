@@ -10,17 +10,20 @@
 //! decodes straight into the buffer of the numpy array the caller allocated. A panic never
 //! crosses into Python: it becomes a `blz.Error`.
 
+use blz::array::staged::{StagedCreate, StagedWrite};
 use blz::bcolz::{CarrayReader, CtableReader, Kind as BcolzKind};
 use blz::layer::{ColumnDef, Cursor, Layer, LayerSchema, LayerWriter, Value};
 use blz::table::{
     ColumnOptions, Field, FieldSpec, FieldType, LeafKind, Table, TableOptions, Values,
 };
 use blz::{CreateOptions, DType, Dataset, Endianness};
+mod arrow;
+
 use ndarray::SliceInfoElem;
 use pyo3::buffer::PyUntypedBuffer;
-use pyo3::exceptions::PyValueError;
+use pyo3::exceptions::{PyTypeError, PyValueError};
 use pyo3::prelude::*;
-use pyo3::types::{PyBytes, PyIterator, PyList, PyString, PyTuple};
+use pyo3::types::{PyBytes, PyCapsule, PyIterator, PyList, PyString, PyTuple};
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, RwLock};
 
@@ -485,6 +488,12 @@ impl RawArray {
         self.writable
     }
 
+    /// Brings a read-only handle to the dataset's latest commit (`blz::Dataset::refresh`);
+    /// whether it changed.
+    fn refresh(&self, py: Python<'_>) -> PyResult<bool> {
+        detached(py, || self.write(|ds| Ok(ds.refresh()?)))
+    }
+
     /// `(shape, descr, chunks, nbytes, cbytes, nchunks, nfiles)` in one call.
     fn state(&self, py: Python<'_>) -> PyResult<ArrayState> {
         detached(py, || {
@@ -602,6 +611,72 @@ impl RawArray {
         detached(py, || self.write(|ds| Ok(ds.compact()?)))
     }
 
+    /// Opens a staged write of `rows` rows on this (writable) dataset: workers write most of
+    /// them with `staged_write_rows` into its directory, `RawStaged.commit` commits them.
+    fn begin_staged(slf: &Bound<'_, Self>, py: Python<'_>, rows: u64) -> PyResult<RawStaged> {
+        let this = slf.get();
+        let session = detached(py, || this.write(|ds| Ok(ds.begin_staged(rows)?)))?;
+        let (dir, geo) = (session.dir().to_path_buf(), geometry(&session));
+        Ok(RawStaged::new(
+            &dir,
+            geo,
+            Staged::Append {
+                array: slf.clone().unbind(),
+                session,
+            },
+        ))
+    }
+
+    /// Creates a dataset at `path` whose `rows` rows (of `row_shape`) workers write with
+    /// `staged_write_rows`: nothing appears at `path` before `RawStaged.commit`.
+    #[staticmethod]
+    #[pyo3(signature = (path, descr, row_shape, chunks, codec, clevel, filter, checksum_name, fill, attrs, overwrite, superchunksize, rows))]
+    #[expect(clippy::too_many_arguments, reason = "blz.create's keyword arguments")]
+    fn create_staged(
+        py: Python<'_>,
+        path: PathBuf,
+        descr: &str,
+        row_shape: Vec<u64>,
+        chunks: Option<Vec<u64>>,
+        codec: &str,
+        clevel: u8,
+        filter: &str,
+        checksum_name: &str,
+        fill: Option<&str>,
+        attrs: Option<&str>,
+        overwrite: bool,
+        superchunksize: Option<u64>,
+        rows: u64,
+    ) -> PyResult<RawStaged> {
+        let (dtype, endian) = parse_dtype(descr)?;
+        let opts = CreateOptions {
+            chunkshape: chunks,
+            superchunksize,
+            compression: compression(codec, clevel, filter)?,
+            checksum: checksum(checksum_name)?,
+            fill: json_value(fill)?,
+            endianness: endian.unwrap_or_else(Endianness::native),
+            attributes: json_map(attrs)?,
+            overwrite,
+            ..Default::default()
+        };
+        let made = detached(py, || {
+            Ok(Dataset::create_staged(
+                blz::storage::local(),
+                &path,
+                dtype,
+                &row_shape,
+                &opts,
+                rows,
+            )?)
+        })?;
+        let (dir, geo) = {
+            let s = made.session().map_err(|e| Fail::Blz(e).into_py(py))?;
+            (s.dir().to_path_buf(), geometry(s))
+        };
+        Ok(RawStaged::new(&dir, geo, Staged::Create(made)))
+    }
+
     /// Releases the writer lock and every file (the handle is unusable afterwards).
     fn close(&self, py: Python<'_>) -> PyResult<()> {
         detached(py, || {
@@ -612,6 +687,138 @@ impl RawArray {
             })
         })
     }
+}
+
+// ---------------------------------------------------------------------------------------
+// Staged writes
+
+/// What a staged write commits into.
+#[expect(
+    clippy::large_enum_variant,
+    reason = "one per staged write, held behind a mutex, never in a collection"
+)]
+enum Staged {
+    /// An append to an open dataset, which holds the writer lock.
+    Append {
+        array: Py<RawArray>,
+        session: StagedWrite,
+    },
+    /// A dataset being created.
+    Create(StagedCreate),
+}
+
+/// `(head_rows, start, end, unit)` of a staged write.
+fn geometry(s: &StagedWrite) -> (u64, u64, u64, u64) {
+    let (start, end) = s.worker_rows();
+    (s.head_rows(), start, end, s.unit_rows())
+}
+
+/// A staged write (`blz::array::staged`): the session directory workers write into, and the
+/// commit.
+#[pyclass(module = "blz._blz", frozen)]
+struct RawStaged {
+    inner: Mutex<Option<Staged>>,
+    dir: PathBuf,
+    geometry: (u64, u64, u64, u64),
+}
+
+impl RawStaged {
+    fn new(dir: &Path, geometry: (u64, u64, u64, u64), staged: Staged) -> RawStaged {
+        RawStaged {
+            inner: Mutex::new(Some(staged)),
+            dir: dir.to_path_buf(),
+            geometry,
+        }
+    }
+
+    fn take(&self) -> FResult<Staged> {
+        self.inner
+            .lock()
+            .map_err(|_| lock_err("staged write"))?
+            .take()
+            .ok_or_else(|| {
+                Fail::Blz(blz::Error::InvalidArgument(format!(
+                    "{}: the staged write is already committed or aborted",
+                    self.dir.display()
+                )))
+            })
+    }
+}
+
+#[pymethods]
+impl RawStaged {
+    /// The session directory the workers write into.
+    #[getter]
+    fn dir(&self) -> PathBuf {
+        self.dir.clone()
+    }
+
+    /// `(head_rows, start, end, unit)`: rows the client writes itself at the commit (from
+    /// the dataset's end), the workers' rows `start..end`, and the unit their regions are
+    /// whole multiples of (but for the last).
+    fn geometry(&self) -> (u64, u64, u64, u64) {
+        self.geometry
+    }
+
+    /// Commits: `head` holds the client's rows (native-endian, C order). Returns the new
+    /// dataset for a staged create, `None` for an append (the array it was opened on holds
+    /// the rows).
+    fn commit(&self, py: Python<'_>, head: &Bound<'_, PyAny>) -> PyResult<Option<RawArray>> {
+        let head = Buf::get(head, false)?;
+        let staged = detached(py, || self.take())?;
+        match staged {
+            Staged::Append { array, session } => {
+                let arr = array.get();
+                detached(py, || {
+                    arr.write(|ds| Ok(ds.commit_staged(session, head.bytes())?))
+                })?;
+                Ok(None)
+            }
+            Staged::Create(c) => {
+                if !head.bytes().is_empty() {
+                    return Err(PyValueError::new_err("a staged create has no head rows"));
+                }
+                let ds = detached(py, || Ok(c.commit()?))?;
+                Ok(Some(RawArray::wrap(ds, true)))
+            }
+        }
+    }
+
+    /// Abandons the write: removes the session directory (and a staged create's build).
+    fn abort(&self, py: Python<'_>) -> PyResult<()> {
+        let Ok(staged) = detached(py, || self.take()) else {
+            return Ok(());
+        };
+        detached(py, || match staged {
+            Staged::Append { array, session } => {
+                Ok(array.get().write(|ds| Ok(ds.abort_staged(session)?))?)
+            }
+            Staged::Create(c) => {
+                drop(c);
+                Ok(())
+            }
+        })
+    }
+}
+
+/// Writes rows `first_row..` of a staged write (`data`: native-endian C-order whole rows)
+/// as the complete superchunk files holding them, into the session directory `dir`
+/// (`blz::array::staged::write_rows`). Returns the files written (0-based numbers).
+#[pyfunction]
+fn staged_write_rows(
+    py: Python<'_>,
+    dir: PathBuf,
+    first_row: u64,
+    data: &Bound<'_, PyAny>,
+) -> PyResult<Vec<u64>> {
+    let data = Buf::get(data, false)?;
+    detached(py, || {
+        Ok(blz::array::staged::write_rows(
+            &dir,
+            first_row,
+            data.bytes(),
+        )?)
+    })
 }
 
 // ---------------------------------------------------------------------------------------
@@ -711,6 +918,29 @@ fn leaf_kinds(t: &Table) -> Vec<(String, LeafKind)> {
         .iter()
         .map(|l| (l.path.clone(), l.kind))
         .collect()
+}
+
+/// A variable-length column's values as a list of `str` (`is_str`) or `bytes`.
+fn var_list<'py>(
+    py: Python<'py>,
+    name: &str,
+    values: Values,
+    is_str: bool,
+) -> PyResult<Bound<'py, PyList>> {
+    let Values::Var(items) = values else {
+        return Err(PyValueError::new_err(format!(
+            "column {name} holds fixed-size values"
+        )));
+    };
+    let list = PyList::empty(py);
+    for it in items {
+        if is_str {
+            list.append(PyString::new(py, &String::from_utf8_lossy(&it)))?;
+        } else {
+            list.append(PyBytes::new(py, &it))?;
+        }
+    }
+    Ok(list)
 }
 
 /// An open table.
@@ -912,6 +1142,12 @@ impl RawTable {
         })
     }
 
+    /// Brings a read-only handle to the table's latest commit (`blz::Table::refresh`);
+    /// whether it changed.
+    fn refresh(&self, py: Python<'_>) -> PyResult<bool> {
+        detached(py, || self.write(|t| Ok(t.refresh()?)))
+    }
+
     /// Decodes rows `start..end` of a fixed-size column into `out`.
     fn read_column_into(
         &self,
@@ -925,6 +1161,85 @@ impl RawTable {
         detached(py, || {
             self.read(|t| Ok(t.column_rows_into(name, start, end, out.bytes_mut())?))
         })
+    }
+
+    /// The whole table as an Arrow C stream in a PyCapsule named `arrow_array_stream` (the
+    /// Arrow PyCapsule protocol), in the schema of the `arrow_schema` capsule
+    /// `requested_schema` when blz can produce it (see the `arrow` module), else its own.
+    #[pyo3(signature = (requested_schema=None))]
+    fn arrow_stream<'py>(
+        &self,
+        py: Python<'py>,
+        requested_schema: Option<&Bound<'py, PyAny>>,
+    ) -> PyResult<Bound<'py, PyCapsule>> {
+        let requested = match requested_schema {
+            None => None,
+            Some(obj) => {
+                let cap = obj.cast::<PyCapsule>().map_err(|_| {
+                    PyTypeError::new_err("requested_schema must be an 'arrow_schema' PyCapsule")
+                })?;
+                let ptr = cap.pointer_checked(Some(c"arrow_schema"))?;
+                // SAFETY: a capsule named "arrow_schema" holds a pointer to a valid Arrow C
+                // schema (the protocol's contract), owned by the capsule, which outlives this
+                // borrow; the schema is only read (converted into an owned `Schema`).
+                let ffi = unsafe { ptr.cast::<arrow_schema::ffi::FFI_ArrowSchema>().as_ref() };
+                Some(arrow_schema::Schema::try_from(ffi).map_err(|e| {
+                    PyValueError::new_err(format!("requested_schema is not a schema: {e}"))
+                })?)
+            }
+        };
+        let stream = detached(py, || {
+            self.read(|t| match arrow::table_stream(t, requested.as_ref()) {
+                Ok(s) => Ok(s),
+                Err(arrow_schema::ArrowError::ExternalError(e)) => match e.downcast::<blz::Error>()
+                {
+                    Ok(e) => Err(Fail::Blz(*e)),
+                    Err(e) => Err(Fail::Py(PyValueError::new_err(e.to_string()))),
+                },
+                Err(e) => Err(Fail::Py(PyValueError::new_err(e.to_string()))),
+            })
+        })?;
+        PyCapsule::new_with_value(py, stream, c"arrow_array_stream")
+    }
+
+    /// Rows `start..end` of several columns in one parallel pass (see
+    /// `blz::Table::read_columns`): each fixed-size column of `into` (`(path, array)` pairs)
+    /// decoded into its numpy array; returns the values of the variable-length columns of
+    /// `var` as lists (as `read_var_column`), in order.
+    fn read_columns<'py>(
+        &self,
+        py: Python<'py>,
+        start: u64,
+        end: u64,
+        into: Vec<(String, Bound<'py, PyAny>)>,
+        var: Vec<String>,
+    ) -> PyResult<Vec<Bound<'py, PyList>>> {
+        let bufs = into
+            .iter()
+            .map(|(p, o)| Ok((p.as_str(), Buf::get(o, true)?)))
+            .collect::<PyResult<Vec<_>>>()?;
+        let (values, is_str) = detached(py, || {
+            let mut outs: Vec<(&str, &mut [u8])> =
+                bufs.iter().map(|(p, b)| (*p, b.bytes_mut())).collect();
+            let names: Vec<&str> = var.iter().map(String::as_str).collect();
+            self.read(|t| {
+                let is_str: Vec<bool> = names
+                    .iter()
+                    .map(|n| {
+                        t.leaves()
+                            .iter()
+                            .any(|l| l.path == *n && l.kind == LeafKind::VarStr)
+                    })
+                    .collect();
+                Ok((t.read_columns(start, end, &mut outs, &names)?, is_str))
+            })
+        })?;
+        values
+            .into_iter()
+            .zip(is_str)
+            .zip(&var)
+            .map(|((v, is_str), name)| var_list(py, name, v, is_str))
+            .collect()
     }
 
     /// Rows `start..end` of a variable-length column, as a list of `str` (string columns) or
@@ -945,20 +1260,7 @@ impl RawTable {
                 Ok((t.column_rows(name, start, end)?, is_str))
             })
         })?;
-        let Values::Var(items) = values else {
-            return Err(PyValueError::new_err(format!(
-                "column {name} holds fixed-size values"
-            )));
-        };
-        let list = PyList::empty(py);
-        for it in items {
-            if is_str {
-                list.append(PyString::new(py, &String::from_utf8_lossy(&it)))?;
-            } else {
-                list.append(PyBytes::new(py, &it))?;
-            }
-        }
-        Ok(list)
+        var_list(py, name, values, is_str)
     }
 
     /// Appends rows (every column, see [`values_from_py`]) in one transaction.
@@ -1517,15 +1819,25 @@ fn locate(py: Python<'_>, root: PathBuf) -> PyResult<Vec<Located>> {
 }
 
 /// The native module.
+/// Waits until the datasets replaced by creates with `overwrite` are removed (blz removes
+/// them in the background; `blz` calls this at interpreter exit).
+#[pyfunction]
+fn finish_removals(py: Python<'_>) {
+    py.detach(blz::finish_removals);
+}
+
 #[pymodule]
 fn _blz(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<RawArray>()?;
     m.add_class::<RawTable>()?;
     m.add_class::<RawLayer>()?;
     m.add_class::<RawBcolz>()?;
+    m.add_class::<RawStaged>()?;
+    m.add_function(wrap_pyfunction!(staged_write_rows, m)?)?;
     m.add_function(wrap_pyfunction!(dataset_kind, m)?)?;
     m.add_function(wrap_pyfunction!(open_object, m)?)?;
     m.add_function(wrap_pyfunction!(locate, m)?)?;
+    m.add_function(wrap_pyfunction!(finish_removals, m)?)?;
     m.add("__version__", env!("CARGO_PKG_VERSION"))?;
     Ok(())
 }

@@ -173,3 +173,22 @@ def test_multiprocessing_ships_arrays(tmp_path):
     with mp.get_context("spawn").Pool(2) as pool:
         parts = pool.map(_sum_slice, [(a, i, i + 25_000) for i in range(0, 100_000, 25_000)])
     assert sum(parts) == m.sum()
+
+
+def test_overwrite_removes_the_replaced_dataset_by_exit(tmp_path):
+    # The replaced dataset is removed in the background; the interpreter waits for that at
+    # exit, so nothing is left beside the path.
+    import subprocess
+    import sys
+
+    p = tmp_path / "a.blz"
+    code = (
+        "import numpy as np, blz\n"
+        f"p = {str(p)!r}\n"
+        "for k in range(4):\n"
+        "    blz.create(p, np.arange(2_000_000) + k, chunks=1_000, superchunksize=1, overwrite=True)\n"
+        "    assert blz.open(p)[-1] == 1_999_999 + k\n"
+    )
+    subprocess.run([sys.executable, "-c", code], check=True)
+    assert sorted(x.name for x in tmp_path.iterdir()) == ["a.blz"]
+    assert blz.open(p)[-1] == 1_999_999 + 3

@@ -83,9 +83,25 @@ def test_blocks_fall_back_to_chunks(grid, tmp_path):
     y = bd.from_blz(other, locate=None)
     assert y.chunks == ((50,) * 6 + (1,), (20, 20))
     np.testing.assert_array_equal(y.compute(scheduler="sync"), data)
-    # A cap on task size also gives chunks.
+    # A cap on task size below a file gives whole chunk-rows of one file.
     z = bd.from_blz(path, locate=None, task_bytes=50 * 40 * 4)
-    assert z.chunks == ((50,) * 6 + (1,), (20, 20))
+    assert z.chunks == ((50,) * 6 + (1,), (40,))
+    np.testing.assert_array_equal(z.compute(scheduler="sync"), data)
+
+
+def test_small_files_on_the_same_hosts_are_grouped(tmp_path):
+    path = str(tmp_path / "many.blz")
+    data = np.arange(10_000.0)
+    blz.create(path, data, chunks=10, superchunksize=2)  # 500 files of 20 rows
+    x = bd.from_blz(path, locate=None)
+    # 500 // MIN_TASKS = 31 files per task.
+    assert x.chunks == ((620,) * 16 + (80,),)
+    np.testing.assert_array_equal(x.compute(scheduler="sync"), data)
+    # Files on alternating hosts stay one per task, each annotated with its own host.
+    alternating = lambda root: {f"data/__{f}__.bin": [f"h{f % 2}"] for f in range(1, 501)}
+    y = bd.from_blz(path, locate=alternating)
+    assert y.chunks == ((20,) * 500,)
+    assert y.dask.layers[y.name].annotations["workers"]((y.name, 3)) == ["h0"]
 
 
 def test_name_follows_commits_and_a_stale_graph_refuses(tmp_path):
@@ -278,6 +294,190 @@ def test_to_blz_failing_task_leaves_nothing(client, tmp_path):
         bd.to_blz(x, path, overwrite=True)
     np.testing.assert_array_equal(blz.open(path)[:], np.arange(5.0))
     assert os.listdir(tmp_path) == ["fails.blz"]
+
+
+def _files(path):
+    """Every file under a dataset but its lock: relative path -> bytes."""
+    out = {}
+    for d, _, names in os.walk(path):
+        for n in names:
+            full = os.path.join(d, n)
+            rel = os.path.relpath(full, path)
+            if rel != os.path.join("meta", "lock"):
+                with open(full, "rb") as f:
+                    out[rel] = f.read()
+    return out
+
+
+def _idle(client):
+    """Waits until no task runs on the cluster (stragglers of a failed graph included)."""
+    import time
+
+    for _ in range(200):
+        if not any(client.processing().values()):
+            return
+        time.sleep(0.05)
+
+
+def test_to_blz_writes_superchunk_files_on_the_workers(client, tmp_path):
+    import dask.array as da
+
+    x = da.arange(10_000, chunks=700, dtype="f8") * 0.25
+    with distributed.get_task_stream(client) as ts:
+        a = bd.to_blz(x, tmp_path / "w.blz", chunks=250, superchunksize=4)
+    np.testing.assert_array_equal(a[:], np.arange(10_000) * 0.25)
+    assert a._nfiles == 10
+    writes = [t for t in ts.data if str(t["key"]).startswith("blz-write-")]
+    # One task per superchunk file, run by the workers (not here), on both of them.
+    assert len(writes) == 10, [t["key"] for t in ts.data]
+    workers = set(client.scheduler_info()["workers"])
+    assert {t["worker"] for t in writes} <= workers
+    assert len({t["worker"] for t in writes}) == 2
+    assert not os.path.exists(tmp_path / "w.blz" / "staged")
+    a.verify()
+
+
+@pytest.mark.parametrize(
+    "dtype, shape, chunks",
+    [("f8", (), 100), ("i2", (7,), (10, 3)), ("u1", (3, 4), (16, 3, 4)), ("c16", (2,), (25, 1))],
+)
+def test_append_to_partly_filled_files(client, tmp_path, dtype, shape, chunks):
+    import dask.array as da
+
+    rng = np.random.default_rng(11)
+    old = (rng.standard_normal((150, *shape)) * 100).astype(dtype)
+    new = (rng.standard_normal((2_345, *shape)) * 100).astype(dtype)
+    path = tmp_path / "a.blz"
+    blz.create(path, old, chunks=chunks, superchunksize=4)
+    x = da.from_array(new, chunks=(333,) + shape)
+    a = bd.append(x, path)
+    assert a.shape == (2_495, *shape) and a.mode == "r+"
+    a.close()
+    np.testing.assert_array_equal(blz.open(path)[:], np.concatenate([old, new]))
+    blz.open(path).verify()
+    # Into an open handle (its writer lock serves), through to_blz(mode="a"), twice.
+    h = blz.open(path, "r+")
+    assert bd.append(x[:17], h) is h
+    assert h.shape[0] == 2_512
+    h.close()
+    bd.to_blz(x[17:40], path, mode="a").close()
+    np.testing.assert_array_equal(blz.open(path)[:], np.concatenate([old, new, new[:40]]))
+    assert not os.path.exists(path / "staged")
+
+
+def test_append_refuses_what_does_not_fit(tmp_path):
+    import dask.array as da
+
+    path = tmp_path / "a.blz"
+    blz.create(path, np.zeros((4, 3)))
+    with pytest.raises(ValueError, match="do not fit"):
+        bd.append(da.zeros((5, 2), chunks=5), path)
+    with pytest.raises(blz.InvalidArgumentError, match="reading only"):
+        bd.append(da.zeros((5, 3), chunks=5), blz.open(path))
+
+
+def _boom_at(block, block_info=None):
+    if block_info[0]["chunk-location"][0] == 5:
+        raise ValueError("boom in block 5")
+    return block
+
+
+def test_append_failing_task_leaves_the_dataset_as_it_was(client, tmp_path):
+    import dask.array as da
+
+    path = tmp_path / "a.blz"
+    blz.create(path, np.arange(130.0), chunks=50, superchunksize=2)
+    before = _files(path)
+    x = da.arange(2_000, chunks=100, dtype="f8").map_blocks(_boom_at, dtype="f8")
+    with pytest.raises(ValueError, match="boom in block 5"):
+        bd.append(x, path)
+    _idle(client)
+    assert _files(path) == before
+    np.testing.assert_array_equal(blz.open(path, "r+")[:], np.arange(130.0))
+    assert not os.path.exists(path / "staged")
+    # A failing create leaves nothing, beside the path either.
+    with pytest.raises(ValueError, match="boom in block 5"):
+        bd.to_blz(x, tmp_path / "new.blz", chunks=50, superchunksize=2)
+    _idle(client)
+    assert sorted(os.listdir(tmp_path)) == ["a.blz"]
+
+
+def _die_once(block, marker=None, block_info=None):
+    """Kills its worker process the first time it runs for block 3 (a marker file says it
+    did), after other tasks wrote their files."""
+    import signal
+    import time
+
+    if block_info[0]["chunk-location"][0] == 3 and not os.path.exists(marker):
+        time.sleep(0.5)
+        open(marker, "w").close()
+        os.kill(os.getpid(), signal.SIGKILL)
+    return block
+
+
+def test_worker_killed_mid_write_is_retried(client, tmp_path):
+    import dask.array as da
+
+    path = tmp_path / "a.blz"
+    blz.create(path, np.arange(130.0), chunks=50, superchunksize=2)
+    x = da.arange(3_000, chunks=100, dtype="f8")
+    y = x.map_blocks(_die_once, marker=str(tmp_path / "died"), dtype="f8")
+    bd.append(y, path)
+    assert os.path.exists(tmp_path / "died")
+    np.testing.assert_array_equal(blz.open(path)[:], np.concatenate([np.arange(130.0), np.arange(3_000.0)]))
+    blz.open(path).verify()
+    assert not os.path.exists(path / "staged")
+    client.wait_for_workers(2)
+
+
+def _always_die(block, block_info=None):
+    import signal
+
+    if block_info[0]["chunk-location"][0] == 3:
+        os.kill(os.getpid(), signal.SIGKILL)
+    return block
+
+
+def test_worker_killed_for_good_leaves_the_dataset_as_it_was(tmp_path):
+    import dask.array as da
+
+    path = tmp_path / "a.blz"
+    blz.create(path, np.arange(130.0), chunks=50, superchunksize=2)
+    before = _files(path)
+    with dask.config.set({"distributed.scheduler.allowed-failures": 0}), distributed.LocalCluster(
+        n_workers=2, processes=True, threads_per_worker=1, dashboard_address=":0"
+    ) as cluster, distributed.Client(cluster) as c:
+        x = da.arange(3_000, chunks=100, dtype="f8").map_blocks(_always_die, dtype="f8")
+        with pytest.raises(distributed.scheduler.KilledWorker):
+            bd.append(x, path)
+        _idle(c)
+    assert _files(path) == before
+    blz.open(path, "r+").close()
+    assert not os.path.exists(path / "staged")
+    assert _files(path) == before
+
+
+def test_a_retried_write_gives_the_same_files(tmp_path):
+    """The worker function run twice for one region (a task retried or duplicated)."""
+    path = tmp_path / "a.blz"
+    a = blz.create(path, np.arange(10.0), chunks=50, superchunksize=2)
+    a.close()
+    a = blz.open(path, "r+")
+    staged = a._raw.begin_staged(1_000)
+    head_rows, start, end, unit = staged.geometry()
+    assert (head_rows, start, end, unit) == (90, 100, 1_010, 100)
+    rows = np.arange(10.0, 1_010.0)
+    for r in range(start, end, unit):
+        block = rows[r - 10 : min(r + unit, end) - 10]
+        bd._write_region(str(staged.dir), r, block, "<f8")
+    first = open(os.path.join(staged.dir, "__3__.bin"), "rb").read()
+    bd._write_region(str(staged.dir), 200, rows[190:290], "<f8")
+    assert open(os.path.join(staged.dir, "__3__.bin"), "rb").read() == first
+    staged.commit(rows[:head_rows])
+    a._refresh()
+    np.testing.assert_array_equal(a[:], np.arange(1_010.0))
+    with pytest.raises(blz.InvalidArgumentError, match="committed or abandoned"):
+        bd._write_region(str(staged.dir), 200, rows[190:290], "<f8")
 
 
 # -- on the GlusterFS volume (tests/gluster/run.sh runs this file with its temporary

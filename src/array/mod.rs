@@ -13,6 +13,7 @@
 //! ```
 
 mod buffer;
+pub mod staged;
 
 pub use crate::engine::{
     default_chunkshape, CreateOptions, Mode, DEFAULT_CHUNK_BYTES, DEFAULT_SUPERCHUNK_BYTES,
@@ -56,6 +57,11 @@ fn rows_selection(shape: &[u64], start: u64, rows: u64) -> Vec<AxisSel> {
 pub struct Dataset {
     root: PathBuf,
     storage: Arc<dyn Storage>,
+    /// The storage it was opened through (`storage` may be a view of a pending journal
+    /// over it), to open it again in [`Dataset::refresh`].
+    base: Arc<dyn Storage>,
+    /// `meta/sizes`' [`Storage::stamp`] when [`Dataset::refresh`] last found it current.
+    sizes_stamp: Option<[u64; 4]>,
     mode: Mode,
     _lock: Option<WriterLock>,
     meta: ArrayStorage,
@@ -226,16 +232,28 @@ impl Dataset {
         I: IntoIterator<Item = Result<B>>,
         B: AsRef<[u8]>,
     {
+        let (staging, mut ds) = Self::begin_create(&storage, root, dtype, shape, opts)?;
+        ds.append_batches(batches)?;
+        drop(ds);
+        let lock = staging.publish()?;
+        let mut ds = Self::open_with(storage, root, Mode::ReadWrite, true)?;
+        ds._lock = Some(lock);
+        Ok(ds)
+    }
+
+    /// Starts a create: the dataset at `root` built (empty but for `shape[0]` fill rows) in
+    /// its staging directory, open for writing there, with the staging that publishes it.
+    fn begin_create(
+        storage: &Arc<dyn Storage>,
+        root: &Path,
+        dtype: DType,
+        shape: &[u64],
+        opts: &CreateOptions,
+    ) -> Result<(Staging, Dataset)> {
         let meta = build_storage_meta(dtype, shape, opts)?;
         let is_array =
             |p: &Path| meta::dataset_kind(storage.as_ref(), p).as_deref() == Some("array");
-        let staging = Staging::begin(
-            &storage,
-            root,
-            opts.overwrite,
-            &is_array,
-            "an array dataset",
-        )?;
+        let staging = Staging::begin(storage, root, opts.overwrite, &is_array, "an array dataset")?;
         let dir = staging.dir().to_path_buf();
         let mp = MetaPaths::new(&dir);
         storage.create_dir_all(&dir.join("data"))?;
@@ -259,17 +277,11 @@ impl Dataset {
         };
         meta::write_json(storage.as_ref(), &mp.sizes(), &sizes)?;
         storage.sync_dir(&dir)?;
-        {
-            let mut ds = Self::open_with(storage.clone(), &dir, Mode::ReadWrite, true)?;
-            if shape[0] > 0 {
-                ds.resize(shape[0])?;
-            }
-            ds.append_batches(batches)?;
+        let mut ds = Self::open_with(storage.clone(), &dir, Mode::ReadWrite, true)?;
+        if shape[0] > 0 {
+            ds.resize(shape[0])?;
         }
-        let lock = staging.publish()?;
-        let mut ds = Self::open_with(storage, root, Mode::ReadWrite, true)?;
-        ds._lock = Some(lock);
-        Ok(ds)
+        Ok((staging, ds))
     }
 
     /// Opens a dataset read-only.
@@ -308,6 +320,7 @@ impl Dataset {
         building: bool,
     ) -> Result<Dataset> {
         let mp = MetaPaths::new(root);
+        let base = Arc::clone(&storage);
         let (lock, raw, storage) = open_root(&storage, root, mode, None, building)?;
         let meta: ArrayStorage = serde_json::from_value(raw)
             .map_err(|e| Error::metadata(mp.storage(), e.to_string()))?;
@@ -327,6 +340,8 @@ impl Dataset {
         let ds = Dataset {
             root: root.to_path_buf(),
             storage,
+            base,
+            sizes_stamp: None,
             mode,
             _lock: lock,
             meta,
@@ -427,6 +442,53 @@ impl Dataset {
         self.unless_changed(build_array(&sel, self.core.itemsize(), |buf| {
             self.core.read_into(&sel, &self.sizes.shape, buf)
         }))
+    }
+
+    /// Brings a read-only handle to the dataset's latest commit: when a writer (another
+    /// handle, another process) has committed since this handle opened or was last
+    /// refreshed, or a create with `overwrite` replaced the dataset, the handle is opened again and shows the new state (shape, data).
+    /// Returns whether it changed. A handle sees one commit from one call to the next:
+    /// blz never changes what it shows in the middle of a call, and a read that meets files
+    /// a later commit rewrote fails with [`Error::Changed`], after which a refresh and the
+    /// same read again see the new state. Cheap when nothing changed (one read of
+    /// `meta/sizes`); a read-write handle holds the writer lock, so nothing changes under
+    /// it and this returns `false`.
+    ///
+    /// # Errors
+    /// As [`Dataset::open_in`] (the dataset was removed or replaced by something else); the
+    /// handle is left as it was.
+    pub fn refresh(&mut self) -> Result<bool> {
+        if self.mode == Mode::ReadWrite {
+            return Ok(false);
+        }
+        // Every commit replaces `meta/sizes`: an unchanged file needs no reading, unless a
+        // committed journal is being applied (its data is in place before `meta/sizes`
+        // is; the handle is opened again through a view of it). A handle opened through
+        // such a view is opened again once the journal is applied.
+        let via_view = !Arc::ptr_eq(&self.storage, &self.base);
+        let stamp = self.base.stamp(&MetaPaths::new(&self.root).sizes());
+        if !via_view
+            && stamp.is_some()
+            && stamp == self.sizes_stamp
+            && !crate::txn::pending(self.base.as_ref(), &self.root)
+        {
+            return Ok(false);
+        }
+        // `meta/sizes` was replaced: by a commit (a new generation), or by a new create
+        // of the path (another identity; its generation may be the same).
+        if !via_view
+            && meta::generation_now(self.base.as_ref(), &self.root) == Some(self.sizes.generation)
+            && meta::identity_now(self.base.as_ref(), &self.root) == self.meta.id
+        {
+            self.sizes_stamp = stamp;
+            return Ok(false);
+        }
+        let root = self.root.clone();
+        *self = Self::open_with(Arc::clone(&self.base), &root, Mode::ReadOnly, false)?;
+        // Taken before the reopen: a commit in between changes it, and the next refresh
+        // reads the generation again.
+        self.sizes_stamp = stamp;
+        Ok(true)
     }
 
     /// An error a read met, or [`Error::Changed`] when a writer committed since this handle

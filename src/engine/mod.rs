@@ -26,5 +26,5 @@ pub use self::layout::{
 };
 pub use self::lock::Mode;
 pub(crate) use self::lock::WriterLock;
-pub use self::root::LIVE_APPLY_WAIT;
 pub(crate) use self::root::{open_root, read_attrs, settle};
+pub use self::root::{LIVE_APPLY_WAIT, STAGED_DIR};

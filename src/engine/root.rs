@@ -9,6 +9,23 @@ use crate::txn;
 use std::path::Path;
 use std::sync::Arc;
 
+/// The directory, under a dataset's root, that holds the sessions of staged writes
+/// (`blz::array::staged`); no reader looks in it.
+pub const STAGED_DIR: &str = "staged";
+
+/// Removes every staged-write session under the dataset at `root` (and `staged/` itself):
+/// what writers that are gone left, since a session lives only while its writer holds the
+/// lock. Only the holder of the writer lock may call this, and only once the dataset is in
+/// its committed state (a committed journal may still rename files out of a session).
+pub(crate) fn remove_abandoned_sessions(storage: &dyn Storage, root: &Path) -> Result<()> {
+    let dir = root.join(STAGED_DIR);
+    if storage.is_dir(&dir) && !storage.is_symlink(&dir) {
+        storage.remove_dir_all(&dir)?;
+        storage.sync_dir(root)?;
+    }
+    Ok(())
+}
+
 /// How long a reader waits for a live writer to finish applying its commit before it gives
 /// up with [`Error::Locked`] (only a writer stopped in the middle of applying takes that long).
 pub const LIVE_APPLY_WAIT: std::time::Duration = std::time::Duration::from_secs(60);
@@ -89,6 +106,9 @@ pub(crate) fn open_root(
         _ => None,
     };
     let storage = settle(storage, root, mode)?.unwrap_or_else(|| Arc::clone(storage));
+    if lock.is_some() {
+        remove_abandoned_sessions(storage.as_ref(), root)?;
+    }
     let raw = meta::read_json(storage.as_ref(), &mp.storage())?;
     meta::check_dataset_kind(&raw, &mp.storage(), kind)?;
     Ok((lock, raw, storage))

@@ -203,6 +203,16 @@ impl Storage for LocalStorage {
         path.is_dir()
     }
 
+    #[cfg(unix)]
+    fn stamp(&self, path: &Path) -> Option<[u64; 4]> {
+        use std::os::unix::fs::MetadataExt;
+        let m = std::fs::symlink_metadata(path).ok()?;
+        let mtime = (m.mtime() as u64)
+            .wrapping_mul(1_000_000_000)
+            .wrapping_add(m.mtime_nsec() as u64);
+        Some([m.dev(), m.ino(), mtime, m.len()])
+    }
+
     fn sync_dir(&self, dir: &Path) -> Result<()> {
         let dir = if dir.as_os_str().is_empty() {
             Path::new(".")

@@ -133,6 +133,15 @@ pub trait Storage: Send + Sync + std::fmt::Debug {
     }
     /// True when `path` is a directory.
     fn is_dir(&self, path: &Path) -> bool;
+    /// A fingerprint of the file at `path` as it is now (on a local filesystem: device,
+    /// inode, modification time and length), which changes when the file is replaced or
+    /// written: readers compare it to skip rereading a small file that has not changed
+    /// (a handle checking for new commits). `None` when the backend cannot tell (the
+    /// default) or the file is missing; callers then read the file.
+    fn stamp(&self, path: &Path) -> Option<[u64; 4]> {
+        let _ = path;
+        None
+    }
     /// Makes the directory's entries (creations, renames, removals) durable.
     ///
     /// # Errors

@@ -419,6 +419,11 @@ impl<'c> ColumnStream<'c> {
 pub struct Table {
     root: PathBuf,
     storage: Arc<dyn Storage>,
+    /// The storage it was opened through (`storage` may be a view of a pending journal
+    /// over it), to open it again in [`Table::refresh`].
+    base: Arc<dyn Storage>,
+    /// `meta/sizes`' [`Storage::stamp`] when [`Table::refresh`] last found it current.
+    sizes_stamp: Option<[u64; 4]>,
     mode: Mode,
     _lock: Option<WriterLock>,
     meta: TableStorage,
@@ -756,6 +761,7 @@ impl Table {
         building: bool,
     ) -> Result<Table> {
         let mp = MetaPaths::new(root);
+        let base = Arc::clone(&storage);
         let (lock, raw, storage) = open_root(&storage, root, mode, Some("table"), building)?;
         let meta: TableStorage = serde_json::from_value(raw)
             .map_err(|e| Error::metadata(mp.storage(), e.to_string()))?;
@@ -784,6 +790,8 @@ impl Table {
         let t = Table {
             root: root.to_path_buf(),
             storage,
+            base,
+            sizes_stamp: None,
             mode,
             _lock: lock,
             meta,
@@ -933,6 +941,86 @@ impl Table {
         self.unless_changed(core.read_into(&sel, &[self.nrows()], out))
     }
 
+    /// Reads rows `start..end` of several columns at once: each fixed-size column of `into`
+    /// straight into its caller's buffer (as [`Table::column_rows_into`]), and returns the
+    /// values of the columns of `values` (any kind, in that order). Every column's chunks
+    /// are decoded in one parallel pass: the columns run side by side on the rayon pool, and
+    /// so do the chunks of each, so a table of several small columns reads as fast as one
+    /// large column.
+    ///
+    /// # Errors
+    /// As [`Table::column_rows_into`] and [`Table::column_rows`]; the first error met.
+    pub fn read_columns(
+        &self,
+        start: u64,
+        end: u64,
+        into: &mut [(&str, &mut [u8])],
+        values: &[&str],
+    ) -> Result<Vec<Values>> {
+        use rayon::prelude::*;
+        let (filled, read) = rayon::join(
+            || {
+                into.par_iter_mut()
+                    .try_for_each(|(name, out)| self.column_rows_into(name, start, end, out))
+            },
+            || {
+                values
+                    .par_iter()
+                    .map(|name| self.column_rows(name, start, end))
+                    .collect::<Result<Vec<Values>>>()
+            },
+        );
+        filled?;
+        read
+    }
+
+    /// Brings a read-only handle to the table's latest commit: when a writer (another
+    /// handle, another process) has committed since this handle opened or was last
+    /// refreshed, or a create with `overwrite` replaced the table, the handle is opened again and shows the new state (shape, data, columns).
+    /// Returns whether it changed. A handle sees one commit from one call to the next:
+    /// blz never changes what it shows in the middle of a call, and a read that meets files
+    /// a later commit rewrote fails with [`Error::Changed`], after which a refresh and the
+    /// same read again see the new state. Cheap when nothing changed (one read of
+    /// `meta/sizes`); a read-write handle holds the writer lock, so nothing changes under
+    /// it and this returns `false`.
+    ///
+    /// # Errors
+    /// As [`Table::open_in`] (the table was removed or replaced by something else); the
+    /// handle is left as it was.
+    pub fn refresh(&mut self) -> Result<bool> {
+        if self.mode == Mode::ReadWrite {
+            return Ok(false);
+        }
+        // Every commit replaces `meta/sizes`: an unchanged file needs no reading, unless a
+        // committed journal is being applied (its data is in place before `meta/sizes`
+        // is; the handle is opened again through a view of it). A handle opened through
+        // such a view is opened again once the journal is applied.
+        let via_view = !Arc::ptr_eq(&self.storage, &self.base);
+        let stamp = self.base.stamp(&MetaPaths::new(&self.root).sizes());
+        if !via_view
+            && stamp.is_some()
+            && stamp == self.sizes_stamp
+            && !crate::txn::pending(self.base.as_ref(), &self.root)
+        {
+            return Ok(false);
+        }
+        // `meta/sizes` was replaced: by a commit (a new generation), or by a new create
+        // of the path (another identity; its generation may be the same).
+        if !via_view
+            && meta::generation_now(self.base.as_ref(), &self.root) == Some(self.sizes.generation)
+            && meta::identity_now(self.base.as_ref(), &self.root) == self.meta.id
+        {
+            self.sizes_stamp = stamp;
+            return Ok(false);
+        }
+        let root = self.root.clone();
+        *self = Self::open_with(Arc::clone(&self.base), &root, Mode::ReadOnly, false)?;
+        // Taken before the reopen: a commit in between changes it, and the next refresh
+        // reads the generation again.
+        self.sizes_stamp = stamp;
+        Ok(true)
+    }
+
     /// An error a read met, or [`Error::Changed`] when a writer committed since this handle
     /// opened (see [`meta::unless_changed`]).
     pub(crate) fn unless_changed<T>(&self, r: Result<T>) -> Result<T> {
@@ -989,10 +1077,8 @@ impl Table {
         names: Option<&[&str]>,
     ) -> Result<Vec<(String, Values)>> {
         let names: Vec<&str> = names.map_or_else(|| self.column_names(), |n| n.to_vec());
-        names
-            .iter()
-            .map(|n| Ok((n.to_string(), self.column_rows(n, start, end)?)))
-            .collect()
+        let values = self.read_columns(start, end, &mut [], &names)?;
+        Ok(names.iter().map(|n| n.to_string()).zip(values).collect())
     }
 
     /// Reads the rows at `indices` (any order, repeats allowed) of several columns.

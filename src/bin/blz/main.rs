@@ -275,7 +275,10 @@ fn main() -> ExitCode {
             return ExitCode::from(2);
         }
     };
-    match run_retrying(&cli) {
+    let result = run_retrying(&cli);
+    // A dataset replaced by `--overwrite` is removed in the background; wait for it.
+    blz::finish_removals();
+    match result {
         Ok(()) => ExitCode::SUCCESS,
         Err(f) => {
             if !f.message.is_empty() {
