@@ -791,9 +791,10 @@ pub fn create_table(
     let plan = scan_table(csv.as_ref(), b',', &[])?;
     let mut opts = opts.clone();
     opts.expectedlen = opts.expectedlen.or(Some(plan.rows));
+    let (s, root) = storage::for_path(root.as_ref())?;
     plan.create_table(
-        storage::local(),
-        root.as_ref(),
+        s,
+        &root,
         &opts,
         table_batch_rows(DEFAULT_BATCH_BYTES),
         |_| {},

@@ -135,6 +135,14 @@ pub enum Error {
         path: PathBuf,
     },
 
+    /// Another writer committed to the dataset (on an object store) after this handle loaded
+    /// its state: nothing of this change was committed. Open the dataset again and retry.
+    #[error("{path}: another writer committed first; nothing of this change was committed: open the dataset again and retry")]
+    Conflict {
+        /// The dataset.
+        path: PathBuf,
+    },
+
     /// An input file given to blz (a `.npy` file, a CSV file) that it cannot take: a
     /// malformed header, a dtype blz cannot store, a truncated body, a cell that does not fit
     /// its column. The reason says where in the file when it can (`line 3, column price: ...`).

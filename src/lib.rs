@@ -20,6 +20,7 @@ pub mod bcolz;
 pub mod blosc;
 pub mod blpk;
 mod column;
+pub mod copy;
 #[cfg(feature = "csv")]
 pub mod csv;
 pub mod dtype;

@@ -256,6 +256,9 @@ impl Staging {
             s.sync_dir(&parent)?;
             self.published = true;
         }
+        // On an object store, the commit: the new state replaces the old in one conditional
+        // write (a filesystem is done already).
+        s.publish(&self.path)?;
         self.lock
             .take()
             .ok_or_else(|| Error::InvalidArgument("the dataset was already published".into()))

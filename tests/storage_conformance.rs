@@ -239,3 +239,56 @@ fn journal_view_conforms_as_a_read_only_backend() {
         .expect("a journal is pending");
     read_only(view.as_ref(), dir.path());
 }
+
+/// The object-store backend: the same suite on its overlay, then what a commit makes of it
+/// as a second handle (another process) sees it.
+#[test]
+fn object_storage_conforms() {
+    use blz::storage::ObjectStorage;
+    let Some(url) = common::s3_url("conformance.blz") else {
+        return;
+    };
+    let s = ObjectStorage::open_url(&url).unwrap();
+    let root = s.root().to_path_buf();
+    assert_eq!(root, Path::new(&url));
+    // Nothing there yet.
+    assert!(!s.exists(&root) && s.state().is_none());
+    s.create_dir_all(&root).unwrap();
+    read_write(&s, &root);
+    // Before the commit nothing is visible elsewhere.
+    let other = ObjectStorage::open_url(&url).unwrap();
+    assert!(!other.exists(&root.join("meta.json")));
+    s.publish(&root).unwrap();
+    let after = ObjectStorage::open_url(&url).unwrap();
+    assert_eq!(after.list(&root).unwrap(), vec!["meta.json".to_string()]);
+    assert_eq!(read_all(&after, &root.join("meta.json")), b"{\"v\": 2}");
+    assert_eq!(after.state().unwrap().generation, 1);
+    // A large file goes to an object of its own, read back through ranged reads.
+    let big: Vec<u8> = (0..200_000u32).map(|i| (i % 251) as u8).collect();
+    write_file_atomic(&after, &root.join("d").join("big"), &big).unwrap();
+    after.publish(&root).unwrap();
+    // The handle opened before that commit is now stale: its commit is refused.
+    write_file_atomic(&other, &root.join("x"), b"x").unwrap();
+    let e = other.publish(&root).unwrap_err();
+    assert!(
+        matches!(&e, Error::Conflict { path } if path == &root),
+        "{e}"
+    );
+    assert!(
+        !other.exists(&root.join("x")),
+        "the refused change stays visible"
+    );
+    let last = ObjectStorage::open_url(&url).unwrap();
+    assert_eq!(read_all(&last, &root.join("d").join("big")), big);
+    let f = last
+        .open(&root.join("d").join("big"), OpenMode::Read)
+        .unwrap();
+    let mut mid = [0u8; 10];
+    f.read_at(150_000, &mut mid).unwrap();
+    assert_eq!(&mid[..], &big[150_000..150_010]);
+    assert!(!last.exists(&root.join("x")));
+    assert_eq!(last.state().unwrap().generation, 2);
+    // The state object is the commit, not a file of the dataset.
+    s.create_dir_all(&root.join("meta")).unwrap();
+    assert!(!last.list(&root).unwrap().contains(&"state".to_string()));
+}

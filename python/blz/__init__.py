@@ -24,6 +24,7 @@ from ._array import Array, Attributes
 from ._bcolz import BcolzArray, BcolzTable
 from ._errors import (
     ChangedError,
+    ConflictError,
     CorruptionError,
     Error,
     InvalidArgumentError,
@@ -185,6 +186,12 @@ def open(  # noqa: A001 - numpy-style API: blz.open
     path = os.fspath(path)
     if mode not in ("r", "r+"):
         raise ValueError(f"mode must be 'r' or 'r+', not {mode!r}")
+    if path.startswith("s3://"):
+        # One load of the dataset's state for the kind and the handle.
+        kind, raw = _blz.open_object(path, mode == "r+")
+        if kind == "layer":
+            return Layer(raw)
+        return (Array if kind == "array" else Table)(raw, mode)
     if not os.path.exists(path):
         e = NotFoundError(f"{path}: no such dataset")
         e.filename = path
@@ -219,6 +226,7 @@ __all__ = [
     "BcolzArray",
     "BcolzTable",
     "ChangedError",
+    "ConflictError",
     "Column",
     "CorruptionError",
     "Cursor",

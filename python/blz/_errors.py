@@ -30,6 +30,11 @@ class ChangedError(Error):
     """A writer committed while this handle was reading: open the dataset again."""
 
 
+class ConflictError(Error):
+    """On an object store, another writer committed first: nothing of this change was
+    committed. Open the dataset again and retry."""
+
+
 class NotFoundError(Error, FileNotFoundError):
     """A missing dataset or file."""
 
@@ -56,6 +61,7 @@ __all__ = [
     "LockedError",
     "ReadOnlyError",
     "ChangedError",
+    "ConflictError",
     "NotFoundError",
     "OutOfBoundsError",
     "MismatchError",

@@ -42,6 +42,7 @@ fn error_class(e: &blz::Error) -> &'static str {
         E::Locked { .. } => "LockedError",
         E::ReadOnly { .. } => "ReadOnlyError",
         E::Changed { .. } => "ChangedError",
+        E::Conflict { .. } => "ConflictError",
         E::OutOfBounds { .. } => "OutOfBoundsError",
         E::Mismatch { .. } => "MismatchError",
         E::InvalidArgument(_) => "InvalidArgumentError",
@@ -65,7 +66,8 @@ fn error_place(e: &blz::Error) -> (Option<PathBuf>, Option<u64>) {
         | E::Locked { path }
         | E::ReadOnly { path }
         | E::Unsupported { path, .. }
-        | E::Changed { path } => (Some(path.clone()), None),
+        | E::Changed { path }
+        | E::Conflict { path } => (Some(path.clone()), None),
         E::OutOfBounds { dataset, .. } | E::Mismatch { dataset, .. } => {
             (Some(dataset.clone()), None)
         }
@@ -286,13 +288,19 @@ fn slice_elems(sel: &[(i64, i64, i64, bool)]) -> Vec<SliceInfoElem> {
 /// The kind of the blz dataset at `path`; `None` for anything else (a bcolz carray has a
 /// `meta/storage` too, but not blz's `format`).
 fn kind_of(path: &Path) -> Option<String> {
-    let storage = blz::storage::local();
+    // A local path or an s3:// URL.
+    let (storage, path) = blz::storage::for_path(path).ok()?;
+    kind_of_in(storage.as_ref(), &path)
+}
+
+/// [`kind_of`] on a given storage.
+fn kind_of_in(storage: &dyn blz::Storage, path: &Path) -> Option<String> {
     let raw: serde_json::Value =
-        blz::meta::read_json(storage.as_ref(), &path.join("meta").join("storage")).ok()?;
+        blz::meta::read_json(storage, &path.join("meta").join("storage")).ok()?;
     if raw.get("format").and_then(|f| f.as_str()) != Some("blz") {
         return None;
     }
-    blz::meta::dataset_kind(storage.as_ref(), path)
+    blz::meta::dataset_kind(storage, path)
 }
 
 /// One problem `verify` found: the `blz` exception class, the message, the file, the chunk.
@@ -448,7 +456,7 @@ impl RawArray {
             .transpose()?;
         let failed: Mutex<Option<PyErr>> = Mutex::new(None);
         let made = detached(py, || {
-            let storage = blz::storage::local();
+            let (storage, path) = blz::storage::for_path(&path)?;
             let mut s = shape.clone();
             s[0] = 0;
             Ok(match (&buf, &pulled) {
@@ -1037,7 +1045,7 @@ impl RawTable {
         walk("", &fields, &mut kinds);
         let batch = columns.map(|c| values_from_py(&kinds, c)).transpose()?;
         let t = detached(py, || {
-            let storage = blz::storage::local();
+            let (storage, path) = blz::storage::for_path(&path)?;
             let batches: Vec<blz::Result<Vec<(String, Values)>>> =
                 batch.into_iter().map(Ok).collect();
             Ok(Table::create_from(storage, &path, fields, &opts, batches)?)
@@ -1725,6 +1733,78 @@ fn dataset_kind(path: PathBuf) -> Option<String> {
     kind_of(&path)
 }
 
+/// A dataset opened by [`open_object`].
+enum Opened {
+    Array(Box<Dataset>),
+    Table(Box<Table>),
+    Layer(Box<Layer>),
+}
+
+/// Opens the dataset at an `s3://` URL with one load of its state (what `dataset_kind` and
+/// then `RawArray.open` would load twice): `(kind, RawArray | RawTable | RawLayer)`.
+#[pyfunction]
+fn open_object(py: Python<'_>, path: PathBuf, write: bool) -> PyResult<(String, Py<PyAny>)> {
+    let opened = detached(py, || {
+        let (storage, root) = blz::storage::for_path(&path)?;
+        let Some(kind) = kind_of_in(storage.as_ref(), &root) else {
+            return Err(blz::Error::io(
+                "open",
+                &path,
+                std::io::Error::new(std::io::ErrorKind::NotFound, "no such dataset"),
+            )
+            .into());
+        };
+        let mode = if write {
+            blz::Mode::ReadWrite
+        } else {
+            blz::Mode::ReadOnly
+        };
+        Ok(match kind.as_str() {
+            "array" => Opened::Array(Box::new(Dataset::open_in(storage, &root, mode)?)),
+            "table" => Opened::Table(Box::new(Table::open_in(storage, &root, mode)?)),
+            "layer" if !write => Opened::Layer(Box::new(Layer::open_in(storage, &root)?)),
+            "layer" => {
+                return Err(blz::Error::ReadOnly { path: root }.into());
+            }
+            k => {
+                return Err(blz::Error::Unsupported {
+                    path: root,
+                    reason: format!("unknown dataset kind {k:?}"),
+                }
+                .into())
+            }
+        })
+    })?;
+    Ok(match opened {
+        Opened::Array(ds) => (
+            "array".into(),
+            Py::new(py, RawArray::wrap(*ds, write))?.into_any(),
+        ),
+        Opened::Table(t) => (
+            "table".into(),
+            Py::new(
+                py,
+                RawTable {
+                    path: t.path().to_path_buf(),
+                    t: RwLock::new(*t),
+                    writable: write,
+                },
+            )?
+            .into_any(),
+        ),
+        Opened::Layer(l) => (
+            "layer".into(),
+            Py::new(
+                py,
+                RawLayer {
+                    layer: Arc::new(*l),
+                },
+            )?
+            .into_any(),
+        ),
+    })
+}
+
 /// Where every superchunk file of the dataset at `root` lives (`blz::locate`): per file
 /// `(path, host, location, kind)`, host the GlusterFS brick server (or this machine), location
 /// the brick directory (or local device), kind `gluster` or `local`.
@@ -1755,6 +1835,7 @@ fn _blz(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<RawStaged>()?;
     m.add_function(wrap_pyfunction!(staged_write_rows, m)?)?;
     m.add_function(wrap_pyfunction!(dataset_kind, m)?)?;
+    m.add_function(wrap_pyfunction!(open_object, m)?)?;
     m.add_function(wrap_pyfunction!(locate, m)?)?;
     m.add_function(wrap_pyfunction!(finish_removals, m)?)?;
     m.add("__version__", env!("CARGO_PKG_VERSION"))?;

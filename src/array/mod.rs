@@ -185,7 +185,8 @@ impl Dataset {
         shape: &[u64],
         opts: &CreateOptions,
     ) -> Result<Dataset> {
-        Self::create_in(storage::local(), path.as_ref(), dtype, shape, opts)
+        let (s, root) = storage::for_path(path.as_ref())?;
+        Self::create_in(s, &root, dtype, shape, opts)
     }
 
     /// As [`Dataset::create_with`], on a given storage backend.
@@ -288,7 +289,8 @@ impl Dataset {
     /// # Errors
     /// As [`Dataset::open_in`].
     pub fn open(path: impl AsRef<Path>) -> Result<Dataset> {
-        Self::open_in(storage::local(), path.as_ref(), Mode::ReadOnly)
+        let (s, root) = storage::for_path(path.as_ref())?;
+        Self::open_in(s, &root, Mode::ReadOnly)
     }
 
     /// Opens a dataset for reading and writing (takes the writer lock).
@@ -296,7 +298,8 @@ impl Dataset {
     /// # Errors
     /// As [`Dataset::open_in`].
     pub fn open_rw(path: impl AsRef<Path>) -> Result<Dataset> {
-        Self::open_in(storage::local(), path.as_ref(), Mode::ReadWrite)
+        let (s, root) = storage::for_path(path.as_ref())?;
+        Self::open_in(s, &root, Mode::ReadWrite)
     }
 
     /// Opens a dataset on a given storage backend, bringing it to its last committed state
@@ -855,7 +858,8 @@ impl Dataset {
             self.storage.as_ref(),
             &MetaPaths::new(&self.root).attributes(),
             &serde_json::Value::Object(attrs),
-        )
+        )?;
+        self.storage.publish(&self.root)
     }
 
     /// Sets one attribute.
@@ -891,7 +895,9 @@ impl Dataset {
     /// [`Error::ReadOnly`], corrupt chunks, I/O errors.
     pub fn compact(&mut self) -> Result<u64> {
         self.check_writable()?;
-        self.core.store.compact(self.nchunks())
+        let saved = self.core.store.compact(self.nchunks())?;
+        self.storage.publish(&self.root)?;
+        Ok(saved)
     }
 }
 

@@ -147,7 +147,8 @@ pub fn import_carray_with(
         }))
     });
     // One step: built beside `dst` and renamed into place when complete.
-    Dataset::create_from(storage::local(), dst, m.dtype, &shape0, &create, batches)
+    let (s, dst) = storage::for_path(dst)?;
+    Dataset::create_from(s, &dst, m.dtype, &shape0, &create, batches)
 }
 
 /// Imports the bcolz ctable at `src` into a new blz table at `dst`: one column per bcolz
@@ -264,5 +265,6 @@ pub fn import_ctable_with(
         Some(batch)
     });
     // One step: built beside `dst` and renamed into place when complete.
-    Table::create_from(storage::local(), dst, fields, &topts, batches)
+    let (s, dst) = storage::for_path(dst)?;
+    Table::create_from(s, &dst, fields, &topts, batches)
 }

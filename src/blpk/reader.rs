@@ -459,7 +459,7 @@ impl SuperchunkReader {
     fn read_blocks(&self, k: u64, byte_start: usize, dst: &mut [u8]) -> Result<bool> {
         let hlen = blosc::HEADER_LEN;
         let (offset, extent) = self.offset(k)?;
-        if dst.is_empty() || extent < hlen as u64 {
+        if dst.is_empty() || extent < hlen as u64 || !self.file.small_reads_are_cheap() {
             return Ok(false);
         }
         let mut head = [0u8; blosc::HEADER_LEN];

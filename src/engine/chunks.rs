@@ -251,6 +251,21 @@ impl ChunkStore {
         }
     }
 
+    /// The thread pool to read many chunks in, when the storage wants more reads in flight
+    /// than there are CPU threads (an object store); `None` for the global pool.
+    pub(crate) fn io_pool(&self) -> Option<&'static rayon::ThreadPool> {
+        static POOL: std::sync::OnceLock<Option<rayon::ThreadPool>> = std::sync::OnceLock::new();
+        let n = self.storage.concurrent_reads()?;
+        POOL.get_or_init(|| {
+            rayon::ThreadPoolBuilder::new()
+                .num_threads(n)
+                .thread_name(|i| format!("blz-read-{i}"))
+                .build()
+                .ok()
+        })
+        .as_ref()
+    }
+
     pub(crate) fn reader(&self, f: u64) -> Result<Arc<SuperchunkReader>> {
         use std::sync::atomic::Ordering;
         if let Some(r) = self.readers.lock().ok().and_then(|m| m.get(&f).cloned()) {

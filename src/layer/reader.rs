@@ -243,7 +243,8 @@ impl Layer {
     /// # Errors
     /// As [`Layer::open_in`].
     pub fn open(path: impl AsRef<Path>) -> Result<Layer> {
-        Self::open_in(storage::local(), path.as_ref())
+        let (s, root) = storage::for_path(path.as_ref())?;
+        Self::open_in(s, &root)
     }
 
     /// Opens the layer dataset at `root`, checking that its meta files agree with each other.

@@ -376,7 +376,8 @@ impl LayerWriter {
     /// # Errors
     /// As [`LayerWriter::create_in`].
     pub fn create(path: impl AsRef<Path>, schema: LayerSchema) -> Result<LayerWriter> {
-        Self::create_in(storage::local(), path.as_ref(), schema)
+        let (s, root) = storage::for_path(path.as_ref())?;
+        Self::create_in(s, &root, schema)
     }
 
     /// Starts building a layer dataset at `path`. The files are written under

@@ -117,13 +117,8 @@ pub fn create_dataset(
     root: impl AsRef<Path>,
     opts: &CreateOptions,
 ) -> Result<Dataset> {
-    NpyReader::open(npy)?.create_dataset(
-        storage::local(),
-        root.as_ref(),
-        opts,
-        DEFAULT_BATCH_BYTES,
-        |_| {},
-    )
+    let (s, root) = storage::for_path(root.as_ref())?;
+    NpyReader::open(npy)?.create_dataset(s, &root, opts, DEFAULT_BATCH_BYTES, |_| {})
 }
 
 /// Appends the rows of the `.npy` file `npy` to `ds` in one transaction; returns how many.
@@ -260,13 +255,8 @@ pub fn create_table(
             "a table is made from records (a structured dtype)",
         ));
     };
-    rec.create_table(
-        storage::local(),
-        root.as_ref(),
-        opts,
-        DEFAULT_BATCH_BYTES,
-        |_| {},
-    )
+    let (s, root) = storage::for_path(root.as_ref())?;
+    rec.create_table(s, &root, opts, DEFAULT_BATCH_BYTES, |_| {})
 }
 
 /// Appends the records of the `.npy` file `npy` to the table `t` in one transaction; returns

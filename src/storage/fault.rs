@@ -169,6 +169,10 @@ impl Storage for FaultyStorage {
         self.inner.lock(path)
     }
 
+    fn publish(&self, root: &Path) -> Result<()> {
+        self.inner.publish(root)
+    }
+
     fn is_dir(&self, path: &Path) -> bool {
         self.inner.is_dir(path)
     }

@@ -4,9 +4,13 @@
 
 mod fault;
 mod local;
+#[cfg(feature = "s3")]
+pub mod object;
 
 pub use fault::FaultyStorage;
 pub use local::LocalStorage;
+#[cfg(feature = "s3")]
+pub use object::ObjectStorage;
 
 use crate::error::{Error, Result};
 use std::path::Path;
@@ -66,6 +70,12 @@ pub trait StorageFile: Send + Sync {
     }
     /// The path the file was opened with (for error messages).
     fn path(&self) -> &Path;
+    /// True (the default) when a small read costs little more than its bytes, as on a
+    /// filesystem. False on an object store, where every read is a request: readers then
+    /// read a chunk whole in one request rather than its header, digest and blocks apart.
+    fn small_reads_are_cheap(&self) -> bool {
+        true
+    }
 }
 
 /// A place files live: a local directory tree, a distributed filesystem mount, ...
@@ -143,6 +153,24 @@ pub trait Storage: Send + Sync + std::fmt::Debug {
     /// held until the returned guard is dropped. blz's one-writer-at-a-time rule rests on
     /// it (`meta/lock` of a dataset).
     fn lock(&self, path: &Path) -> Result<LockGuard>;
+    /// Reads worth keeping in flight at once where the engine reads many chunks: `None`
+    /// (the default) leaves it to the CPU threads; an object store, where every read waits
+    /// for a round trip, asks for more.
+    fn concurrent_reads(&self) -> Option<usize> {
+        None
+    }
+    /// Makes what was written under the dataset at `root` visible to every other reader in
+    /// one atomic step, after a transaction committed or a staged create was renamed in. On
+    /// a filesystem that has already happened (the default does nothing); an object store
+    /// uploads the changed files and replaces the dataset's state object with a conditional
+    /// write (see `spec/object-store.md`).
+    ///
+    /// # Errors
+    /// I/O errors; [`Error::Conflict`] when another writer committed first.
+    fn publish(&self, root: &Path) -> Result<()> {
+        let _ = root;
+        Ok(())
+    }
 }
 
 /// Holds a lock taken with [`Storage::lock`]; dropping it releases the lock.
@@ -171,6 +199,38 @@ pub(crate) fn descriptor_budget(max: usize) -> usize {
 /// The storage used when a caller names none: the local filesystem.
 pub fn local() -> Arc<dyn Storage> {
     Arc::new(LocalStorage)
+}
+
+/// True when `path` names a dataset on an object store (`s3://bucket/key`).
+pub fn is_url(path: &Path) -> bool {
+    path.to_str().is_some_and(|s| s.starts_with("s3://"))
+}
+
+/// The storage that holds `path` and the dataset root to give it: an [`ObjectStorage`] for
+/// an `s3://bucket/key` URL (its state loaded now; configured from the standard AWS
+/// environment variables), the local filesystem for anything else.
+///
+/// # Errors
+/// For a URL: [`Error::InvalidArgument`] when it is malformed or the S3 configuration is
+/// incomplete, [`Error::Unsupported`] in a build without the `s3` feature, I/O errors
+/// reading the dataset's state.
+pub fn for_path(path: &Path) -> Result<(Arc<dyn Storage>, std::path::PathBuf)> {
+    if !is_url(path) {
+        return Ok((local(), path.to_path_buf()));
+    }
+    #[cfg(feature = "s3")]
+    {
+        let s = ObjectStorage::open_url(&path.to_string_lossy())?;
+        let root = s.root().to_path_buf();
+        Ok((Arc::new(s), root))
+    }
+    #[cfg(not(feature = "s3"))]
+    {
+        Err(Error::Unsupported {
+            path: path.to_path_buf(),
+            reason: "this build of blz has no object-store support (the `s3` feature)".into(),
+        })
+    }
 }
 
 /// Reads a whole (small) file, refusing files larger than `limit` bytes.

@@ -637,7 +637,8 @@ impl Table {
         fields: Vec<Field>,
         opts: &TableOptions,
     ) -> Result<Table> {
-        Self::create_in(storage::local(), path.as_ref(), fields, opts)
+        let (s, root) = storage::for_path(path.as_ref())?;
+        Self::create_in(s, &root, fields, opts)
     }
 
     /// As [`Table::create`], on a given storage backend.
@@ -729,7 +730,8 @@ impl Table {
     /// # Errors
     /// As [`Table::open_in`].
     pub fn open(path: impl AsRef<Path>) -> Result<Table> {
-        Self::open_in(storage::local(), path.as_ref(), Mode::ReadOnly)
+        let (s, root) = storage::for_path(path.as_ref())?;
+        Self::open_in(s, &root, Mode::ReadOnly)
     }
 
     /// Opens a table for reading and writing (takes the writer lock).
@@ -737,7 +739,8 @@ impl Table {
     /// # Errors
     /// As [`Table::open_in`].
     pub fn open_rw(path: impl AsRef<Path>) -> Result<Table> {
-        Self::open_in(storage::local(), path.as_ref(), Mode::ReadWrite)
+        let (s, root) = storage::for_path(path.as_ref())?;
+        Self::open_in(s, &root, Mode::ReadWrite)
     }
 
     /// Opens a table on a given storage backend (recovering from a crashed writer first).
@@ -1597,7 +1600,8 @@ impl Table {
             self.storage.as_ref(),
             &MetaPaths::new(&self.root).attributes(),
             &serde_json::Value::Object(attrs),
-        )
+        )?;
+        self.storage.publish(&self.root)
     }
 
     /// Rewrites every superchunk file of every column without dead space (after many
@@ -1614,6 +1618,7 @@ impl Table {
         for c in &self.columns {
             saved += c.store().compact(c.nchunks(n))?;
         }
+        self.storage.publish(&self.root)?;
         Ok(saved)
     }
 

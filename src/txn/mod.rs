@@ -427,7 +427,16 @@ impl<'a> Txn<'a> {
     /// # Errors
     /// I/O errors. An error before the commit point leaves the last committed state; an error
     /// after it leaves a journal that the next [`recover`] applies.
-    pub(crate) fn commit(mut self) -> Result<()> {
+    pub(crate) fn commit(self) -> Result<()> {
+        let (storage, root) = (self.storage, self.root.clone());
+        if self.commit_local()? {
+            storage.publish(&root)?;
+        }
+        Ok(())
+    }
+
+    /// The commit on the storage's files; true when something was committed.
+    fn commit_local(mut self) -> Result<bool> {
         if let Some(syncer) = self.syncer.take() {
             syncer.finish()?;
         }
@@ -453,7 +462,7 @@ impl<'a> Txn<'a> {
         let only_one_meta =
             self.entries.len() == 1 && matches!(self.entries[0], Entry::Meta { .. });
         if self.entries.is_empty() {
-            return Ok(());
+            return Ok(false);
         }
         // The journal and the meta files are written in `meta/`: not through a link.
         for e in &self.entries {
@@ -465,7 +474,8 @@ impl<'a> Txn<'a> {
         if only_one_meta {
             if let Some(Entry::Meta { path, data }) = self.entries.first() {
                 check_relative(path)?;
-                return write_file_atomic(self.storage, &self.root.join(path), data);
+                write_file_atomic(self.storage, &self.root.join(path), data)?;
+                return Ok(true);
             }
         }
         let bytes = encode(&self.entries);
@@ -474,7 +484,8 @@ impl<'a> Txn<'a> {
         drop(self.files);
         apply(self.storage, &self.root, &self.entries)?;
         self.storage.remove_file(&jp)?;
-        self.storage.sync_dir(&self.root.join("meta"))
+        self.storage.sync_dir(&self.root.join("meta"))?;
+        Ok(true)
     }
 }
 

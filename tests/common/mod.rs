@@ -255,3 +255,22 @@ impl OtherWriter {
         OtherWriter { _file: f }
     }
 }
+
+/// A fresh dataset URL on the test S3 server (`tests/s3/run.sh` sets `BLZ_S3_TEST_BUCKET`
+/// and the AWS variables), or `None` (the test is skipped, saying so) when no server is set.
+pub fn s3_url(name: &str) -> Option<String> {
+    let Ok(bucket) = std::env::var("BLZ_S3_TEST_BUCKET") else {
+        eprintln!("skipped: no S3 test server (run through tests/s3/run.sh)");
+        return None;
+    };
+    static N: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+    let n = N.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    let nanos = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_nanos();
+    Some(format!(
+        "s3://{bucket}/t{}-{nanos}-{n}/{name}",
+        std::process::id()
+    ))
+}

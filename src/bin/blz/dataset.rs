@@ -17,7 +17,7 @@ use blz::csv::{ColumnReader, ColumnSpec};
 use blz::meta::{Compression, FilterName};
 use blz::npy::NpyReader;
 use blz::ordered::SelectionReader;
-use blz::{CreateOptions, DType, Dataset, Endianness};
+use blz::{CreateOptions, DType, Dataset, Endianness, Mode};
 use std::io::Write;
 use std::path::{Path, PathBuf};
 
@@ -29,26 +29,29 @@ const SUMMARY_THRESHOLD: u64 = 1000;
 
 /// Opens a dataset, explaining a missing path or a directory that is not a dataset.
 fn open(path: &Path, write: bool) -> Result<Dataset, Failure> {
-    if !path.exists() {
+    // A local path or an s3:// URL.
+    let (storage, root) = blz::storage::for_path(path)?;
+    if !storage.exists(&root) {
         return Err(Failure::new(format!("{}: no such dataset", path.display())));
     }
-    if !path.is_dir() {
+    if !storage.is_dir(&root) {
         return Err(Failure::new(format!(
             "{}: not a dataset (datasets are directories)",
             path.display()
         )));
     }
-    if !path.join("meta").is_dir() {
+    if !storage.is_dir(&root.join("meta")) {
         return Err(Failure::new(format!(
             "{}: not a blz dataset (no meta directory)",
             path.display()
         )));
     }
-    Ok(if write {
-        Dataset::open_rw(path)?
+    let mode = if write {
+        Mode::ReadWrite
     } else {
-        Dataset::open(path)?
-    })
+        Mode::ReadOnly
+    };
+    Ok(Dataset::open_in(storage, &root, mode)?)
 }
 
 /// Rows of `row_bytes` per batch: about [`batch_bytes`] (the library carries what does not
@@ -287,8 +290,9 @@ pub fn create(a: &CreateArgs) -> Result<(), Failure> {
     let opts = create_options(&a.layout, dtype, shape.len(), src.rows())?;
     // One step: built beside the path and renamed into place, so a failure or a kill leaves
     // no dataset behind.
+    let (storage, root) = blz::storage::for_path(&a.path)?;
     let ds = append_all(src.as_mut(), &shape, "create", |b| {
-        Dataset::create_from(blz::storage::local(), &a.path, dtype, &shape, &opts, b)
+        Dataset::create_from(storage, &root, dtype, &shape, &opts, b)
     })?;
     let s = ds.sizes();
     let ratio = if s.cbytes > 0 {
@@ -328,13 +332,18 @@ fn info_json(path: &Path, ds: &Dataset) -> Result<serde_json::Value, Failure> {
             .into_owned();
         // A file that cannot be reached (a brick down, a file removed) is described as
         // such; the rest of the dataset still is.
-        match std::fs::metadata(&p) {
-            Ok(m) => {
-                disk += m.len();
-                files.push(serde_json::json!({ "name": name, "size": m.len() }));
+        match ds
+            .storage()
+            .open(&p, blz::storage::OpenMode::Read)
+            .and_then(|f| f.len())
+        {
+            Ok(len) => {
+                disk += len;
+                files.push(serde_json::json!({ "name": name, "size": len }));
             }
             Err(e) => {
-                let missing = e.kind() == std::io::ErrorKind::NotFound;
+                let missing = matches!(&e, blz::Error::Io { source, .. }
+                    if source.kind() == std::io::ErrorKind::NotFound);
                 files.push(serde_json::json!({
                     "name": name,
                     "size": null,
@@ -663,5 +672,6 @@ pub fn verify(path: &Path) -> Result<(), Failure> {
 pub fn compact(path: &Path) -> Result<(), Failure> {
     let mut ds = open(path, true)?;
     let files: Vec<PathBuf> = (0..ds.nfiles()).map(|f| ds.superchunk_path(f)).collect();
-    run_compaction(path, &files, || ds.compact())
+    let storage = std::sync::Arc::clone(ds.storage());
+    run_compaction(path, storage.as_ref(), &files, || ds.compact())
 }

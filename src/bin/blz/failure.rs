@@ -33,7 +33,8 @@ impl From<String> for Failure {
     }
 }
 
-/// The exit status of a read that met a writer's commit (`EX_TEMPFAIL`): running the
+/// The exit status of a read that met a writer's commit, or of a write that lost the race
+/// to commit on an object store (`EX_TEMPFAIL`): running the
 /// command again reads the new state. Commands that print only at the end are re-run by
 /// `main` before it gets this far.
 pub const EXIT_CHANGED: u8 = 75;
@@ -42,7 +43,7 @@ impl From<blz::Error> for Failure {
     fn from(e: blz::Error) -> Failure {
         Failure {
             message: describe(&e),
-            code: if matches!(e, blz::Error::Changed { .. }) {
+            code: if matches!(e, blz::Error::Changed { .. } | blz::Error::Conflict { .. }) {
                 EXIT_CHANGED
             } else {
                 1

@@ -17,7 +17,7 @@ mod table;
 
 use args::DatasetCommand;
 use clap::{Parser, Subcommand};
-use failure::Failure;
+use failure::{say, Failure};
 use std::io::Write;
 use std::path::Path;
 use std::process::ExitCode;
@@ -49,6 +49,65 @@ enum Command {
     Layer(layer::LayerArgs),
     /// Import a bcolz carray (as a dataset) or ctable (as a table).
     Import(import::ImportArgs),
+    /// Copy a dataset between a local directory and an object store (s3://bucket/key), or
+    /// within either: the copy appears whole or not at all.
+    Copy(CopyArgs),
+    /// Remove the objects of an object-store dataset that no reader can still need.
+    Gc(GcArgs),
+}
+
+/// Arguments of `blz copy`.
+#[derive(clap::Args, Debug)]
+#[command(
+    after_help = "Examples:\n  blz copy temps.blz s3://bucket/data/temps.blz\n  blz copy s3://bucket/data/temps.blz local.blz"
+)]
+struct CopyArgs {
+    /// The dataset to copy: a directory or an s3://bucket/key URL.
+    src: std::path::PathBuf,
+    /// Where the copy goes: a directory or an s3://bucket/key URL.
+    dst: std::path::PathBuf,
+    /// Replace a dataset at the destination.
+    #[arg(long)]
+    overwrite: bool,
+}
+
+/// Arguments of `blz gc`.
+#[derive(clap::Args, Debug)]
+#[command(after_help = "Example:\n  blz gc s3://bucket/data/temps.blz --grace 3600")]
+struct GcArgs {
+    /// The dataset: an s3://bucket/key URL.
+    url: String,
+    /// Keep objects retired (or uploaded) less than this many seconds ago: longer than the
+    /// longest read of an older state and the longest write.
+    #[arg(long, default_value_t = 3600)]
+    grace: u64,
+}
+
+/// `blz copy`.
+fn copy(a: &CopyArgs) -> Result<(), Failure> {
+    let c = blz::copy::copy_dataset(&a.src, &a.dst, a.overwrite)?;
+    say!(
+        "copied {} to {}: {} ({})",
+        a.src.display(),
+        a.dst.display(),
+        report::plural(c.files, "file"),
+        report::human(c.bytes)
+    );
+    Ok(())
+}
+
+/// `blz gc`.
+fn gc(a: &GcArgs) -> Result<(), Failure> {
+    let s = blz::storage::ObjectStorage::open_url(&a.url)?;
+    let c = blz::storage::object::collect_garbage(&s, std::time::Duration::from_secs(a.grace))?;
+    say!(
+        "{}: removed {}, kept {} younger than {}s",
+        a.url,
+        report::plural(c.deleted.len() as u64, "object"),
+        report::plural(c.kept as u64, "object"),
+        a.grace
+    );
+    Ok(())
 }
 
 /// Arguments of `blz info`.
@@ -160,6 +219,8 @@ fn run(cli: &Cli) -> Result<(), Failure> {
         Command::Scan(a) => dist::scan(a),
         Command::Layer(a) => layer::run(a),
         Command::Import(a) => import::run(a),
+        Command::Copy(a) => copy(a),
+        Command::Gc(a) => gc(a),
     }
 }
 

@@ -137,12 +137,17 @@ pub(crate) fn report_verify(
     }
 }
 
-/// Bytes on disk of the given files (missing ones count 0).
-pub(crate) fn disk_bytes(files: &[PathBuf]) -> u64 {
+/// Bytes stored of the given files (missing ones count 0).
+pub(crate) fn disk_bytes(storage: &dyn blz::Storage, files: &[PathBuf]) -> u64 {
     files
         .iter()
-        .filter_map(|f| std::fs::metadata(f).ok())
-        .map(|m| m.len())
+        .filter_map(|f| {
+            storage
+                .open(f, blz::storage::OpenMode::Read)
+                .ok()?
+                .len()
+                .ok()
+        })
         .sum()
 }
 
@@ -150,10 +155,11 @@ pub(crate) fn disk_bytes(files: &[PathBuf]) -> u64 {
 /// says what it saved.
 pub(crate) fn run_compaction(
     path: &Path,
+    storage: &dyn blz::Storage,
     files: &[PathBuf],
     compact: impl FnOnce() -> blz::Result<u64>,
 ) -> Result<(), Failure> {
-    let before = disk_bytes(files);
+    let before = disk_bytes(storage, files);
     let pb = if std::io::stderr().is_terminal() {
         let pb = ProgressBar::new_spinner();
         pb.set_message(format!("compacting {}", plural(files.len() as u64, "file")));
@@ -170,7 +176,7 @@ pub(crate) fn run_compaction(
         plural(files.len() as u64, "file"),
         path.display(),
         human(before),
-        human(disk_bytes(files))
+        human(disk_bytes(storage, files))
     );
     Ok(())
 }

@@ -29,7 +29,9 @@ const SUMMARY_THRESHOLD: u64 = 1000;
 /// Writes a line to standard output, turning a closed pipe into a quiet stop.
 /// True when `path` holds a table (its `meta/storage` says `"kind": "table"`).
 pub fn is_table(path: &Path) -> bool {
-    blz::meta::dataset_kind(&blz::storage::LocalStorage, path).as_deref() == Some("table")
+    blz::storage::for_path(path).is_ok_and(|(storage, root)| {
+        blz::meta::dataset_kind(storage.as_ref(), &root).as_deref() == Some("table")
+    })
 }
 
 fn open(path: &Path, write: bool) -> Result<Table, Failure> {
@@ -148,9 +150,8 @@ pub fn create(a: &CreateArgs) -> Result<(), Failure> {
     let opts = table_options(&a.layout, plan.rows())?;
     // Second pass: the table and every row, in one step.
     let pb = progress(plan.rows(), "create", "rows");
-    let t = plan.create_table(blz::storage::local(), &a.path, &opts, batch_rows(), |n| {
-        pb.inc(n)
-    });
+    let (storage, root) = blz::storage::for_path(&a.path)?;
+    let t = plan.create_table(storage, &root, &opts, batch_rows(), |n| pb.inc(n));
     pb.finish_and_clear();
     report_create(&a.path, &t?, plan.leaves())
 }
@@ -201,9 +202,8 @@ pub fn create_npy(a: &CreateArgs, rec: RecordReader) -> Result<(), Failure> {
     rec.table_fields()?;
     let opts = table_options(&a.layout, rec.rows())?;
     let pb = progress(rec.rows(), "create", "rows");
-    let t = rec.create_table(blz::storage::local(), &a.path, &opts, batch_bytes(), |n| {
-        pb.inc(n)
-    });
+    let (storage, root) = blz::storage::for_path(&a.path)?;
+    let t = rec.create_table(storage, &root, &opts, batch_bytes(), |n| pb.inc(n));
     pb.finish_and_clear();
     report_create(&a.path, &t?, &targets)
 }
@@ -732,5 +732,6 @@ pub fn compact(path: &Path) -> Result<(), Failure> {
     for c in t.column_names() {
         files.extend(t.column_files(c)?);
     }
-    run_compaction(path, &files, || t.compact())
+    let storage = std::sync::Arc::clone(t.storage());
+    run_compaction(path, storage.as_ref(), &files, || t.compact())
 }

@@ -1,0 +1,496 @@
+//! Datasets on an S3-compatible object store (`tests/s3/run.sh` runs these against a local
+//! moto server; without one they are skipped, saying so): round trips of arrays, tables and
+//! layers through `s3://` URLs, the requests a small read costs, snapshots kept by readers,
+//! the conditional commit refusing a stale writer, two `blz` processes racing, kills of real
+//! `blz` processes at random moments, and garbage collection that spares what a reader of
+//! the previous state needs.
+
+mod common;
+
+use blz::layer::{ColumnDef, Layer, LayerSchema, LayerWriter, LeafKind, Value};
+use blz::storage::object::collect_garbage;
+use blz::storage::{ObjectStorage, Storage};
+use blz::table::{Field, Table, TableOptions, Values};
+use blz::{CreateOptions, DType, Dataset, Error, Mode};
+use common::{raw_npy, s3_url};
+use ndarray::{s, Array1, ArrayD};
+use std::path::Path;
+use std::process::{Command, Stdio};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+fn opts(chunk: u64, per_file: u64) -> CreateOptions {
+    CreateOptions {
+        chunkshape: Some(vec![chunk]),
+        superchunksize: Some(per_file),
+        ..Default::default()
+    }
+}
+
+fn read_all(url: &str) -> Vec<i64> {
+    let ds = Dataset::open(url).unwrap();
+    ds.read::<i64>().unwrap().into_iter().collect()
+}
+
+#[test]
+fn array_round_trip() {
+    let Some(url) = s3_url("a.blz") else { return };
+    let mut ds = Dataset::create_with(&url, DType::F64, &[0], &opts(1000, 4)).unwrap();
+    assert_eq!(ds.path(), Path::new(&url));
+    let a = Array1::linspace(0.0, 1.0, 12_345);
+    ds.append(&a.view().into_dyn()).unwrap();
+    ds.append(&a.view().into_dyn()).unwrap();
+    assert_eq!(ds.shape(), &[24_690]);
+    ds.write_slice(s![5..15], &Array1::from_elem(10, -1.0).into_dyn().view())
+        .unwrap();
+    ds.set_attr("units", serde_json::json!("m")).unwrap();
+    ds.resize(20_000).unwrap();
+    drop(ds);
+    let ds = Dataset::open(&url).unwrap();
+    assert_eq!(ds.shape(), &[20_000]);
+    let all: ArrayD<f64> = ds.read().unwrap();
+    assert_eq!(all[[4]], a[4]);
+    assert_eq!(all[[7]], -1.0);
+    assert_eq!(all.slice(s![15..12_345]), a.slice(s![15..]));
+    assert_eq!(all.slice(s![12_345..20_000]), a.slice(s![..7_655]));
+    assert_eq!(ds.attrs().unwrap()["units"], "m");
+    assert!(ds.verify(|_, _| {}).is_empty());
+    // Compaction rewrites objects; the dataset reads the same.
+    drop(ds);
+    let mut w = Dataset::open_rw(&url).unwrap();
+    w.compact().unwrap();
+    drop(w);
+    let again: ArrayD<f64> = Dataset::open(&url).unwrap().read().unwrap();
+    assert_eq!(again, all);
+    // A create of an existing URL is refused; with overwrite it replaces it.
+    let e = Dataset::create(&url, DType::I64, &[3]).err().unwrap();
+    assert!(e.to_string().contains("already exists"), "{e}");
+    let o = CreateOptions {
+        overwrite: true,
+        ..Default::default()
+    };
+    Dataset::create_with(&url, DType::I64, &[3], &o).unwrap();
+    assert_eq!(read_all(&url), vec![0, 0, 0]);
+}
+
+#[test]
+fn table_round_trip() {
+    let Some(url) = s3_url("t.blz") else { return };
+    let fields = vec![Field::new("id", DType::I64), Field::varstr("name")];
+    let mut t = Table::create(&url, fields, &TableOptions::default()).unwrap();
+    for base in [0i64, 10] {
+        let ids: Vec<i64> = (base..base + 10).collect();
+        let names: Vec<String> = ids.iter().map(|i| format!("n{i}")).collect();
+        t.append(&[
+            ("id", Values::from_slice(&ids)),
+            ("name", Values::strings(&names)),
+        ])
+        .unwrap();
+    }
+    drop(t);
+    let t = Table::open(&url).unwrap();
+    assert_eq!(t.nrows(), 20);
+    assert_eq!(
+        t.column("id").unwrap().to_vec::<i64>().unwrap(),
+        (0..20).collect::<Vec<_>>()
+    );
+    assert_eq!(t.column("name").unwrap().to_strings().unwrap()[13], "n13");
+    assert!(t.verify(|_, _| {}).is_empty());
+}
+
+#[test]
+fn layer_round_trip() {
+    let Some(url) = s3_url("l.blz") else { return };
+    let schema = LayerSchema::new(vec![
+        ColumnDef::new("k", LeafKind::Fixed(DType::I64)),
+        ColumnDef::new("v", LeafKind::VarStr),
+    ]);
+    let mut w = LayerWriter::create(&url, schema).unwrap();
+    for k in 0..1000i64 {
+        w.push(&[Value::Int(2 * k), format!("v{k}").as_str().into()], None)
+            .unwrap();
+    }
+    w.finish().unwrap();
+    assert!(blz::layer::is_layer(Path::new(&url)));
+    let l = Layer::open(&url).unwrap();
+    assert_eq!(l.rows(0), 1000);
+    assert!(l.contains(&Value::Int(1998)).unwrap());
+    assert!(!l.contains(&Value::Int(7)).unwrap());
+    assert!(l.verify().is_empty());
+}
+
+/// Opening a dataset and reading ten elements costs the state object, the first block of
+/// one superchunk object (header, metadata, offsets) and the one chunk: three requests. A
+/// whole read costs one request per chunk and per superchunk file.
+#[test]
+fn ten_elements_after_open_cost_three_requests() {
+    let Some(url) = s3_url("r.blz") else { return };
+    let mut ds = Dataset::create_with(&url, DType::I64, &[0], &opts(10_000, 64)).unwrap();
+    // Values that do not compress much: a chunk is larger than the first block read.
+    let mut rng = SplitMix(7);
+    let v: Vec<i64> = (0..1_000_000).map(|_| rng.next() as i64).collect();
+    ds.append(&Array1::from(v.clone()).into_dyn().view())
+        .unwrap();
+    drop(ds);
+    let s = Arc::new(ObjectStorage::open_url(&url).unwrap());
+    let ds = Dataset::open_in(s.clone(), s.root(), Mode::ReadOnly).unwrap();
+    let ten = ds.slice::<i64, _>(s![654_321..654_331]).unwrap();
+    assert_eq!(ten.into_iter().collect::<Vec<_>>(), &v[654_321..654_331]);
+    assert_eq!(s.requests(), 3, "requests to open and read ten elements");
+    // Ten more in the same chunk cost nothing more than the chunk again; in another chunk
+    // of the same superchunk, one request.
+    ds.slice::<i64, _>(s![640_000..640_010]).unwrap();
+    assert_eq!(s.requests(), 4);
+    // A whole read, right after open: each superchunk's first block once (however many
+    // threads race for it) and each chunk once.
+    let s = Arc::new(ObjectStorage::open_url(&url).unwrap());
+    let ds = Dataset::open_in(s.clone(), s.root(), Mode::ReadOnly).unwrap();
+    let all: Vec<i64> = ds.read::<i64>().unwrap().into_iter().collect();
+    assert_eq!(all, v);
+    assert_eq!(s.requests(), 1 + 2 + 100);
+}
+
+/// A reader keeps the state it opened while a writer commits; the conditional commit of a
+/// writer whose state is stale is refused, and nothing of it lands.
+#[test]
+fn snapshots_and_conflicts() {
+    let Some(url) = s3_url("c.blz") else { return };
+    let mut ds = Dataset::create_with(&url, DType::I64, &[0], &opts(100, 4)).unwrap();
+    let first: Vec<i64> = (0..1000).collect();
+    ds.append(&Array1::from(first.clone()).into_dyn().view())
+        .unwrap();
+    drop(ds);
+    let reader = Dataset::open(&url).unwrap();
+    let mut writer = Dataset::open_rw(&url).unwrap();
+    writer
+        .write_slice(s![0..10], &Array1::from_elem(10, -5i64).into_dyn().view())
+        .unwrap();
+    writer
+        .append(&Array1::from(vec![7i64; 50]).into_dyn().view())
+        .unwrap();
+    // The reader still sees what it opened, whole.
+    assert_eq!(reader.shape(), &[1000]);
+    let seen: Vec<i64> = reader.read::<i64>().unwrap().into_iter().collect();
+    assert_eq!(seen, first);
+    // A second writer (another process: here a handle of its own storage) that opened
+    // before the commits below loses the race.
+    let (s2, root) = blz::storage::for_path(Path::new(&url)).unwrap();
+    drop(writer);
+    let mut stale = Dataset::open_in(s2, &root, Mode::ReadWrite).unwrap();
+    // `stale`'s lock is in this process; another process commits meanwhile.
+    let out = Command::new(env!("CARGO_BIN_EXE_blz"))
+        .args(["resize", &url, "1020"])
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let e = stale
+        .append(&Array1::from(vec![9i64; 5]).into_dyn().view())
+        .unwrap_err();
+    assert!(
+        matches!(&e, Error::Conflict { path } if path == &root),
+        "{e}"
+    );
+    drop(stale);
+    let now = read_all(&url);
+    assert_eq!(now.len(), 1020);
+    assert_eq!(&now[..10], &[-5; 10]);
+    assert_eq!(&now[1000..1020], &[7; 20]);
+    // Reopened, the writer goes on from the new state.
+    let mut w = Dataset::open_rw(&url).unwrap();
+    w.append(&Array1::from(vec![9i64; 5]).into_dyn().view())
+        .unwrap();
+    drop(w);
+    assert_eq!(read_all(&url).len(), 1025);
+}
+
+/// Collection removes retired objects and orphans older than the grace period, never
+/// younger ones: a reader of the previous state reads on within the grace; past it, a read
+/// of a collected object is `Changed` (open again), never wrong data.
+#[test]
+fn garbage_collection_spares_readers_within_the_grace() {
+    let Some(url) = s3_url("g.blz") else { return };
+    let mut ds = Dataset::create_with(&url, DType::I64, &[0], &opts(100, 2)).unwrap();
+    let first: Vec<i64> = (0..1000).collect();
+    ds.append(&Array1::from(first.clone()).into_dyn().view())
+        .unwrap();
+    drop(ds);
+    // Two readers of this state; neither has read a chunk yet.
+    let old = Dataset::open(&url).unwrap();
+    let late = Dataset::open(&url).unwrap();
+    let mut w = Dataset::open_rw(&url).unwrap();
+    for k in 0..3i64 {
+        w.write_slice(s![0..1000], &Array1::from_elem(1000, k).into_dyn().view())
+            .unwrap();
+    }
+    drop(w);
+    let s = ObjectStorage::open_url(&url).unwrap();
+    let retired = s.state().unwrap().retired.len();
+    assert!(retired >= 5, "{retired} objects retired");
+    let kept = collect_garbage(&s, Duration::from_secs(3600)).unwrap();
+    assert!(kept.deleted.is_empty(), "{kept:?}");
+    assert!(kept.kept >= retired);
+    // Within the grace, a reader of the first state reads all of it.
+    let seen: Vec<i64> = old.read::<i64>().unwrap().into_iter().collect();
+    assert_eq!(seen, first);
+    // Past it, everything unused goes; the current state reads whole.
+    std::thread::sleep(Duration::from_millis(1100));
+    let s = ObjectStorage::open_url(&url).unwrap();
+    let gone = collect_garbage(&s, Duration::ZERO).unwrap();
+    assert!(gone.deleted.len() >= retired, "{gone:?}");
+    let state = ObjectStorage::open_url(&url).unwrap().state().unwrap();
+    assert!(state.retired.is_empty(), "{state:?}");
+    assert_eq!(read_all(&url), vec![2; 1000]);
+    // A reader of a state older than the collection meets Changed, never wrong data.
+    let e = late.read::<i64>().unwrap_err();
+    assert!(matches!(e, Error::Changed { .. }), "{e}");
+}
+
+fn blz_cmd(args: &[&str]) -> Command {
+    let mut c = Command::new(env!("CARGO_BIN_EXE_blz"));
+    c.args(args)
+        .env("BLZ_BATCH_BYTES", "262144")
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped());
+    c
+}
+
+/// A small deterministic generator (the kill delays, the race offsets).
+struct SplitMix(u64);
+
+impl SplitMix {
+    fn next(&mut self) -> u64 {
+        self.0 = self.0.wrapping_add(0x9e37_79b9_7f4a_7c15);
+        let mut z = self.0;
+        z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+        z ^ (z >> 31)
+    }
+}
+
+fn npy_i64(dir: &Path, name: &str, v: &[i64]) -> String {
+    let bytes: Vec<u8> = v.iter().flat_map(|x| x.to_le_bytes()).collect();
+    let p = dir.join(name);
+    std::fs::write(&p, raw_npy("<i8", &format!("({},)", v.len()), &bytes)).unwrap();
+    p.to_string_lossy().into_owned()
+}
+
+/// Two `blz append` processes on one dataset at once, again and again: each either commits
+/// or fails with the conflict (exit 75, saying so); the dataset is the start plus the
+/// appends that committed, in the order they committed, nothing lost or mixed.
+#[test]
+fn two_processes_racing() {
+    let Some(url) = s3_url("race.blz") else {
+        return;
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let mut ds = Dataset::create_with(&url, DType::I64, &[0], &opts(1000, 8)).unwrap();
+    ds.append(&Array1::from(vec![0i64; 500]).into_dyn().view())
+        .unwrap();
+    drop(ds);
+    let a = npy_i64(dir.path(), "a.npy", &vec![1; 3000]);
+    let b = npy_i64(dir.path(), "b.npy", &vec![2; 4000]);
+    let mut conflicts = 0;
+    for _ in 0..4 {
+        let before = read_all(&url);
+        let pa = blz_cmd(&["append", &url, "--npy", &a]).spawn().unwrap();
+        let pb = blz_cmd(&["append", &url, "--npy", &b]).spawn().unwrap();
+        let (oa, ob) = (
+            pa.wait_with_output().unwrap(),
+            pb.wait_with_output().unwrap(),
+        );
+        let mut committed = Vec::new();
+        for (o, what) in [(&oa, 1i64), (&ob, 2)] {
+            match o.status.code() {
+                Some(0) => committed.push(what),
+                Some(75) => {
+                    conflicts += 1;
+                    let msg = String::from_utf8_lossy(&o.stderr);
+                    assert!(msg.contains("another writer committed first"), "{msg}");
+                }
+                c => panic!("{c:?}: {}", String::from_utf8_lossy(&o.stderr)),
+            }
+        }
+        assert!(!committed.is_empty(), "neither append committed");
+        let after = read_all(&url);
+        assert_eq!(&after[..before.len()], &before[..]);
+        let tail = &after[before.len()..];
+        let runs: Vec<i64> = tail
+            .chunk_by(|x, y| x == y)
+            .map(|r| {
+                let expect = if r[0] == 1 { 3000 } else { 4000 };
+                assert_eq!(r.len() % expect, 0, "a partial append");
+                r[0]
+            })
+            .collect();
+        let mut sorted = runs.clone();
+        sorted.sort_unstable();
+        committed.sort_unstable();
+        if runs.len() == committed.len() {
+            assert_eq!(sorted, committed);
+        } else {
+            // Two runs of one value would merge: only possible if both were that value.
+            assert_eq!(
+                tail.len(),
+                committed
+                    .iter()
+                    .map(|c| if *c == 1 { 3000 } else { 4000 })
+                    .sum::<usize>()
+            );
+        }
+    }
+    eprintln!("{conflicts} conflicts in 4 races");
+}
+
+/// Kills (SIGKILL or SIGTERM) of a real `blz create` and `blz append` on an `s3://` URL at
+/// random moments (fixed seed): afterwards the dataset is exactly the state before or after.
+#[test]
+fn kills_leave_the_old_or_the_new_state() {
+    let Some(url) = s3_url("k.blz") else { return };
+    let dir = tempfile::tempdir().unwrap();
+    let big: Vec<i64> = (0..400_000).collect();
+    let npy = npy_i64(dir.path(), "big.npy", &big);
+    let mut rng = SplitMix(0x5eed_0b1e);
+    // A clean run's duration bounds the delays.
+    let t = Instant::now();
+    let o = blz_cmd(&["create", &url, "--npy", &npy, "--chunkshape", "8192"])
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let clean = t.elapsed().as_micros() as u64;
+    let mut seen = [0u32; 2];
+    for trial in 0..8u32 {
+        let before = read_all(&url);
+        let mut child = blz_cmd(&["append", &url, "--npy", &npy]).spawn().unwrap();
+        std::thread::sleep(Duration::from_micros(rng.next() % (clean * 3 / 2 + 1)));
+        let sig = if trial % 2 == 0 {
+            libc::SIGKILL
+        } else {
+            libc::SIGTERM
+        };
+        // SAFETY: the child's pid, which has not been waited for yet.
+        unsafe { libc::kill(child.id() as i32, sig) };
+        child.wait().unwrap();
+        let after = read_all(&url);
+        if after == before {
+            seen[0] += 1;
+        } else {
+            assert_eq!(after.len(), before.len() + big.len(), "trial {trial}");
+            assert_eq!(&after[..before.len()], &before[..]);
+            assert_eq!(&after[before.len()..], &big[..]);
+            seen[1] += 1;
+        }
+    }
+    // Creates killed: nothing that opens, or the whole dataset.
+    for trial in 0..6u32 {
+        let Some(u) = s3_url(&format!("kc{trial}.blz")) else {
+            return;
+        };
+        let mut child = blz_cmd(&["create", &u, "--npy", &npy, "--chunkshape", "8192"])
+            .spawn()
+            .unwrap();
+        std::thread::sleep(Duration::from_micros(rng.next() % (clean * 3 / 2 + 1)));
+        let sig = if trial % 2 == 0 {
+            libc::SIGKILL
+        } else {
+            libc::SIGTERM
+        };
+        // SAFETY: as above.
+        unsafe { libc::kill(child.id() as i32, sig) };
+        child.wait().unwrap();
+        match Dataset::open(&u) {
+            Err(_) => {
+                assert!(!ObjectStorage::open_url(&u).unwrap().exists(Path::new(&u)));
+                let o = blz_cmd(&["create", &u, "--npy", &npy, "--chunkshape", "8192"])
+                    .output()
+                    .unwrap();
+                assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+            }
+            Ok(ds) => assert!(ds.verify(|_, _| {}).is_empty()),
+        }
+        assert_eq!(read_all(&u), big);
+    }
+    eprintln!(
+        "appends killed: {} left the old state, {} the new",
+        seen[0], seen[1]
+    );
+}
+
+/// A local dataset uploaded, downloaded and copied within the store reads the same at each
+/// place; an existing destination is replaced only with overwrite.
+#[test]
+fn copy_up_down_and_across() {
+    let Some(up) = s3_url("up.blz") else { return };
+    let Some(across) = s3_url("across.blz") else {
+        return;
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let local = dir.path().join("a.blz");
+    let down = dir.path().join("down.blz");
+    let fields = vec![Field::new("id", DType::I64), Field::varstr("name")];
+    let mut t = Table::create(&local, fields, &TableOptions::default()).unwrap();
+    let ids: Vec<i64> = (0..5000).collect();
+    let names: Vec<String> = ids.iter().map(|i| format!("n{i}")).collect();
+    t.append(&[
+        ("id", Values::from_slice(&ids)),
+        ("name", Values::strings(&names)),
+    ])
+    .unwrap();
+    drop(t);
+    let c = blz::copy::copy_dataset(&local, Path::new(&up), false).unwrap();
+    assert!(c.files >= 4 && c.bytes > 0, "{c:?}");
+    blz::copy::copy_dataset(Path::new(&up), &down, false).unwrap();
+    blz::copy::copy_dataset(Path::new(&up), Path::new(&across), false).unwrap();
+    let e = blz::copy::copy_dataset(&local, Path::new(&across), false).unwrap_err();
+    assert!(e.to_string().contains("already exists"), "{e}");
+    blz::copy::copy_dataset(&down, Path::new(&across), true).unwrap();
+    for p in [
+        local.to_string_lossy().into_owned(),
+        up,
+        down.to_string_lossy().into_owned(),
+        across,
+    ] {
+        let t = Table::open(&p).unwrap();
+        assert_eq!(t.column("id").unwrap().to_vec::<i64>().unwrap(), ids, "{p}");
+        assert_eq!(
+            t.column("name").unwrap().to_strings().unwrap()[4321],
+            "n4321"
+        );
+        assert!(t.verify(|_, _| {}).is_empty(), "{p}");
+    }
+}
+
+/// Two threads of one process writing one dataset: the in-process writer lock keeps them
+/// apart as on a filesystem (the second gets `Locked`), and the dataset holds the first's
+/// append whole.
+#[test]
+fn two_threads_racing() {
+    let Some(url) = s3_url("threads.blz") else {
+        return;
+    };
+    Dataset::create_with(&url, DType::I64, &[0], &opts(1000, 8)).unwrap();
+    let barrier = std::sync::Barrier::new(2);
+    let results: Vec<blz::Result<()>> = std::thread::scope(|sc| {
+        let hs: Vec<_> = (1..=2i64)
+            .map(|v| {
+                let (url, barrier) = (&url, &barrier);
+                sc.spawn(move || {
+                    barrier.wait();
+                    let mut ds = Dataset::open_rw(url)?;
+                    // Hold the handle a moment so the two overlap.
+                    std::thread::sleep(Duration::from_millis(200));
+                    ds.append(&Array1::from(vec![v; 3000]).into_dyn().view())
+                })
+            })
+            .collect();
+        hs.into_iter().map(|h| h.join().unwrap()).collect()
+    });
+    let ok: Vec<usize> = (0..2).filter(|&i| results[i].is_ok()).collect();
+    assert_eq!(ok.len(), 1, "{results:?}");
+    let other = &results[1 - ok[0]];
+    assert!(matches!(other, Err(Error::Locked { .. })), "{other:?}");
+    assert_eq!(read_all(&url), vec![ok[0] as i64 + 1; 3000]);
+}

@@ -1,0 +1,30 @@
+"""Checks that the S3 server at AWS_ENDPOINT_URL does what blz's commit rests on (ranged
+GETs, If-None-Match: * and If-Match on PUT) and creates the test bucket."""
+
+import os
+
+import boto3
+import botocore.exceptions
+
+s3 = boto3.client("s3", endpoint_url=os.environ["AWS_ENDPOINT_URL"])
+bucket = os.environ["BLZ_S3_TEST_BUCKET"]
+s3.create_bucket(Bucket=bucket)
+
+
+def refused(**kw):
+    try:
+        s3.put_object(Bucket=bucket, **kw)
+    except botocore.exceptions.ClientError as e:
+        return e.response["ResponseMetadata"]["HTTPStatusCode"] in (409, 412)
+    return False
+
+
+key = "check/state"
+first = s3.put_object(Bucket=bucket, Key=key, Body=b"0123456789", IfNoneMatch="*")
+assert refused(Key=key, Body=b"x", IfNoneMatch="*"), "If-None-Match: * was not honoured"
+second = s3.put_object(Bucket=bucket, Key=key, Body=b"abc", IfMatch=first["ETag"])
+assert refused(Key=key, Body=b"y", IfMatch=first["ETag"]), "If-Match was not honoured"
+got = s3.get_object(Bucket=bucket, Key=key, Range="bytes=1-2")["Body"].read()
+assert got == b"bc", got
+s3.delete_object(Bucket=bucket, Key=key)
+print("S3 server: ranged GET, If-Match and If-None-Match on PUT honoured")
