@@ -128,3 +128,33 @@ pub(crate) fn read_attrs(
         _ => Err(Error::metadata(&p, "attributes must be a JSON object")),
     }
 }
+
+/// What a read-only handle that opened generation `generation` of the dataset with identity
+/// `id` at `root`, and then saw `meta/sizes` with stamp `seen` (through `base`, the storage
+/// it was opened with; `via_view` when it opened through a view of a pending journal), must
+/// do to show the latest commit: `(true, stamp)` to open again, `(false, stamp)` when it is
+/// current, with the stamp of `meta/sizes` to remember either way (taken before anything is
+/// read, so a commit in between is seen by the next call).
+pub(crate) fn needs_reopen(
+    base: &dyn Storage,
+    root: &Path,
+    via_view: bool,
+    seen: Option<[u64; 4]>,
+    generation: u64,
+    id: &Option<String>,
+) -> (bool, Option<[u64; 4]>) {
+    // Every commit replaces `meta/sizes`: an unchanged file needs no reading, unless a
+    // committed journal is being applied (its data is in place before `meta/sizes` is; the
+    // handle is opened again through a view of it). A handle opened through such a view is
+    // opened again once the journal is applied.
+    let stamp = base.stamp(&MetaPaths::new(root).sizes());
+    if !via_view && stamp.is_some() && stamp == seen && !txn::pending(base, root) {
+        return (false, stamp);
+    }
+    // `meta/sizes` was replaced: by a commit (a new generation), or by a new create of the
+    // path (another identity; its generation may be the same).
+    let current = !via_view
+        && meta::generation_now(base, root) == Some(generation)
+        && meta::identity_now(base, root) == *id;
+    (!current, stamp)
+}

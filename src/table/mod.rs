@@ -991,25 +991,16 @@ impl Table {
         if self.mode == Mode::ReadWrite {
             return Ok(false);
         }
-        // Every commit replaces `meta/sizes`: an unchanged file needs no reading, unless a
-        // committed journal is being applied (its data is in place before `meta/sizes`
-        // is; the handle is opened again through a view of it). A handle opened through
-        // such a view is opened again once the journal is applied.
         let via_view = !Arc::ptr_eq(&self.storage, &self.base);
-        let stamp = self.base.stamp(&MetaPaths::new(&self.root).sizes());
-        if !via_view
-            && stamp.is_some()
-            && stamp == self.sizes_stamp
-            && !crate::txn::pending(self.base.as_ref(), &self.root)
-        {
-            return Ok(false);
-        }
-        // `meta/sizes` was replaced: by a commit (a new generation), or by a new create
-        // of the path (another identity; its generation may be the same).
-        if !via_view
-            && meta::generation_now(self.base.as_ref(), &self.root) == Some(self.sizes.generation)
-            && meta::identity_now(self.base.as_ref(), &self.root) == self.meta.id
-        {
+        let (reopen, stamp) = crate::engine::needs_reopen(
+            self.base.as_ref(),
+            &self.root,
+            via_view,
+            self.sizes_stamp,
+            self.sizes.generation,
+            &self.meta.id,
+        );
+        if !reopen {
             self.sizes_stamp = stamp;
             return Ok(false);
         }
