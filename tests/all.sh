@@ -8,9 +8,17 @@
 #
 # BLZ_PYTHON: the interpreter to make the venv with (default python3).
 # BLZ_SKIP_CARGO_TEST=1: only the Python half (when `cargo test` just ran).
+# BLZ_NO_S3=1: no local S3 server (the object-store tests then skip, saying so).
 # Extra arguments go to pytest (e.g. `bash tests/all.sh -x -k table`).
 set -euo pipefail
 cd "$(dirname "$0")/.."
+
+# The object-store tests need an S3 server: unless one is named (AWS_ENDPOINT_URL) or
+# BLZ_NO_S3=1, the whole suite runs with a local one up (moto, tests/s3/run.sh), so that
+# they run here rather than skip.
+if [ -z "${AWS_ENDPOINT_URL:-}" ] && [ "${BLZ_NO_S3:-0}" != 1 ]; then
+    exec bash tests/s3/run.sh bash tests/all.sh "$@"
+fi
 
 step() { printf '\n== %s ==\n' "$*"; }
 
