@@ -69,7 +69,12 @@ def _addresses(host: str) -> list[str]:
 def file_hosts(root: str | os.PathLike[str]) -> dict[str, list[str]]:
     """Where each superchunk file of the dataset at ``root`` lives, from the library's
     ``locate``: ``{path relative to root ("data/__1__.bin", "data/pos/x/__1__.bin"): [hosts]}``,
-    a host given by name and by the address it resolves to."""
+    a host given by name and by the address it resolves to. An ``s3://`` URL has no hosts:
+    :class:`blz.InvalidArgumentError`."""
+    if _is_url(os.fspath(root)):
+        raise InvalidArgumentError(
+            f"{os.fspath(root)}: an object-store dataset has no file hosts to locate"
+        )
     root = os.path.abspath(os.fspath(root))
     return {
         os.path.relpath(path, root): _addresses(host)
@@ -77,12 +82,39 @@ def file_hosts(root: str | os.PathLike[str]) -> dict[str, list[str]]:
     }
 
 
+def _is_url(path: Any) -> bool:
+    return isinstance(path, str) and path.startswith("s3://")
+
+
+def _refuse_url(path: Any) -> None:
+    if _is_url(path):
+        raise InvalidArgumentError(
+            f"{path}: blz.dask cannot write to an object store: its workers stage files in the"
+            " dataset, which another process cannot see there (write with blz.create/append)"
+        )
+
+
 def _path_of(source: Any) -> str:
     path = getattr(source, "path", source)
+    if _is_url(path):
+        return path
     return os.path.abspath(os.fspath(path))
 
 
+def _open_raw(path: str, kind: str) -> Any:
+    """A read-only handle on the dataset at ``path``: a local path or an ``s3://`` URL (a task
+    on a worker reopens it by URL, with the worker's ``AWS_*`` environment)."""
+    if _is_url(path):
+        return _blz.open_object(path, False)[1]
+    return (_blz.RawArray if kind == "array" else _blz.RawTable).open(path, False)
+
+
 def _kind(path: str) -> str:
+    if _is_url(path):
+        kind = _blz.open_object(path, False)[0]
+        if kind not in ("array", "table"):
+            raise InvalidArgumentError(f"{path}: blz.dask reads blz arrays and tables, not {kind}")
+        return kind
     if not os.path.exists(path):
         e = NotFoundError(f"{path}: no such dataset")
         e.filename = path
@@ -111,7 +143,7 @@ def _check_generation(path: str, raw: Any, generation: int) -> None:
 def _read_array_block(path: str, generation: int, key: tuple[slice, ...]) -> np.ndarray:
     from . import Array
 
-    a = Array(_blz.RawArray.open(path, False), "r")
+    a = Array(_open_raw(path, "array"), "r")
     _check_generation(path, a._raw, generation)
     return np.asarray(a[key])
 
@@ -151,7 +183,7 @@ def _array(path: str, locate: Locator | None, task_bytes: int) -> Any:
 
     from . import Array
 
-    a = Array(_blz.RawArray.open(path, False), "r")
+    a = Array(_open_raw(path, "array"), "r")
     ident, generation, per_file = a._raw.layout()
     shape, chunkshape, dtype = a.shape, a.chunks, a.dtype
     grid = [max(1, math.ceil(s / c)) for s, c in zip(shape, chunkshape)]
@@ -160,7 +192,8 @@ def _array(path: str, locate: Locator | None, task_bytes: int) -> Any:
     row_bytes = max(1, math.prod(shape[1:]) * dtype.itemsize)
     # Whole chunk-rows per task, when files hold whole chunk-rows and one fits in a task.
     whole_rows = file_rows > 0 and chunkshape[0] * row_bytes <= task_bytes
-    placed = locate(path) if locate is not None else {}
+    # An object store has no hosts to place tasks on: no annotations there.
+    placed = locate(path) if locate is not None and not _is_url(path) else {}
 
     def hosts_of(f: int) -> list[str]:
         return list(placed.get(os.path.join("data", f"__{f + 1}__.bin"), []))
@@ -219,7 +252,7 @@ def _read_partition(
 
     from . import Table
 
-    t = Table(_blz.RawTable.open(path, False), "r")
+    t = Table(_open_raw(path, "table"), "r")
     _check_generation(path, t._raw, generation)
     start, end = rows
     kinds = dict(leaves)
@@ -246,7 +279,7 @@ def read_table(
     path = _path_of(path)
     if _kind(path) != "table":
         raise InvalidArgumentError(f"{path}: an array, not a table (use blz.dask.from_blz)")
-    t = Table(_blz.RawTable.open(path, False), "r")
+    t = Table(_open_raw(path, "table"), "r")
     _ident, generation, layout = t._raw.layout()
     leaves = dict(t._leaves)
     names = [columns] if isinstance(columns, str) else list(columns) if columns is not None else list(leaves)
@@ -292,7 +325,8 @@ def from_blz(
     The array's name derives from the path, the dataset's identity and commit generation
     and the blocks, so the same dataset gives the same graph. ``locate`` maps the dataset's
     root to ``{file path relative to the root: [hosts]}`` (default :func:`file_hosts`);
-    each read task is annotated with its file's hosts (``None``: no annotations)."""
+    each read task is annotated with its file's hosts (``None``: no annotations; an ``s3://``
+    URL gets none and its tasks reopen it by URL on the workers)."""
     path = _path_of(source)
     if _kind(path) == "table":
         return read_table(path, columns, task_bytes=task_bytes)
@@ -391,7 +425,9 @@ def to_blz(
     commits them all at once (``blz::array::staged``). The dataset appears whole, or not at
     all: a task that fails, a worker killed, or an exception here leaves nothing at ``path``
     (and an existing dataset there, replaced only with ``overwrite``, untouched). A task
-    retried by the scheduler writes the same files again."""
+    retried by the scheduler writes the same files again. An ``s3://`` URL is refused
+    (:class:`blz.InvalidArgumentError`): workers cannot stage files in an object store."""
+    _refuse_url(os.fspath(path))
     import json
 
     from . import Array, _fill_json
@@ -433,10 +469,12 @@ def append(x: Any, target: Any) -> Any:
     The rows that fill the array's partly filled last superchunk file come to this process,
     which writes them at the commit; every further superchunk file is written by a task of
     its own on the workers, and this process commits all of it in one transaction, holding
-    the writer lock throughout. A failure anywhere leaves the array exactly as it was."""
+    the writer lock throughout. A failure anywhere leaves the array exactly as it was. An
+    ``s3://`` target is refused (:class:`blz.InvalidArgumentError`), as in :func:`to_blz`."""
     from . import Array
     from ._index import native
 
+    _refuse_url(getattr(target, "path", target))
     dt = _check_source(x)
     opened = not isinstance(target, Array)
     if opened:

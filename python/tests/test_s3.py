@@ -65,3 +65,42 @@ def test_a_stale_writer_gets_a_conflict():
     assert u in str(e.value)
     r = blz.open(u)
     np.testing.assert_array_equal(r[:], np.r_[np.zeros(10), np.ones(5)].astype(np.int64))
+
+
+def test_dask_reads_and_refuses_writes():
+    da = pytest.importorskip("dask.array")
+    import blz.dask
+
+    u = url("d.blz")
+    data = np.arange(50_000, dtype=np.int64)
+    blz.create(u, data, chunks=(1024,), superchunksize=4)
+    x = blz.dask.from_blz(u)
+    assert int(x.sum().compute()) == int(data.sum())
+    np.testing.assert_array_equal(x[7:40_000:13].compute(), data[7:40_000:13])
+    t = url("t.blz")
+    blz.create(t, {"k": data % 7, "v": data * 0.5})
+    df = blz.dask.read_table(t, columns=["k", "v"]).groupby("k")["v"].sum().compute()
+    import pandas as pd
+
+    want = pd.DataFrame({"k": data % 7, "v": data * 0.5}).groupby("k")["v"].sum()
+    pd.testing.assert_series_equal(df.sort_index(), want)
+    with pytest.raises(blz.InvalidArgumentError, match="object store"):
+        blz.dask.to_blz(da.zeros(10, chunks=5), url("w.blz"))
+    with pytest.raises(blz.InvalidArgumentError, match="object store"):
+        blz.dask.append(da.zeros(10, chunks=5, dtype=np.int64), u)
+    with pytest.raises(blz.InvalidArgumentError, match="object-store"):
+        blz.dask.file_hosts(u)
+
+
+def test_dask_on_a_two_worker_cluster():
+    distributed = pytest.importorskip("distributed")
+    import blz.dask
+
+    u = url("cluster.blz")
+    data = np.arange(40_000, dtype=np.float64)
+    blz.create(u, data, chunks=(1024,), superchunksize=4)
+    with distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=True) as cluster:
+        with distributed.Client(cluster):
+            x = blz.dask.from_blz(u)
+            assert float(x.sum().compute()) == float(data.sum())
+            np.testing.assert_array_equal(x[3::17].compute(), data[3::17])
