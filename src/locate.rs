@@ -363,8 +363,16 @@ pub(crate) fn superchunk_number(name: &str) -> Option<u64> {
 /// files in number order within each.
 ///
 /// # Errors
-/// An I/O error listing a directory; [`Error::InvalidMetadata`] when `root/data` is missing.
+/// An I/O error listing a directory; [`Error::InvalidMetadata`] when `root/data` is missing;
+/// [`Error::Unsupported`] for an `s3://` URL.
 pub(crate) fn superchunk_files(root: impl AsRef<Path>) -> Result<Vec<PathBuf>> {
+    if crate::storage::is_url(root.as_ref()) {
+        return Err(Error::unsupported(
+            root,
+            "a dataset on an object store has no file placement to locate: its objects \
+             live wherever the store keeps them",
+        ));
+    }
     let data = root.as_ref().join("data");
     if !data.is_dir() {
         return Err(Error::metadata(

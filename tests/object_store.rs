@@ -494,3 +494,20 @@ fn two_threads_racing() {
     assert!(matches!(other, Err(Error::Locked { .. })), "{other:?}");
     assert_eq!(read_all(&url), vec![ok[0] as i64 + 1; 3000]);
 }
+
+#[test]
+fn locate_on_a_url_is_a_clear_error() {
+    let Some(url) = s3_url("where.blz") else {
+        return;
+    };
+    let mut ds = Dataset::create_with(&url, DType::F64, &[0], &opts(1000, 4)).unwrap();
+    ds.append(&Array1::linspace(0.0, 1.0, 3000).view().into_dyn())
+        .unwrap();
+    drop(ds);
+    let err = blz::locate::locate_dataset(&url).unwrap_err();
+    assert!(matches!(err, blz::Error::Unsupported { .. }), "{err}");
+    let out = blz_cmd(&["locate", &url]).output().unwrap();
+    assert!(!out.status.success());
+    let msg = String::from_utf8_lossy(&out.stderr);
+    assert!(msg.contains("object store") && msg.contains(&url), "{msg}");
+}
