@@ -140,8 +140,10 @@ impl ArrayCore {
         let out_ptr = SharedMut(out.as_mut_ptr());
         let cs = &self.chunkshape;
         // Rayon calls the init closure for every piece of work it splits off: lease the
-        // buffers from a pool so that they are allocated (and faulted in) once per thread.
-        let pool = Pool::<(Vec<u8>, Vec<u8>)>::default();
+        // buffers from the process's pool, so that they are allocated (and faulted in) once
+        // per thread, not once per read: a process making many reads (a dask worker, whose
+        // allocator returns every freed buffer to the system) reuses them.
+        let pool = &READ_SCRATCH;
         let read_all = || {
             parts.par_iter().try_for_each_init(
                 || pool.lease(),
@@ -586,19 +588,35 @@ impl InOrder {
 
 /// Buffers reused across the chunks of one read or write, so that a long one does not
 /// allocate and fault in fresh pages for every chunk.
-struct Pool<T>(Mutex<Vec<T>>);
+struct Pool<T> {
+    items: Mutex<Vec<T>>,
+    /// Whether an item given back is kept (`None`: always): a pool that lives as long as the
+    /// process keeps a few buffers of a moderate size, not every buffer it ever saw.
+    keep: Option<fn(&T, usize) -> bool>,
+}
 
 type BufferPool = Pool<Vec<u8>>;
 
 impl<T> Default for Pool<T> {
     fn default() -> Self {
-        Pool(Mutex::new(Vec::new()))
+        Pool {
+            items: Mutex::new(Vec::new()),
+            keep: None,
+        }
     }
 }
 
+/// The scratch buffers of reads (a chunk's stored bytes, and a whole decoded chunk for
+/// chunks a selection covers in part), kept between reads: up to 16 pairs (one per thread
+/// of the widest pool that reads: the I/O pool of an object store), of at most 64 MiB each.
+static READ_SCRATCH: Pool<(Vec<u8>, Vec<u8>)> = Pool {
+    items: Mutex::new(Vec::new()),
+    keep: Some(|(a, b), held| held < 16 && a.capacity() + b.capacity() <= 64 << 20),
+};
+
 impl<T: Default> Pool<T> {
     fn take(&self) -> T {
-        self.0
+        self.items
             .lock()
             .ok()
             .and_then(|mut v| v.pop())
@@ -606,8 +624,10 @@ impl<T: Default> Pool<T> {
     }
 
     fn give(&self, item: T) {
-        if let Ok(mut v) = self.0.lock() {
-            v.push(item);
+        if let Ok(mut v) = self.items.lock() {
+            if self.keep.is_none_or(|keep| keep(&item, v.len())) {
+                v.push(item);
+            }
         }
     }
 
