@@ -10,7 +10,7 @@ import numpy as np
 
 from . import _blz
 from ._errors import ChangedError, CorruptionError, Error
-from ._index import native, resolve
+from ._index import empty, native, resolve
 
 
 def _json_default(o: Any) -> Any:
@@ -221,7 +221,7 @@ class Array:
 
     def _read_now(self, key: Any) -> Any:
         r = resolve(key, self._shape)
-        buf = np.empty(r.counts, dtype=native(self._dtype))
+        buf = empty(r.counts, native(self._dtype))
         if buf.size:
             self._raw.read_into(r.sel, buf)
         if buf.dtype != self._dtype:

@@ -98,3 +98,23 @@ def _is_int(k: Any) -> bool:
 def native(dtype: np.dtype) -> np.dtype:
     """The dtype in this machine's byte order."""
     return dtype.newbyteorder("=") if dtype.byteorder not in ("=", "|") else dtype
+
+
+_POOLED = 1 << 20  # as buffers.rs's MIN_BYTES: smaller results allocate through numpy
+
+
+def empty(shape: Any, dtype: np.dtype) -> np.ndarray:
+    """An uninitialised array for a read to fill. Large ones live in memory from blz's
+    pool (``blz.set_buffer_pool``): memory a freed result held, its pages already mapped,
+    instead of fresh pages the kernel must fault in and zero before the read writes them."""
+    dtype = np.dtype(dtype)
+    shape = (shape,) if isinstance(shape, int) else tuple(shape)
+    count = 1
+    for s in shape:
+        count *= s
+    nbytes = count * dtype.itemsize
+    if nbytes < _POOLED or dtype.hasobject:
+        return np.empty(shape, dtype=dtype)
+    from . import _blz
+
+    return np.frombuffer(_blz.ReadBuffer(nbytes), dtype=dtype, count=count).reshape(shape)

@@ -10,7 +10,7 @@ import numpy as np
 
 from ._array import Attributes, raise_problems
 from ._errors import ChangedError
-from ._index import native, resolve
+from ._index import empty, native, resolve
 
 VAR_KINDS = ("varstr", "varbytes")
 
@@ -344,7 +344,7 @@ class Table:
             out = np.empty(end - start, dtype=object)
             out[:] = self._raw.read_var_column(path, start, end)
             return out
-        out = np.empty(end - start, dtype=np.dtype(kind))
+        out = empty(end - start, np.dtype(kind))
         if end > start:
             self._raw.read_column_into(path, start, end, out)
         return out
@@ -359,7 +359,7 @@ class Table:
             if kind in VAR_KINDS:
                 var.append(path)
             else:
-                out[path] = np.empty(end - start, dtype=np.dtype(kind))
+                out[path] = empty(end - start, np.dtype(kind))
                 fixed.append((path, out[path]))
         if end > start:
             lists = self._raw.read_columns(start, end, fixed, var)
@@ -380,7 +380,7 @@ class Table:
             for p in prefix.split("/"):
                 dtype = dtype[p]
             skip = len(prefix.split("/"))
-        out = np.empty(end - start, dtype=dtype)
+        out = empty(end - start, dtype)
         wanted = [(p, k) for p, k in self._leaves if prefix is None or p.startswith(prefix + "/")]
         for path, values in self._read_leaves(wanted, start, end).items():
             target = out

@@ -18,6 +18,7 @@ use blz::table::{
 };
 use blz::{CreateOptions, DType, Dataset, Endianness};
 mod arrow;
+mod buffers;
 
 use ndarray::SliceInfoElem;
 use pyo3::buffer::PyUntypedBuffer;
@@ -1833,6 +1834,8 @@ fn _blz(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<RawLayer>()?;
     m.add_class::<RawBcolz>()?;
     m.add_class::<RawStaged>()?;
+    m.add_class::<buffers::ReadBuffer>()?;
+    m.add_function(wrap_pyfunction!(buffers::buffer_pool, m)?)?;
     m.add_function(wrap_pyfunction!(staged_write_rows, m)?)?;
     m.add_function(wrap_pyfunction!(dataset_kind, m)?)?;
     m.add_function(wrap_pyfunction!(open_object, m)?)?;
