@@ -440,7 +440,7 @@ impl SuperchunkReader {
         dst: &mut [u8],
         scratch: &mut Vec<u8>,
     ) -> Result<()> {
-        if self.read_blocks(k, byte_start, dst)? {
+        if self.read_blocks(k, byte_start, dst, scratch)? {
             return Ok(());
         }
         let (offset, cbytes) = self.read_checked(k, scratch)?;
@@ -456,7 +456,13 @@ impl SuperchunkReader {
 
     /// The short read of [`getitem_into`](Self::getitem_into) for a chunk already verified
     /// (or without digests): `false` when it does not apply and the whole chunk must be read.
-    fn read_blocks(&self, k: u64, byte_start: usize, dst: &mut [u8]) -> Result<bool> {
+    fn read_blocks(
+        &self,
+        k: u64,
+        byte_start: usize,
+        dst: &mut [u8],
+        scratch: &mut Vec<u8>,
+    ) -> Result<bool> {
         let hlen = blosc::HEADER_LEN;
         let (offset, extent) = self.offset(k)?;
         if dst.is_empty() || extent < hlen as u64 || !self.file.small_reads_are_cheap() {
@@ -484,23 +490,28 @@ impl SuperchunkReader {
                 return Ok(false);
             }
         }
-        // A chunk-sized buffer, zero-filled lazily by the allocator: only the pages of the
-        // header, the block starts and the blocks read are touched.
-        let mut buf = vec![0u8; cbytes];
+        // The chunk laid out in the caller's scratch buffer, of which only the header, the
+        // block starts and the blocks needed are filled and read: the rest keeps whatever an
+        // earlier read left there (a buffer reused across reads is not cleared again, only
+        // what it grows by is zeroed).
+        if scratch.len() < cbytes {
+            scratch.resize(cbytes, 0);
+        }
+        let buf = &mut scratch[..cbytes];
         buf[..hlen].copy_from_slice(&head);
         let Some((from, to)) = block_span(
             &ch,
             byte_start,
             dst.len(),
             |at, out| self.file.read_at(offset + at as u64, out),
-            &mut buf,
+            buf,
         )?
         else {
             return Ok(false);
         };
         self.file
             .read_at(offset + from as u64, &mut buf[from..to])?;
-        blosc::getitem(&buf, byte_start, dst).map_err(|e| Error::chunk(&self.path, k, e.0))?;
+        blosc::getitem(buf, byte_start, dst).map_err(|e| Error::chunk(&self.path, k, e.0))?;
         Ok(true)
     }
 
