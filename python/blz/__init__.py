@@ -237,6 +237,17 @@ def buffer_pool(max_bytes: int | None = None, keep_seconds: float | None = None)
     return {"max_bytes": m, "keep_seconds": k, "held_bytes": held, "hits": hits, "misses": misses}
 
 
+def num_threads() -> int:
+    """The number of threads blz decodes and encodes chunks with in this process.
+
+    Set once, when blz is imported: ``BLZ_NUM_THREADS`` if set, else ``RAYON_NUM_THREADS``,
+    else ``OMP_NUM_THREADS`` (dask's worker processes set it to 1: each task thread then
+    decodes on its own core instead of every worker starting a thread per core), else
+    every core.
+    """
+    return _blz.num_threads()
+
+
 __all__ = [
     "Array",
     "Attributes",
@@ -260,5 +271,6 @@ __all__ = [
     "buffer_pool",
     "build_layer",
     "create",
+    "num_threads",
     "open",
 ]

@@ -1827,8 +1827,43 @@ fn finish_removals(py: Python<'_>) {
     py.detach(blz::finish_removals);
 }
 
+/// Sizes the pool that decodes and encodes chunks in this process, once, at import:
+/// `BLZ_NUM_THREADS` if set, else rayon's own `RAYON_NUM_THREADS` (which rayon reads
+/// itself), else `OMP_NUM_THREADS`, the variable by which a process is told how many cores
+/// its numeric libraries may use (dask's worker processes get 1, one core per task thread),
+/// else every core.
+fn size_thread_pool() {
+    let var = |k: &str| {
+        std::env::var(k)
+            .ok()
+            .and_then(|v| v.trim().parse::<usize>().ok())
+            .filter(|&n| n > 0)
+    };
+    let n = var("BLZ_NUM_THREADS").or_else(|| {
+        if std::env::var_os("RAYON_NUM_THREADS").is_some() {
+            None
+        } else {
+            var("OMP_NUM_THREADS")
+        }
+    });
+    if let Some(n) = n {
+        // Fails only when the pool already runs (another extension built it): keep that one.
+        let _ = rayon::ThreadPoolBuilder::new()
+            .num_threads(n)
+            .build_global();
+    }
+}
+
+/// The number of threads blz decodes and encodes with in this process.
+#[pyfunction]
+fn num_threads() -> usize {
+    rayon::current_num_threads()
+}
+
 #[pymodule]
 fn _blz(m: &Bound<'_, PyModule>) -> PyResult<()> {
+    size_thread_pool();
+    m.add_function(wrap_pyfunction!(num_threads, m)?)?;
     m.add_class::<RawArray>()?;
     m.add_class::<RawTable>()?;
     m.add_class::<RawLayer>()?;

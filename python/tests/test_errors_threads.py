@@ -3,6 +3,8 @@ bcolz carrays and ctables opened in place."""
 
 import json
 import os
+import subprocess
+import sys
 import threading
 import time
 from pathlib import Path
@@ -169,3 +171,26 @@ def test_bcolz_ctable_opens_in_place():
         same(t[col][:], want)
         same(t[10:20][col], want[10:20])
     assert len(t) == len(np.load(FIXTURES / "ctable.id.npy"))
+
+
+@pytest.mark.parametrize(
+    "env, want",
+    [
+        ({"OMP_NUM_THREADS": "1"}, 1),  # as dask's worker processes run
+        ({"OMP_NUM_THREADS": "1", "BLZ_NUM_THREADS": "3"}, 3),
+        ({"OMP_NUM_THREADS": "1", "RAYON_NUM_THREADS": "2"}, 2),
+        ({"BLZ_NUM_THREADS": "5"}, 5),
+    ],
+)
+def test_thread_count_follows_the_environment(tmp_path, env, want):
+    clean = {k: v for k, v in os.environ.items()
+             if k not in ("OMP_NUM_THREADS", "BLZ_NUM_THREADS", "RAYON_NUM_THREADS")}
+    code = (
+        "import blz, numpy as np, sys\n"
+        "a = blz.create(sys.argv[1], np.arange(3_000_000.0), chunks=100_000)\n"
+        "assert (a[:] == np.arange(3_000_000.0)).all()\n"
+        "print(blz.num_threads())\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code, str(tmp_path / "a.blz")],
+                         env={**clean, **env}, check=True, capture_output=True, text=True)
+    assert int(out.stdout.strip()) == want
