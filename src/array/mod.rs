@@ -23,8 +23,8 @@ pub use crate::engine::{
 use crate::dtype::{DType, Element};
 use crate::engine::{
     as_bytes, as_bytes_mut, build_storage_meta, elements_to_bytes, make_core, open_root,
-    read_attrs, settle, validate_storage_meta, verify_store, ArrayCore, ChunkWrites, Source,
-    WriterLock,
+    read_attrs, settle, validate_storage_meta, verify_store, write_attrs, ArrayCore, ChunkWrites,
+    Source, WriterLock,
 };
 use crate::error::{Error, Result};
 use crate::meta::{self, ArrayStorage, MetaPaths, Sizes};
@@ -845,12 +845,7 @@ impl Dataset {
     /// [`Error::ReadOnly`], I/O errors.
     pub fn set_attrs(&mut self, attrs: serde_json::Map<String, serde_json::Value>) -> Result<()> {
         self.check_writable()?;
-        meta::write_json(
-            self.storage.as_ref(),
-            &MetaPaths::new(&self.root).attributes(),
-            &serde_json::Value::Object(attrs),
-        )?;
-        self.storage.publish(&self.root)
+        write_attrs(self.storage.as_ref(), &self.root, attrs)
     }
 
     /// Sets one attribute.

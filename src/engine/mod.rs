@@ -26,5 +26,5 @@ pub use self::layout::{
 };
 pub use self::lock::Mode;
 pub(crate) use self::lock::WriterLock;
-pub(crate) use self::root::{needs_reopen, open_root, read_attrs, settle};
+pub(crate) use self::root::{needs_reopen, open_root, read_attrs, settle, write_attrs};
 pub use self::root::{LIVE_APPLY_WAIT, STAGED_DIR};

@@ -129,6 +129,21 @@ pub(crate) fn read_attrs(
     }
 }
 
+/// Replaces a dataset's user attributes (`meta/attributes`, written atomically), and on an
+/// object store commits that as a new state.
+pub(crate) fn write_attrs(
+    storage: &dyn Storage,
+    root: &Path,
+    attrs: serde_json::Map<String, serde_json::Value>,
+) -> Result<()> {
+    meta::write_json(
+        storage,
+        &MetaPaths::new(root).attributes(),
+        &serde_json::Value::Object(attrs),
+    )?;
+    storage.publish(root)
+}
+
 /// What a read-only handle that opened generation `generation` of the dataset with identity
 /// `id` at `root`, and then saw `meta/sizes` with stamp `seen` (through `base`, the storage
 /// it was opened with; `via_view` when it opened through a view of a pending journal), must

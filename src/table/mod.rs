@@ -29,8 +29,8 @@ use crate::blpk::Checksum;
 use crate::column::varlen::VarCore;
 use crate::dtype::{bytes_to_value, value_to_bytes, DType, Element, Endianness};
 use crate::engine::{
-    build_storage_meta, open_root, read_attrs, settle, ArrayCore, ChunkStore, ChunkWrites,
-    CreateOptions, Mode, Source, WriterLock,
+    build_storage_meta, open_root, read_attrs, settle, write_attrs, ArrayCore, ChunkStore,
+    ChunkWrites, CreateOptions, Mode, Source, WriterLock,
 };
 use crate::error::{Error, Result};
 use crate::meta::{
@@ -1587,12 +1587,7 @@ impl Table {
     /// [`Error::ReadOnly`], I/O errors.
     pub fn set_attrs(&mut self, attrs: serde_json::Map<String, serde_json::Value>) -> Result<()> {
         self.check_writable()?;
-        meta::write_json(
-            self.storage.as_ref(),
-            &MetaPaths::new(&self.root).attributes(),
-            &serde_json::Value::Object(attrs),
-        )?;
-        self.storage.publish(&self.root)
+        write_attrs(self.storage.as_ref(), &self.root, attrs)
     }
 
     /// Rewrites every superchunk file of every column without dead space (after many
