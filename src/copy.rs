@@ -75,6 +75,8 @@ pub fn copy_dataset(src: &Path, dst: &Path, overwrite: bool) -> Result<Copied> {
     let is_dataset = |p: &Path| crate::meta::dataset_kind(ds.as_ref(), p).is_some();
     let staging = Staging::begin(&ds, &droot, overwrite, &is_dataset, "a blz dataset")?;
     let tmp = staging.dir().to_path_buf();
+    // Built through the staging's storage: every file is synced at once when it publishes.
+    let build = std::sync::Arc::clone(staging.build_storage());
     let mut dirs: Vec<PathBuf> = files
         .iter()
         .filter_map(|f| f.parent().map(Path::to_path_buf))
@@ -82,11 +84,18 @@ pub fn copy_dataset(src: &Path, dst: &Path, overwrite: bool) -> Result<Copied> {
     dirs.sort();
     dirs.dedup();
     for d in dirs {
-        ds.create_dir_all(&tmp.join(d))?;
+        build.create_dir_all(&tmp.join(d))?;
     }
     let bytes = files
         .par_iter()
-        .map(|rel| copy_file(ss.as_ref(), &sroot.join(rel), ds.as_ref(), &tmp.join(rel)))
+        .map(|rel| {
+            copy_file(
+                ss.as_ref(),
+                &sroot.join(rel),
+                build.as_ref(),
+                &tmp.join(rel),
+            )
+        })
         .try_reduce(|| 0, |a, b| Ok(a + b))?;
     staging.publish()?;
     Ok(Copied {

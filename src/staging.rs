@@ -26,7 +26,7 @@
 
 use crate::engine::WriterLock;
 use crate::error::{Error, Result};
-use crate::storage::{OpenMode, Storage};
+use crate::storage::{sync_tree, Deferred, OpenMode, Storage};
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
@@ -125,6 +125,10 @@ pub(crate) fn refuse_building(storage: &dyn Storage, root: &Path) -> Result<()> 
 #[derive(Debug)]
 pub(crate) struct Staging {
     storage: Arc<dyn Storage>,
+    /// `storage` with its syncs put off: what the dataset is built through (nobody reads the
+    /// staging directory, and a killed build is removed), made durable whole by
+    /// [`publish`](Self::publish) before the rename.
+    building: Arc<dyn Storage>,
     path: PathBuf,
     tmp: PathBuf,
     overwrite: bool,
@@ -188,11 +192,10 @@ impl Staging {
         if storage.exists(&old) && storage.exists(path) {
             storage.remove_dir_all(&old)?;
         }
-        let marker = storage.open(&meta.join(BUILDING), OpenMode::Create)?;
-        marker.sync()?;
-        storage.sync_dir(&meta)?;
+        storage.open(&meta.join(BUILDING), OpenMode::Create)?;
         Ok(Staging {
             storage: Arc::clone(storage),
+            building: Arc::new(Deferred::new(Arc::clone(storage))),
             path: path.to_path_buf(),
             tmp,
             overwrite,
@@ -206,6 +209,12 @@ impl Staging {
         &self.tmp
     }
 
+    /// The storage to build through: the caller's, with every sync put off until
+    /// [`publish`](Self::publish). Nothing built through it may outlive the build.
+    pub(crate) fn build_storage(&self) -> &Arc<dyn Storage> {
+        &self.building
+    }
+
     /// Puts the built dataset in place: `<path>` holds it afterwards. (Handles on the staging
     /// directory should be dropped first: its paths change.) Returns the writer lock, which
     /// moved with the directory and now guards `<path>`: a caller that goes on writing keeps
@@ -215,7 +224,9 @@ impl Staging {
     pub(crate) fn publish(mut self) -> Result<WriterLock> {
         let s = self.storage.as_ref();
         s.remove_file(&self.tmp.join("meta").join(BUILDING))?;
-        s.sync_dir(&self.tmp.join("meta"))?;
+        // Everything built, made durable at once: the one moment that must find it so is
+        // the rename below.
+        sync_tree(s, &self.tmp)?;
         let parent = self
             .path
             .parent()

@@ -255,11 +255,12 @@ impl Dataset {
             |p: &Path| meta::dataset_kind(storage.as_ref(), p).as_deref() == Some("array");
         let staging = Staging::begin(storage, root, opts.overwrite, &is_array, "an array dataset")?;
         let dir = staging.dir().to_path_buf();
+        let build = staging.build_storage();
         let mp = MetaPaths::new(&dir);
-        storage.create_dir_all(&dir.join("data"))?;
-        meta::write_json(storage.as_ref(), &mp.storage(), &meta)?;
+        build.create_dir_all(&dir.join("data"))?;
+        meta::write_json(build.as_ref(), &mp.storage(), &meta)?;
         meta::write_json(
-            storage.as_ref(),
+            build.as_ref(),
             &mp.attributes(),
             &serde_json::Value::Object(opts.attributes.clone()),
         )?;
@@ -275,9 +276,8 @@ impl Dataset {
             columns: None,
             generation: 0,
         };
-        meta::write_json(storage.as_ref(), &mp.sizes(), &sizes)?;
-        storage.sync_dir(&dir)?;
-        let mut ds = Self::open_with(storage.clone(), &dir, Mode::ReadWrite, true)?;
+        meta::write_json(build.as_ref(), &mp.sizes(), &sizes)?;
+        let mut ds = Self::open_with(build.clone(), &dir, Mode::ReadWrite, true)?;
         if shape[0] > 0 {
             ds.resize(shape[0])?;
         }

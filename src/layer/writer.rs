@@ -404,6 +404,8 @@ impl LayerWriter {
             "a layer dataset",
         )?;
         let tmp = staging.dir().to_path_buf();
+        // Built through the staging's storage: everything is synced at once when it publishes.
+        let storage = Arc::clone(staging.build_storage());
         let mut w = LayerWriter {
             storage: storage.clone(),
             staging: Some(staging),
@@ -585,7 +587,6 @@ impl LayerWriter {
         let mp = MetaPaths::new(&self.tmp);
         meta::write_json(self.storage.as_ref(), &mp.storage(), &self.meta)?;
         meta::write_json(self.storage.as_ref(), &mp.sizes(), &sizes)?;
-        self.storage.sync_dir(&self.tmp)?;
         self.staging
             .take()
             .ok_or_else(|| Error::InvalidArgument("the layer build was already published".into()))?

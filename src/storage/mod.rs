@@ -2,11 +2,13 @@
 //! [`StorageFile`], so a dataset can live on a local disk, a distributed filesystem mount or
 //! (later) an object store without the array code knowing.
 
+mod deferred;
 mod fault;
 mod local;
 #[cfg(feature = "s3")]
 pub mod object;
 
+pub(crate) use deferred::{sync_tree, Deferred};
 pub use fault::FaultyStorage;
 pub use local::LocalStorage;
 #[cfg(feature = "s3")]

@@ -687,11 +687,12 @@ impl Table {
             |p: &Path| meta::dataset_kind(storage.as_ref(), p).as_deref() == Some("table");
         let staging = Staging::begin(&storage, root, opts.overwrite, &is_table, "a table")?;
         let dir = staging.dir().to_path_buf();
+        let build = staging.build_storage();
         let mp = MetaPaths::new(&dir);
-        storage.create_dir_all(&dir.join("data"))?;
-        meta::write_json(storage.as_ref(), &mp.storage(), &meta)?;
+        build.create_dir_all(&dir.join("data"))?;
+        meta::write_json(build.as_ref(), &mp.storage(), &meta)?;
         meta::write_json(
-            storage.as_ref(),
+            build.as_ref(),
             &mp.attributes(),
             &serde_json::Value::Object(opts.attributes.clone()),
         )?;
@@ -716,9 +717,8 @@ impl Table {
                     .collect(),
             ),
         };
-        meta::write_json(storage.as_ref(), &mp.sizes(), &sizes)?;
-        storage.sync_dir(&dir)?;
-        Self::open_with(storage.clone(), &dir, Mode::ReadWrite, true)?.append_batches(batches)?;
+        meta::write_json(build.as_ref(), &mp.sizes(), &sizes)?;
+        Self::open_with(build.clone(), &dir, Mode::ReadWrite, true)?.append_batches(batches)?;
         let lock = staging.publish()?;
         let mut table = Self::open_with(storage, root, Mode::ReadWrite, true)?;
         table._lock = Some(lock);
