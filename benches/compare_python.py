@@ -5,7 +5,7 @@ numpy array, read back whole into one; then small random reads, and the peak mem
 whole read (each tool in a fresh process).
 
 blz's reads return large arrays in memory from its buffer pool (`blz.buffer_pool`): memory
-an earlier result held, if that was freed less than 5 s before. The pool is emptied before
+an earlier result held, if that was freed less than 30 s before. The pool is emptied before
 each timed read in the table, so that blz decodes into fresh pages as the peers do; the line
 under each table shows blz reading again at once, into pooled memory.
 

@@ -225,10 +225,10 @@ def buffer_pool(max_bytes: int | None = None, keep_seconds: float | None = None)
 
     A read of 1 MiB or more decodes into memory that an earlier result held once numpy
     freed it (its pages already mapped), instead of fresh memory the kernel must fault in
-    and zero first: repeated large reads, and dask tasks reading block after block, run up
-    to twice as fast. The pool holds at most ``max_bytes`` (1 GiB by default, or the
+    and zero first: repeated large reads, and dask tasks reading block after block, run
+    faster. The pool holds at most ``max_bytes`` (1 GiB by default, or the
     environment variable ``BLZ_BUFFER_POOL_MB`` read at the first read; 0 turns pooling
-    off) and frees memory nobody reused for ``keep_seconds`` (5). Either argument changes
+    off) and frees memory nobody reused for ``keep_seconds`` (30). Either argument changes
     that limit; the result is the state after: ``max_bytes``, ``keep_seconds``,
     ``held_bytes`` (free memory the pool holds now), ``hits`` and ``misses`` (reads served
     from the pool and reads that allocated).

@@ -9,8 +9,8 @@
 //! the next read of about the same size decodes into it, its pages already mapped.
 //!
 //! The pool holds at most [`Settings::max_bytes`] (1 GiB unless `BLZ_BUFFER_POOL_MB` or
-//! `blz.set_buffer_pool` says otherwise) and gives memory back to the system when it has
-//! not been reused for [`Settings::keep`] (5 s), as a memory allocator's decay does; a
+//! `blz.buffer_pool` says otherwise) and gives memory back to the system when it has
+//! not been reused for [`Settings::keep`] (30 s), as a memory allocator's decay does; a
 //! thread wakes for that only while the pool holds something.
 
 use memmap2::{Advice, MmapMut};
@@ -64,7 +64,7 @@ fn pool() -> &'static Pool {
         Pool {
             settings: Mutex::new(Settings {
                 max_bytes: mb.saturating_mul(1 << 20),
-                keep: Duration::from_secs(5),
+                keep: Duration::from_secs(30),
             }),
             held: Mutex::new(Held::default()),
             returned: Condvar::new(),
