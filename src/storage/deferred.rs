@@ -3,17 +3,20 @@
 //! A dataset is created in a staging directory that no reader opens and that a crashed
 //! build leaves to be removed; only the rename that puts it in place must find every byte
 //! and every directory entry under it durable. Building through [`Deferred`] skips the
-//! syncs the writing code makes along the way (a create made fifteen, one after another,
-//! each a round trip to the disk), and [`sync_tree`] then makes the whole tree durable at
-//! once, its files synced side by side.
+//! syncs of small files and of directories that the writing code makes along the way (a
+//! create made fifteen, one after another, each a round trip to the disk), and
+//! [`sync_tree`] then makes the whole tree durable at once, its files synced side by side.
 
 use super::{LockGuard, OpenMode, Storage, StorageFile};
 use crate::error::Result;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-/// `inner` with [`StorageFile::sync`] and [`Storage::sync_dir`] doing nothing (writeback
-/// hints still pass); everything else is `inner`'s.
+/// Files at least this large are synced when asked (see [`DeferredFile`]'s `sync`).
+const SYNC_NOW_BYTES: u64 = 1 << 20;
+
+/// `inner` with [`Storage::sync_dir`] and the [`StorageFile::sync`] of small files doing
+/// nothing (writeback hints still pass); everything else is `inner`'s.
 #[derive(Debug)]
 pub(crate) struct Deferred {
     inner: Arc<dyn Storage>,
@@ -25,6 +28,7 @@ impl Deferred {
     }
 }
 
+/// A file opened through [`Deferred`].
 struct DeferredFile(Box<dyn StorageFile>);
 
 impl StorageFile for DeferredFile {
@@ -41,7 +45,15 @@ impl StorageFile for DeferredFile {
         self.0.set_len(len)
     }
     fn sync(&self) -> Result<()> {
-        Ok(())
+        // A large file (a superchunk file: the writer syncs each from a background thread
+        // as soon as it is complete, while the next ones are compressed) is synced now, so
+        // that [`sync_tree`] finds little left to wait for; small ones (the meta files) wait
+        // for it, when they are synced side by side.
+        if self.0.len()? >= SYNC_NOW_BYTES {
+            self.0.sync()
+        } else {
+            Ok(())
+        }
     }
     fn start_sync(&self, offset: u64, len: u64) -> Result<()> {
         self.0.start_sync(offset, len)
