@@ -6,6 +6,7 @@
 //! came from.
 
 mod header;
+mod lz4;
 
 pub use header::{ChunkHeader, FLAG_BITSHUFFLE, FLAG_MEMCPYED, FLAG_SHUFFLE, HEADER_LEN};
 
@@ -317,7 +318,7 @@ pub fn decompress_into(chunk: &[u8], dst: &mut [u8], nthreads: usize) -> Result<
             dst.len()
         )));
     }
-    if header.nbytes == 0 {
+    if header.nbytes == 0 || (nthreads <= 1 && lz4::decode(&header, chunk, dst.as_mut_ptr())?) {
         return Ok(());
     }
     // SAFETY: the header was validated against the buffer (cbytes equals the buffer length,
@@ -367,6 +368,11 @@ pub fn decompress_to_vec(
         return Ok(());
     }
     out.reserve(nbytes);
+    if nthreads <= 1 && lz4::decode(&header, chunk, out.as_mut_ptr())? {
+        // SAFETY: the decoder wrote every one of the `nbytes <= capacity` bytes.
+        unsafe { out.set_len(nbytes) };
+        return Ok(());
+    }
     // SAFETY: the header was validated against the buffer (see `decompress_into`); `out` has
     // capacity for `nbytes` bytes and c-blosc writes at most `destsize = nbytes` bytes through
     // the raw pointer (no reference to uninitialised memory is formed). The length is set only

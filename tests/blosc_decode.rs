@@ -1,0 +1,150 @@
+//! blz decodes LZ4 chunks with shuffle or no filter itself (scratch kept per thread, the
+//! same loop as c-blosc's); everything else, and any chunk decoded with more than one
+//! thread, goes to c-blosc. These tests hold the two paths to the same answer: on every
+//! kind of chunk c-blosc writes, and on damaged chunks, where both must fail or both return
+//! the same bytes (a damaged chunk can still decode: checksums are the superchunk's job).
+
+mod common;
+
+use blz::blosc::{compress, decompress, decompress_into, decompress_to_vec, validate};
+use blz::blosc::{Codec, CompressParams, Filter};
+use proptest::prelude::*;
+
+/// Data that compresses unevenly: runs, a slow ramp and noise, by `kind`.
+fn data(len: usize, kind: u8, seed: u64) -> Vec<u8> {
+    let mut x = seed | 1;
+    (0..len)
+        .map(|i| {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            match kind % 3 {
+                0 => (i / 37) as u8,
+                1 => ((i as f64 * 0.01).sin() * 100.0) as i8 as u8 ^ (x as u8 & 1),
+                _ => x as u8,
+            }
+        })
+        .collect()
+}
+
+/// c-blosc's answer: two threads send the chunk to c-blosc.
+fn by_c_blosc(chunk: &[u8]) -> Result<Vec<u8>, String> {
+    decompress(chunk, 2).map_err(|e| e.0)
+}
+
+fn by_blz(chunk: &[u8]) -> Result<Vec<u8>, String> {
+    decompress(chunk, 1).map_err(|e| e.0)
+}
+
+fn params() -> impl Strategy<Value = CompressParams> {
+    (
+        prop::sample::select(vec![Codec::Lz4, Codec::Lz4hc, Codec::Blosclz]),
+        0u8..=9,
+        prop::sample::select(Filter::ALL.to_vec()),
+        prop::sample::select(vec![1usize, 2, 3, 4, 8, 12, 16, 17, 32]),
+        prop::sample::select(vec![0usize, 0, 128, 1000, 4096, 65536]),
+    )
+        .prop_map(
+            |(codec, clevel, filter, typesize, blocksize)| CompressParams {
+                codec,
+                clevel,
+                filter,
+                typesize,
+                blocksize,
+                ..Default::default()
+            },
+        )
+}
+
+#[test]
+fn every_lz4_layout_decodes_as_c_blosc_does() {
+    // Chunks of whole and partial last blocks, split and unsplit blocks, every filter.
+    for len in [0, 1, 7, 127, 128, 1023, 4096, 100_003, 1_048_576, 3_000_017] {
+        for typesize in [1, 2, 4, 8, 16, 17] {
+            for filter in Filter::ALL {
+                let src = data(len, (len % 3) as u8, len as u64);
+                let p = CompressParams {
+                    codec: Codec::Lz4,
+                    typesize,
+                    filter,
+                    ..Default::default()
+                };
+                let c = compress(&p, &src).unwrap();
+                assert_eq!(by_blz(&c).unwrap(), src, "{p:?}, {len} bytes");
+                assert_eq!(by_c_blosc(&c).unwrap(), src, "{p:?}, {len} bytes");
+            }
+        }
+    }
+}
+
+#[test]
+fn into_a_slice_and_into_a_reused_vec() {
+    let src = data(2_000_000, 1, 5);
+    let c = compress(&CompressParams::default(), &src).unwrap();
+    let mut out = vec![0xAA; src.len()];
+    decompress_into(&c, &mut out, 1).unwrap();
+    assert_eq!(out, src);
+    let mut v = vec![1, 2, 3];
+    decompress_to_vec(&c, &mut v, 1).unwrap();
+    assert_eq!(v, src);
+    // The wrong destination size is refused before anything is decoded.
+    let mut short = vec![0u8; src.len() - 8];
+    assert!(decompress_into(&c, &mut short, 1).is_err());
+}
+
+#[test]
+fn a_broken_stream_is_an_error_naming_the_block() {
+    let src = data(1_000_000, 1, 9);
+    let mut c = compress(&CompressParams::default(), &src).unwrap();
+    assert_eq!(validate(&c).unwrap().flags >> 5, 1, "an LZ4 chunk");
+    // Zero the second half of the streams: the header and block table stay valid.
+    let half = c.len() / 2;
+    c[half..].fill(0);
+    let e = by_blz(&c).unwrap_err();
+    assert!(
+        e.contains("corrupt LZ4 chunk") && e.contains("block"),
+        "{e}"
+    );
+    assert!(by_c_blosc(&c).is_err());
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig {
+        failure_persistence: None,
+        ..common::config(300)
+    })]
+
+    #[test]
+    fn both_decoders_agree_on_any_chunk(
+        p in params(),
+        len in 0usize..300_000,
+        kind in 0u8..3,
+        seed in any::<u64>(),
+    ) {
+        let src = data(len, kind, seed);
+        let c = compress(&p, &src).unwrap();
+        prop_assert_eq!(by_blz(&c).unwrap(), src.clone());
+        prop_assert_eq!(by_c_blosc(&c).unwrap(), src);
+    }
+
+    #[test]
+    fn both_decoders_agree_on_damaged_chunks(
+        p in params(),
+        len in 1usize..200_000,
+        kind in 0u8..3,
+        seed in any::<u64>(),
+        hits in prop::collection::vec((any::<prop::sample::Index>(), any::<u8>()), 1..6),
+    ) {
+        let src = data(len, kind, seed);
+        let mut c = compress(&p, &src).unwrap();
+        for (at, byte) in hits {
+            let i = at.index(c.len());
+            c[i] = byte;
+        }
+        let (ours, theirs) = (by_blz(&c), by_c_blosc(&c));
+        prop_assert_eq!(ours.is_ok(), theirs.is_ok(), "blz {:?}, c-blosc {:?}", ours.as_ref().err(), theirs.as_ref().err());
+        if let (Ok(a), Ok(b)) = (ours, theirs) {
+            prop_assert_eq!(a, b);
+        }
+    }
+}
