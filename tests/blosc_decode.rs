@@ -108,6 +108,20 @@ fn a_broken_stream_is_an_error_naming_the_block() {
     assert!(by_c_blosc(&c).is_err());
 }
 
+#[test]
+fn a_block_size_of_partial_items_goes_to_c_blosc() {
+    // A header whose block size is not a whole number of items (c-blosc never writes one):
+    // a split block would leave bytes unwritten, so blz hands it to c-blosc, which decides.
+    let src = data(1_000_000, 0, 3);
+    let c = compress(&CompressParams::default(), &src).unwrap();
+    let blocksize = validate(&c).unwrap().blocksize;
+    for delta in [1u32, 3, 7] {
+        let mut odd = c.clone();
+        odd[8..12].copy_from_slice(&(blocksize - delta).to_le_bytes());
+        assert_eq!(by_blz(&odd), by_c_blosc(&odd), "block size {}", blocksize - delta);
+    }
+}
+
 proptest! {
     #![proptest_config(ProptestConfig {
         failure_persistence: None,

@@ -1,5 +1,6 @@
 //! Arbitrary bytes as one Blosc 1.x chunk: `validate`, `decompress` and `getitem` must return
-//! an error or agree with each other, never crash or read out of bounds.
+//! an error or agree with each other (and blz's LZ4 decoder with c-blosc's), never crash or
+//! read out of bounds.
 
 #![no_main]
 
@@ -21,6 +22,11 @@ fuzz_target!(|data: &[u8]| {
     };
     if let Some(full) = &full {
         assert_eq!(full.len(), header.nbytes as usize);
+    }
+    // blz decodes LZ4 chunks itself with one thread; two threads send any chunk to c-blosc.
+    // Both must fail, or both return the same bytes.
+    if header.nbytes <= MAX_DECOMPRESS {
+        assert_eq!(full, blosc::decompress(data, 2).ok());
     }
     // A few item ranges, derived from the chunk's own bytes so the fuzzer can steer them.
     let ts = usize::from(header.typesize.max(1));

@@ -54,6 +54,9 @@ pub(super) fn decode(header: &ChunkHeader, chunk: &[u8], dst: *mut u8) -> Result
         || header.versionlz != LZ4_VERSION_FORMAT
         || header.flags & (FLAG_MEMCPYED | FLAG_BITSHUFFLE) != 0
         || blocksize > MAX_SCRATCH
+        // A split block of a size that is not a whole number of items would leave its last
+        // bytes unwritten (c-blosc never writes one); leave such a chunk to c-blosc.
+        || blocksize % usize::from(header.typesize.max(1)) != 0
     {
         return Ok(false);
     }
