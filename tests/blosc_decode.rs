@@ -118,7 +118,12 @@ fn a_block_size_of_partial_items_goes_to_c_blosc() {
     for delta in [1u32, 3, 7] {
         let mut odd = c.clone();
         odd[8..12].copy_from_slice(&(blocksize - delta).to_le_bytes());
-        assert_eq!(by_blz(&odd), by_c_blosc(&odd), "block size {}", blocksize - delta);
+        assert_eq!(
+            by_blz(&odd),
+            by_c_blosc(&odd),
+            "block size {}",
+            blocksize - delta
+        );
     }
 }
 

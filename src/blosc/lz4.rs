@@ -56,7 +56,7 @@ pub(super) fn decode(header: &ChunkHeader, chunk: &[u8], dst: *mut u8) -> Result
         || blocksize > MAX_SCRATCH
         // A split block of a size that is not a whole number of items would leave its last
         // bytes unwritten (c-blosc never writes one); leave such a chunk to c-blosc.
-        || blocksize % usize::from(header.typesize.max(1)) != 0
+        || !blocksize.is_multiple_of(usize::from(header.typesize.max(1)))
     {
         return Ok(false);
     }
