@@ -3,10 +3,11 @@
 //! thread, goes to c-blosc. These tests hold the two paths to the same answer: on every
 //! kind of chunk c-blosc writes, and on damaged chunks, where both must fail or both return
 //! the same bytes (a damaged chunk can still decode: checksums are the superchunk's job).
+//! Item reads (`getitem`) decode only their blocks and must equal that part of the whole.
 
 mod common;
 
-use blz::blosc::{compress, decompress, decompress_into, decompress_to_vec, validate};
+use blz::blosc::{compress, decompress, decompress_into, decompress_to_vec, getitem, validate};
 use blz::blosc::{Codec, CompressParams, Filter};
 use proptest::prelude::*;
 
@@ -34,6 +35,14 @@ fn by_c_blosc(chunk: &[u8]) -> Result<Vec<u8>, String> {
 
 fn by_blz(chunk: &[u8]) -> Result<Vec<u8>, String> {
     decompress(chunk, 1).map_err(|e| e.0)
+}
+
+/// Items `start .. start + count` of the chunk through `getitem`, in bytes.
+fn items(chunk: &[u8], start: usize, count: usize) -> Result<Vec<u8>, String> {
+    let ts = usize::from(validate(chunk).map_err(|e| e.0)?.typesize);
+    let mut out = vec![0u8; count * ts];
+    getitem(chunk, start * ts, &mut out).map_err(|e| e.0)?;
+    Ok(out)
 }
 
 fn params() -> impl Strategy<Value = CompressParams> {
@@ -144,6 +153,55 @@ proptest! {
         let c = compress(&p, &src).unwrap();
         prop_assert_eq!(by_blz(&c).unwrap(), src.clone());
         prop_assert_eq!(by_c_blosc(&c).unwrap(), src);
+    }
+
+    #[test]
+    fn item_reads_are_that_part_of_the_whole(
+        p in params(),
+        len in 1usize..300_000,
+        kind in 0u8..3,
+        seed in any::<u64>(),
+        a in any::<prop::sample::Index>(),
+        b in any::<prop::sample::Index>(),
+    ) {
+        let src = data(len, kind, seed);
+        let c = compress(&p, &src).unwrap();
+        let nitems = len / p.typesize;
+        prop_assume!(nitems > 0);
+        let (i, j) = (a.index(nitems), b.index(nitems));
+        let (start, end) = (i.min(j), i.max(j) + 1);
+        let ts = p.typesize;
+        prop_assert_eq!(items(&c, start, end - start).unwrap(), &src[start * ts..end * ts]);
+    }
+
+    #[test]
+    fn item_reads_of_damaged_chunks_agree_with_c_blosc(
+        p in params(),
+        len in 1usize..200_000,
+        seed in any::<u64>(),
+        hits in prop::collection::vec((any::<prop::sample::Index>(), any::<u8>()), 1..4),
+        at in any::<prop::sample::Index>(),
+    ) {
+        let src = data(len, 1, seed);
+        let mut c = compress(&p, &src).unwrap();
+        for (i, byte) in hits {
+            let i = i.index(c.len());
+            c[i] = byte;
+        }
+        // Where c-blosc decodes the whole chunk, every block decodes: an item read must
+        // succeed and give the same bytes. (Where it fails, a read of sound blocks may not.)
+        if let Ok(whole) = by_c_blosc(&c) {
+            let ts = usize::from(validate(&c).unwrap().typesize.max(1));
+            let nitems = whole.len() / ts;
+            if nitems > 0 {
+                let start = at.index(nitems);
+                let count = (nitems - start).min(100);
+                prop_assert_eq!(
+                    items(&c, start, count).unwrap(),
+                    &whole[start * ts..(start + count) * ts]
+                );
+            }
+        }
     }
 
     #[test]

@@ -424,7 +424,7 @@ pub fn getitem(chunk: &[u8], byte_start: usize, dst: &mut [u8]) -> Result<(), Co
             header.nbytes
         )));
     }
-    if nitems == 0 {
+    if nitems == 0 || lz4::getitem(&header, chunk, byte_start, dst)? {
         return Ok(());
     }
     // SAFETY: the header was validated against the buffer; the item range lies within the
