@@ -28,7 +28,8 @@ fuzz_target!(|data: &[u8]| {
     if header.nbytes <= MAX_DECOMPRESS {
         assert_eq!(full, blosc::decompress(data, 2).ok());
     }
-    // A few item ranges, derived from the chunk's own bytes so the fuzzer can steer them.
+    // A few item ranges, derived from the chunk's own bytes so the fuzzer can steer them
+    // (getitem takes a byte offset: item i starts at byte i * ts).
     let ts = usize::from(header.typesize.max(1));
     let nitems = header.nbytes as usize / ts;
     if header.blocksize > MAX_DECOMPRESS || nitems == 0 {
@@ -40,7 +41,7 @@ fuzz_target!(|data: &[u8]| {
     for (start, len) in [(0, 1), (nitems - 1, 1), (seed % nitems, 1 + seed % 97)] {
         let len = len.min(nitems - start);
         let mut out = vec![0u8; len * ts];
-        if blosc::getitem(data, start, &mut out).is_ok() {
+        if blosc::getitem(data, start * ts, &mut out).is_ok() {
             if let Some(full) = &full {
                 assert_eq!(&out[..], &full[start * ts..(start + len) * ts]);
             }
@@ -48,5 +49,5 @@ fuzz_target!(|data: &[u8]| {
     }
     // Out-of-range requests are refused.
     let mut one = vec![0u8; ts];
-    assert!(blosc::getitem(data, nitems, &mut one).is_err());
+    assert!(blosc::getitem(data, nitems * ts, &mut one).is_err());
 });
