@@ -23,7 +23,7 @@ use blz::storage::OpenMode;
 use blz::{CreateOptions, DType, Dataset};
 use clap::Parser;
 use data::generate;
-use ndarray::ArrayView1;
+use ndarray::{ArrayView1, SliceInfoElem};
 use std::path::{Path, PathBuf};
 use std::time::Instant;
 
@@ -63,6 +63,10 @@ struct Args {
     /// `warm`: on a VM that hands freed memory back to its host, fresh pages are slow).
     #[arg(long)]
     warm: bool,
+    /// After each read, time this many reads of 100 consecutive elements at random places
+    /// (fixed seed) through the opened dataset, as compare_python.py's random reads do.
+    #[arg(long, default_value_t = 0)]
+    random_reads: usize,
     /// Memory mode: append this many batches.
     #[arg(long)]
     append_batches: Option<usize>,
@@ -200,19 +204,43 @@ fn write_read(a: &Args) {
             assert!(same, "read back differs from what was written");
         }
         let ds = Dataset::open(&a.out).expect("open");
+        let per_read = random_reads(&ds, a.random_reads);
         println!(
             "{{\"write_s\": {:.6}, \"read_s\": {:.6}, \"write_cpu_s\": {:.6}, \
-             \"read_cpu_s\": {:.6}, \"nbytes\": {nbytes}, \"cbytes\": {}, \"blocksize\": {}, \
-             \"chunk\": {}}}",
+             \"read_cpu_s\": {:.6}, \"random_read_us\": {:.2}, \"nbytes\": {nbytes}, \
+             \"cbytes\": {}, \"blocksize\": {}, \"chunk\": {}}}",
             write.0,
             read.0,
             write.1,
             read.1,
+            per_read * 1e6,
             ds.sizes().cbytes,
             first_blocksize(&ds),
             ds.chunkshape()[0]
         );
     }
+}
+
+/// Seconds per read of 100 consecutive elements at `count` random places (SplitMix64 from a
+/// fixed seed), after one untimed read that pays the opening costs; 0 when `count` is 0.
+fn random_reads(ds: &Dataset, count: usize) -> f64 {
+    const WIDTH: u64 = 100;
+    let n = ds.shape()[0];
+    if count == 0 || n <= WIDTH {
+        return 0.0;
+    }
+    let read = |s: u64| {
+        let v = ds
+            .slice::<f64, _>([SliceInfoElem::from(s as isize..(s + WIDTH) as isize)])
+            .expect("random read");
+        std::hint::black_box(v);
+    };
+    read(0);
+    let t = Instant::now();
+    for i in 0..count {
+        read(data::splitmix(1 << 40 | i as u64) % (n - WIDTH));
+    }
+    t.elapsed().as_secs_f64() / count as f64
 }
 
 fn append_memory(a: &Args, batches: usize) {
