@@ -111,7 +111,8 @@ pub struct Compression {
     /// Mantissa bits kept by `truncate`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub mantissa_bits: Option<u8>,
-    /// Blosc block size in bytes, 0 for automatic.
+    /// Block size in bytes forced on c-blosc; 0 lets blz choose per chunk
+    /// ([`blosc::compress_into`](crate::blosc::compress_into)).
     #[serde(default)]
     pub blocksize: usize,
 }

@@ -349,3 +349,51 @@ fn a_read_handle_refreshes_to_the_latest_commit() {
     assert_eq!(tr.nrows(), 2);
     assert!(!tr.refresh().unwrap());
 }
+
+/// With the block size left automatic, chunks of poorly compressible data get 128 KiB Blosc
+/// blocks (a short read decodes one of them) and compressible chunks keep c-blosc's 1 MiB.
+#[test]
+fn automatic_block_sizes_follow_the_data() {
+    use blz::blosc::ChunkHeader;
+    use blz::blpk::SuperchunkReader;
+    use blz::storage::OpenMode;
+    let dir = tempfile::tempdir().unwrap();
+    let n = 2_000_000usize;
+    let mut acc = 0.0f64;
+    let mut x = 0x9e37_79b9_7f4a_7c15u64;
+    let walk: Vec<f64> = (0..n)
+        .map(|_| {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            acc += (x >> 11) as f64 / (1u64 << 53) as f64 - 0.5;
+            acc
+        })
+        .collect();
+    let line: Vec<f64> = (0..n).map(|i| 1.0 + i as f64 * 1e-7).collect();
+    for (name, data, want) in [("walk", &walk, 131_072), ("line", &line, 1 << 20)] {
+        let p = dir.path().join(name);
+        let opts = CreateOptions {
+            chunkshape: Some(vec![1_000_000]),
+            ..Default::default()
+        };
+        let mut ds = Dataset::create_with(&p, DType::F64, &[0], &opts).unwrap();
+        ds.append(&Array1::from(data.clone()).into_dyn().view())
+            .unwrap();
+        let ds = Dataset::open(&p).unwrap();
+        let file = blz::storage::local()
+            .open(&ds.superchunk_path(0), OpenMode::Read)
+            .unwrap();
+        let r = SuperchunkReader::open(file).unwrap();
+        for k in 0..2 {
+            let h = ChunkHeader::parse(&r.read_chunk(k).unwrap()).unwrap();
+            assert_eq!(h.blocksize, want, "{name} chunk {k}");
+        }
+        let got: ArrayD<f64> = ds.slice(s![1_234_567..1_234_667]).unwrap();
+        assert_eq!(
+            got.as_slice().unwrap(),
+            &data[1_234_567..1_234_667],
+            "{name}"
+        );
+    }
+}

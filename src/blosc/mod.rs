@@ -170,7 +170,7 @@ pub struct CompressParams {
     pub filter: Filter,
     /// Element size in bytes (1-255); the shuffle filters work on elements of this size.
     pub typesize: usize,
-    /// Blosc block size in bytes; 0 lets c-blosc choose.
+    /// Block size asked of c-blosc, in bytes; 0 lets blz choose (see [`compress_into`]).
     pub blocksize: usize,
     /// Threads c-blosc uses inside this one chunk.
     pub nthreads: usize,
@@ -233,8 +233,109 @@ pub fn compress(params: &CompressParams, src: &[u8]) -> Result<Vec<u8>, CodecErr
     Ok(out)
 }
 
+/// Uncompressed bytes per block that blz asks for in chunks of poorly compressible data.
+pub const SMALL_BLOCK: usize = 128 * 1024;
+/// Leading bytes of a chunk compressed on their own to judge how compressible it is.
+const PROBE_BYTES: usize = 32 * 1024;
+/// Below this compression ratio of the probe, a chunk gets [`SMALL_BLOCK`] blocks.
+const NOISY_RATIO: usize = 16; // tenths: 1.6:1
+
+thread_local! {
+    /// Per thread: the compressed probe of [`auto_blocksize`].
+    static PROBE: std::cell::RefCell<Vec<u8>> = const { std::cell::RefCell::new(Vec::new()) };
+}
+
+/// Whether c-blosc stores the blocks of a chunk as one stream per byte of the element (its
+/// default split mode): every codec but zstd, for elements of at most 16 bytes.
+fn splits(codec: Codec, typesize: usize) -> bool {
+    codec != Codec::Zstd && typesize <= 16
+}
+
+/// The block size c-blosc 1.x chooses for `nbytes` bytes when none is forced
+/// (`compute_blocksize` in its blosc.c): 32 KiB (64 KiB for the codecs it counts as
+/// high-compression) scaled by the level, then, where blocks split into streams, at most
+/// 256 KiB times the element size, kept within 64 KiB..1 MiB; never more than `nbytes`, and
+/// a whole number of elements.
+fn c_blosc_blocksize(codec: Codec, clevel: u8, typesize: usize, nbytes: usize) -> usize {
+    const L1: usize = 32 * 1024;
+    if nbytes < typesize {
+        return 1;
+    }
+    let mut bs = nbytes;
+    if nbytes >= L1 {
+        let hcr = matches!(codec, Codec::Lz4hc | Codec::Zlib | Codec::Zstd);
+        bs = if hcr { 2 * L1 } else { L1 };
+        bs = match clevel {
+            0 => bs / 4,
+            1 => bs / 2,
+            2 => bs,
+            3 => bs * 2,
+            4 | 5 => bs * 4,
+            6..=8 => bs * 8,
+            _ => bs * if hcr { 16 } else { 8 },
+        };
+    }
+    if clevel > 0 && splits(codec, typesize) && bs / typesize >= 128 {
+        bs = (bs.min(1 << 18) * typesize).clamp(1 << 16, 1 << 20);
+    }
+    bs = bs.min(nbytes);
+    if bs > typesize {
+        bs = bs / typesize * typesize;
+    }
+    bs
+}
+
+/// The block size to ask c-blosc for when the caller left it to blz (`params.blocksize` 0).
+///
+/// c-blosc 1.x gives LZ4 and BloscLZ chunks blocks of up to 1 MiB (at clevel 5 and more,
+/// for elements of 4 bytes or more). A read of a few elements decodes a whole block, so
+/// such blocks make small reads slow; they pay off only where the codec finds matches far
+/// apart, in compressible data (an arithmetic progression loses half its ratio in 128 KiB
+/// blocks). So blz compresses the chunk's first 32 KiB on their own first: if they shrink
+/// less than 1.6:1 the data is mostly noise (float measurements, random walks, hashes),
+/// larger blocks gain under about 2% of ratio, and the chunk gets blocks of 128 KiB;
+/// otherwise c-blosc chooses. The probe costs one compression of 32 KiB per chunk. Where
+/// c-blosc would choose blocks of 128 KiB or less, for other codecs (their users chose ratio
+/// over speed) and at clevel 0, c-blosc chooses with no probe. The choice depends on the chunk's bytes alone, so chunks stay reproducible.
+fn auto_blocksize(params: &CompressParams, src: &[u8]) -> Result<usize, CodecError> {
+    if params.blocksize != 0
+        || params.clevel == 0
+        || !matches!(params.codec, Codec::Lz4 | Codec::Blosclz)
+        || c_blosc_blocksize(params.codec, params.clevel, params.typesize, src.len()) <= SMALL_BLOCK
+    {
+        return Ok(params.blocksize);
+    }
+    let probe = &src[..PROBE_BYTES / params.typesize * params.typesize];
+    if probe.is_empty() {
+        return Ok(0);
+    }
+    let clen = PROBE.with(|p| {
+        let mut p = p.borrow_mut();
+        let one = CompressParams {
+            blocksize: probe.len(),
+            nthreads: 1,
+            ..*params
+        };
+        raw_compress(&one, probe, &mut p)
+    })?;
+    if probe.len() * 10 >= clen * NOISY_RATIO {
+        return Ok(0);
+    }
+    // When it splits blocks into streams, c-blosc multiplies a forced block size by the
+    // element size (`compute_blocksize` in blosc.c).
+    Ok(if splits(params.codec, params.typesize) {
+        SMALL_BLOCK / params.typesize
+    } else {
+        SMALL_BLOCK
+    })
+}
+
 /// Compresses `src` into `dst` (cleared first; its allocation is reused). Returns the chunk
 /// length.
+///
+/// With `params.blocksize` 0 blz chooses the block size: blocks of [`SMALL_BLOCK`] bytes
+/// for LZ4 and BloscLZ chunks whose data compresses poorly, c-blosc's choice otherwise (see
+/// `spec/blosc.md`). Any other value is handed to c-blosc as its forced block size.
 ///
 /// # Errors
 /// As [`compress`].
@@ -250,6 +351,23 @@ pub fn compress_into(
             src.len()
         )));
     }
+    let blocksize = auto_blocksize(params, src)?;
+    raw_compress(
+        &CompressParams {
+            blocksize,
+            ..*params
+        },
+        src,
+        dst,
+    )
+}
+
+/// [`compress_into`] with `params.blocksize` passed to c-blosc as it is (0: c-blosc chooses).
+fn raw_compress(
+    params: &CompressParams,
+    src: &[u8],
+    dst: &mut Vec<u8>,
+) -> Result<usize, CodecError> {
     let cap = src.len() + MAX_OVERHEAD;
     dst.clear();
     dst.reserve(cap);
@@ -533,6 +651,133 @@ mod tests {
         let c = compress(&p, &src).unwrap();
         assert_eq!(validate(&c).unwrap().blocksize, 64 * 1024);
         assert_eq!(decompress(&c, 1).unwrap(), src);
+    }
+
+    /// Bytes that compress about as badly as float measurements: splitmix64 noise in the low
+    /// bytes of each element, a slowly changing value in its high bytes.
+    fn noisy(n: usize, typesize: usize) -> Vec<u8> {
+        (0..n)
+            .map(|i| {
+                let elem = i / typesize;
+                if i % typesize < typesize - typesize / 4 {
+                    let mut z = (i as u64).wrapping_mul(0x9e37_79b9_7f4a_7c15);
+                    z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+                    (z ^ (z >> 31)) as u8
+                } else {
+                    (elem >> 12) as u8
+                }
+            })
+            .collect()
+    }
+
+    fn blocksize_of(params: &CompressParams, src: &[u8]) -> usize {
+        let c = compress(params, src).unwrap();
+        assert_eq!(decompress(&c, 1).unwrap(), src, "{params:?}");
+        validate(&c).unwrap().blocksize as usize
+    }
+
+    #[test]
+    fn poorly_compressible_chunks_get_small_blocks() {
+        for codec in [Codec::Lz4, Codec::Blosclz] {
+            for typesize in 1..=20 {
+                let src = noisy(1 << 20, typesize);
+                for clevel in [1, 5, 9] {
+                    let p = CompressParams {
+                        codec,
+                        clevel,
+                        typesize,
+                        ..Default::default()
+                    };
+                    let bs = blocksize_of(&p, &src);
+                    let own = c_blosc_blocksize(codec, clevel, typesize, src.len());
+                    if own > SMALL_BLOCK {
+                        assert!(
+                            bs <= SMALL_BLOCK
+                                && bs > SMALL_BLOCK - typesize
+                                && bs.is_multiple_of(typesize),
+                            "{p:?}: block size {bs}"
+                        );
+                    } else {
+                        assert_eq!(bs, own, "{p:?}");
+                    }
+                    if clevel == 5 && (2..=16).contains(&typesize) {
+                        assert!(own > SMALL_BLOCK, "{p:?}");
+                    }
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn compressible_chunks_and_other_codecs_keep_c_blosc_blocks() {
+        let c_blosc = |p: &CompressParams, src: &[u8]| {
+            let mut out = Vec::new();
+            raw_compress(p, src, &mut out).unwrap();
+            validate(&out).unwrap().blocksize as usize
+        };
+        // An arithmetic progression: half its ratio would be lost in 128 KiB blocks.
+        let smooth = sample(1 << 17);
+        let p = CompressParams::default();
+        assert_eq!(blocksize_of(&p, &smooth), c_blosc(&p, &smooth));
+        assert_eq!(blocksize_of(&p, &smooth), 1 << 20);
+        let src = noisy(1 << 20, 8);
+        for codec in [Codec::Lz4hc, Codec::Zlib, Codec::Zstd] {
+            let p = CompressParams {
+                codec,
+                ..Default::default()
+            };
+            assert_eq!(blocksize_of(&p, &src), c_blosc(&p, &src), "{codec:?}");
+        }
+        // clevel 0, a chunk of one small block, and a block size the caller chose.
+        for p in [
+            CompressParams {
+                clevel: 0,
+                ..Default::default()
+            },
+            CompressParams {
+                blocksize: 1 << 14,
+                typesize: 1,
+                ..Default::default()
+            },
+        ] {
+            assert_eq!(blocksize_of(&p, &src), c_blosc(&p, &src), "{p:?}");
+        }
+        assert_eq!(blocksize_of(&p, &src[..SMALL_BLOCK]), SMALL_BLOCK);
+        assert_eq!(blocksize_of(&p, &src[..SMALL_BLOCK + 8]), SMALL_BLOCK);
+        // Where c-blosc chooses small blocks itself, they stay (never made larger).
+        let p1 = CompressParams {
+            clevel: 1,
+            typesize: 1,
+            ..Default::default()
+        };
+        assert_eq!(blocksize_of(&p1, &src), 1 << 16);
+    }
+
+    #[test]
+    fn c_blosc_block_size_is_predicted() {
+        let mut out = Vec::new();
+        for codec in Codec::ALL {
+            for clevel in 0..=9 {
+                for typesize in [1, 2, 3, 4, 7, 8, 12, 16, 17, 32, 255] {
+                    for nbytes in [1usize, 100, 1 << 15, 100_000, (1 << 20) + 8] {
+                        let src = vec![0u8; nbytes];
+                        let p = CompressParams {
+                            codec,
+                            clevel,
+                            typesize,
+                            ..Default::default()
+                        };
+                        raw_compress(&p, &src, &mut out).unwrap();
+                        let got = validate(&out).unwrap().blocksize as usize;
+                        assert_eq!(
+                            c_blosc_blocksize(codec, clevel, typesize, nbytes),
+                            got,
+                            "{p:?} nbytes {nbytes}"
+                        );
+                    }
+                }
+            }
+        }
     }
 
     #[test]
