@@ -19,7 +19,9 @@ elements, for every tool. Each phase runs --repeat times, tools in alternation; 
 shows the median wall-clock time and GB/s of uncompressed data, and each peer's time over
 blz's (> 1: blz faster). blz's write includes its commit, which fsyncs the data; the peers'
 writes do not fsync, so their "durable" time adds an fsync of every file they wrote. The page cache stays warm, and memory is touched before each timed
-phase (see warm(); --cold skips it). Unlike benches/compare.py (a fresh process
+phase (see warm(); --cold skips it). After each blz write, the "disk" line times writing as many
+bytes as blz's compressed dataset holds from memory, as 64 MiB files two at a time, each
+fsynced: what making this data durable costs this disk with no compression to do. Unlike benches/compare.py (a fresh process
 per run), this measures what a Python user sees, binding costs included.
 """
 
@@ -237,6 +239,35 @@ TOOLS = {"blz": Blz, "python-blosc2": Blosc2, "zarr-python": Zarr, "zarr+zarrs":
          "tensorstore": TensorStore}
 
 
+def disk_time(root: str, payload: np.ndarray, piece: int = 64 << 20) -> float:
+    """Seconds the disk under `root` takes to make `payload` durable when nothing else is to
+    be done: written from memory as new files of `piece` bytes (blz's superchunk files hold
+    about 64 MiB), two at a time as blz's two writer threads do, each fsynced."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    view = memoryview(payload).cast("B")
+
+    def one(i: int) -> None:
+        path = os.path.join(root, f"disk-{i}")
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+        try:
+            part = view[i * piece:(i + 1) * piece]
+            while part:
+                part = part[os.write(fd, part):]
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+
+    count = -(-len(view) // piece)
+    t0 = time.perf_counter()
+    with ThreadPoolExecutor(2) as pool:
+        list(pool.map(one, range(count)))
+    took = time.perf_counter() - t0
+    for i in range(count):
+        os.unlink(os.path.join(root, f"disk-{i}"))
+    return took
+
+
 def random_reads(tool, path: str, n: int, count: int, width: int = 100) -> float:
     """Seconds per read of `width` consecutive elements at `count` random places (fixed seed),
     through one opened array."""
@@ -296,6 +327,7 @@ def main() -> None:
     n = int(args.n)
     tools = peers()
     root = tempfile.mkdtemp(prefix="blz-compare-", dir=args.dir)
+    disk_payload: dict[str, np.ndarray] = {}
     try:
         for kind in ("walk", "linspace"):
             data = generate(kind, n)
@@ -325,6 +357,12 @@ def main() -> None:
                         raise SystemExit(f"{t.name} read back different data")
                     del back
                     if t.name == "blz":
+                        # The disk's own time for these bytes, right after blz wrote them.
+                        if (payload := disk_payload.get(kind)) is None:
+                            payload = np.random.default_rng(3).integers(
+                                0, 256, size=sizes["blz"], dtype=np.uint8)
+                            disk_payload[kind] = payload
+                        times.setdefault(("disk", "time"), []).append(disk_time(root, payload))
                         # Read again at once: into the memory the first result held, from
                         # blz's buffer pool (blz.buffer_pool), instead of fresh pages.
                         t0 = time.perf_counter()
@@ -341,6 +379,10 @@ def main() -> None:
                 print(f"{t.name:<14} {gb / w:>10.2f} {gb / d:>8.2f} {gb / r:>10.2f} "
                       f"{data.nbytes / sizes[t.name]:>6.2f} {w / med[('blz', 'write')]:>11.2f}x "
                       f"{d / med[('blz', 'durable')]:>9.2f}x {r / med[('blz', 'read')]:>7.2f}x")
+            disk = med[("disk", "time")]
+            print(f"disk: {sizes['blz'] / 1e6:.0f} MB (blz's compressed size) written from memory as "
+                  f"64 MiB files and fsynced in {disk:.2f} s, {gb / disk:.2f} GB/s of data; "
+                  f"blz's durable write, compression included, took {med[('blz', 'write')] / disk:.2f}x that")
             print(f"blz read again straight after a read (its result in pooled memory): "
                   f"{gb / med[('blz', 'reread')]:.2f} GB/s, "
                   f"{med[('blz', 'read')] / med[('blz', 'reread')]:.2f}x its first read")
@@ -357,6 +399,7 @@ def main() -> None:
                 print(f"  {t.name:<14} {m['peak_added'] / 2**20:>8.1f} MiB  "
                       f"({m['peak_added'] / m['result']:.2f}x the result)")
             del data
+            disk_payload.clear()
     finally:
         shutil.rmtree(root, ignore_errors=True)
 
