@@ -45,6 +45,16 @@ fn items(chunk: &[u8], start: usize, count: usize) -> Result<Vec<u8>, String> {
     Ok(out)
 }
 
+/// LZ4 at blz's default level with this typesize and filter.
+fn lz4(typesize: usize, filter: Filter) -> CompressParams {
+    CompressParams {
+        codec: Codec::Lz4,
+        typesize,
+        filter,
+        ..Default::default()
+    }
+}
+
 fn params() -> impl Strategy<Value = CompressParams> {
     (
         prop::sample::select(vec![Codec::Lz4, Codec::Lz4hc, Codec::Blosclz]),
@@ -72,12 +82,7 @@ fn every_lz4_layout_decodes_as_c_blosc_does() {
         for typesize in [1, 2, 4, 8, 16, 17] {
             for filter in Filter::ALL {
                 let src = data(len, (len % 3) as u8, len as u64);
-                let p = CompressParams {
-                    codec: Codec::Lz4,
-                    typesize,
-                    filter,
-                    ..Default::default()
-                };
+                let p = lz4(typesize, filter);
                 let c = compress(&p, &src).unwrap();
                 assert_eq!(by_blz(&c).unwrap(), src, "{p:?}, {len} bytes");
                 assert_eq!(by_c_blosc(&c).unwrap(), src, "{p:?}, {len} bytes");
@@ -97,12 +102,7 @@ fn short_item_reads_of_every_layout_are_that_part_of_the_whole() {
             for filter in Filter::ALL {
                 let len = 3_000_017 / typesize * typesize;
                 let src = data(len, kind, typesize as u64);
-                let p = CompressParams {
-                    codec: Codec::Lz4,
-                    typesize,
-                    filter,
-                    ..Default::default()
-                };
+                let p = lz4(typesize, filter);
                 let c = compress(&p, &src).unwrap();
                 let bs = validate(&c).unwrap().blocksize as usize / typesize;
                 let nitems = len / typesize;

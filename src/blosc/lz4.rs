@@ -237,21 +237,8 @@ fn decode_block(
             // `out` nor `shuffled` overlaps the chunk.
             unsafe { std::ptr::copy_nonoverlapping(src.as_ptr(), to, neblock) };
         } else {
-            // SAFETY: LZ4_decompress_safe reads at most `cbytes` bytes of `src` and writes
-            // at most `neblock` bytes to `to`, which has room for them.
-            let n = unsafe {
-                lz4_sys::LZ4_decompress_safe(
-                    src.as_ptr().cast::<c_char>(),
-                    to.cast::<c_char>(),
-                    cbytes as c_int,
-                    neblock as c_int,
-                )
-            };
-            if n < 0 || n as usize != neblock {
-                return Err(corrupt(format!(
-                    "block {j} stream {s} decodes to {n} bytes, not {neblock}"
-                )));
-            }
+            // SAFETY: `to` has room for neblock bytes (above).
+            unsafe { decode_stream(src, to, neblock, j, s)? };
         }
     }
     if gather {
@@ -262,6 +249,36 @@ fn decode_block(
         // SAFETY: `shuffled` holds the block's bsize shuffled bytes; `out` has room for bsize
         // bytes; c-blosc's unshuffle reads and writes exactly bsize bytes.
         unsafe { blosc_internal_unshuffle(typesize, bsize, shuffled.as_ptr(), out) };
+    }
+    Ok(())
+}
+
+/// Decodes LZ4 stream `s` of block `j` (its compressed bytes `src`) to `neblock` bytes at
+/// `to`; a stream that does not decode to exactly that many bytes is corrupt.
+///
+/// # Safety
+/// `to` must have room for `neblock` bytes and not overlap `src`.
+unsafe fn decode_stream(
+    src: &[u8],
+    to: *mut u8,
+    neblock: usize,
+    j: usize,
+    s: usize,
+) -> Result<(), CodecError> {
+    // SAFETY: LZ4_decompress_safe reads at most `src.len()` bytes of `src` and writes at
+    // most `neblock` bytes to `to`, which the caller gives room for.
+    let n = unsafe {
+        lz4_sys::LZ4_decompress_safe(
+            src.as_ptr().cast::<c_char>(),
+            to.cast::<c_char>(),
+            src.len() as c_int,
+            neblock as c_int,
+        )
+    };
+    if n < 0 || n as usize != neblock {
+        return Err(corrupt(format!(
+            "block {j} stream {s} decodes to {n} bytes, not {neblock}"
+        )));
     }
     Ok(())
 }
@@ -288,33 +305,26 @@ unsafe fn unshuffle8_planes(planes: &[*const u8; 8], n: usize, out: *mut u8) {
             unsafe {
                 let x: [__m128i; 8] =
                     std::array::from_fn(|s| _mm_loadu_si128(planes[s].add(i).cast::<__m128i>()));
-                // Bytes of planes 2k and 2k+1 side by side (low and high halves).
-                let b: [__m128i; 8] = std::array::from_fn(|k| {
-                    let (lo, hi) = (x[2 * (k % 4)], x[2 * (k % 4) + 1]);
-                    if k < 4 {
-                        _mm_unpacklo_epi8(lo, hi)
-                    } else {
-                        _mm_unpackhi_epi8(lo, hi)
-                    }
-                });
-                // Then 2-byte pairs of b[2k] and b[2k+1]: 4 bytes of each item together.
-                let w: [__m128i; 8] = std::array::from_fn(|k| {
-                    let (lo, hi) = (b[2 * (k % 4)], b[2 * (k % 4) + 1]);
-                    if k < 4 {
-                        _mm_unpacklo_epi16(lo, hi)
-                    } else {
-                        _mm_unpackhi_epi16(lo, hi)
-                    }
-                });
-                // Then 4-byte halves of w[2k] and w[2k+1]: whole items, two per vector.
-                let d: [__m128i; 8] = std::array::from_fn(|k| {
-                    let (lo, hi) = (w[2 * (k % 4)], w[2 * (k % 4) + 1]);
-                    if k < 4 {
-                        _mm_unpacklo_epi32(lo, hi)
-                    } else {
-                        _mm_unpackhi_epi32(lo, hi)
-                    }
-                });
+                // Vector k < 4 interleaves the low halves of v[2k] and v[2k+1], vector
+                // k + 4 their high halves.
+                macro_rules! round {
+                    ($v:expr, $lo:ident, $hi:ident) => {
+                        std::array::from_fn::<__m128i, 8, _>(|k| {
+                            let (a, b) = ($v[2 * (k % 4)], $v[2 * (k % 4) + 1]);
+                            if k < 4 {
+                                $lo(a, b)
+                            } else {
+                                $hi(a, b)
+                            }
+                        })
+                    };
+                }
+                // Bytes of planes 2k and 2k+1 side by side; then 2-byte pairs of those (4
+                // bytes of each item together); then 4-byte halves: whole items, two per
+                // vector.
+                let b = round!(x, _mm_unpacklo_epi8, _mm_unpackhi_epi8);
+                let w = round!(b, _mm_unpacklo_epi16, _mm_unpackhi_epi16);
+                let d = round!(w, _mm_unpacklo_epi32, _mm_unpackhi_epi32);
                 let at = out.add(8 * i).cast::<__m128i>();
                 for (slot, v) in [0, 4, 2, 6, 1, 5, 3, 7].into_iter().enumerate() {
                     _mm_storeu_si128(at.add(slot), d[v]);
@@ -375,22 +385,8 @@ fn read_split_items(
         if src.len() == b.neblock {
             plane[..need].copy_from_slice(&src[..need]);
         } else {
-            // SAFETY: LZ4_decompress_safe reads at most `src.len()` bytes of `src` and writes
-            // at most `neblock` bytes to `plane`, which holds neblock bytes.
-            let n = unsafe {
-                lz4_sys::LZ4_decompress_safe(
-                    src.as_ptr().cast::<c_char>(),
-                    plane.as_mut_ptr().cast::<c_char>(),
-                    src.len() as c_int,
-                    b.neblock as c_int,
-                )
-            };
-            if n < 0 || n as usize != b.neblock {
-                return Err(corrupt(format!(
-                    "block {j} stream {s} decodes to {n} bytes, not {}",
-                    b.neblock
-                )));
-            }
+            // SAFETY: `plane` holds neblock bytes.
+            unsafe { decode_stream(src, plane.as_mut_ptr(), b.neblock, j, s)? };
         }
     }
     for (k, o) in out.iter_mut().enumerate() {
