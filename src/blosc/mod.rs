@@ -287,8 +287,8 @@ fn c_blosc_blocksize(codec: Codec, clevel: u8, typesize: usize, nbytes: usize) -
 
 /// The block size to ask c-blosc for when the caller left it to blz (`params.blocksize` 0).
 ///
-/// c-blosc 1.x gives LZ4 and BloscLZ chunks blocks of up to 1 MiB (at clevel 5 and more,
-/// for elements of 4 bytes or more). A read of a few elements decodes a whole block, so
+/// c-blosc 1.x gives LZ4 and BloscLZ chunks blocks of up to 1 MiB (at clevel 5, 128 KiB
+/// times the element size, at most 1 MiB). A read of a few elements decodes a whole block, so
 /// such blocks make small reads slow; they pay off only where the codec finds matches far
 /// apart, in compressible data (an arithmetic progression loses half its ratio in 128 KiB
 /// blocks). So blz compresses the chunk's first 32 KiB on their own first: if they shrink
@@ -296,7 +296,8 @@ fn c_blosc_blocksize(codec: Codec, clevel: u8, typesize: usize, nbytes: usize) -
 /// larger blocks gain under about 2% of ratio, and the chunk gets blocks of 128 KiB;
 /// otherwise c-blosc chooses. The probe costs one compression of 32 KiB per chunk. Where
 /// c-blosc would choose blocks of 128 KiB or less, for other codecs (their users chose ratio
-/// over speed) and at clevel 0, c-blosc chooses with no probe. The choice depends on the chunk's bytes alone, so chunks stay reproducible.
+/// over speed) and at clevel 0, c-blosc chooses with no probe. The choice depends on the
+/// chunk's bytes alone, so chunks stay reproducible.
 fn auto_blocksize(params: &CompressParams, src: &[u8]) -> Result<usize, CodecError> {
     if params.blocksize != 0
         || params.clevel == 0
