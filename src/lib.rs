@@ -51,7 +51,9 @@ pub mod recovery {
 
 pub use array::Dataset;
 pub use dtype::{DType, Element, Endianness};
-pub use engine::{CreateOptions, Mode};
+pub use engine::{
+    check_shape, CreateOptions, Mode, MAX_ARRAY_BYTES, MAX_FILL_CHUNKS, MAX_TABLE_FILL_ROWS,
+};
 pub use error::{Error, Result};
 pub use layer::Layer;
 pub use selection::Selection;

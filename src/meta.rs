@@ -58,6 +58,37 @@ pub(crate) fn unless_changed<T>(
     }
 }
 
+/// The stamp ([`Storage::stamp`]) of `meta/sizes` of the dataset at `root`, taken by a
+/// read-only handle just before it reads `meta/sizes`: every commit replaces that file, so
+/// a read that finds the same stamp after it ends (and no journal being applied) read one
+/// commit whole ([`whole_unless_committed`]).
+pub(crate) fn sizes_stamp(storage: &dyn Storage, root: &Path) -> Option<[u64; 4]> {
+    storage.stamp(&MetaPaths::new(root).sizes())
+}
+
+/// `r`, a successful read through a read-only handle whose commit's `meta/sizes` had stamp
+/// `seen` ([`sizes_stamp`]), becomes [`Error::Changed`] when a writer's commit began or
+/// ended while it ran (or since the handle opened): a journal is being applied (it rewrites
+/// committed bytes in place), or `meta/sizes` was replaced. The read may then hold chunks
+/// of two commits; the caller refreshes and reads again. Two `stat`s on a local filesystem;
+/// nothing to check where the backend has no stamps (an object store, whose objects never
+/// change in place) or the handle did not take one.
+pub(crate) fn whole_unless_committed<T>(
+    storage: &dyn Storage,
+    root: &Path,
+    seen: Option<[u64; 4]>,
+    r: Result<T>,
+) -> Result<T> {
+    let Some(seen) = seen else { return r };
+    if r.is_ok() && (crate::txn::pending(storage, root) || sizes_stamp(storage, root) != Some(seen))
+    {
+        return Err(Error::Changed {
+            path: root.to_path_buf(),
+        });
+    }
+    r
+}
+
 /// As [`unless_changed`] for the problems a verification found: when a writer committed
 /// since `seen`, they are replaced by one [`Error::Changed`] (verify the new state).
 pub(crate) fn verified_unless_changed(

@@ -9,7 +9,7 @@ from typing import Any
 import numpy as np
 
 from . import _blz
-from ._errors import ChangedError, CorruptionError, Error
+from ._errors import CorruptionError, Error, one_commit
 from ._index import empty, native, resolve
 
 
@@ -208,16 +208,8 @@ class Array:
     # -- reading ----------------------------------------------------------------------
 
     def _read(self, key: Any) -> Any:
-        attempts = 3
-        while True:
-            self._follow()
-            try:
-                return self._read_now(key)
-            except ChangedError:
-                # A writer's commit rewrote what the read was reading: read the new state.
-                attempts -= 1
-                if self._mode != "r" or attempts == 0:
-                    raise
+        # One call shows one commit whole: a read that met a writer's commit is made again.
+        return one_commit(self._mode == "r", self._follow, lambda: self._read_now(key))
 
     def _read_now(self, key: Any) -> Any:
         r = resolve(key, self._shape)

@@ -6,6 +6,9 @@ Messages are the library's: they name the file and, for a bad chunk, the chunk. 
 
 from __future__ import annotations
 
+import time
+from typing import Any
+
 
 class Error(OSError):
     """Any error blz reports."""
@@ -68,3 +71,23 @@ __all__ = [
     "InvalidArgumentError",
     "UnsupportedError",
 ]
+
+
+def one_commit(readable: bool, follow: Any, read: Any) -> Any:
+    """``read()`` on the latest commit: a read that met a writer's commit (which can leave it
+    holding chunks of two commits) raises ``ChangedError`` and is made again, after ``follow()``
+    has shown the new commit, up to 20 times with short growing pauses (a writer applying a
+    commit in place is given time to finish). ``readable``: the handle follows commits (mode
+    ``"r"``); a writing handle is the only writer and never retries."""
+    attempts = 20
+    pause = 0.001
+    while True:
+        follow()
+        try:
+            return read()
+        except ChangedError:
+            attempts -= 1
+            if not readable or attempts == 0:
+                raise
+            time.sleep(pause)
+            pause = min(pause * 2, 0.05)

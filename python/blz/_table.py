@@ -9,7 +9,7 @@ from typing import Any
 import numpy as np
 
 from ._array import Attributes, raise_problems
-from ._errors import ChangedError
+from ._errors import one_commit
 from ._index import empty, native, resolve
 
 VAR_KINDS = ("varstr", "varbytes")
@@ -276,17 +276,8 @@ class Table:
             self.refresh()
 
     def _fresh(self, read: Any) -> Any:
-        """``read()`` on the latest commit; again (up to 3 times) when a writer's commit
-        rewrote what it was reading."""
-        attempts = 3
-        while True:
-            self._follow()
-            try:
-                return read()
-            except ChangedError:
-                attempts -= 1
-                if self._mode != "r" or attempts == 0:
-                    raise
+        """``read()`` on the latest commit, made again when it met a writer's commit."""
+        return one_commit(self._mode == "r", self._follow, read)
 
     @property
     def path(self) -> str:

@@ -21,6 +21,7 @@ pub use crate::engine::{
 };
 
 use crate::dtype::{DType, Element};
+use crate::engine::limits::{self as layout, GROW_STEP_CHUNKS};
 use crate::engine::{
     as_bytes, as_bytes_mut, build_storage_meta, elements_to_bytes, make_core, open_root,
     read_attrs, settle, validate_storage_meta, verify_store, write_attrs, ArrayCore, ChunkWrites,
@@ -52,6 +53,32 @@ fn rows_selection(shape: &[u64], start: u64, rows: u64) -> Vec<AxisSel> {
     sel
 }
 
+/// Checks the sizes read from `meta/sizes` (at `path`) before they size anything: the shape
+/// within [`crate::MAX_ARRAY_BYTES`], its chunk count within `u64`, and the last superchunk
+/// file it needs present (one look-up), so a shape that names far more data than the
+/// dataset holds is refused when the dataset opens, not found chunk by chunk.
+fn check_sizes(storage: &dyn Storage, core: &ArrayCore, sizes: &Sizes, path: &Path) -> Result<()> {
+    let bad = |reason: String| Err(Error::metadata(path, reason));
+    if let Err(e) = layout::shape_bytes(&sizes.shape, core.itemsize() as u64, "shape") {
+        return bad(e.to_string());
+    }
+    let Some(n) = layout::chunk_count(&sizes.shape, &core.chunkshape) else {
+        return bad(format!(
+            "shape {:?} has more chunks than blz can count",
+            sizes.shape
+        ));
+    };
+    let nfiles = core.store.nfiles(n);
+    if nfiles > 0 && !storage.exists(&core.store.file_path(nfiles - 1)) {
+        return bad(format!(
+            "shape {:?} needs {nfiles} superchunk files, but the last, {}, does not exist",
+            sizes.shape,
+            core.store.file_rel(nfiles - 1).display()
+        ));
+    }
+    Ok(())
+}
+
 /// An N-d array dataset.
 #[derive(Debug)]
 pub struct Dataset {
@@ -62,6 +89,10 @@ pub struct Dataset {
     base: Arc<dyn Storage>,
     /// `meta/sizes`' [`Storage::stamp`] when [`Dataset::refresh`] last found it current.
     sizes_stamp: Option<[u64; 4]>,
+    /// A read-only handle's stamp of the `meta/sizes` it shows (taken before reading it), to
+    /// tell a read that met a commit ([`meta::whole_unless_committed`]); `None` for a
+    /// writing handle (nothing commits under it) or one opened through a journal view.
+    read_stamp: Option<[u64; 4]>,
     mode: Mode,
     _lock: Option<WriterLock>,
     meta: ArrayStorage,
@@ -250,7 +281,10 @@ impl Dataset {
         shape: &[u64],
         opts: &CreateOptions,
     ) -> Result<(Staging, Dataset)> {
+        let what = format!("creating {}", root.display());
+        layout::shape_bytes(shape, dtype.itemsize() as u64, &what)?;
         let meta = build_storage_meta(dtype, shape, opts)?;
+        layout::check_fill_chunks(0, layout::chunk_count(shape, &meta.chunkshape), &what)?;
         let is_array =
             |p: &Path| meta::dataset_kind(storage.as_ref(), p).as_deref() == Some("array");
         let staging = Staging::begin(storage, root, opts.overwrite, &is_array, "an array dataset")?;
@@ -325,6 +359,9 @@ impl Dataset {
         let meta: ArrayStorage = serde_json::from_value(raw)
             .map_err(|e| Error::metadata(mp.storage(), e.to_string()))?;
         validate_storage_meta(&meta, &mp.storage())?;
+        let read_stamp = (mode == Mode::ReadOnly && Arc::ptr_eq(&storage, &base))
+            .then(|| meta::sizes_stamp(base.as_ref(), root))
+            .flatten();
         let sizes: Sizes = meta::read_json(storage.as_ref(), &mp.sizes())?;
         if sizes.shape.len() != meta.chunkshape.len() {
             return Err(Error::metadata(
@@ -337,11 +374,13 @@ impl Dataset {
             ));
         }
         let core = make_core(storage.clone(), root, PathBuf::from("data"), &meta)?;
+        check_sizes(storage.as_ref(), &core, &sizes, &mp.sizes())?;
         let ds = Dataset {
             root: root.to_path_buf(),
             storage,
             base,
             sizes_stamp: None,
+            read_stamp,
             mode,
             _lock: lock,
             meta,
@@ -392,6 +431,22 @@ impl Dataset {
     /// Number of superchunk files.
     pub fn nfiles(&self) -> u64 {
         self.core.store.nfiles(self.nchunks())
+    }
+
+    /// The numbers of the superchunk files (0-based, below [`nfiles`](Self::nfiles)) present
+    /// in `data/`, from one listing: what to walk when files may be missing.
+    ///
+    /// # Errors
+    /// An I/O error listing `data/`.
+    pub fn present_files(&self) -> Result<Vec<u64>> {
+        let n = self.nfiles();
+        Ok(self
+            .core
+            .store
+            .present_files()?
+            .range(..n)
+            .copied()
+            .collect())
     }
 
     /// Absolute path of superchunk file `f` (0-based; its name is `__{f+1}__.bin`).
@@ -472,6 +527,10 @@ impl Dataset {
         );
         if !reopen {
             self.sizes_stamp = stamp;
+            if self.read_stamp.is_some() {
+                // The same commit, its `meta/sizes` written again (the same generation).
+                self.read_stamp = stamp;
+            }
             return Ok(false);
         }
         let root = self.root.clone();
@@ -485,7 +544,8 @@ impl Dataset {
     /// An error a read met, or [`Error::Changed`] when a writer committed since this handle
     /// opened (see [`meta::unless_changed`]).
     pub(crate) fn unless_changed<T>(&self, r: Result<T>) -> Result<T> {
-        meta::unless_changed(self.storage.as_ref(), &self.root, self.sizes.generation, r)
+        let r = meta::unless_changed(self.storage.as_ref(), &self.root, self.sizes.generation, r);
+        meta::whole_unless_committed(self.base.as_ref(), &self.root, self.read_stamp, r)
     }
 
     /// Reads a resolved selection as native-endian bytes (C order over the selection's
@@ -750,15 +810,42 @@ impl Dataset {
     fn grow(&mut self, rows: u64, src: Source<'_>) -> Result<()> {
         let old = self.sizes.shape.clone();
         let mut new_shape = old.clone();
-        new_shape[0] += rows;
-        let sel = self.append_selection(rows);
+        new_shape[0] = old[0].checked_add(rows).ok_or_else(|| {
+            Error::InvalidArgument(format!(
+                "{}: {rows} more rows overflow",
+                self.root.display()
+            ))
+        })?;
+        let what = format!("growing {} to {:?}", self.root.display(), new_shape);
+        layout::shape_bytes(&new_shape, self.core.itemsize() as u64, &what)?;
         let committed = self.core.nchunks(&old);
+        if matches!(src, Source::Fill) {
+            layout::check_fill_chunks(
+                committed,
+                layout::chunk_count(&new_shape, &self.meta.chunkshape),
+                &what,
+            )?;
+        }
         let cs0 = self.meta.chunkshape[0];
         let rewrite_from =
             (!old[0].is_multiple_of(cs0)).then(|| (old[0] / cs0) * self.core.row_chunks(&old));
+        let end = new_shape[0];
         self.run(new_shape, move |core, txn, shape| {
             let mut w = ChunkWrites::new(&core.store, committed, rewrite_from);
-            core.write(txn, &mut w, committed, &sel, shape, src)?;
+            // Filling goes in steps of whole chunk-rows, [`GROW_STEP_CHUNKS`] chunks or
+            // so each, so that the list of chunks a step writes stays small however far
+            // the dataset grows; data comes in one piece, as its caller holds it.
+            let step = match src {
+                Source::Fill => (GROW_STEP_CHUNKS / core.row_chunks(shape).max(1)).max(1) * cs0,
+                Source::Data(_) => u64::MAX,
+            };
+            let mut r = old[0];
+            while r < end {
+                let next = (r / step).saturating_add(1).saturating_mul(step).min(end);
+                let sel = rows_selection(shape, r, next - r);
+                core.write(txn, &mut w, committed, &sel, shape, src)?;
+                r = next;
+            }
             w.finish(txn)
         })
     }

@@ -198,6 +198,30 @@ impl ChunkStore {
         Ok(())
     }
 
+    /// The numbers (0-based) of the superchunk files present in the store's directory, from
+    /// one listing: what a walk over a store checks against, so that a shape naming far
+    /// more files than exist costs a listing, not a look-up per missing file.
+    ///
+    /// # Errors
+    /// An I/O error listing the directory.
+    pub(crate) fn present_files(&self) -> Result<std::collections::BTreeSet<u64>> {
+        let dir = self.root.join(&self.dir);
+        if !self.storage.is_dir(&dir) {
+            return Ok(Default::default());
+        }
+        Ok(self
+            .storage
+            .list(&dir)?
+            .iter()
+            .filter_map(|name| {
+                name.strip_prefix("__")
+                    .and_then(|s| s.strip_suffix("__.bin"))
+                    .and_then(|s| s.parse::<u64>().ok())
+                    .and_then(|n| n.checked_sub(1))
+            })
+            .collect())
+    }
+
     /// Compacts the files holding the first `nchunks` chunks: writes a compacted copy of
     /// each beside it (`__<n>__.bin.tmp`) and renames it over the original. Each rename is
     /// atomic and both versions hold the same chunks, so a crash leaves every file readable

@@ -66,6 +66,9 @@ struct OneWrite<'w> {
     params: &'w CompressParams,
     /// Chunk buffers, reused.
     chunks: &'w BufferPool,
+    /// A new chunk holding only the fill value, compressed once: a grow writes the same
+    /// bytes for every chunk it adds.
+    fill_chunk: &'w std::sync::OnceLock<Vec<u8>>,
 }
 
 impl ArrayCore {
@@ -282,6 +285,7 @@ impl ArrayCore {
         let parts = chunk_parts(sel, &self.chunkshape);
         let params = self.blosc_params();
         let pools = (BufferPool::default(), BufferPool::default());
+        let fill_chunk = std::sync::OnceLock::new();
         let write = OneWrite {
             committed,
             shape,
@@ -289,6 +293,7 @@ impl ArrayCore {
             src,
             params: &params,
             chunks: &pools.1,
+            fill_chunk: &fill_chunk,
         };
         let encode = |part: &ChunkPart, scratch: &mut Vec<u8>| -> Result<(u64, Vec<u8>)> {
             let k = self.linear(&part.coords, shape);
@@ -374,6 +379,12 @@ impl ArrayCore {
             .zip(&valid)
             .all(|(a, &v)| a.in_start == 0 && a.step == 1 && a.count == v);
         let whole = covers && valid == self.chunkshape;
+        let all_fill = covers && k >= w.committed && matches!(w.src, Source::Fill);
+        if let Some(c) = w.fill_chunk.get().filter(|_| all_fill) {
+            out.clear();
+            out.extend_from_slice(c);
+            return Ok(());
+        }
         if let (true, false, Source::Data(data)) = (whole, self.transforms(), w.src) {
             if let Some(first) = source_run(part, w.counts) {
                 return self.compress_run(data, first, w.params, out);
@@ -412,6 +423,10 @@ impl ArrayCore {
         }
         let r = self.encode(&mut chunk, w.params, out);
         w.chunks.give(chunk);
+        if r.is_ok() && all_fill {
+            // Padding holds the fill value too, so every such chunk encodes the same.
+            let _ = w.fill_chunk.set(out.clone());
+        }
         r
     }
 

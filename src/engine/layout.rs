@@ -24,6 +24,74 @@ pub const MIN_DEFAULT_CHUNK_BYTES: u64 = 64 << 10;
 /// files, small enough that a modify or shrink touches little).
 pub const DEFAULT_SUPERCHUNK_BYTES: u64 = 64 << 20;
 
+/// The most bytes the elements of an array (or a table column) may take: numpy's own limit,
+/// an `intp` (signed 64-bit) count of bytes. Shapes past it are refused when they are
+/// given (create, append, resize) and when they are read from `meta/sizes`.
+pub const MAX_ARRAY_BYTES: u64 = i64::MAX as u64;
+
+/// The most chunks one operation writes to fill new elements (a create with a shape, a
+/// resize that grows). blz stores every chunk, those holding only the fill value too (it
+/// keeps no sparse chunks), so a grow costs time and disk in proportion to the chunks it
+/// adds: past this many (about 50 MB of stored fill chunks and a few seconds), it is
+/// refused with an error that says so, rather than running for hours.
+pub const MAX_FILL_CHUNKS: u64 = 1 << 20;
+
+/// Elements in `shape` and the bytes they take at `itemsize`, or an error naming `what`
+/// (a file, or the operation) when they overflow or pass [`MAX_ARRAY_BYTES`].
+pub(crate) fn shape_bytes(shape: &[u64], itemsize: u64, what: &str) -> Result<(u64, u64)> {
+    let elems = shape.iter().try_fold(1u64, |a, &n| a.checked_mul(n));
+    let bytes = elems.and_then(|e| e.checked_mul(itemsize));
+    match (elems, bytes) {
+        (Some(e), Some(b)) if b <= MAX_ARRAY_BYTES => Ok((e, b)),
+        _ => Err(Error::InvalidArgument(format!(
+            "{what}: shape {shape:?} of {itemsize}-byte elements would take {} bytes, more \
+             than an array can hold ({MAX_ARRAY_BYTES} bytes, numpy's limit)",
+            shape
+                .iter()
+                .fold(itemsize as u128, |a, &n| a.saturating_mul(u128::from(n)))
+        ))),
+    }
+}
+
+/// Chunks of `chunkshape` that cover `shape`, or `None` when the count overflows.
+pub(crate) fn chunk_count(shape: &[u64], chunkshape: &[u64]) -> Option<u64> {
+    shape
+        .iter()
+        .zip(chunkshape)
+        .try_fold(1u64, |a, (&n, &c)| a.checked_mul(n.div_ceil(c.max(1))))
+}
+
+/// Checks that growing a store from `old` to `new` chunks (filling them) stays within
+/// [`MAX_FILL_CHUNKS`]; `what` names the operation and the dataset.
+pub(crate) fn check_fill_chunks(old: u64, new: Option<u64>, what: &str) -> Result<()> {
+    match new.map(|n| n.saturating_sub(old)) {
+        Some(add) if add <= MAX_FILL_CHUNKS => Ok(()),
+        add => Err(Error::InvalidArgument(format!(
+            "{what} would write {} new chunks of the fill value; blz stores every chunk \
+             (it keeps no sparse chunks) and writes at most {MAX_FILL_CHUNKS} in one \
+             operation: choose larger chunks, or grow in steps",
+            add.map_or_else(|| "more than 2^64".to_string(), |a| a.to_string())
+        ))),
+    }
+}
+
+/// The most rows one table resize adds (each column's new rows are built in memory, as
+/// the fill value's items for a variable-length column): about 100 MB at most.
+pub const MAX_TABLE_FILL_ROWS: u64 = 1 << 22;
+
+/// Chunks a grow fills per step of one transaction (see `Dataset::resize`): the list of
+/// chunks one step writes is built whole, so steps keep it small.
+pub(crate) const GROW_STEP_CHUNKS: u64 = 4096;
+
+/// Checks that an array of `dtype` and `shape` can exist: its elements take at most
+/// [`MAX_ARRAY_BYTES`]. Returns the bytes they take.
+///
+/// # Errors
+/// [`Error::InvalidArgument`] naming the shape and the limit.
+pub fn check_shape(dtype: DType, shape: &[u64]) -> Result<u64> {
+    shape_bytes(shape, dtype.itemsize() as u64, "shape").map(|(_, b)| b)
+}
+
 /// How a new dataset is laid out. `Default` gives good choices for most data.
 #[derive(Debug, Clone)]
 pub struct CreateOptions {
@@ -248,31 +316,94 @@ pub(crate) fn make_core(
     })
 }
 
-/// Reads every chunk of a store, collecting errors.
+/// Reads every chunk of a store, collecting errors. Files are taken from one listing of
+/// the store's directory: a run of missing files is one error (naming the first and how
+/// many), so a store whose size names far more files than it has is reported at once.
 pub(crate) fn verify_store(
     core: &ArrayCore,
     n: u64,
     progress: &mut dyn FnMut(u64, u64),
 ) -> Vec<Error> {
-    use rayon::prelude::*;
+    let store = &core.store;
+    let ss = store.superchunksize();
+    let nfiles = store.nfiles(n);
+    let present = match store.present_files() {
+        Ok(p) => p,
+        Err(e) => return vec![e],
+    };
     let mut errors = Vec::new();
-    let batch = 64;
-    let mut k = 0;
-    while k < n {
-        let end = (k + batch).min(n);
-        let errs: Vec<Error> = (k..end)
-            .into_par_iter()
-            .filter_map(|i| {
-                let mut buf = Vec::new();
-                let mut out = vec![0u8; core.chunk_len() * core.itemsize()];
-                core.store.decompress_chunk(i, &mut out, &mut buf).err()
-            })
-            .collect();
-        errors.extend(errs);
-        progress(end, n);
-        k = end;
+    let mut f = 0;
+    while f < nfiles {
+        if !present.contains(&f) {
+            // A run of files the listing does not show: the first is read (its own error
+            // is reported), the others are reported together.
+            let next = present
+                .range(f..)
+                .next()
+                .copied()
+                .unwrap_or(nfiles)
+                .min(nfiles);
+            verify_file(core, f, n, &mut errors, progress);
+            if next - f > 1 {
+                errors.push(Error::header(
+                    store.file_path(f + 1),
+                    format!("missing, and the {} files after it", next - f - 2),
+                ));
+            }
+            f = next;
+            progress(f.saturating_mul(ss).min(n), n);
+            continue;
+        }
+        verify_file(core, f, n, &mut errors, progress);
+        f += 1;
     }
     errors
+}
+
+/// Reads every chunk of superchunk file `f` of a store holding `n` chunks into `errors`.
+fn verify_file(
+    core: &ArrayCore,
+    f: u64,
+    n: u64,
+    errors: &mut Vec<Error>,
+    progress: &mut dyn FnMut(u64, u64),
+) {
+    use rayon::prelude::*;
+    let ss = core.store.superchunksize();
+    {
+        let end = ((f + 1) * ss).min(n);
+        let mut k = f * ss;
+        while k < end {
+            let stop = (k + 64).min(end);
+            let errs: Vec<Error> = (k..stop)
+                .into_par_iter()
+                .filter_map(|i| {
+                    let mut buf = Vec::new();
+                    let mut out = vec![0u8; core.chunk_len() * core.itemsize()];
+                    core.store.decompress_chunk(i, &mut out, &mut buf).err()
+                })
+                .collect();
+            // A file that does not open fails every chunk the same way: report it once.
+            let whole_file = errs.len() as u64 == stop - k
+                && errs.iter().all(|e| {
+                    !matches!(
+                        e,
+                        Error::InvalidChunk { .. }
+                            | Error::ChecksumMismatch { .. }
+                            | Error::ChunkOutOfRange { .. }
+                    )
+                });
+            if whole_file {
+                errors.extend(errs.into_iter().take(1));
+                k = end;
+                progress(k, n);
+                break;
+            }
+            errors.extend(errs);
+            progress(stop, n);
+            k = stop;
+        }
+    }
 }
 
 #[cfg(test)]

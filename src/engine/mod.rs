@@ -20,9 +20,12 @@ pub(crate) use self::chunks::{ChunkStore, ChunkWrites};
 pub(crate) use self::core::{ArrayCore, Source};
 pub(crate) use self::elements::{as_bytes, as_bytes_mut, elements_to_bytes};
 pub(crate) use self::layout::{build_storage_meta, make_core, validate_storage_meta, verify_store};
+pub(crate) mod limits {
+    pub(crate) use super::layout::{check_fill_chunks, chunk_count, shape_bytes, GROW_STEP_CHUNKS};
+}
 pub use self::layout::{
-    default_chunkshape, CreateOptions, DEFAULT_CHUNK_BYTES, DEFAULT_SUPERCHUNK_BYTES,
-    MIN_DEFAULT_CHUNK_BYTES,
+    check_shape, default_chunkshape, CreateOptions, DEFAULT_CHUNK_BYTES, DEFAULT_SUPERCHUNK_BYTES,
+    MAX_ARRAY_BYTES, MAX_FILL_CHUNKS, MAX_TABLE_FILL_ROWS, MIN_DEFAULT_CHUNK_BYTES,
 };
 pub use self::lock::Mode;
 pub(crate) use self::lock::WriterLock;

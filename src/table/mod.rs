@@ -271,6 +271,34 @@ pub struct TableOptions {
     pub overwrite: bool,
 }
 
+/// Checks the row count read from `meta/sizes` (at `path`) before it sizes anything: every
+/// fixed-size column's bytes within [`crate::MAX_ARRAY_BYTES`], and the last superchunk file
+/// of the first column present (one look-up), so a count naming far more rows than the
+/// table holds is refused when it opens.
+fn check_sizes(storage: &dyn Storage, columns: &[Column], nrows: u64, path: &Path) -> Result<()> {
+    for c in columns {
+        if let crate::column::LeafKind::Fixed(d) = c.leaf.kind {
+            crate::engine::limits::shape_bytes(&[nrows], d.itemsize() as u64, "nrows")
+                .map_err(|e| Error::metadata(path, e.to_string()))?;
+        }
+    }
+    if let Some(c) = columns.first() {
+        let nfiles = c.store().nfiles(c.nchunks(nrows));
+        if nfiles > 0 && !storage.exists(&c.store().file_path(nfiles - 1)) {
+            return Err(Error::metadata(
+                path,
+                format!(
+                    "{nrows} rows need {nfiles} superchunk files in column {}, but the last, \
+                     {}, does not exist",
+                    c.leaf.path,
+                    c.store().file_rel(nfiles - 1).display()
+                ),
+            ));
+        }
+    }
+    Ok(())
+}
+
 /// The error for values that a column does not store.
 fn values_mismatch(root: &Path, c: &Column) -> Error {
     Error::Mismatch {
@@ -424,6 +452,10 @@ pub struct Table {
     base: Arc<dyn Storage>,
     /// `meta/sizes`' [`Storage::stamp`] when [`Table::refresh`] last found it current.
     sizes_stamp: Option<[u64; 4]>,
+    /// A read-only handle's stamp of the `meta/sizes` it shows (taken before reading it), to
+    /// tell a read that met a commit ([`meta::whole_unless_committed`]); `None` for a
+    /// writing handle (nothing commits under it) or one opened through a journal view.
+    read_stamp: Option<[u64; 4]>,
     mode: Mode,
     _lock: Option<WriterLock>,
     meta: TableStorage,
@@ -776,6 +808,9 @@ impl Table {
         }
         let leaves = schema::leaves(&meta.dtype)
             .map_err(|e| Error::metadata(mp.storage(), e.to_string()))?;
+        let read_stamp = (mode == Mode::ReadOnly && Arc::ptr_eq(&storage, &base))
+            .then(|| meta::sizes_stamp(base.as_ref(), root))
+            .flatten();
         let sizes: Sizes = meta::read_json(storage.as_ref(), &mp.sizes())?;
         if sizes.nrows.is_none() || sizes.shape.len() != 1 {
             return Err(Error::metadata(
@@ -787,11 +822,18 @@ impl Table {
             .into_iter()
             .map(|l| build_column(storage.clone(), root, l, meta.id.as_deref()))
             .collect::<Result<Vec<_>>>()?;
+        check_sizes(
+            storage.as_ref(),
+            &columns,
+            sizes.nrows.unwrap_or(0),
+            &mp.sizes(),
+        )?;
         let t = Table {
             root: root.to_path_buf(),
             storage,
             base,
             sizes_stamp: None,
+            read_stamp,
             mode,
             _lock: lock,
             meta,
@@ -1002,6 +1044,10 @@ impl Table {
         );
         if !reopen {
             self.sizes_stamp = stamp;
+            if self.read_stamp.is_some() {
+                // The same commit, its `meta/sizes` written again (the same generation).
+                self.read_stamp = stamp;
+            }
             return Ok(false);
         }
         let root = self.root.clone();
@@ -1015,7 +1061,8 @@ impl Table {
     /// An error a read met, or [`Error::Changed`] when a writer committed since this handle
     /// opened (see [`meta::unless_changed`]).
     pub(crate) fn unless_changed<T>(&self, r: Result<T>) -> Result<T> {
-        meta::unless_changed(self.storage.as_ref(), &self.root, self.sizes.generation, r)
+        let r = meta::unless_changed(self.storage.as_ref(), &self.root, self.sizes.generation, r);
+        meta::whole_unless_committed(self.base.as_ref(), &self.root, self.read_stamp, r)
     }
 
     fn read_column(&self, c: &Column, start: u64, end: u64) -> Result<Values> {
@@ -1437,6 +1484,24 @@ impl Table {
         let nrows = self.nrows();
         if rows == nrows {
             return Ok(());
+        }
+        if rows > nrows {
+            let what = format!("growing {} to {rows} rows", self.root.display());
+            if rows - nrows > crate::MAX_TABLE_FILL_ROWS {
+                return Err(Error::InvalidArgument(format!(
+                    "{what} would add {} rows of fill values; a table resize adds at most {} \
+                     (grow in steps, or append the rows)",
+                    rows - nrows,
+                    crate::MAX_TABLE_FILL_ROWS
+                )));
+            }
+            for c in &self.columns {
+                let isz = match c.leaf.kind {
+                    crate::column::LeafKind::Fixed(d) => d.itemsize() as u64,
+                    _ => 1,
+                };
+                crate::engine::limits::shape_bytes(&[rows], isz, &what)?;
+            }
         }
         self.run(rows, None, |columns, txn| {
             let mut deltas = BTreeMap::new();

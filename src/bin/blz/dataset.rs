@@ -280,6 +280,9 @@ fn create_options(
     })
 }
 
+/// The largest row a generated source makes in memory.
+const MAX_ROW_BYTES: u64 = 1 << 30;
+
 /// `blz create`.
 pub fn create(a: &CreateArgs) -> Result<(), Failure> {
     let seed = a.seed.unwrap_or_else(random_seed);
@@ -288,12 +291,35 @@ pub fn create(a: &CreateArgs) -> Result<(), Failure> {
     let mut shape = vec![0u64];
     shape.extend(src.row_shape());
     let opts = create_options(&a.layout, dtype, shape.len(), src.rows())?;
+    // The whole shape is checked before a row is made: a shape past what an array can hold
+    // is refused at once, not found by allocating it.
+    let mut whole = shape.clone();
+    whole[0] = src.rows();
+    blz::check_shape(dtype, &whole)?;
     // One step: built beside the path and renamed into place, so a failure or a kill leaves
     // no dataset behind.
     let (storage, root) = blz::storage::for_path(&a.path)?;
-    let ds = append_all(src.as_mut(), &shape, "create", |b| {
-        Dataset::create_from(storage, &root, dtype, &shape, &opts, b)
-    })?;
+    let ds = if a.zeros.is_some() && a.layout.fill.is_none() {
+        // Zeros are the fill value: the dataset is created with its shape, filled as a
+        // resize fills (one encoded chunk written again and again, within the limit of
+        // chunks one operation fills), instead of from rows of zeros made in memory.
+        Dataset::create_in(storage, &root, dtype, &whole, &opts)?
+    } else {
+        // Rows are made in memory a batch at a time, at least one row each.
+        let row = whole[1..]
+            .iter()
+            .try_fold(dtype.itemsize() as u64, |a, &n| a.checked_mul(n));
+        if row.is_none_or(|b| b > MAX_ROW_BYTES) {
+            return Err(Failure::new(format!(
+                "one row of {} elements is more than the {MAX_ROW_BYTES} bytes blz makes in \
+                 memory at once (--zeros without --fill makes no rows: they are the fill value)",
+                crate::sources::shape_text(&whole[1..])
+            )));
+        }
+        append_all(src.as_mut(), &shape, "create", |b| {
+            Dataset::create_from(storage, &root, dtype, &shape, &opts, b)
+        })?
+    };
     let s = ds.sizes();
     let ratio = if s.cbytes > 0 {
         format!("{:.2}x", s.nbytes as f64 / s.cbytes as f64)
@@ -323,8 +349,18 @@ fn info_json(path: &Path, ds: &Dataset) -> Result<serde_json::Value, Failure> {
     let s = ds.sizes();
     let mut files = Vec::new();
     let mut disk = 0u64;
-    for f in 0..ds.nfiles() {
+    let present = ds.present_files()?;
+    let mut f = 0;
+    while f < ds.nfiles() {
         let p = ds.superchunk_path(f);
+        let at = present.partition_point(|&x| x < f);
+        // Files the listing does not show after this one: described with it in one entry
+        // (a shape naming far more files than the dataset holds is described at once).
+        let absent_after = match present.get(at) {
+            Some(&x) if x == f => 0,
+            next => next.copied().unwrap_or(ds.nfiles()) - f - 1,
+        };
+        f += 1 + absent_after;
         let name = p
             .strip_prefix(path)
             .unwrap_or(&p)
@@ -344,10 +380,18 @@ fn info_json(path: &Path, ds: &Dataset) -> Result<serde_json::Value, Failure> {
             Err(e) => {
                 let missing = matches!(&e, blz::Error::Io { source, .. }
                     if source.kind() == std::io::ErrorKind::NotFound);
+                let mut problem = if missing {
+                    "missing".to_string()
+                } else {
+                    e.to_string()
+                };
+                if absent_after > 0 {
+                    problem += &format!(", and the {absent_after} files after it are missing");
+                }
                 files.push(serde_json::json!({
                     "name": name,
                     "size": null,
-                    "problem": if missing { "missing".to_string() } else { e.to_string() },
+                    "problem": problem,
                 }));
             }
         }

@@ -1,0 +1,131 @@
+"""Hostile sizes and a writer that never stops: clear errors in bounded memory, and reads that
+show one commit whole."""
+
+import os
+import resource
+import subprocess
+import sys
+import textwrap
+
+import numpy as np
+import pytest
+
+import blz
+
+
+def _in_a_capped_process(code: str, timeout: float = 120) -> subprocess.CompletedProcess:
+    """Runs ``code`` in a fresh interpreter limited to 4 GiB of address space, so that an
+    allocation that grows with a declared size fails there, not on the machine."""
+
+    def cap() -> None:
+        resource.setrlimit(resource.RLIMIT_AS, (4 << 30, 4 << 30))
+
+    return subprocess.run(
+        [sys.executable, "-c", textwrap.dedent(code)],
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        preexec_fn=cap,
+    )
+
+
+def test_huge_creates_and_resizes_are_value_errors_in_bounded_memory(tmp_path):
+    r = _in_a_capped_process(
+        f"""
+        import numpy as np, blz
+        d = {str(tmp_path)!r}
+        for shape in (2**60, (1000, 2**40), (10**9, 10**9)):
+            try:
+                blz.create(d + "/e.blz", shape=shape, dtype="f8")
+            except ValueError as e:
+                print("refused", shape, e)
+            else:
+                raise SystemExit(f"created {{shape}}")
+        a = blz.create(d + "/r.blz", np.zeros((2, 6)), chunks=(64, 4))
+        for n in (2**63, 10**15):
+            try:
+                a.resize(n)
+            except ValueError as e:
+                print("refused", n, e)
+            else:
+                raise SystemExit(f"resized to {{n}}")
+        assert a.shape == (2, 6), a.shape
+        print("ok")
+        """
+    )
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert r.stdout.strip().endswith("ok"), r.stdout
+    assert "numpy's limit" in r.stdout and "1048576" in r.stdout, r.stdout
+
+
+def test_a_grow_within_the_limits_reads_back_as_fill(tmp_path):
+    a = blz.create(tmp_path / "g.blz", np.arange(5, dtype="i4"), chunks=10, fill=-1)
+    a.resize(1_000_000)
+    r = blz.open(tmp_path / "g.blz")
+    assert r.shape == (1_000_000,)
+    np.testing.assert_array_equal(r[3:8], [3, 4, -1, -1, -1])
+    assert (r[5:] == -1).all()
+
+
+_WRITER = """
+import sys, numpy as np, blz
+p, n = sys.argv[1], int(sys.argv[2])
+a = blz.open(p, mode="r+")
+base = np.arange(len(a)) % 3
+for k in range(1, n + 1):
+    a[:] = k + base
+print("done", flush=True)
+"""
+
+
+def test_reads_in_another_process_never_mix_two_commits(tmp_path):
+    # The issue's case: a writer process rewrites every element in place, over and over;
+    # this process reads the whole array meanwhile. Each read holds one k.
+    p = tmp_path / "w.blz"
+    n = 2_000_000
+    blz.create(p, np.arange(n, dtype="i8") % 3, chunks=20000, superchunksize=8).close()
+    w = subprocess.Popen([sys.executable, "-c", _WRITER, str(p), "60"],
+                         stdout=subprocess.PIPE, text=True)
+    reads = 0
+    base = np.arange(n) % 3
+    try:
+        while w.poll() is None:
+            v = blz.open(p)[...]
+            ks = np.unique(v - base)
+            assert len(ks) == 1, f"a read held values of commits {ks}"
+            reads += 1
+    finally:
+        w.wait(timeout=300)
+    assert w.returncode == 0
+    assert reads > 0
+
+
+def test_reads_in_threads_never_mix_two_commits(tmp_path):
+    import threading
+
+    p = tmp_path / "t.blz"
+    n = 400_000
+    t = blz.create(p, {"a": np.arange(n, dtype="i8") % 3, "b": np.arange(n, dtype="i8") % 3},
+                   chunks=10_000)
+    base = np.arange(n) % 3
+    done = threading.Event()
+    seen = []
+
+    def read() -> None:
+        r = blz.open(p)
+        while not done.is_set():
+            rows = r[:]
+            ks = np.unique(np.concatenate([rows["a"] - base, rows["b"] - base]))
+            seen.append(len(ks))
+
+    threads = [threading.Thread(target=read) for _ in range(2)]
+    for th in threads:
+        th.start()
+    try:
+        for k in range(1, 30):
+            t[0:n] = {"a": k + base, "b": k + base}
+    finally:
+        done.set()
+        for th in threads:
+            th.join()
+    assert seen and max(seen) == 1, f"reads mixed commits: {sorted(set(seen))}"
