@@ -1,7 +1,7 @@
 //! Arbitrary bytes as one meta file (`meta/storage`, `meta/sizes` or `meta/attributes`) of a
 //! small valid array, table or layer dataset held in memory: opening it must return the
 //! dataset or an error, never crash or allocate what the JSON claims; a dataset that opens
-//! must answer small reads, and verify when it has few chunks, without crashing.
+//! must answer small reads, and verify whatever size it claims, without crashing or running long.
 //!
 //! The first byte picks the dataset (array, table, layer) and the file; the rest replaces
 //! the file.
@@ -120,9 +120,9 @@ fn exercise_array(ds: &Dataset) {
     if let Ok(sel) = ds.resolve(&small_selection(ds.shape())) {
         let _ = ds.read_bytes(&sel);
     }
-    if ds.nchunks() <= 64 {
-        let _ = ds.verify(|_, _| {});
-    }
+    // Whatever size `meta/sizes` claims: verify walks the files a listing shows.
+    let _ = ds.verify(|_, _| {});
+    let _ = ds.present_files();
 }
 
 fn exercise_table(t: &Table) {
@@ -132,9 +132,7 @@ fn exercise_table(t: &Table) {
         let _ = t.column_rows(name, 0, end);
     }
     let _ = t.take(&[0, t.nrows().saturating_sub(1)], None);
-    if t.nrows() <= 64 {
-        let _ = t.verify(|_, _| {});
-    }
+    let _ = t.verify(|_, _| {});
 }
 
 fn exercise_layer(l: &Layer) {

@@ -316,15 +316,28 @@ pub(crate) fn make_core(
     })
 }
 
-/// Reads every chunk of a store, collecting errors. Files are taken from one listing of
-/// the store's directory: a run of missing files is one error (naming the first and how
-/// many), so a store whose size names far more files than it has is reported at once.
+/// Reads every chunk of a store, collecting errors (see [`verify_files`]).
 pub(crate) fn verify_store(
     core: &ArrayCore,
     n: u64,
     progress: &mut dyn FnMut(u64, u64),
 ) -> Vec<Error> {
-    let store = &core.store;
+    verify_files(&core.store, n, progress, &mut |f, errors, progress| {
+        verify_file(core, f, n, errors, progress)
+    })
+}
+
+/// Runs `file` (which checks one superchunk file's chunks into the errors) over the files
+/// holding a store's `n` chunks. Files are taken from one listing of the store's
+/// directory: of a run of files the listing does not show, the first is checked (its own
+/// error is reported) and the rest are one error naming the next and how many follow, so a
+/// store whose size names far more files than it has is reported at once.
+pub(crate) fn verify_files(
+    store: &ChunkStore,
+    n: u64,
+    progress: &mut dyn FnMut(u64, u64),
+    file: &mut dyn FnMut(u64, &mut Vec<Error>, &mut dyn FnMut(u64, u64)),
+) -> Vec<Error> {
     let ss = store.superchunksize();
     let nfiles = store.nfiles(n);
     let present = match store.present_files() {
@@ -334,28 +347,25 @@ pub(crate) fn verify_store(
     let mut errors = Vec::new();
     let mut f = 0;
     while f < nfiles {
-        if !present.contains(&f) {
-            // A run of files the listing does not show: the first is read (its own error
-            // is reported), the others are reported together.
-            let next = present
+        let next = if present.contains(&f) {
+            f + 1
+        } else {
+            present
                 .range(f..)
                 .next()
                 .copied()
                 .unwrap_or(nfiles)
-                .min(nfiles);
-            verify_file(core, f, n, &mut errors, progress);
-            if next - f > 1 {
-                errors.push(Error::header(
-                    store.file_path(f + 1),
-                    format!("missing, and the {} files after it", next - f - 2),
-                ));
-            }
-            f = next;
-            progress(f.saturating_mul(ss).min(n), n);
-            continue;
+                .min(nfiles)
+        };
+        file(f, &mut errors, progress);
+        if next - f > 1 {
+            errors.push(Error::header(
+                store.file_path(f + 1),
+                format!("missing, and the {} files after it", next - f - 2),
+            ));
+            progress(next.saturating_mul(ss).min(n), n);
         }
-        verify_file(core, f, n, &mut errors, progress);
-        f += 1;
+        f = next;
     }
     errors
 }

@@ -19,7 +19,9 @@ pub(crate) use self::chunks::{identity_doc, identity_params, superchunk_name};
 pub(crate) use self::chunks::{ChunkStore, ChunkWrites};
 pub(crate) use self::core::{ArrayCore, Source};
 pub(crate) use self::elements::{as_bytes, as_bytes_mut, elements_to_bytes};
-pub(crate) use self::layout::{build_storage_meta, make_core, validate_storage_meta, verify_store};
+pub(crate) use self::layout::{
+    build_storage_meta, make_core, validate_storage_meta, verify_files, verify_store,
+};
 pub(crate) mod limits {
     pub(crate) use super::layout::{check_fill_chunks, chunk_count, shape_bytes, GROW_STEP_CHUNKS};
 }

@@ -1688,14 +1688,23 @@ impl Table {
                     }));
                 }
                 Engine::Var(v) => {
+                    let ss = v.store.superchunksize();
                     let mut s = Vec::new();
-                    for i in 0..k {
-                        let valid = (n - i * v.chunklen).min(v.chunklen);
-                        if let Err(e) = v.chunk_items(i, valid, &mut s) {
-                            errors.push(e);
+                    let mut file = |f: u64, errs: &mut Vec<Error>, p: &mut dyn FnMut(u64, u64)| {
+                        for i in f * ss..((f + 1) * ss).min(k) {
+                            let valid = (n - i * v.chunklen).min(v.chunklen);
+                            if let Err(e) = v.chunk_items(i, valid, &mut s) {
+                                errs.push(e);
+                            }
+                            p(i + 1, k);
                         }
-                        progress(done + i + 1, total);
-                    }
+                    };
+                    errors.extend(crate::engine::verify_files(
+                        &v.store,
+                        k,
+                        &mut |d, _| progress(done + d, total),
+                        &mut file,
+                    ));
                 }
             }
             done += k;
