@@ -226,7 +226,7 @@ fn short_reads_of_verified_chunks_match_the_data() {
         let mut ds = Dataset::create_with(&p, DType::F64, &[0], &opts).unwrap();
         ds.append(&Array1::from(data.clone()).into_dyn().view())
             .unwrap();
-        let reader = Dataset::open(&p).unwrap();
+        let mut reader = Dataset::open(&p).unwrap();
         let mut x = 0x9e37_79b9_7f4a_7c15u64;
         for _ in 0..300 {
             x ^= x << 13;
@@ -277,14 +277,21 @@ fn short_reads_of_verified_chunks_match_the_data() {
                 "{name}: {err}"
             );
         }
-        // Another handle rewrites part of chunk 1 in place (slack); the first handle's short
-        // reads see the new values.
+        // Another handle rewrites part of chunk 1 in place (slack); the first handle's
+        // reads say the dataset changed (they would show a commit it has not opened), and
+        // once refreshed see the new values.
         ds.write_slice(
             s![150_000..150_010],
             &Array1::from_elem(10, -1.0f64).into_dyn().view(),
         )
         .unwrap();
         drop(ds);
+        let stale = reader.slice::<f64, _>(s![149_995..150_015]).unwrap_err();
+        assert!(
+            matches!(stale, blz::Error::Changed { .. }),
+            "{name}: {stale}"
+        );
+        assert!(reader.refresh().unwrap());
         let reader2 = Dataset::open(&p).unwrap();
         for r in [&reader, &reader2] {
             let got: ArrayD<f64> = r.slice(s![149_995..150_015]).unwrap();

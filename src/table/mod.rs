@@ -271,29 +271,18 @@ pub struct TableOptions {
     pub overwrite: bool,
 }
 
+/// Reads of more rows than this first check that the file holding the last of them exists.
+const LARGE_READ_ROWS: u64 = 1 << 20;
+
 /// Checks the row count read from `meta/sizes` (at `path`) before it sizes anything: every
-/// fixed-size column's bytes within [`crate::MAX_ARRAY_BYTES`], and the last superchunk file
-/// of the first column present (one look-up), so a count naming far more rows than the
-/// table holds is refused when it opens.
-fn check_sizes(storage: &dyn Storage, columns: &[Column], nrows: u64, path: &Path) -> Result<()> {
+/// fixed-size column's bytes within [`crate::MAX_ARRAY_BYTES`]. (Whether the files it
+/// needs exist is checked per column, when a large read of it is about to size a buffer,
+/// so that opening a table reads no column's files.)
+fn check_sizes(columns: &[Column], nrows: u64, path: &Path) -> Result<()> {
     for c in columns {
         if let crate::column::LeafKind::Fixed(d) = c.leaf.kind {
             crate::engine::limits::shape_bytes(&[nrows], d.itemsize() as u64, "nrows")
                 .map_err(|e| Error::metadata(path, e.to_string()))?;
-        }
-    }
-    if let Some(c) = columns.first() {
-        let nfiles = c.store().nfiles(c.nchunks(nrows));
-        if nfiles > 0 && !storage.exists(&c.store().file_path(nfiles - 1)) {
-            return Err(Error::metadata(
-                path,
-                format!(
-                    "{nrows} rows need {nfiles} superchunk files in column {}, but the last, \
-                     {}, does not exist",
-                    c.leaf.path,
-                    c.store().file_rel(nfiles - 1).display()
-                ),
-            ));
         }
     }
     Ok(())
@@ -822,12 +811,7 @@ impl Table {
             .into_iter()
             .map(|l| build_column(storage.clone(), root, l, meta.id.as_deref()))
             .collect::<Result<Vec<_>>>()?;
-        check_sizes(
-            storage.as_ref(),
-            &columns,
-            sizes.nrows.unwrap_or(0),
-            &mp.sizes(),
-        )?;
+        check_sizes(&columns, sizes.nrows.unwrap_or(0), &mp.sizes())?;
         let t = Table {
             root: root.to_path_buf(),
             storage,
@@ -1067,6 +1051,22 @@ impl Table {
 
     fn read_column(&self, c: &Column, start: u64, end: u64) -> Result<Values> {
         let n = self.nrows();
+        if end - start > LARGE_READ_ROWS {
+            // Before a buffer as large as the rows is made: the file holding the last of
+            // them exists (a row count read from disk is not trusted to size memory).
+            let last = c
+                .store()
+                .file_path((end - 1) / c.leaf.storage.chunklen / c.store().superchunksize());
+            if !self.storage.exists(&last) {
+                return Err(Error::metadata(
+                    MetaPaths::new(&self.root).sizes(),
+                    format!(
+                        "{n} rows need {}, which does not exist",
+                        last.strip_prefix(&self.root).unwrap_or(&last).display()
+                    ),
+                ));
+            }
+        }
         match &c.engine {
             Engine::Fixed(core) => {
                 let sel = [AxisSel {
