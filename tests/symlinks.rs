@@ -162,11 +162,8 @@ fn run_limited(args: &[&str]) -> Output {
 fn mkfifo(p: &Path) {
     let c = std::ffi::CString::new(p.as_os_str().as_bytes()).unwrap();
     // SAFETY: `c` is a NUL-terminated path that outlives the call.
-    assert_eq!(
-        unsafe { libc::mkfifo(c.as_ptr(), 0o644) },
-        0,
-        "mkfifo {p:?}"
-    );
+    let rc = unsafe { libc::mkfifo(c.as_ptr(), 0o644) };
+    assert_eq!(rc, 0, "mkfifo {p:?}");
 }
 
 /// Every file below `dir` with its bytes, and every directory, links not followed (what
