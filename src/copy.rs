@@ -10,7 +10,7 @@
 use crate::engine::WriterLock;
 use crate::error::{Error, Result};
 use crate::staging::Staging;
-use crate::storage::{for_path, OpenMode, Storage};
+use crate::storage::{for_path, EntryKind, OpenMode, Storage};
 use rayon::prelude::*;
 use std::path::{Path, PathBuf};
 
@@ -26,14 +26,38 @@ pub struct Copied {
     pub bytes: u64,
 }
 
-/// Files below `dir` (relative to `root`), depth first, sorted.
+/// The dataset's files below `dir` (relative to `root`), depth first, sorted, bookkeeping
+/// left out. Only regular files and real directories are a dataset's own: anything else
+/// (a symbolic link, to a file or a directory, inside the dataset or out of it; a FIFO, a
+/// socket, a device) is refused by name, before anything is copied, so a copy never
+/// carries a file from outside the dataset nor waits on a FIFO.
 fn walk(storage: &dyn Storage, root: &Path, dir: &Path, out: &mut Vec<PathBuf>) -> Result<()> {
     for name in storage.list(&root.join(dir))? {
         let rel = dir.join(&name);
-        if storage.is_dir(&root.join(&rel)) {
-            walk(storage, root, &rel, out)?;
-        } else {
-            out.push(rel);
+        if is_bookkeeping(&rel) {
+            continue;
+        }
+        let path = root.join(&rel);
+        match storage.entry_kind(&path) {
+            Some(EntryKind::Dir) => walk(storage, root, &rel, out)?,
+            Some(EntryKind::File) => out.push(rel),
+            Some(kind) => {
+                return Err(Error::unsupported(
+                    &path,
+                    format!(
+                        "{kind} inside the dataset: a copy copies only the dataset's own \
+                         regular files and directories (remove it, or put the file it \
+                         stands for in its place)"
+                    ),
+                ))
+            }
+            None => {
+                return Err(Error::io(
+                    "stat",
+                    &path,
+                    std::io::Error::from(std::io::ErrorKind::NotFound),
+                ))
+            }
         }
     }
     Ok(())
@@ -55,12 +79,18 @@ fn is_bookkeeping(rel: &Path) -> bool {
 ///
 /// # Errors
 /// [`Error::InvalidArgument`] when `src` is not a blz dataset or `dst` exists (without
-/// `overwrite`); [`Error::Locked`] while a writer works on `src`; [`Error::Conflict`] when
+/// `overwrite`); [`Error::Unsupported`] naming an entry of `src` that is not a regular file
+/// or a directory (a symbolic link, a FIFO, ...), before anything is written; [`Error::Locked`] while a writer works on `src`; [`Error::Conflict`] when
 /// another writer committed to an object-store `dst` meanwhile; I/O errors.
 pub fn copy_dataset(src: &Path, dst: &Path, overwrite: bool) -> Result<Copied> {
     let (ss, sroot) = for_path(src)?;
     let (ds, droot) = for_path(dst)?;
     if crate::meta::dataset_kind(ss.as_ref(), &sroot).is_none() {
+        let described = crate::meta::MetaPaths::new(&sroot).storage();
+        if ss.entry_kind(&described).is_some() {
+            // There but unreadable (not a regular file, not JSON): that error names it.
+            crate::meta::read_json::<serde_json::Value>(ss.as_ref(), &described)?;
+        }
         return Err(Error::InvalidArgument(format!(
             "{}: not a blz dataset (no readable meta/storage)",
             src.display()
@@ -71,7 +101,6 @@ pub fn copy_dataset(src: &Path, dst: &Path, overwrite: bool) -> Result<Copied> {
     crate::txn::recover(ss.as_ref(), &sroot)?;
     let mut files = Vec::new();
     walk(ss.as_ref(), &sroot, Path::new(""), &mut files)?;
-    files.retain(|f| !is_bookkeeping(f));
     let is_dataset = |p: &Path| crate::meta::dataset_kind(ds.as_ref(), p).is_some();
     let staging = Staging::begin(&ds, &droot, overwrite, &is_dataset, "a blz dataset")?;
     let tmp = staging.dir().to_path_buf();

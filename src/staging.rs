@@ -26,7 +26,7 @@
 
 use crate::engine::WriterLock;
 use crate::error::{Error, Result};
-use crate::storage::{sync_tree, Deferred, OpenMode, Storage};
+use crate::storage::{sync_tree, Deferred, EntryKind, OpenMode, Storage};
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
@@ -69,7 +69,7 @@ fn wait_removals(which: impl Fn(&Path) -> bool) {
 fn retire(storage: &Arc<dyn Storage>, tmp: &Path, path: &Path, lock: WriterLock) -> Result<()> {
     let old = sibling(path, ".tmp-old")?;
     wait_removals(|p| p == old);
-    if storage.exists(&old) || storage.rename(tmp, &old).is_err() {
+    if storage.entry_kind(&old).is_some() || storage.rename(tmp, &old).is_err() {
         drop(lock);
         return storage.remove_dir_all(tmp);
     }
@@ -157,7 +157,16 @@ impl Staging {
                 let what = if is_kind(path) {
                     " (use overwrite to replace it)".to_string()
                 } else if storage.is_dir(&path.join("meta")) {
-                    format!(" and is not {kind}")
+                    // Say why, when its description cannot be read (a FIFO, a link to a
+                    // directory, a broken file there).
+                    let storage_file = crate::meta::MetaPaths::new(path).storage();
+                    match crate::meta::read_json::<serde_json::Value>(
+                        storage.as_ref(),
+                        &storage_file,
+                    ) {
+                        Err(e) => format!(" and is not {kind} ({e})"),
+                        Ok(_) => format!(" and is not {kind}"),
+                    }
                 } else {
                     " and is not a blz dataset".to_string()
                 };
@@ -169,28 +178,52 @@ impl Staging {
         }
         let tmp = sibling(path, ".tmp-build")?;
         let meta = tmp.join("meta");
-        storage.create_dir_all(&meta)?;
+        // The staging directory, made exclusively (or a killed build's, a real directory):
+        // a link planted at its name is removed, never followed.
+        if let Some(parent) = tmp.parent().filter(|p| !p.as_os_str().is_empty()) {
+            storage.create_dir_all(parent)?;
+        }
+        let lost = |e: Error| lost_race(storage.as_ref(), e, path, &tmp, overwrite);
+        real_dir(storage.as_ref(), &tmp).map_err(lost)?;
+        real_dir(storage.as_ref(), &meta).map_err(lost)?;
         let lock = WriterLock::acquire(storage.as_ref(), &tmp).map_err(|e| match e {
             Error::Locked { .. } => Error::Locked {
                 path: tmp.join("meta").join("lock"),
             },
-            e => e,
+            e => lost(e),
         })?;
+        // The directory locked is the one at the name (not a link put there since).
+        match storage.entry_kind(&tmp) {
+            Some(EntryKind::Dir) => {}
+            None => {
+                return Err(lost(Error::io(
+                    "lock",
+                    &tmp,
+                    std::io::Error::from(std::io::ErrorKind::NotFound),
+                )))
+            }
+            Some(kind) => {
+                return Err(Error::unsupported(
+                    &tmp,
+                    format!("{kind} took the staging directory's place while it was locked"),
+                ))
+            }
+        }
         // What a killed build left: everything but the lock we hold.
-        for name in storage.list(&tmp)? {
+        for name in storage.list(&tmp).map_err(lost)? {
             if name != "meta" {
                 remove_any(storage.as_ref(), &tmp.join(name))?;
             }
         }
-        for name in storage.list(&meta)? {
+        for name in storage.list(&meta).map_err(lost)? {
             if name != "lock" {
                 remove_any(storage.as_ref(), &meta.join(name))?;
             }
         }
         let old = sibling(path, ".tmp-old")?;
         wait_removals(|p| p == old);
-        if storage.exists(&old) && storage.exists(path) {
-            storage.remove_dir_all(&old)?;
+        if storage.entry_kind(&old).is_some() && storage.exists(path) {
+            remove_any(storage.as_ref(), &old)?;
         }
         storage.open(&meta.join(BUILDING), OpenMode::Create)?;
         Ok(Staging {
@@ -234,7 +267,8 @@ impl Staging {
         if s.exists(&self.path) && !(s.is_dir(&self.path) && s.list(&self.path)?.is_empty()) {
             if !self.overwrite {
                 return Err(Error::InvalidArgument(format!(
-                    "{} appeared while it was being created",
+                    "{} already exists: another writer created it while this create was \
+                     building",
                     self.path.display()
                 )));
             }
@@ -249,7 +283,7 @@ impl Staging {
                 Err(Error::Unsupported { .. }) => {
                     let old = sibling(&self.path, ".tmp-old")?;
                     wait_removals(|p| p == old);
-                    s.remove_dir_all(&old)?;
+                    remove_any(s, &old)?;
                     s.rename(&self.path, &old)?;
                     s.rename(&self.tmp, &self.path)?;
                     s.sync_dir(&parent)?;
@@ -285,10 +319,59 @@ impl Drop for Staging {
     }
 }
 
+/// Removes what is at `path`: a directory with everything below it, anything else (a link
+/// above all, whatever it points to) itself.
 fn remove_any(storage: &dyn Storage, path: &Path) -> Result<()> {
-    if storage.is_dir(path) {
+    if storage.entry_kind(path) == Some(EntryKind::Dir) {
         storage.remove_dir_all(path)
     } else {
         storage.remove_file(path)
+    }
+}
+
+/// Makes `dir` a real directory to build in: creates it exclusively, or keeps the real
+/// directory already there (what a killed build left); a link, file, FIFO, ... at the name
+/// is removed itself (what a link points to is never touched) and the directory made anew.
+fn real_dir(storage: &dyn Storage, dir: &Path) -> Result<()> {
+    for _ in 0..3 {
+        match storage.create_dir_new(dir) {
+            Ok(()) => return Ok(()),
+            Err(Error::Io { source, .. }) if source.kind() == std::io::ErrorKind::AlreadyExists => {
+            }
+            Err(e) => return Err(e),
+        }
+        match storage.entry_kind(dir) {
+            Some(EntryKind::Dir) => return Ok(()),
+            Some(_) => storage.remove_file(dir)?,
+            None => {}
+        }
+    }
+    Err(Error::io(
+        "mkdir",
+        dir,
+        std::io::Error::new(
+            std::io::ErrorKind::AlreadyExists,
+            "something else keeps appearing at this name",
+        ),
+    ))
+}
+
+/// The error of a create whose staging directory `tmp` vanished under it (`e` says where
+/// it noticed): another create of `path` published it (or is building it), so this one
+/// lost the race. Other errors pass unchanged.
+fn lost_race(storage: &dyn Storage, e: Error, path: &Path, tmp: &Path, overwrite: bool) -> Error {
+    let vanished = matches!(&e, Error::Io { source, .. }
+        if source.kind() == std::io::ErrorKind::NotFound);
+    if !vanished {
+        return e;
+    }
+    if !overwrite && storage.exists(path) {
+        return Error::InvalidArgument(format!(
+            "{} already exists: another writer created it meanwhile",
+            path.display()
+        ));
+    }
+    Error::Locked {
+        path: tmp.join("meta").join("lock"),
     }
 }

@@ -94,6 +94,12 @@ impl Storage for Deferred {
     fn is_symlink(&self, path: &Path) -> bool {
         self.inner.is_symlink(path)
     }
+    fn entry_kind(&self, path: &Path) -> Option<super::EntryKind> {
+        self.inner.entry_kind(path)
+    }
+    fn create_dir_new(&self, path: &Path) -> Result<()> {
+        self.inner.create_dir_new(path)
+    }
     fn is_dir(&self, path: &Path) -> bool {
         self.inner.is_dir(path)
     }

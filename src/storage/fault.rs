@@ -164,6 +164,16 @@ impl Storage for FaultyStorage {
     fn is_symlink(&self, path: &Path) -> bool {
         self.inner.is_symlink(path)
     }
+    fn entry_kind(&self, path: &Path) -> Option<super::EntryKind> {
+        self.inner.entry_kind(path)
+    }
+    fn create_dir_new(&self, path: &Path) -> Result<()> {
+        if self.state.step(path)? {
+            self.inner.create_dir_new(path)
+        } else {
+            Err(crashed(path))
+        }
+    }
 
     fn lock(&self, path: &Path) -> Result<super::LockGuard> {
         self.inner.lock(path)

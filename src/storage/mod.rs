@@ -29,6 +29,32 @@ pub enum OpenMode {
     Create,
 }
 
+/// What an entry of a directory is, seen without following a link
+/// ([`Storage::entry_kind`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum EntryKind {
+    /// A regular file.
+    File,
+    /// A directory (not a link to one).
+    Dir,
+    /// A symbolic link, whatever it points to (or if it points nowhere).
+    Symlink,
+    /// Anything else (a FIFO, a socket, a device), named for messages: "a FIFO".
+    Other(&'static str),
+}
+
+impl std::fmt::Display for EntryKind {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            EntryKind::File => "a regular file",
+            EntryKind::Dir => "a directory",
+            EntryKind::Symlink => "a symbolic link",
+            EntryKind::Other(what) => what,
+        })
+    }
+}
+
 /// A file opened through a [`Storage`]. Offsets are absolute byte positions.
 #[expect(
     clippy::len_without_is_empty,
@@ -125,6 +151,24 @@ pub trait Storage: Send + Sync + std::fmt::Debug {
     /// # Errors
     /// An I/O error naming the directory.
     fn create_dir_all(&self, path: &Path) -> Result<()>;
+    /// Creates the directory `path` itself (its parent must exist), exclusively: anything
+    /// already there, a directory or a link included, is an error. The default asks
+    /// [`exists`](Self::exists) and then creates it, which suffices for a backend without
+    /// links or concurrent creators of one name.
+    ///
+    /// # Errors
+    /// An I/O error of kind `AlreadyExists` when something is at `path`; other I/O errors
+    /// naming the directory.
+    fn create_dir_new(&self, path: &Path) -> Result<()> {
+        if self.exists(path) {
+            return Err(Error::io(
+                "mkdir",
+                path,
+                std::io::Error::from(std::io::ErrorKind::AlreadyExists),
+            ));
+        }
+        self.create_dir_all(path)
+    }
     /// True when a file or directory exists at `path`.
     fn exists(&self, path: &Path) -> bool;
     /// True when `path` itself is a symbolic link (writers refuse to follow one inside a
@@ -135,6 +179,18 @@ pub trait Storage: Send + Sync + std::fmt::Debug {
     }
     /// True when `path` is a directory.
     fn is_dir(&self, path: &Path) -> bool;
+    /// What is at `path` itself, a link not followed; `None` when nothing is. The default,
+    /// for backends without links or special files, answers from
+    /// [`is_dir`](Self::is_dir) and [`exists`](Self::exists).
+    fn entry_kind(&self, path: &Path) -> Option<EntryKind> {
+        if self.is_dir(path) {
+            Some(EntryKind::Dir)
+        } else if self.exists(path) {
+            Some(EntryKind::File)
+        } else {
+            None
+        }
+    }
     /// A fingerprint of the file at `path` as it is now (on a local filesystem: device,
     /// inode, modification time and length), which changes when the file is replaced or
     /// written: readers compare it to skip rereading a small file that has not changed
