@@ -423,4 +423,17 @@ fn a_removed_dataset_reads_as_not_found() {
         "{e:?}"
     );
     assert!(e.to_string().contains("removed"), "{e}");
+    // A refresh (what the Python package does before every read) finds nothing to reopen:
+    // not found as well, not a "corrupt" dataset; and so does opening the path again.
+    let mut reader = reader;
+    for e in [
+        reader.refresh().unwrap_err(),
+        Dataset::open(&p).map(drop).unwrap_err(),
+    ] {
+        assert!(
+            matches!(&e, blz::Error::Io { path, source, .. }
+                if source.kind() == std::io::ErrorKind::NotFound && path == &p),
+            "{e:?}"
+        );
+    }
 }
