@@ -411,8 +411,12 @@ fn a_removed_dataset_reads_as_not_found() {
         ..Default::default()
     };
     let mut ds = Dataset::create_with(&p, DType::I64, &[0], &opts).unwrap();
-    ds.append(&Array1::from((0..1000i64).collect::<Vec<_>>()).into_dyn().view())
-        .unwrap();
+    ds.append(
+        &Array1::from((0..1000i64).collect::<Vec<_>>())
+            .into_dyn()
+            .view(),
+    )
+    .unwrap();
     drop(ds);
     let reader = Dataset::open(&p).unwrap();
     std::fs::remove_dir_all(&p).unwrap();

@@ -550,8 +550,12 @@ fn a_lost_object_is_not_found_naming_it() {
         return;
     };
     let mut ds = Dataset::create_with(&url, DType::I64, &[0], &opts(100, 2)).unwrap();
-    ds.append(&Array1::from((0..1000i64).collect::<Vec<_>>()).into_dyn().view())
-        .unwrap();
+    ds.append(
+        &Array1::from((0..1000i64).collect::<Vec<_>>())
+            .into_dyn()
+            .view(),
+    )
+    .unwrap();
     drop(ds);
     let state = ObjectStorage::open_url(&url).unwrap().state().unwrap();
     let key = state
@@ -590,8 +594,12 @@ fn a_removed_dataset_is_not_found() {
         return;
     };
     let mut ds = Dataset::create_with(&url, DType::I64, &[0], &opts(100, 2)).unwrap();
-    ds.append(&Array1::from((0..1000i64).collect::<Vec<_>>()).into_dyn().view())
-        .unwrap();
+    ds.append(
+        &Array1::from((0..1000i64).collect::<Vec<_>>())
+            .into_dyn()
+            .view(),
+    )
+    .unwrap();
     drop(ds);
     let reader = Dataset::open(&url).unwrap();
     remove_objects(&url, None);

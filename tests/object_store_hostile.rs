@@ -126,7 +126,10 @@ fn check_timed_out(b: Behaviour, what: &str) {
         "{what}: took {took:?}, beyond the bound {bound:?}: {msg}"
     );
     // Two attempts of one second each.
-    assert!(took >= Duration::from_secs(2), "{what}: took {took:?}: {msg}");
+    assert!(
+        took >= Duration::from_secs(2),
+        "{what}: took {took:?}: {msg}"
+    );
     for part in [
         url.as_str(),
         "s3://bucket/x.blz/meta/state",

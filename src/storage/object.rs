@@ -852,7 +852,11 @@ impl S3Timeouts {
             None => d.retries,
         };
         Ok(S3Timeouts {
-            connect: duration("BLZ_S3_CONNECT_TIMEOUT", Some("AWS_CONNECT_TIMEOUT"), d.connect)?,
+            connect: duration(
+                "BLZ_S3_CONNECT_TIMEOUT",
+                Some("AWS_CONNECT_TIMEOUT"),
+                d.connect,
+            )?,
             idle: duration("BLZ_S3_TIMEOUT", Some("AWS_READ_TIMEOUT"), d.idle)?,
             request: duration("BLZ_S3_REQUEST_TIMEOUT", Some("AWS_TIMEOUT"), d.request)?,
             retries,
@@ -970,14 +974,17 @@ impl ObjectStorage {
     pub fn open_url(url: &str) -> Result<ObjectStorage> {
         let (bucket, key) = parse_s3_url(url)?;
         let c = s3_clients(&bucket)?;
-        ObjectStorage::with_backend(Backend {
-            store: c.read,
-            write_store: c.write,
-            endpoint: Some((c.endpoint, c.timeouts)),
-            root: PathBuf::from(format!("s3://{bucket}/{key}")),
-            prefix: key,
-            requests: AtomicU64::new(0),
-        }, PathBuf::from(format!("s3://{bucket}")))
+        ObjectStorage::with_backend(
+            Backend {
+                store: c.read,
+                write_store: c.write,
+                endpoint: Some((c.endpoint, c.timeouts)),
+                root: PathBuf::from(format!("s3://{bucket}/{key}")),
+                prefix: key,
+                requests: AtomicU64::new(0),
+            },
+            PathBuf::from(format!("s3://{bucket}")),
+        )
     }
 
     /// The dataset whose files lie under `prefix` in `store` (which need not exist yet),
