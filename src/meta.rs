@@ -41,7 +41,9 @@ pub struct Sizes {
 
 /// `r`, a read of the dataset at `root` made through a handle that opened commit `seen`;
 /// an error the read met becomes [`Error::Changed`] when a writer has committed since (the
-/// read then met what the commit removed or rewrote, not damage).
+/// read then met what the commit removed or rewrote, not damage), or a `NotFound` I/O
+/// error naming the dataset when the dataset itself is gone (its directory removed under
+/// the handle: no reopen would find it).
 pub(crate) fn unless_changed<T>(
     storage: &dyn Storage,
     root: &Path,
@@ -49,11 +51,7 @@ pub(crate) fn unless_changed<T>(
     r: Result<T>,
 ) -> Result<T> {
     match r {
-        Err(e) if e.may_be_stale() && generation_now(storage, root) != Some(seen) => {
-            Err(Error::Changed {
-                path: root.to_path_buf(),
-            })
-        }
+        Err(e) if e.may_be_stale() => Err(stale_or_gone(storage, root, seen, e)),
         r => r,
     }
 }
@@ -82,27 +80,67 @@ pub(crate) fn whole_unless_committed<T>(
     let Some(seen) = seen else { return r };
     if r.is_ok() && (crate::txn::pending(storage, root) || sizes_stamp(storage, root) != Some(seen))
     {
-        return Err(Error::Changed {
-            path: root.to_path_buf(),
+        return Err(if removed(storage, root) {
+            gone(root)
+        } else {
+            Error::Changed {
+                path: root.to_path_buf(),
+            }
         });
     }
     r
 }
 
+/// The error for a read through a handle whose dataset was removed.
+fn gone(root: &Path) -> Error {
+    Error::io(
+        "read",
+        root,
+        std::io::Error::new(
+            std::io::ErrorKind::NotFound,
+            "the dataset was removed while this handle had it open",
+        ),
+    )
+}
+
+/// What a read error that may be stale is, given the dataset as it is now: the error
+/// itself when no writer committed since `seen`, `NotFound` when the dataset is gone,
+/// [`Error::Changed`] otherwise.
+fn stale_or_gone(storage: &dyn Storage, root: &Path, seen: u64, e: Error) -> Error {
+    if generation_now(storage, root) == Some(seen) {
+        return e;
+    }
+    if removed(storage, root) {
+        return gone(root);
+    }
+    Error::Changed {
+        path: root.to_path_buf(),
+    }
+}
+
+/// True when nothing is left of the dataset at `root`: no `meta/storage` (written at
+/// creation, never replaced but by a create with overwrite, which swaps whole directories).
+fn removed(storage: &dyn Storage, root: &Path) -> bool {
+    !storage.exists(&MetaPaths::new(root).storage())
+}
+
 /// As [`unless_changed`] for the problems a verification found: when a writer committed
-/// since `seen`, they are replaced by one [`Error::Changed`] (verify the new state).
+/// since `seen`, they are replaced by one [`Error::Changed`] (verify the new state), or by
+/// one `NotFound` when the dataset is gone.
 pub(crate) fn verified_unless_changed(
     storage: &dyn Storage,
     root: &Path,
     seen: u64,
     errors: Vec<Error>,
 ) -> Vec<Error> {
-    if errors.iter().any(Error::may_be_stale) && generation_now(storage, root) != Some(seen) {
-        vec![Error::Changed {
-            path: root.to_path_buf(),
-        }]
-    } else {
-        errors
+    match errors.iter().position(Error::may_be_stale) {
+        Some(i) if generation_now(storage, root) != Some(seen) => {
+            let first = errors.into_iter().nth(i);
+            first
+                .map(|e| vec![stale_or_gone(storage, root, seen, e)])
+                .unwrap_or_default()
+        }
+        _ => errors,
     }
 }
 

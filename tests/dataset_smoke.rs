@@ -404,3 +404,47 @@ fn automatic_block_sizes_follow_the_data() {
         );
     }
 }
+
+/// A dataset directory removed under an open handle: the handle's next read of a file it
+/// had not opened is `NotFound` naming the dataset (nothing to reopen), not `Changed` nor
+/// corruption.
+#[test]
+fn a_removed_dataset_reads_as_not_found() {
+    let dir = tempfile::tempdir().unwrap();
+    let p = dir.path().join("gone.blz");
+    let opts = CreateOptions {
+        chunkshape: Some(vec![100]),
+        superchunksize: Some(2),
+        ..Default::default()
+    };
+    let mut ds = Dataset::create_with(&p, DType::I64, &[0], &opts).unwrap();
+    ds.append(
+        &Array1::from((0..1000i64).collect::<Vec<_>>())
+            .into_dyn()
+            .view(),
+    )
+    .unwrap();
+    drop(ds);
+    let reader = Dataset::open(&p).unwrap();
+    std::fs::remove_dir_all(&p).unwrap();
+    let e = reader.read::<i64>().unwrap_err();
+    assert!(
+        matches!(&e, blz::Error::Io { path, source, .. }
+            if source.kind() == std::io::ErrorKind::NotFound && path == &p),
+        "{e:?}"
+    );
+    assert!(e.to_string().contains("removed"), "{e}");
+    // A refresh (what the Python package does before every read) finds nothing to reopen:
+    // not found as well, not a "corrupt" dataset; and so does opening the path again.
+    let mut reader = reader;
+    for e in [
+        reader.refresh().unwrap_err(),
+        Dataset::open(&p).map(drop).unwrap_err(),
+    ] {
+        assert!(
+            matches!(&e, blz::Error::Io { path, source, .. }
+                if source.kind() == std::io::ErrorKind::NotFound && path == &p),
+            "{e:?}"
+        );
+    }
+}

@@ -511,3 +511,103 @@ fn locate_on_a_url_is_a_clear_error() {
     let msg = String::from_utf8_lossy(&out.stderr);
     assert!(msg.contains("object store") && msg.contains(&url), "{msg}");
 }
+
+/// Removes `keys` (relative to the dataset's prefix) of the dataset at `url` behind blz's
+/// back, or every object under the prefix when `keys` is `None`.
+fn remove_objects(url: &str, keys: Option<&[String]>) {
+    use object_store::{path::Path as OPath, ObjectStore, ObjectStoreExt};
+    let (bucket, prefix) = blz::storage::object::parse_s3_url(url).unwrap();
+    let store = blz::storage::object::s3_store(&bucket).unwrap();
+    let rt = tokio::runtime::Runtime::new().unwrap();
+    rt.block_on(async {
+        let locs: Vec<OPath> = match keys {
+            Some(keys) => keys
+                .iter()
+                .map(|k| OPath::from(format!("{prefix}/{k}")))
+                .collect(),
+            None => {
+                use futures::TryStreamExt;
+                let listed: Vec<object_store::ObjectMeta> = store
+                    .list(Some(&OPath::from(prefix.as_str())))
+                    .try_collect()
+                    .await
+                    .unwrap();
+                listed.into_iter().map(|m| m.location).collect()
+            }
+        };
+        for l in locs {
+            store.delete(&l).await.unwrap();
+        }
+    });
+}
+
+/// An object that the dataset's current state still names but the store lost is `NotFound`
+/// naming the object, not `Changed`: reopening would meet the same state, so a retry loop
+/// (exit 75) would never end. The command line exits 1 saying which object.
+#[test]
+fn a_lost_object_is_not_found_naming_it() {
+    let Some(url) = s3_url("lost.blz") else {
+        return;
+    };
+    let mut ds = Dataset::create_with(&url, DType::I64, &[0], &opts(100, 2)).unwrap();
+    ds.append(
+        &Array1::from((0..1000i64).collect::<Vec<_>>())
+            .into_dyn()
+            .view(),
+    )
+    .unwrap();
+    drop(ds);
+    let state = ObjectStorage::open_url(&url).unwrap().state().unwrap();
+    let key = state
+        .files
+        .iter()
+        .find_map(|(rel, f)| match f {
+            blz::storage::object::StateFile::Object { key, .. } if rel.starts_with("data/") => {
+                Some(key.clone())
+            }
+            _ => None,
+        })
+        .unwrap();
+    remove_objects(&url, Some(std::slice::from_ref(&key)));
+    let e = Dataset::open(&url).unwrap().read::<i64>().unwrap_err();
+    let object = format!("{url}/{key}");
+    assert!(
+        matches!(&e, Error::Io { path, source, .. }
+            if source.kind() == std::io::ErrorKind::NotFound && path == Path::new(&object)),
+        "{e}"
+    );
+    assert!(e.to_string().contains("damaged"), "{e}");
+    let out = blz_cmd(&["get", &url]).output().unwrap();
+    let msg = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{msg}");
+    assert!(msg.contains(&object), "{msg}");
+    // `verify` (which starts again after a commit) reports it at once, too.
+    let out = blz_cmd(&["verify", &url]).output().unwrap();
+    assert_ne!(out.status.code(), Some(75));
+}
+
+/// A dataset removed (its state object and every object gone) under an open handle: the
+/// handle's next read is `NotFound` naming the dataset, not `Changed` nor corruption.
+#[test]
+fn a_removed_dataset_is_not_found() {
+    let Some(url) = s3_url("gone.blz") else {
+        return;
+    };
+    let mut ds = Dataset::create_with(&url, DType::I64, &[0], &opts(100, 2)).unwrap();
+    ds.append(
+        &Array1::from((0..1000i64).collect::<Vec<_>>())
+            .into_dyn()
+            .view(),
+    )
+    .unwrap();
+    drop(ds);
+    let reader = Dataset::open(&url).unwrap();
+    remove_objects(&url, None);
+    let e = reader.read::<i64>().unwrap_err();
+    assert!(
+        matches!(&e, Error::Io { path, source, .. }
+            if source.kind() == std::io::ErrorKind::NotFound && path == Path::new(&url)),
+        "{e}"
+    );
+    assert!(e.to_string().contains("removed"), "{e}");
+}

@@ -194,3 +194,14 @@ def test_thread_count_follows_the_environment(tmp_path, env, want):
     out = subprocess.run([sys.executable, "-c", code, str(tmp_path / "a.blz")],
                          env={**clean, **env}, check=True, capture_output=True, text=True)
     assert int(out.stdout.strip()) == want
+
+
+def test_a_dataset_removed_under_a_handle_is_not_found(tmp_path):
+    import shutil
+
+    p = tmp_path / "gone.blz"
+    blz.create(p, np.arange(1000), chunks=(100,), superchunksize=2).close()
+    r = blz.open(p)
+    shutil.rmtree(p)
+    with pytest.raises(blz.NotFoundError):
+        r[:]

@@ -91,6 +91,15 @@ pub(crate) fn open_root(
     building: bool,
 ) -> Result<(Option<WriterLock>, serde_json::Value, Arc<dyn Storage>)> {
     let mp = MetaPaths::new(root);
+    // Nothing there (never was, or removed under a handle that refreshes): not found,
+    // which no reopen changes, rather than a "corrupt" dataset.
+    if !storage.exists(root) {
+        return Err(Error::io(
+            "open",
+            root,
+            std::io::Error::new(std::io::ErrorKind::NotFound, "no such dataset"),
+        ));
+    }
     if !storage.is_dir(&mp.dir) {
         return Err(Error::metadata(
             &mp.dir,

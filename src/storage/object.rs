@@ -143,10 +143,56 @@ fn not_found(op: &'static str, path: &Path) -> Error {
     )
 }
 
+/// What kind of failure to reach the endpoint an `object_store` error is, if it is one.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Unreachable {
+    /// No connection within the connect timeout.
+    ConnectTimeout,
+    /// Connected, then no answer (or no progress) in time.
+    Timeout,
+    /// The connection was refused or failed.
+    Connect,
+}
+
+fn unreachable(e: &object_store::Error) -> Option<Unreachable> {
+    use object_store::client::{HttpError, HttpErrorKind};
+    let mut found = None;
+    let mut cur: Option<&(dyn std::error::Error + 'static)> = Some(e);
+    while let Some(err) = cur {
+        if let Some(h) = err.downcast_ref::<HttpError>() {
+            match h.kind() {
+                HttpErrorKind::Timeout => found = Some(Unreachable::Timeout),
+                HttpErrorKind::Connect => found = found.or(Some(Unreachable::Connect)),
+                _ => {}
+            }
+        }
+        if let Some(r) = err.downcast_ref::<reqwest::Error>() {
+            if r.is_timeout() && r.is_connect() {
+                return Some(Unreachable::ConnectTimeout);
+            }
+        }
+        cur = err.source();
+    }
+    found
+}
+
+/// Where a request goes: through the client that bounds time without progress (reads) or
+/// the one that does not (writes, whose sending the HTTP client counts as waiting).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Client {
+    Read,
+    Write,
+}
+
 /// The object store and what every file handle needs of it.
 #[derive(Debug)]
 struct Backend {
     store: Arc<dyn ObjectStore>,
+    /// The client for uploads, commits and deletions (the same as `store` for a store
+    /// given by the caller).
+    write_store: Arc<dyn ObjectStore>,
+    /// The endpoint and timeouts of an S3 client made from the environment (for messages).
+    endpoint: Option<(String, S3Timeouts)>,
     /// The key prefix of the dataset root (no trailing `/`).
     prefix: String,
     /// The dataset root as callers name it (`s3://bucket/prefix`).
@@ -167,25 +213,198 @@ impl Backend {
         self.requests.fetch_add(n, Ordering::Relaxed);
     }
 
+    /// The client for `client`'s requests.
+    fn client(&self, client: Client) -> &Arc<dyn ObjectStore> {
+        match client {
+            Client::Read => &self.store,
+            Client::Write => &self.write_store,
+        }
+    }
+
+    /// An `object_store` error of a request to `path` (`op`, started at `started`, through
+    /// `client`) as blz reports it: a timeout or a failure to connect names the endpoint
+    /// and the bound that was reached (`ErrorKind::TimedOut`, `ErrorKind::NotConnected`).
+    fn error(
+        &self,
+        op: &'static str,
+        path: &Path,
+        client: Client,
+        started: std::time::Instant,
+        e: object_store::Error,
+    ) -> Error {
+        let (Some(why), Some((endpoint, t))) = (unreachable(&e), &self.endpoint) else {
+            return store_error(op, path, e);
+        };
+        let took = secs(started.elapsed());
+        let (kind, what) = match why {
+            Unreachable::ConnectTimeout => (
+                ErrorKind::TimedOut,
+                format!(
+                    "timed out: no connection within {} (BLZ_S3_CONNECT_TIMEOUT)",
+                    secs(t.connect)
+                ),
+            ),
+            Unreachable::Timeout if client == Client::Read && started.elapsed() < t.request => (
+                ErrorKind::TimedOut,
+                format!(
+                    "timed out: no byte of the answer for {} (BLZ_S3_TIMEOUT)",
+                    secs(t.idle)
+                ),
+            ),
+            Unreachable::Timeout if client == Client::Read => (
+                ErrorKind::TimedOut,
+                format!(
+                    "timed out: no byte of the answer for {} (BLZ_S3_TIMEOUT), or an attempt \
+                     longer than {} (BLZ_S3_REQUEST_TIMEOUT)",
+                    secs(t.idle),
+                    secs(t.request)
+                ),
+            ),
+            Unreachable::Timeout => (
+                ErrorKind::TimedOut,
+                format!(
+                    "timed out: an attempt longer than {} (BLZ_S3_REQUEST_TIMEOUT)",
+                    secs(t.request)
+                ),
+            ),
+            Unreachable::Connect => (ErrorKind::NotConnected, "could not connect".to_string()),
+        };
+        Error::io(
+            op,
+            path,
+            std::io::Error::new(
+                kind,
+                format!(
+                    "the S3 endpoint {endpoint} {what}; gave up after {took} ({} retries \
+                     at most, none begun later than {}: BLZ_S3_RETRIES, \
+                     BLZ_S3_RETRY_TIMEOUT): {e}",
+                    t.retries,
+                    secs(t.retry_timeout)
+                ),
+            ),
+        )
+    }
+
     /// A ranged GET of an object the state names. A missing object was collected after a
-    /// later commit: the dataset changed under this reader.
+    /// later commit (the dataset changed under this reader: [`Error::Changed`]) unless the
+    /// state object, read again, says otherwise: when it is gone, the dataset was removed;
+    /// when it still names the object, the object is lost for good (both `NotFound`,
+    /// naming the dataset or the object, so that no retry loop waits for a change).
     fn get_range(&self, key: &str, range: std::ops::Range<u64>, path: &Path) -> Result<Bytes> {
         let rt = runtime()?;
         let loc = self.key(key);
         self.count(1);
-        rt.block_on(async {
+        let started = std::time::Instant::now();
+        let got = rt.block_on(async {
             let opts = GetOptions {
                 range: Some(GetRange::Bounded(range)),
                 ..GetOptions::default()
             };
             self.store.get_opts(&loc, opts).await?.bytes().await
-        })
-        .map_err(|e| match e {
-            object_store::Error::NotFound { .. } => Error::Changed {
-                path: self.root.clone(),
-            },
-            e => store_error("read", path, e),
-        })
+        });
+        match got {
+            Ok(b) => Ok(b),
+            Err(object_store::Error::NotFound { .. }) => Err(self.missing_object(key, path)),
+            Err(e) => Err(self.error("read", path, Client::Read, started, e)),
+        }
+    }
+
+    /// Why the object `key` of the loaded state (holding the file `path`) is missing, from
+    /// the state object as it is now (see [`Backend::get_range`]).
+    fn missing_object(&self, key: &str, path: &Path) -> Error {
+        let now = match self.fetch_state() {
+            Ok((state, _)) => state,
+            Err(e) => return e,
+        };
+        let Some(now) = now else {
+            return Error::io(
+                "read",
+                &self.root,
+                std::io::Error::new(
+                    ErrorKind::NotFound,
+                    format!(
+                        "the dataset was removed (its state object {} is gone)",
+                        self.root.join(STATE_KEY).display()
+                    ),
+                ),
+            );
+        };
+        let still_named = now
+            .files
+            .values()
+            .any(|f| matches!(f, StateFile::Object { key: k, .. } if k == key));
+        if still_named {
+            return Error::io(
+                "read",
+                self.root.join(key),
+                std::io::Error::new(
+                    ErrorKind::NotFound,
+                    format!(
+                        "the object holding {} is missing, and the dataset's current state \
+                         (generation {}) still names it: the dataset is damaged",
+                        path.display(),
+                        now.generation
+                    ),
+                ),
+            );
+        }
+        Error::Changed {
+            path: self.root.clone(),
+        }
+    }
+
+    /// Reads the state object: the state and its version, or none when it is absent.
+    fn fetch_state(&self) -> Result<(Option<State>, Option<UpdateVersion>)> {
+        let rt = runtime()?;
+        let loc = self.key(STATE_KEY);
+        let path = self.root.join(STATE_KEY);
+        let started = std::time::Instant::now();
+        self.count(1);
+        let got = rt.block_on(async {
+            let r = self.store.get_opts(&loc, GetOptions::default()).await?;
+            let version = UpdateVersion {
+                e_tag: r.meta.e_tag.clone(),
+                version: r.meta.version.clone(),
+            };
+            if r.meta.size > MAX_STATE {
+                return Ok((None, version));
+            }
+            Ok::<_, object_store::Error>((Some(r.bytes().await?), version))
+        });
+        let (bytes, version) = match got {
+            Ok(x) => x,
+            Err(object_store::Error::NotFound { .. }) => return Ok((None, None)),
+            Err(e) => return Err(self.error("read", &path, Client::Read, started, e)),
+        };
+        let bytes = bytes.ok_or_else(|| {
+            Error::metadata(
+                &path,
+                format!("the state object is larger than {MAX_STATE} bytes"),
+            )
+        })?;
+        let state: State =
+            serde_json::from_slice(&bytes).map_err(|e| Error::metadata(&path, e.to_string()))?;
+        if state.format != STATE_FORMAT || state.version != STATE_VERSION {
+            return Err(Error::metadata(
+                &path,
+                format!(
+                    "format {:?} version {}, where blz reads {STATE_FORMAT:?} version {STATE_VERSION}",
+                    state.format, state.version
+                ),
+            ));
+        }
+        for (rel, f) in &state.files {
+            let bad = |k: &str| {
+                k.is_empty() || k.split('/').any(|c| c.is_empty() || c == "." || c == "..")
+            };
+            if bad(rel) || matches!(f, StateFile::Object { key, .. } if bad(key)) {
+                return Err(Error::metadata(
+                    &path,
+                    format!("file {rel:?} is not a plain path inside the dataset"),
+                ));
+            }
+        }
+        Ok((Some(state), Some(version)))
     }
 }
 
@@ -488,42 +707,263 @@ impl Drop for HeldLock {
     }
 }
 
-/// Splits `s3://bucket/key...` into the bucket and the key (without slashes at its ends).
+/// Splits `s3://BUCKET/KEY` into the bucket and the key. The key is `/`-separated plain
+/// names (`spec/object-store.md` §1): none empty, `.` or `..`, and no slash at either end,
+/// so `s3://b//x.blz` and `s3://b/x.blz/` are refused rather than taken for `s3://b/x.blz`.
 ///
 /// # Errors
-/// [`Error::InvalidArgument`] for anything else.
+/// [`Error::InvalidArgument`] naming the URL and what is wrong with it.
 pub fn parse_s3_url(url: &str) -> Result<(String, String)> {
+    let bad = |what: &str| {
+        Error::InvalidArgument(format!(
+            "{url}: {what}; an object-store dataset is named s3://BUCKET/KEY, the key plain \
+             names joined by single slashes"
+        ))
+    };
     let rest = url
         .strip_prefix("s3://")
         .ok_or_else(|| Error::InvalidArgument(format!("{url} is not an s3:// URL")))?;
     let (bucket, key) = rest.split_once('/').unwrap_or((rest, ""));
-    let key = key.trim_matches('/');
-    if bucket.is_empty()
-        || key.is_empty()
-        || key
-            .split('/')
-            .any(|c| c.is_empty() || c == "." || c == "..")
-    {
-        return Err(Error::InvalidArgument(format!(
-            "{url}: an object-store dataset is named s3://BUCKET/KEY, with a key of plain \
-             /-separated names"
-        )));
+    if bucket.is_empty() {
+        return Err(bad("no bucket name"));
+    }
+    if key.is_empty() {
+        return Err(bad("no key after the bucket"));
+    }
+    if key.starts_with('/') || key.contains("//") {
+        return Err(bad("an empty path component (two slashes in a row)"));
+    }
+    if key.ends_with('/') {
+        return Err(bad("a trailing slash"));
+    }
+    if key.split('/').any(|c| c == "." || c == "..") {
+        return Err(bad("a `.` or `..` path component"));
     }
     Ok((bucket.to_string(), key.to_string()))
 }
 
+/// The longest pause between two attempts of a request (the backoff starts at 100 ms and
+/// grows at random up to this).
+pub const MAX_BACKOFF: Duration = Duration::from_secs(5);
+
+/// How long the S3 client waits for an endpoint, and how often it tries again
+/// (`spec/object-store.md` §1). Each field is set by a `BLZ_S3_*` variable (seconds, a
+/// decimal number) or else by `object_store`'s `AWS_*` one where it has one (seconds, or a
+/// number with a unit `ms`, `s`, `m`, `h`), and else takes its [`S3Timeouts::DEFAULT`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct S3Timeouts {
+    /// Longest wait for a connection to the endpoint (`BLZ_S3_CONNECT_TIMEOUT`, else
+    /// `AWS_CONNECT_TIMEOUT`; 10 s).
+    pub connect: Duration,
+    /// Longest a read waits without receiving a byte: for the first byte of the answer, then
+    /// between bytes of its body (`BLZ_S3_TIMEOUT`, else `AWS_READ_TIMEOUT`; 30 s). Uploads
+    /// and commits have no such bound (the HTTP client counts a request body's sending as
+    /// waiting for the answer): [`S3Timeouts::request`] bounds them.
+    pub idle: Duration,
+    /// Longest one attempt of any request takes, from connecting to its last byte
+    /// (`BLZ_S3_REQUEST_TIMEOUT`, else `AWS_TIMEOUT`; 300 s).
+    pub request: Duration,
+    /// Most times a failed request is tried again (`BLZ_S3_RETRIES`; 3). Retried: a
+    /// failure to connect, a timeout, a dropped connection, a 5xx or 429 answer.
+    pub retries: usize,
+    /// No retry starts later than this after a request's first attempt
+    /// (`BLZ_S3_RETRY_TIMEOUT`; 60 s).
+    pub retry_timeout: Duration,
+}
+
+impl Default for S3Timeouts {
+    fn default() -> Self {
+        S3Timeouts::DEFAULT
+    }
+}
+
+/// Reads a duration: a decimal number of seconds, or (`with_units`) a number followed by
+/// `ms`, `s`, `m` or `h`.
+fn parse_duration(var: &str, value: &str, with_units: bool) -> Result<Duration> {
+    let v = value.trim();
+    let split = v
+        .find(|c: char| !(c.is_ascii_digit() || c == '.'))
+        .unwrap_or(v.len());
+    let (num, unit) = v.split_at(split);
+    let scale = match unit.trim() {
+        "" => 1.0,
+        "ms" if with_units => 1e-3,
+        "s" if with_units => 1.0,
+        "m" | "min" if with_units => 60.0,
+        "h" if with_units => 3600.0,
+        _ => f64::NAN,
+    };
+    let secs = num.parse::<f64>().map_or(f64::NAN, |n| n * scale);
+    if !(secs.is_finite() && secs > 0.0 && secs < 1e9) {
+        return Err(Error::InvalidArgument(format!(
+            "{var}={value:?}: expected a positive number of seconds{}",
+            if with_units {
+                " (or a number with a unit ms, s, m or h)"
+            } else {
+                ""
+            }
+        )));
+    }
+    Ok(Duration::from_secs_f64(secs))
+}
+
+impl S3Timeouts {
+    /// The values blz uses when no variable sets them: 10 s to connect, 30 s without a byte
+    /// while reading, 300 s for one attempt of a request, 3 retries started within 60 s.
+    pub const DEFAULT: S3Timeouts = S3Timeouts {
+        connect: Duration::from_secs(10),
+        idle: Duration::from_secs(30),
+        request: Duration::from_secs(300),
+        retries: 3,
+        retry_timeout: Duration::from_secs(60),
+    };
+
+    /// The settings the environment of this process gives.
+    ///
+    /// # Errors
+    /// [`Error::InvalidArgument`] naming a variable whose value is not a duration (or, for
+    /// `BLZ_S3_RETRIES`, a count).
+    pub fn from_env() -> Result<S3Timeouts> {
+        S3Timeouts::from_vars(|name| std::env::var(name).ok())
+    }
+
+    /// The settings the variables `var` returns give (`var(name)` is the value of the
+    /// environment variable `name`, if set).
+    ///
+    /// # Errors
+    /// As [`S3Timeouts::from_env`].
+    pub fn from_vars(var: impl Fn(&str) -> Option<String>) -> Result<S3Timeouts> {
+        let d = S3Timeouts::DEFAULT;
+        let duration = |blz: &str, aws: Option<&str>, default: Duration| -> Result<Duration> {
+            if let Some(v) = var(blz).filter(|v| !v.is_empty()) {
+                return parse_duration(blz, &v, false);
+            }
+            match aws.and_then(|a| var(a).filter(|v| !v.is_empty()).map(|v| (a, v))) {
+                Some((a, v)) => parse_duration(a, &v, true),
+                None => Ok(default),
+            }
+        };
+        let retries = match var("BLZ_S3_RETRIES").filter(|v| !v.is_empty()) {
+            Some(v) => v.trim().parse::<usize>().map_err(|_| {
+                Error::InvalidArgument(format!(
+                    "BLZ_S3_RETRIES={v:?}: expected a whole number of retries"
+                ))
+            })?,
+            None => d.retries,
+        };
+        Ok(S3Timeouts {
+            connect: duration(
+                "BLZ_S3_CONNECT_TIMEOUT",
+                Some("AWS_CONNECT_TIMEOUT"),
+                d.connect,
+            )?,
+            idle: duration("BLZ_S3_TIMEOUT", Some("AWS_READ_TIMEOUT"), d.idle)?,
+            request: duration("BLZ_S3_REQUEST_TIMEOUT", Some("AWS_TIMEOUT"), d.request)?,
+            retries,
+            retry_timeout: duration("BLZ_S3_RETRY_TIMEOUT", None, d.retry_timeout)?,
+        })
+    }
+
+    /// The longest a read waits on an endpoint that sends nothing (one that never answers,
+    /// or stalls in the middle of an answer) before it fails:
+    /// `retry_timeout + MAX_BACKOFF + idle` (95 s with the defaults; two attempts of 30 s
+    /// in practice).
+    pub fn silent_read_bound(&self) -> Duration {
+        self.retry_timeout + MAX_BACKOFF + self.idle
+    }
+
+    /// The longest any request takes before it fails, whatever the endpoint does:
+    /// `retry_timeout + MAX_BACKOFF + request` (365 s with the defaults).
+    pub fn request_bound(&self) -> Duration {
+        self.retry_timeout + MAX_BACKOFF + self.request
+    }
+
+    fn retry_config(&self) -> object_store::RetryConfig {
+        object_store::RetryConfig {
+            backoff: object_store::BackoffConfig {
+                init_backoff: Duration::from_millis(100),
+                max_backoff: MAX_BACKOFF,
+                base: 2.0,
+            },
+            max_retries: self.retries,
+            retry_timeout: self.retry_timeout,
+        }
+    }
+}
+
+/// A duration as `object_store`'s configuration takes it.
+fn config_duration(d: Duration) -> String {
+    format!("{}ms", d.as_millis().max(1))
+}
+
+/// Seconds for messages: `30 s`, `1.5 s`.
+fn secs(d: Duration) -> String {
+    let s = d.as_secs_f64();
+    if s.fract() == 0.0 {
+        format!("{s:.0} s")
+    } else {
+        format!("{s:.1} s")
+    }
+}
+
+/// The S3 clients of a bucket: one for reads (with the no-progress bound) and one for
+/// writes, and what error messages say of them.
+struct S3Clients {
+    read: Arc<dyn ObjectStore>,
+    write: Arc<dyn ObjectStore>,
+    endpoint: String,
+    timeouts: S3Timeouts,
+}
+
+/// The S3 clients for `bucket`, configured from the standard AWS environment variables
+/// (`AWS_ENDPOINT_URL`, `AWS_ACCESS_KEY_ID`, `AWS_SECRET_ACCESS_KEY`, `AWS_REGION`,
+/// `AWS_ALLOW_HTTP`, ...) and [`S3Timeouts::from_env`].
+fn s3_clients(bucket: &str) -> Result<S3Clients> {
+    use object_store::aws::{AmazonS3Builder, AmazonS3ConfigKey as K};
+    use object_store::ClientConfigKey as C;
+    let timeouts = S3Timeouts::from_env()?;
+    let base = AmazonS3Builder::from_env()
+        .with_bucket_name(bucket)
+        .with_retry(timeouts.retry_config())
+        .with_config(
+            K::Client(C::ConnectTimeout),
+            config_duration(timeouts.connect),
+        )
+        .with_config(K::Client(C::Timeout), config_duration(timeouts.request));
+    let endpoint = base.get_config_value(&K::Endpoint).unwrap_or_else(|| {
+        let region = base
+            .get_config_value(&K::Region)
+            .unwrap_or_else(|| "us-east-1".into());
+        format!("https://s3.{region}.amazonaws.com")
+    });
+    let build = |b: AmazonS3Builder| -> Result<Arc<dyn ObjectStore>> {
+        let store = b
+            .build()
+            .map_err(|e| Error::InvalidArgument(format!("s3://{bucket}: {e}")))?;
+        Ok(Arc::new(store))
+    };
+    let read = build(
+        base.clone()
+            .with_config(K::Client(C::ReadTimeout), config_duration(timeouts.idle)),
+    )?;
+    let write = build(base)?;
+    Ok(S3Clients {
+        read,
+        write,
+        endpoint,
+        timeouts,
+    })
+}
+
 /// The S3 client for `bucket`, configured from the standard AWS environment variables
 /// (`AWS_ENDPOINT_URL`, `AWS_ACCESS_KEY_ID`, `AWS_SECRET_ACCESS_KEY`, `AWS_REGION`,
-/// `AWS_ALLOW_HTTP`, ...).
+/// `AWS_ALLOW_HTTP`, ...) and the timeouts of [`S3Timeouts::from_env`] (the no-progress
+/// bound included: use it to read).
 ///
 /// # Errors
 /// [`Error::InvalidArgument`] when the configuration is incomplete or malformed.
 pub fn s3_store(bucket: &str) -> Result<Arc<dyn ObjectStore>> {
-    let store = object_store::aws::AmazonS3Builder::from_env()
-        .with_bucket_name(bucket)
-        .build()
-        .map_err(|e| Error::InvalidArgument(format!("s3://{bucket}: {e}")))?;
-    Ok(Arc::new(store))
+    Ok(s3_clients(bucket)?.read)
 }
 
 impl ObjectStorage {
@@ -533,8 +973,18 @@ impl ObjectStorage {
     /// As [`parse_s3_url`], [`s3_store`] and [`ObjectStorage::new`].
     pub fn open_url(url: &str) -> Result<ObjectStorage> {
         let (bucket, key) = parse_s3_url(url)?;
-        let store = s3_store(&bucket)?;
-        ObjectStorage::new(store, PathBuf::from(format!("s3://{bucket}")), &key)
+        let c = s3_clients(&bucket)?;
+        ObjectStorage::with_backend(
+            Backend {
+                store: c.read,
+                write_store: c.write,
+                endpoint: Some((c.endpoint, c.timeouts)),
+                root: PathBuf::from(format!("s3://{bucket}/{key}")),
+                prefix: key,
+                requests: AtomicU64::new(0),
+            },
+            PathBuf::from(format!("s3://{bucket}")),
+        )
     }
 
     /// The dataset whose files lie under `prefix` in `store` (which need not exist yet),
@@ -544,14 +994,22 @@ impl ObjectStorage {
     /// I/O errors from the store; [`Error::InvalidMetadata`] for a malformed state object.
     pub fn new(store: Arc<dyn ObjectStore>, base: PathBuf, prefix: &str) -> Result<ObjectStorage> {
         let prefix = prefix.trim_matches('/').to_string();
-        let backend = Arc::new(Backend {
-            store,
-            root: base.join(&prefix),
-            prefix,
-            requests: AtomicU64::new(0),
-        });
+        ObjectStorage::with_backend(
+            Backend {
+                write_store: Arc::clone(&store),
+                store,
+                endpoint: None,
+                root: base.join(&prefix),
+                prefix,
+                requests: AtomicU64::new(0),
+            },
+            base,
+        )
+    }
+
+    fn with_backend(backend: Backend, base: PathBuf) -> Result<ObjectStorage> {
         let s = ObjectStorage {
-            backend,
+            backend: Arc::new(backend),
             base,
             tree: Mutex::default(),
             committed: Mutex::new(Committed {
@@ -593,64 +1051,12 @@ impl ObjectStorage {
     }
 
     fn state_path(&self) -> PathBuf {
-        self.backend.root.join("meta").join("state")
+        self.backend.root.join(STATE_KEY)
     }
 
     /// Reads the state object: the state and its version, or none when it is absent.
     fn load_state(&self) -> Result<(Option<State>, Option<UpdateVersion>)> {
-        let rt = runtime()?;
-        let loc = self.backend.key(STATE_KEY);
-        let path = self.state_path();
-        self.backend.count(1);
-        let got = rt.block_on(async {
-            let r = self
-                .backend
-                .store
-                .get_opts(&loc, GetOptions::default())
-                .await?;
-            let version = UpdateVersion {
-                e_tag: r.meta.e_tag.clone(),
-                version: r.meta.version.clone(),
-            };
-            if r.meta.size > MAX_STATE {
-                return Ok((None, version));
-            }
-            Ok::<_, object_store::Error>((Some(r.bytes().await?), version))
-        });
-        let (bytes, version) = match got {
-            Ok(x) => x,
-            Err(object_store::Error::NotFound { .. }) => return Ok((None, None)),
-            Err(e) => return Err(store_error("read", &path, e)),
-        };
-        let bytes = bytes.ok_or_else(|| {
-            Error::metadata(
-                &path,
-                format!("the state object is larger than {MAX_STATE} bytes"),
-            )
-        })?;
-        let state: State =
-            serde_json::from_slice(&bytes).map_err(|e| Error::metadata(&path, e.to_string()))?;
-        if state.format != STATE_FORMAT || state.version != STATE_VERSION {
-            return Err(Error::metadata(
-                &path,
-                format!(
-                    "format {:?} version {}, where blz reads {STATE_FORMAT:?} version {STATE_VERSION}",
-                    state.format, state.version
-                ),
-            ));
-        }
-        for (rel, f) in &state.files {
-            let bad = |k: &str| {
-                k.is_empty() || k.split('/').any(|c| c.is_empty() || c == "." || c == "..")
-            };
-            if bad(rel) || matches!(f, StateFile::Object { key, .. } if bad(key)) {
-                return Err(Error::metadata(
-                    &path,
-                    format!("file {rel:?} is not a plain path inside the dataset"),
-                ));
-            }
-        }
-        Ok((Some(state), Some(version)))
+        self.backend.fetch_state()
     }
 
     /// Makes the visible tree the committed state again (no overlay).
@@ -872,19 +1278,18 @@ impl ObjectStorage {
             })
             .collect();
         self.backend.count(jobs.len() as u64);
-        let store = Arc::clone(&self.backend.store);
+        let backend = &self.backend;
         rt.block_on(async move {
             futures::stream::iter(jobs)
-                .map(|(path, loc, node)| {
-                    let store = Arc::clone(&store);
-                    async move {
-                        let bytes = node_bytes(&node, &path)?;
-                        store
-                            .put(&loc, PutPayload::from_bytes(bytes))
-                            .await
-                            .map(drop)
-                            .map_err(|e| store_error("upload", &path, e))
-                    }
+                .map(|(path, loc, node)| async move {
+                    let bytes = node_bytes(&node, &path)?;
+                    let started = std::time::Instant::now();
+                    backend
+                        .client(Client::Write)
+                        .put(&loc, PutPayload::from_bytes(bytes))
+                        .await
+                        .map(drop)
+                        .map_err(|e| backend.error("upload", &path, Client::Write, started, e))
                 })
                 .buffer_unordered(PARALLEL)
                 .try_collect::<Vec<()>>()
@@ -904,7 +1309,8 @@ impl ObjectStorage {
         };
         let loc = self.backend.key(STATE_KEY);
         self.backend.count(1);
-        let r = rt.block_on(self.backend.store.put_opts(
+        let started = std::time::Instant::now();
+        let r = rt.block_on(self.backend.client(Client::Write).put_opts(
             &loc,
             PutPayload::from(bytes),
             PutOptions {
@@ -923,7 +1329,9 @@ impl ObjectStorage {
             ) => Err(Error::Conflict {
                 path: self.backend.root.clone(),
             }),
-            Err(e) => Err(store_error("commit", &path, e)),
+            Err(e) => Err(self
+                .backend
+                .error("commit", &path, Client::Write, started, e)),
         }
     }
 }
@@ -1166,9 +1574,10 @@ pub fn collect_garbage(storage: &ObjectStorage, grace: Duration) -> Result<Colle
         .collect();
     let prefix = OPath::from(backend.prefix.as_str());
     backend.count(1);
+    let started = std::time::Instant::now();
     let listed: Vec<object_store::ObjectMeta> = rt
         .block_on(backend.store.list(Some(&prefix)).try_collect())
-        .map_err(|e| store_error("list", &backend.root, e))?;
+        .map_err(|e| backend.error("list", &backend.root, Client::Read, started, e))?;
     let skip = backend.prefix.len() + 1;
     let mut doomed = Vec::new();
     let mut kept = 0;
@@ -1192,7 +1601,8 @@ pub fn collect_garbage(storage: &ObjectStorage, grace: Duration) -> Result<Colle
     }
     backend.count(doomed.len() as u64);
     let locs: Vec<OPath> = doomed.iter().map(|k| backend.key(k)).collect();
-    let store = Arc::clone(&backend.store);
+    let store = Arc::clone(backend.client(Client::Write));
+    let started = std::time::Instant::now();
     rt.block_on(async move {
         futures::stream::iter(locs)
             .map(|loc| {
@@ -1208,7 +1618,7 @@ pub fn collect_garbage(storage: &ObjectStorage, grace: Duration) -> Result<Colle
             .try_collect::<Vec<()>>()
             .await
     })
-    .map_err(|e| store_error("delete", &backend.root, e))?;
+    .map_err(|e| backend.error("delete", &backend.root, Client::Write, started, e))?;
     let gone: HashSet<&str> = doomed.iter().map(String::as_str).collect();
     let before = state.retired.len();
     state.retired.retain(|r| !gone.contains(r.key.as_str()));

@@ -170,11 +170,10 @@ pub fn parse_size(s: &str) -> blz::Result<u64> {
 
 /// `blz info PATH`: a directory is a dataset, a file a superchunk file.
 fn info(path: &Path, json: bool) -> Result<(), Failure> {
-    if blz::layer::is_layer(path) {
-        return layer::layer_info(path, json);
-    }
-    if table::is_table(path) {
-        return table::info(path, json);
+    match table::dataset_kind(path)?.as_deref() {
+        Some("layer") => return layer::layer_info(path, json),
+        Some("table") => return table::info(path, json),
+        _ => {}
     }
     if path.is_dir() || !path.exists() {
         return dataset::dataset_info(path, json);
@@ -193,18 +192,20 @@ fn run_dataset(cmd: &DatasetCommand) -> Result<(), Failure> {
             Some(Err(e)) => Err(e.into()),
             _ => dataset::create(a),
         },
-        DatasetCommand::Get(a) if table::is_table(&a.path) => table::get(a),
+        DatasetCommand::Get(a) if table::is_table(&a.path)? => table::get(a),
         DatasetCommand::Get(a) => dataset::get(a),
-        DatasetCommand::Append(a) if table::is_table(&a.path) => table::append(a),
+        DatasetCommand::Append(a) if table::is_table(&a.path)? => table::append(a),
         DatasetCommand::Append(a) => dataset::append(a),
-        DatasetCommand::Resize(a) if table::is_table(&a.path) => table::resize(a),
+        DatasetCommand::Resize(a) if table::is_table(&a.path)? => table::resize(a),
         DatasetCommand::Resize(a) => dataset::resize(a),
-        DatasetCommand::Attrs(a) if table::is_table(&a.path) => table::attrs(a),
+        DatasetCommand::Attrs(a) if table::is_table(&a.path)? => table::attrs(a),
         DatasetCommand::Attrs(a) => dataset::attrs(a),
-        DatasetCommand::Verify(a) if blz::layer::is_layer(&a.path) => layer::layer_verify(&a.path),
-        DatasetCommand::Verify(a) if table::is_table(&a.path) => table::verify(&a.path),
-        DatasetCommand::Verify(a) => dataset::verify(&a.path),
-        DatasetCommand::Compact(a) if table::is_table(&a.path) => table::compact(&a.path),
+        DatasetCommand::Verify(a) => match table::dataset_kind(&a.path)?.as_deref() {
+            Some("layer") => layer::layer_verify(&a.path),
+            Some("table") => table::verify(&a.path),
+            _ => dataset::verify(&a.path),
+        },
+        DatasetCommand::Compact(a) if table::is_table(&a.path)? => table::compact(&a.path),
         DatasetCommand::Compact(a) => dataset::compact(&a.path),
     }
 }

@@ -27,11 +27,18 @@ const BATCH_ROWS: usize = 65536;
 const SUMMARY_THRESHOLD: u64 = 1000;
 
 /// Writes a line to standard output, turning a closed pipe into a quiet stop.
+/// The kind of dataset at `path` (`meta/storage`'s `kind`: `array`, `table`, `layer`), or
+/// `None` when nothing there says. A URL that is malformed, or whose store cannot be
+/// reached, is an error here rather than "not a table": the command would only meet it
+/// again (after the same timeouts) opening the dataset.
+pub fn dataset_kind(path: &Path) -> Result<Option<String>, Failure> {
+    let (storage, root) = blz::storage::for_path(path)?;
+    Ok(blz::meta::dataset_kind(storage.as_ref(), &root))
+}
+
 /// True when `path` holds a table (its `meta/storage` says `"kind": "table"`).
-pub fn is_table(path: &Path) -> bool {
-    blz::storage::for_path(path).is_ok_and(|(storage, root)| {
-        blz::meta::dataset_kind(storage.as_ref(), &root).as_deref() == Some("table")
-    })
+pub fn is_table(path: &Path) -> Result<bool, Failure> {
+    Ok(dataset_kind(path)?.as_deref() == Some("table"))
 }
 
 fn open(path: &Path, write: bool) -> Result<Table, Failure> {
