@@ -73,7 +73,7 @@ fn check_sizes(storage: &dyn Storage, core: &ArrayCore, sizes: &Sizes, path: &Pa
         return bad(format!(
             "shape {:?} needs {nfiles} superchunk files, but the last, {}, does not exist",
             sizes.shape,
-            core.store.file_rel(nfiles - 1).display()
+            core.store.file_path(nfiles - 1).display()
         ));
     }
     Ok(())
