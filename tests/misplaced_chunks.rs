@@ -81,7 +81,10 @@ fn swapped_offsets_slots_are_reported_by_verify_and_refused_by_get() {
         "{err}"
     );
     let err = fails(&["get", &p, "1000:1003"]);
-    assert!(err.contains("__1__.bin") && err.contains("chunk 1"), "{err}");
+    assert!(
+        err.contains("__1__.bin") && err.contains("chunk 1"),
+        "{err}"
+    );
     // Other files are untouched and still read.
     assert!(ok(&["get", &p, "4000:4003"]).contains("4002"));
     // Nothing is written into a file whose table does not check (a digest of the damaged
@@ -117,8 +120,13 @@ fn every_writer_keeps_the_digest_current() {
     // Append into the partial file, relocate chunks with a modification, shrink, compact:
     // the file stays readable, and a swap is still caught after each.
     let mut ds = blz::Dataset::open_rw(&p).unwrap();
-    ds.append_bytes(&(3500..6200i64).flat_map(i64::to_le_bytes).collect::<Vec<_>>(), 2700)
-        .unwrap();
+    ds.append_bytes(
+        &(3500..6200i64)
+            .flat_map(i64::to_le_bytes)
+            .collect::<Vec<_>>(),
+        2700,
+    )
+    .unwrap();
     let noise: Vec<u8> = (0..1000u64)
         .flat_map(|i| (i.wrapping_mul(0x9e37_79b9_7f4a_7c15) as i64).to_le_bytes())
         .collect();
@@ -166,7 +174,10 @@ fn table_columns_are_bound_too() {
     swap_slots(&d.p("t.blz/data/b/__1__.bin"), 1, 2);
     verify_reports(&["verify", &t], "__1__.bin");
     let err = fails(&["get", &t, "150:160"]);
-    assert!(err.contains("__1__.bin") && err.contains("chunk 1"), "{err}");
+    assert!(
+        err.contains("__1__.bin") && err.contains("chunk 1"),
+        "{err}"
+    );
 }
 
 #[test]
@@ -196,7 +207,10 @@ fn layer_columns_are_bound_too() {
     assert!(n >= 3, "{n} chunks");
     swap_slots(&f, 0, 2);
     let err = fails(&["layer", "verify", &l]);
-    assert!(err.contains("__1__.bin") || err.contains("offsets table"), "{err}");
+    assert!(
+        err.contains("__1__.bin") || err.contains("offsets table"),
+        "{err}"
+    );
 }
 
 /// A dataset whose first file holds `N` chunks, each of distinct values, and the bytes of
@@ -274,7 +288,10 @@ fn apply(b: &mut [u8], d: &Damage) {
 /// A read of chunk `k` that failed: it must be a corruption error naming the file and a
 /// chunk.
 fn check_error(e: &blz::Error, file: &Path, k: usize) {
-    assert!(e.is_corruption(), "chunk {k}: not a corruption error: {e:?}");
+    assert!(
+        e.is_corruption(),
+        "chunk {k}: not a corruption error: {e:?}"
+    );
     let msg = e.to_string();
     assert!(
         msg.contains(&file.display().to_string()) && msg.contains("chunk"),

@@ -262,7 +262,11 @@ pub(crate) fn reencode_section(
     }
     let header = MetadataHeader {
         codec,
-        level: if codec == MetaCodec::None { 0 } else { old.level },
+        level: if codec == MetaCodec::None {
+            0
+        } else {
+            old.level
+        },
         meta_size,
         meta_comp_size: stored.len() as u32,
         ..*old
@@ -349,6 +353,36 @@ mod tests {
                     decode_body(&h, &s[META_HEADER_LEN..], Path::new("m")).unwrap(),
                     doc
                 );
+            }
+        }
+    }
+
+    #[test]
+    fn a_reencoded_document_keeps_the_section_length() {
+        let path = Path::new("m");
+        let doc = |d: &str| serde_json::json!({"blz": {"file": 1, "offsets": d}});
+        for (codec, growth) in [
+            (MetaCodec::None, 1),
+            (MetaCodec::Zlib, 1),
+            (MetaCodec::Zlib, 10),
+        ] {
+            let p = MetadataParams {
+                codec,
+                growth_factor: growth,
+                ..Default::default()
+            };
+            let s = encode_section(&doc(&"0".repeat(64)), &p).unwrap();
+            let h = MetadataHeader::decode(&s, path).unwrap();
+            let new = doc(&"7f".repeat(32));
+            let (h2, s2) = reencode_section(&new, &h, path).unwrap();
+            assert_eq!(s2.len(), s.len());
+            assert_eq!(h2.max_meta_size, h.max_meta_size);
+            assert_eq!(MetadataHeader::decode(&s2, path).unwrap(), h2);
+            assert_eq!(decode_body(&h2, &s2[META_HEADER_LEN..], path).unwrap(), new);
+            // A document that outgrows the room is refused, not truncated.
+            let big = doc(&"7f".repeat(40 * growth as usize));
+            if codec == MetaCodec::None {
+                assert!(reencode_section(&big, &h, path).is_err());
             }
         }
     }

@@ -99,7 +99,10 @@ mod tests {
         assert_eq!(want.len(), OFFSETS_DIGEST_HEX);
         // Order and count matter.
         assert_ne!(offsets_digest(&[300, 100, 200]), want);
-        assert_ne!(offsets_digest(&[100, 300]), offsets_digest(&[100, 300, 200]));
+        assert_ne!(
+            offsets_digest(&[100, 300]),
+            offsets_digest(&[100, 300, 200])
+        );
         // The empty table (a new file), as Python's hashlib gives it.
         assert_eq!(
             offsets_digest(&[]),

@@ -134,8 +134,7 @@ impl SuperchunkWriter {
             Some((doc, p)) => {
                 options |= OPT_METADATA;
                 let mut doc = doc.clone();
-                let sealed =
-                    opts.offsets && seal::set_digest(&mut doc, seal::offsets_digest(&[]));
+                let sealed = opts.offsets && seal::set_digest(&mut doc, seal::offsets_digest(&[]));
                 let section = metadata::encode_section(&doc, p)?;
                 if sealed {
                     seal = Some(Seal {
