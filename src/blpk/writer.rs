@@ -89,8 +89,9 @@ pub struct SuperchunkWriter {
     alloc_end: u64,
     slack: u64,
     /// The metadata section, when its document carries an offsets digest this writer keeps
-    /// current (`spec/blpk.md`, "Offsets digest").
-    seal: Option<Seal>,
+    /// current (`spec/blpk.md`, "Offsets digest"). Boxed: most files have none, and the
+    /// digest state is larger than the rest of the writer.
+    seal: Option<Box<Seal>>,
 }
 
 /// A metadata section whose document records the offsets digest.
@@ -137,12 +138,12 @@ impl SuperchunkWriter {
                 let sealed = opts.offsets && seal::set_digest(&mut doc, seal::offsets_digest(&[]));
                 let section = metadata::encode_section(&doc, p)?;
                 if sealed {
-                    seal = Some(Seal {
+                    seal = Some(Box::new(Seal {
                         header: MetadataHeader::decode(&section, path)?,
                         doc,
                         hasher: Some(OffsetsHasher::default()),
                         dirty: false,
-                    });
+                    }));
                 }
                 section
             }
@@ -222,11 +223,13 @@ impl SuperchunkWriter {
             return Err(e);
         }
         let seal = layout.metadata.as_ref().and_then(|(header, doc)| {
-            seal::stored_digest(doc).map(|_| Seal {
-                header: *header,
-                doc: doc.clone(),
-                hasher: None,
-                dirty: false,
+            seal::stored_digest(doc).map(|_| {
+                Box::new(Seal {
+                    header: *header,
+                    doc: doc.clone(),
+                    hasher: None,
+                    dirty: false,
+                })
             })
         });
         let dlen = layout.header.checksum.len() as u64;
