@@ -7,9 +7,6 @@
 
 #![no_main]
 
-#[path = "../common/mod.rs"]
-mod common;
-
 use blz::blosc::{self, CompressParams};
 use blz::blpk::{self, SuperchunkReader, SuperchunkWriter, Write, WriterOptions};
 use blz::storage::StorageFile;
@@ -167,10 +164,29 @@ fn seeds() -> Vec<(String, Vec<u8>)> {
         apply_sealed(&file, &mut w, &writes);
         let bytes = file.bytes.lock().unwrap().clone();
         for knob in [0x00u8, 0x13, 0x4a, 0xf7] {
-            out.push((format!("sealed-{i}-{knob:02x}"), [&[knob][..], &bytes].concat()));
+            out.push((
+                format!("sealed-{i}-{knob:02x}"),
+                [&[knob][..], &bytes].concat(),
+            ));
         }
     }
     out
+}
+
+/// When `BLZ_FUZZ_SEEDS` names a directory, writes [`seeds`] there once (as
+/// `fuzz/common`'s `write_seeds` does for the targets that share it; this target keeps to
+/// its in-memory file and needs nothing else of it).
+fn write_seeds() {
+    static DONE: std::sync::Once = std::sync::Once::new();
+    if let Some(dir) = std::env::var_os("BLZ_FUZZ_SEEDS") {
+        DONE.call_once(|| {
+            let dir = PathBuf::from(dir);
+            std::fs::create_dir_all(&dir).unwrap();
+            for (name, bytes) in seeds() {
+                std::fs::write(dir.join(name), bytes).unwrap();
+            }
+        });
+    }
 }
 
 /// The file with slot `i` set to slot `j`'s value, and (with `swap`) slot `j` to slot `i`'s.
@@ -186,7 +202,7 @@ fn permuted(bytes: &[u8], r: &SuperchunkReader, i: u64, j: u64, swap: bool) -> V
 }
 
 fuzz_target!(|data: &[u8]| {
-    common::write_seeds(seeds);
+    write_seeds();
     // The first byte steers the write plans; the rest is the file.
     let Some((&knob, file_bytes)) = data.split_first() else {
         return;
@@ -205,9 +221,11 @@ fuzz_target!(|data: &[u8]| {
     }
     // A file that binds its chunks to their slots: slots swapped or copied over each other
     // never read as another chunk.
-    let sealed = r
-        .metadata()
-        .is_some_and(|m| m.get(blpk::BLZ_KEY).and_then(|b| b.get(blpk::OFFSETS_KEY)).is_some());
+    let sealed = r.metadata().is_some_and(|m| {
+        m.get(blpk::BLZ_KEY)
+            .and_then(|b| b.get(blpk::OFFSETS_KEY))
+            .is_some()
+    });
     if let (true, Some(chunks)) = (sealed && r.header().has(blpk::OPT_OFFSETS), &chunks) {
         let n = r.nchunks();
         if n >= 2 {
