@@ -23,11 +23,12 @@ done
 echo "seeded: $(ls "$here/corpus/blosc_chunk" | wc -l) blosc_chunk," \
     "$(ls "$here/corpus/superchunk_reader" | wc -l) superchunk_reader inputs"
 
-# The other targets build their starting inputs themselves (valid journals and varlen
-# payloads, meta files of datasets they create, every chunk of a layer, the bcolz fixtures'
-# files): run once with BLZ_FUZZ_SEEDS set, each writes them into its corpus.
+# The targets build (other) starting inputs themselves (superchunk files carrying an offsets
+# digest, valid journals and varlen payloads, meta files of datasets they create, every
+# chunk of a layer, the bcolz fixtures' files): run once with BLZ_FUZZ_SEEDS set, each
+# writes them into its corpus.
 cd "$here/.."
-for t in journal varlen_payload meta_files layer_chunks bcolz_dir; do
+for t in superchunk_reader journal varlen_payload meta_files layer_chunks bcolz_dir; do
     mkdir -p "$here/corpus/$t"
     BLZ_FUZZ_SEEDS="$here/corpus/$t" RUSTC_BOOTSTRAP=1 \
         cargo fuzz run "$t" "$here/corpus/$t" -- -runs=0 >/dev/null 2>&1

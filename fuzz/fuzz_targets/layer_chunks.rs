@@ -62,7 +62,9 @@ fn replace(storage: &MemStorage, path: &Path, k: u64, payload: &[u8]) -> Option<
     };
     let chunk = blosc::compress(&params, payload).ok()?;
     let (_, writes) = w.plan_replace(k % n, chunk).ok()?;
-    for wr in writes {
+    // A relocated chunk changes the offsets digest, written after its slot.
+    let front = w.plan_seal().ok()?;
+    for wr in writes.into_iter().chain(front) {
         file.write_at(wr.offset, &wr.data).unwrap();
     }
     Some(())

@@ -202,12 +202,77 @@ pub(crate) fn encode_section(doc: &serde_json::Value, params: &MetadataParams) -
         max_meta_size,
         meta_comp_size: stored.len() as u32,
     };
+    Ok(section_bytes(&header, &stored))
+}
+
+/// The bytes of a section: its header, the stored document, zeros up to `max_meta_size`, the
+/// digest.
+fn section_bytes(header: &MetadataHeader, stored: &[u8]) -> Vec<u8> {
     let mut out = Vec::with_capacity(header.section_len() as usize);
     out.extend_from_slice(&header.encode());
-    out.extend_from_slice(&stored);
-    out.resize(META_HEADER_LEN + max_meta_size as usize, 0);
-    out.extend_from_slice(params.checksum.digest(&stored).as_slice());
-    Ok(out)
+    out.extend_from_slice(stored);
+    out.resize(META_HEADER_LEN + header.max_meta_size as usize, 0);
+    out.extend_from_slice(header.checksum.digest(stored).as_slice());
+    out
+}
+
+/// Encodes `doc` into the room of an existing section whose header is `old`: same digest,
+/// codec (stored as is when zlib would not fit), level and `max_meta_size`, so the section
+/// keeps its length and can be rewritten in place. Returns the new section header and bytes.
+///
+/// # Errors
+/// [`Error::InvalidMetadata`] naming `path` when the document no longer fits the room.
+pub(crate) fn reencode_section(
+    doc: &serde_json::Value,
+    old: &MetadataHeader,
+    path: &Path,
+) -> Result<(MetadataHeader, Vec<u8>)> {
+    let json = serde_json::to_vec(doc).map_err(|e| Error::InvalidArgument(e.to_string()))?;
+    let room = old.max_meta_size as usize;
+    let too_large = || {
+        Error::metadata(
+            path,
+            format!(
+                "the rewritten metadata document ({} bytes) no longer fits its {room}-byte room",
+                json.len()
+            ),
+        )
+    };
+    let meta_size = u32::try_from(json.len()).map_err(|_| too_large())?;
+    let zipped = match old.codec {
+        MetaCodec::Zlib => {
+            let mut enc = flate2::write::ZlibEncoder::new(
+                Vec::new(),
+                flate2::Compression::new(u32::from(old.level.min(9))),
+            );
+            Some(
+                enc.write_all(&json)
+                    .and_then(|_| enc.finish())
+                    .map_err(|e| Error::InvalidArgument(format!("zlib: {e}")))?,
+            )
+        }
+        MetaCodec::None => None,
+    };
+    let (codec, stored) = match zipped {
+        Some(z) if z.len() <= room => (MetaCodec::Zlib, z),
+        _ => (MetaCodec::None, json.clone()),
+    };
+    if stored.len() > room {
+        return Err(too_large());
+    }
+    let header = MetadataHeader {
+        codec,
+        level: if codec == MetaCodec::None {
+            0
+        } else {
+            old.level
+        },
+        meta_size,
+        meta_comp_size: stored.len() as u32,
+        ..*old
+    };
+    let bytes = section_bytes(&header, &stored);
+    Ok((header, bytes))
 }
 
 /// Decodes the document of a metadata section given its header and the bytes that follow the
@@ -288,6 +353,36 @@ mod tests {
                     decode_body(&h, &s[META_HEADER_LEN..], Path::new("m")).unwrap(),
                     doc
                 );
+            }
+        }
+    }
+
+    #[test]
+    fn a_reencoded_document_keeps_the_section_length() {
+        let path = Path::new("m");
+        let doc = |d: &str| serde_json::json!({"blz": {"file": 1, "offsets": d}});
+        for (codec, growth) in [
+            (MetaCodec::None, 1),
+            (MetaCodec::Zlib, 1),
+            (MetaCodec::Zlib, 10),
+        ] {
+            let p = MetadataParams {
+                codec,
+                growth_factor: growth,
+                ..Default::default()
+            };
+            let s = encode_section(&doc(&"0".repeat(64)), &p).unwrap();
+            let h = MetadataHeader::decode(&s, path).unwrap();
+            let new = doc(&"7f".repeat(32));
+            let (h2, s2) = reencode_section(&new, &h, path).unwrap();
+            assert_eq!(s2.len(), s.len());
+            assert_eq!(h2.max_meta_size, h.max_meta_size);
+            assert_eq!(MetadataHeader::decode(&s2, path).unwrap(), h2);
+            assert_eq!(decode_body(&h2, &s2[META_HEADER_LEN..], path).unwrap(), new);
+            // A document that outgrows the room is refused, not truncated.
+            let big = doc(&"7f".repeat(40 * growth as usize));
+            if codec == MetaCodec::None {
+                assert!(reencode_section(&big, &h, path).is_err());
             }
         }
     }

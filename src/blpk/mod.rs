@@ -10,6 +10,7 @@ mod header;
 mod metadata;
 mod pack;
 mod reader;
+mod seal;
 mod writer;
 
 pub use checksum::{hex, Checksum, DigestBytes, MAX_DIGEST_LEN};
@@ -20,4 +21,5 @@ pub use header::{
 pub use metadata::{MetaCodec, MetadataHeader, MetadataParams};
 pub use pack::{compact, pack, unpack, PackOptions, PackSummary, DEFAULT_CHUNK_SIZE};
 pub use reader::{ChunkInfo, Layout, SuperchunkReader};
+pub use seal::{offsets_digest, BLZ_KEY, OFFSETS_ALGORITHM, OFFSETS_DIGEST_HEX, OFFSETS_KEY};
 pub use writer::{Placement, SuperchunkFile, SuperchunkWriter, Write, WriterOptions};

@@ -4,6 +4,7 @@
 use super::checksum::hex;
 use super::header::{FileHeader, HEADER_LEN, OPT_METADATA, OPT_OFFSETS};
 use super::metadata::{self, MetadataHeader, META_HEADER_LEN};
+use super::seal::OFFSETS_ALGORITHM;
 use crate::blosc::{self, ChunkHeader};
 use crate::error::{Error, Result};
 use crate::storage::StorageFile;
@@ -24,6 +25,11 @@ pub struct Layout {
     pub offsets: Vec<u64>,
     /// Length of the file when it was opened.
     pub file_len: u64,
+    /// When the metadata document records an offsets digest (`{"blz": {"offsets": ..}}`,
+    /// see [`offsets_digest`](super::offsets_digest)) that the offsets table does not match:
+    /// the stored value and the digest computed from the table. Every chunk read then fails,
+    /// since no chunk can be trusted to be the one its slot names.
+    pub offsets_mismatch: Option<(String, String)>,
 }
 
 impl Layout {
@@ -72,6 +78,20 @@ impl Layout {
         } else {
             (0, pos, chunks.walk_headers(file)?)
         };
+        // Only a file with an offsets table keeps the digest current (`spec/blpk.md`).
+        let offsets_mismatch = match &metadata {
+            Some((_, doc)) if header.has(OPT_OFFSETS) => {
+                super::seal::stored_digest(doc).and_then(|stored| {
+                    let got = super::offsets_digest(&offsets);
+                    match stored.as_str() {
+                        Some(s) if s == got => None,
+                        Some(s) => Some((s.to_string(), got)),
+                        None => Some((stored.to_string(), got)),
+                    }
+                })
+            }
+            _ => None,
+        };
         Ok(Layout {
             header,
             metadata,
@@ -79,7 +99,22 @@ impl Layout {
             data_start,
             offsets,
             file_len,
+            offsets_mismatch,
         })
+    }
+
+    /// The error a read of chunk `k` of the file at `path` meets when the offsets table does
+    /// not match its digest.
+    pub(crate) fn misplaced(&self, path: &Path, k: u64) -> Option<Error> {
+        self.offsets_mismatch
+            .as_ref()
+            .map(|(stored, got)| Error::ChecksumMismatch {
+                path: path.to_path_buf(),
+                chunk: k,
+                algorithm: OFFSETS_ALGORITHM,
+                expected: stored.clone(),
+                got: got.clone(),
+            })
     }
 
     /// For each chunk, the bytes from its start to the next chunk in file order (or the end
@@ -272,10 +307,15 @@ impl SuperchunkReader {
         self.layout.offsets.len() as u64
     }
 
+    /// Where chunk `k` starts and its extent; every read of a chunk goes through here, so a
+    /// table that does not match its digest fails every read, naming the chunk.
     fn offset(&self, k: u64) -> Result<(u64, u64)> {
         let i = usize::try_from(k).unwrap_or(usize::MAX);
         match (self.layout.offsets.get(i), self.extents.get(i)) {
-            (Some(&o), Some(&e)) => Ok((o, e)),
+            (Some(&o), Some(&e)) => match self.layout.misplaced(&self.path, k) {
+                Some(err) => Err(err),
+                None => Ok((o, e)),
+            },
             _ => Err(Error::ChunkOutOfRange {
                 path: self.path.clone(),
                 chunk: k,

@@ -9,8 +9,9 @@
 //! reach and may go first in any order.
 
 use super::header::{FileHeader, HEADER_LEN, OPT_METADATA, OPT_OFFSETS, OPT_SCATTERED, OPT_VARLEN};
-use super::metadata::{self, MetadataParams};
+use super::metadata::{self, MetadataHeader, MetadataParams};
 use super::reader::Layout;
+use super::seal::{self, OffsetsHasher};
 use super::Checksum;
 use crate::blosc;
 use crate::error::{Error, Result};
@@ -87,6 +88,22 @@ pub struct SuperchunkWriter {
     nbytes: Vec<u64>,
     alloc_end: u64,
     slack: u64,
+    /// The metadata section, when its document carries an offsets digest this writer keeps
+    /// current (`spec/blpk.md`, "Offsets digest"). Boxed: most files have none, and the
+    /// digest state is larger than the rest of the writer.
+    seal: Option<Box<Seal>>,
+}
+
+/// A metadata section whose document records the offsets digest.
+#[derive(Debug, Clone)]
+struct Seal {
+    /// The section's header as last written: its room bounds the rewritten document.
+    header: MetadataHeader,
+    doc: serde_json::Value,
+    /// The digest over the first `len()` slots; `None` once a slot among them changed.
+    hasher: Option<OffsetsHasher>,
+    /// The table (or the chunk count) changed since the section was last planned.
+    dirty: bool,
 }
 
 impl SuperchunkWriter {
@@ -112,10 +129,23 @@ impl SuperchunkWriter {
         if opts.varlen {
             options |= OPT_VARLEN;
         }
+        // A document that carries the offsets digest starts with the empty table's.
+        let mut seal = None;
         let meta_section = match &opts.metadata {
             Some((doc, p)) => {
                 options |= OPT_METADATA;
-                metadata::encode_section(doc, p)?
+                let mut doc = doc.clone();
+                let sealed = opts.offsets && seal::set_digest(&mut doc, seal::offsets_digest(&[]));
+                let section = metadata::encode_section(&doc, p)?;
+                if sealed {
+                    seal = Some(Box::new(Seal {
+                        header: MetadataHeader::decode(&section, path)?,
+                        doc,
+                        hasher: Some(OffsetsHasher::default()),
+                        dirty: false,
+                    }));
+                }
+                section
             }
             None => Vec::new(),
         };
@@ -149,6 +179,7 @@ impl SuperchunkWriter {
             nbytes: Vec::new(),
             alloc_end: data_start,
             slack: u64::from(opts.slack),
+            seal,
         };
         Ok((
             w,
@@ -164,8 +195,9 @@ impl SuperchunkWriter {
     ///
     /// # Errors
     /// [`Error::InvalidArgument`] when the file has no offsets table; [`Error::InvalidChunk`]
-    /// when a chunk's header claims more bytes than lie before the next chunk; otherwise as
-    /// [`Layout::read`].
+    /// when a chunk's header claims more bytes than lie before the next chunk;
+    /// [`Error::ChecksumMismatch`] when the offsets table does not match its digest (writing
+    /// would record a digest of the damaged table); otherwise as [`Layout::read`].
     pub fn open(file: &dyn StorageFile, slack: u32) -> Result<SuperchunkWriter> {
         let layout = Layout::read(file)?;
         Self::from_layout(file, layout, slack)
@@ -187,6 +219,19 @@ impl SuperchunkWriter {
                 path.display()
             )));
         }
+        if let Some(e) = layout.misplaced(&path, 0) {
+            return Err(e);
+        }
+        let seal = layout.metadata.as_ref().and_then(|(header, doc)| {
+            seal::stored_digest(doc).map(|_| {
+                Box::new(Seal {
+                    header: *header,
+                    doc: doc.clone(),
+                    hasher: None,
+                    dirty: false,
+                })
+            })
+        });
         let dlen = layout.header.checksum.len() as u64;
         let extents = layout.extents();
         let mut chunks = Vec::with_capacity(layout.offsets.len());
@@ -235,6 +280,7 @@ impl SuperchunkWriter {
             nbytes,
             alloc_end,
             slack,
+            seal,
         })
     }
 
@@ -313,6 +359,56 @@ impl SuperchunkWriter {
         })
     }
 
+    /// Notes a change of the offsets table or the chunk count; `rehash` when a slot already
+    /// hashed changed or was dropped.
+    fn table_changed(&mut self, rehash: bool) {
+        if let Some(s) = &mut self.seal {
+            s.dirty = true;
+            if rehash {
+                s.hasher = None;
+            }
+        }
+    }
+
+    /// Whether the file's metadata document records an offsets digest that this writer keeps
+    /// current.
+    pub fn keeps_offsets_digest(&self) -> bool {
+        self.seal.is_some()
+    }
+
+    /// Plans writing the offsets digest of the table as it stands: one write at position 0
+    /// of the file header followed by the whole metadata section (header, document with the
+    /// new digest, reserved zeros and the section's digest), the same length as before.
+    /// `None` when the file carries no digest or the table has not changed since the last
+    /// call (or since the writer was created or opened).
+    ///
+    /// The digest covers what the plans of [`plan_append`](Self::plan_append),
+    /// [`plan_replace`](Self::plan_replace) and [`plan_truncate`](Self::plan_truncate) made
+    /// the table; the write must reach the file after theirs (a dataset journals it with them;
+    /// [`SuperchunkFile`] folds it into each operation).
+    ///
+    /// # Errors
+    /// [`Error::InvalidMetadata`] when the document no longer fits its room (only a document
+    /// whose other keys changed could).
+    pub fn plan_seal(&mut self) -> Result<Option<Write>> {
+        let Some(s) = self.seal.as_mut().filter(|s| s.dirty) else {
+            return Ok(None);
+        };
+        let mut h = s.hasher.take().unwrap_or_default();
+        let from = usize::try_from(h.len()).unwrap_or(usize::MAX);
+        for &(o, _) in self.chunks.get(from..).unwrap_or_default() {
+            h.push(o);
+        }
+        seal::set_digest(&mut s.doc, h.digest());
+        s.hasher = Some(h);
+        let (mh, section) = metadata::reencode_section(&s.doc, &s.header, &self.path)?;
+        s.header = mh;
+        s.dirty = false;
+        let mut data = self.header.encode().to_vec();
+        data.extend_from_slice(&section);
+        Ok(Some(Write { offset: 0, data }))
+    }
+
     /// Plans appending a compressed chunk. Returns `Ok(None)` when no offsets slot is free
     /// (the caller starts a new file); otherwise the writes, in crash-safe order: chunk and
     /// digest (into free space past [`alloc_end`](Self::alloc_end)), then its offsets slot,
@@ -347,6 +443,7 @@ impl SuperchunkWriter {
         self.chunks.push((offset, stored));
         self.nbytes.push(u64::from(ch.nbytes));
         self.alloc_end = offset + data.len() as u64;
+        self.table_changed(false);
         Ok(Some(vec![
             Write { offset, data },
             self.slot_write(k, offset as i64),
@@ -433,6 +530,7 @@ impl SuperchunkWriter {
             writes.push(self.slot_write(k, offset as i64));
             self.chunks[k as usize] = (offset, new_len);
             self.nbytes[k as usize] = u64::from(ch.nbytes);
+            self.table_changed(true);
             Placement::Relocated
         };
         Ok((placement, writes))
@@ -452,6 +550,7 @@ impl SuperchunkWriter {
         }
         self.chunks.truncate(n as usize);
         self.nbytes.truncate(n as usize);
+        self.table_changed(true);
         self.header.nchunks = n as i64;
         self.header.max_app_chunks += (old - n) as i64;
         self.header.last_chunk = if n == 0 { 0 } else { self.header.chunk_size };
@@ -557,7 +656,12 @@ impl SuperchunkFile {
     pub fn append_chunk(&mut self, chunk: Vec<u8>) -> Result<bool> {
         let free_from = self.writer.alloc_end();
         match self.writer.plan_append(chunk)? {
-            Some(w) => {
+            Some(mut w) => {
+                // The header, written last, and the new digest go down in one write.
+                if let Some(front) = self.writer.plan_seal()? {
+                    w.pop();
+                    w.push(front);
+                }
                 self.apply(w, free_from)?;
                 Ok(true)
             }
@@ -571,7 +675,11 @@ impl SuperchunkFile {
     /// As [`SuperchunkWriter::plan_replace`], and I/O errors.
     pub fn replace_chunk(&mut self, k: u64, chunk: Vec<u8>) -> Result<Placement> {
         let free_from = self.writer.alloc_end();
-        let (p, w) = self.writer.plan_replace(k, chunk)?;
+        let (p, mut w) = self.writer.plan_replace(k, chunk)?;
+        // A relocated chunk's new slot changes the digest, written after it.
+        if let Some(front) = self.writer.plan_seal()? {
+            w.push(front);
+        }
         self.apply(w, free_from)?;
         Ok(p)
     }
@@ -582,7 +690,11 @@ impl SuperchunkFile {
     /// I/O errors.
     pub fn truncate(&mut self, n: u64) -> Result<()> {
         let free_from = self.writer.alloc_end();
-        let w = self.writer.plan_truncate(n);
+        let mut w = self.writer.plan_truncate(n);
+        // The new count and its digest go down in one write, before the slots are cleared.
+        if let (Some(front), Some(first)) = (self.writer.plan_seal()?, w.first_mut()) {
+            *first = front;
+        }
         self.apply(w, free_from)?;
         self.file.set_len(self.writer.alloc_end())
     }

@@ -2,7 +2,8 @@
 //! verified reads through cached [`SuperchunkReader`]s, and writes planned into a [`Txn`].
 
 use crate::blpk::{
-    Checksum, MetaCodec, MetadataParams, SuperchunkReader, SuperchunkWriter, WriterOptions,
+    offsets_digest, Checksum, MetaCodec, MetadataParams, SuperchunkReader, SuperchunkWriter,
+    WriterOptions, OFFSETS_KEY,
 };
 use crate::error::{Error, Result};
 use crate::storage::{OpenMode, Storage};
@@ -22,10 +23,20 @@ fn uncache(n: usize) {
 }
 
 /// The metadata document binding superchunk file `f` (0-based) of store `store` to dataset
-/// `dataset` (`spec/dataset.md` §12).
+/// `dataset`, and its chunks to their slots through the offsets digest, which the superchunk
+/// writer keeps current (`spec/dataset.md` §12).
 pub(crate) fn identity_doc(dataset: &str, store: &str, f: u64) -> serde_json::Value {
-    serde_json::json!({ IDENTITY_KEY: { "dataset": dataset, "store": store, "file": f + 1 } })
+    serde_json::json!({ IDENTITY_KEY: {
+        "dataset": dataset,
+        "store": store,
+        "file": f + 1,
+        OFFSETS_KEY: offsets_digest(&[]),
+    } })
 }
+
+/// The keys of the identity that say where a file belongs (the offsets digest, checked by
+/// the superchunk reader, changes with the file).
+const IDENTITY_FIELDS: [&str; 3] = ["dataset", "store", "file"];
 
 /// How that document is stored: small, plain, with its own digest, never grown.
 pub(crate) fn identity_params() -> MetadataParams {
@@ -121,8 +132,10 @@ impl ChunkStore {
             return Ok(());
         };
         let got = r.metadata().and_then(|m| m.get(IDENTITY_KEY));
-        if got == want.get(IDENTITY_KEY) {
-            return Ok(());
+        if let (Some(g), Some(w)) = (got, want.get(IDENTITY_KEY)) {
+            if IDENTITY_FIELDS.iter().all(|k| g.get(k) == w.get(k)) {
+                return Ok(());
+            }
         }
         let what = |v: Option<&serde_json::Value>| match v {
             Some(v) => format!(
@@ -496,6 +509,7 @@ impl<'s> ChunkWrites<'s> {
             self.count += 1;
             if j + 1 == s.superchunksize {
                 // The file is full: nothing more is appended to it in this operation.
+                self.seal(txn, f)?;
                 txn.done_with(&rel);
             }
         }
@@ -542,6 +556,17 @@ impl<'s> ChunkWrites<'s> {
         Ok(())
     }
 
+    /// Writes file `f`'s offsets digest if its table changed (after the writes that changed
+    /// it, so the journal applies them in that order).
+    fn seal(&mut self, txn: &mut Txn<'_>, f: u64) -> Result<()> {
+        if let Some((w, _, _)) = self.writers.get_mut(&f) {
+            if let Some(wr) = w.plan_seal()? {
+                txn.write(&self.store.file_rel(f), wr.offset, wr.data)?;
+            }
+        }
+        Ok(())
+    }
+
     /// Finishes: records the stored-bytes change and trims files whose tail was freed.
     /// Returns the change in stored bytes.
     pub(crate) fn finish(self, txn: &mut Txn<'_>) -> Result<i64> {
@@ -552,10 +577,13 @@ impl<'s> ChunkWrites<'s> {
     /// chunk bytes.
     pub(crate) fn finish_both(mut self, txn: &mut Txn<'_>) -> Result<(i64, i64)> {
         let s = self.store;
-        for (f, (w, before, nbefore)) in std::mem::take(&mut self.writers) {
+        for (f, (mut w, before, nbefore)) in std::mem::take(&mut self.writers) {
             self.cbytes_delta += w.stored_bytes() as i64 - before as i64;
             self.nbytes_delta += w.uncompressed_bytes() as i64 - nbefore as i64;
             let rel = s.file_rel(f);
+            if let Some(wr) = w.plan_seal()? {
+                txn.write(&rel, wr.offset, wr.data)?;
+            }
             if f * s.superchunksize < self.committed {
                 let len = txn.file(&rel)?.len()?;
                 if w.alloc_end() < len {

@@ -1,9 +1,9 @@
 //! Writing a sequence of chunks into a directory of superchunk files, every byte once.
 //!
 //! Chunk `k` goes to file `__{k/S + 1}__.bin` (S chunks per file), as for array and table
-//! columns. The front of each file (header and offsets table) is kept in memory while its
-//! chunks are written after it, and written once when the file is full or the sequence
-//! ends; the file is then synced. Until the dataset's final rename nobody reads these files,
+//! columns. The front of each file (header, metadata section with the offsets digest, and
+//! offsets table) is kept in memory while its chunks are written after it, and written once
+//! when the file is full or the sequence ends; the file is then synced. Until the dataset's final rename nobody reads these files,
 //! so a front written last is never seen half-done.
 
 use crate::blpk::{Checksum, SuperchunkWriter, WriterOptions};
@@ -122,9 +122,15 @@ impl ChunkSink {
         Ok(())
     }
 
-    /// Writes the front of the open file and syncs it.
+    /// Writes the front of the open file (with its offsets digest) and syncs it.
     pub(crate) fn close(&mut self) -> Result<()> {
-        if let Some(cur) = self.cur.take() {
+        if let Some(mut cur) = self.cur.take() {
+            if let Some(w) = cur.writer.plan_seal()? {
+                let end = w.offset as usize + w.data.len();
+                if let Some(dst) = cur.front.get_mut(w.offset as usize..end) {
+                    dst.copy_from_slice(&w.data);
+                }
+            }
             cur.file.write_at(0, &cur.front)?;
             cur.file.sync()?;
         }
