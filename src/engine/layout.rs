@@ -327,6 +327,9 @@ pub(crate) fn verify_store(
     })
 }
 
+/// Checks superchunk file `f`'s chunks into the errors, reporting progress.
+pub(crate) type FileCheck<'a> = dyn FnMut(u64, &mut Vec<Error>, &mut dyn FnMut(u64, u64)) + 'a;
+
 /// Runs `file` (which checks one superchunk file's chunks into the errors) over the files
 /// holding a store's `n` chunks. Files are taken from one listing of the store's
 /// directory: of a run of files the listing does not show, the first is checked (its own
@@ -336,7 +339,7 @@ pub(crate) fn verify_files(
     store: &ChunkStore,
     n: u64,
     progress: &mut dyn FnMut(u64, u64),
-    file: &mut dyn FnMut(u64, &mut Vec<Error>, &mut dyn FnMut(u64, u64)),
+    file: &mut FileCheck<'_>,
 ) -> Vec<Error> {
     let ss = store.superchunksize();
     let nfiles = store.nfiles(n);
