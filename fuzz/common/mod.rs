@@ -19,6 +19,7 @@ type Bytes = Arc<Mutex<Vec<u8>>>;
 pub struct MemStorage {
     files: Mutex<BTreeMap<PathBuf, Bytes>>,
     dirs: Mutex<BTreeSet<PathBuf>>,
+    locks: Arc<Mutex<BTreeSet<PathBuf>>>,
 }
 
 fn not_found(op: &'static str, path: &Path) -> blz::Error {
@@ -56,6 +57,7 @@ impl MemStorage {
         MemStorage {
             files: Mutex::new(files),
             dirs: Mutex::new(self.dirs.lock().unwrap().clone()),
+            locks: Arc::default(),
         }
     }
 
@@ -225,6 +227,27 @@ impl Storage for MemStorage {
     }
     fn sync_dir(&self, _dir: &Path) -> blz::Result<()> {
         Ok(())
+    }
+    fn lock(&self, path: &Path) -> blz::Result<blz::storage::LockGuard> {
+        // One holder at a time in this process, as blz's own storages: a second writer
+        // handle on the same dataset is refused.
+        if !self.locks.lock().unwrap().insert(path.to_path_buf()) {
+            return Err(blz::Error::Locked {
+                path: path.to_path_buf(),
+            });
+        }
+        Ok(Box::new(Held(Arc::clone(&self.locks), path.to_path_buf())))
+    }
+}
+
+/// A lock of [`MemStorage`], released when dropped.
+struct Held(Arc<Mutex<BTreeSet<PathBuf>>>, PathBuf);
+
+impl Drop for Held {
+    fn drop(&mut self) {
+        if let Ok(mut held) = self.0.lock() {
+            held.remove(&self.1);
+        }
     }
 }
 
