@@ -838,7 +838,7 @@ fn attrs_refuse_integers_past_64_bits() {
         "--set",
         "k=-9223372036854775808",
     ]);
-    let attrs = json_of(&["attrs", &a, "--json"]);
+    let attrs = json_of(&["attrs", &a]);
     assert_eq!(attrs["n"], json!(18446744073709551615u64), "{attrs}");
     assert_eq!(attrs["k"], json!(-9223372036854775808i64), "{attrs}");
     assert!(attrs.get("m").is_none(), "{attrs}");

@@ -158,16 +158,15 @@ fn sizes(root: &Path) -> BTreeMap<PathBuf, u64> {
     out
 }
 
+/// An operation on the dataset at a path, through a storage.
+type Op<'a> = dyn Fn(Arc<dyn Storage>, &Path) -> blz::Result<()> + 'a;
+
 /// Runs `op` on a copy of the dataset at `base` with the storage failing at each of its
 /// steps in turn (one failure the process survives, every later step going through). After
 /// each failure that left the last committed state, every file must have the size it had
 /// before (no file added, none grown); a failure after the commit point must leave the new
 /// state. Returns (steps, failures undone).
-fn fail_at_every_step(
-    base: &Path,
-    op: &dyn Fn(Arc<dyn Storage>, &Path) -> blz::Result<()>,
-    state: &dyn Fn(&Path) -> String,
-) -> (u64, u64) {
+fn fail_at_every_step(base: &Path, op: &Op<'_>, state: &dyn Fn(&Path) -> String) -> (u64, u64) {
     let work = tempfile::tempdir().unwrap();
     let before_sizes = sizes(base);
     let before = state(base);
