@@ -481,3 +481,142 @@ pub(crate) fn write_json<T: Serialize>(
 ) -> Result<()> {
     write_file_atomic(storage, path, &to_json_bytes(value))
 }
+
+/// Parses JSON text given for a user attribute or a fill value, refusing integers that a
+/// JSON number in blz cannot keep exactly: blz (like serde_json) holds an integer as a
+/// 64-bit one, from -2^63 to 2^64-1; a larger literal would silently become the nearest
+/// float. Such a value is better stored as a string.
+///
+/// # Errors
+/// [`Error::InvalidArgument`] for text that is not JSON, and for an integer outside the
+/// 64-bit range, naming where it sits (`key`, `key/3/inner`, or `the value` at the top).
+pub fn parse_json_exact(text: &str) -> Result<serde_json::Value> {
+    let v =
+        serde_json::from_str(text).map_err(|e| Error::InvalidArgument(format!("not JSON: {e}")))?;
+    if let Some((at, literal)) = inexact_integer(text) {
+        return Err(Error::InvalidArgument(format!(
+            "{at}: the integer {literal} does not fit 64 bits (JSON values in blz keep \
+             integers exactly from -2^63 to 2^64-1); store it as a string"
+        )));
+    }
+    Ok(v)
+}
+
+/// Where in the (valid) JSON `text` the first integer literal outside the 64-bit range sits,
+/// with the literal.
+fn inexact_integer(text: &str) -> Option<(String, String)> {
+    enum Ctx {
+        Object(Option<String>),
+        Array(u64),
+    }
+    let at = |stack: &[Ctx]| {
+        let parts: Vec<String> = stack
+            .iter()
+            .map(|c| match c {
+                Ctx::Object(k) => k.clone().unwrap_or_default(),
+                Ctx::Array(i) => i.to_string(),
+            })
+            .collect();
+        if parts.is_empty() {
+            "the value".to_string()
+        } else {
+            parts.join("/")
+        }
+    };
+    let b = text.as_bytes();
+    let mut stack: Vec<Ctx> = Vec::new();
+    // In an object: the next string is a key.
+    let mut want_key = false;
+    let mut i = 0;
+    while i < b.len() {
+        match b[i] {
+            b'{' => {
+                stack.push(Ctx::Object(None));
+                want_key = true;
+            }
+            b'[' => stack.push(Ctx::Array(0)),
+            b'}' | b']' => {
+                stack.pop();
+                want_key = false;
+            }
+            b':' => want_key = false,
+            b',' => match stack.last_mut() {
+                Some(Ctx::Array(n)) => *n += 1,
+                Some(Ctx::Object(_)) => want_key = true,
+                None => {}
+            },
+            b'"' => {
+                let start = i + 1;
+                i += 1;
+                while i < b.len() && b[i] != b'"' {
+                    i += if b[i] == b'\\' { 2 } else { 1 };
+                }
+                if want_key {
+                    if let Some(Ctx::Object(k)) = stack.last_mut() {
+                        let raw = text.get(start..i.min(b.len())).unwrap_or_default();
+                        *k = Some(
+                            serde_json::from_str(&format!("\"{raw}\""))
+                                .unwrap_or_else(|_| raw.to_string()),
+                        );
+                    }
+                }
+            }
+            c if c == b'-' || c.is_ascii_digit() => {
+                let start = i;
+                while i < b.len() && matches!(b[i], b'-' | b'+' | b'.' | b'e' | b'E' | b'0'..=b'9')
+                {
+                    i += 1;
+                }
+                let lit = text.get(start..i).unwrap_or_default();
+                let integer = !lit.contains(['.', 'e', 'E']);
+                if integer && lit.parse::<i64>().is_err() && lit.parse::<u64>().is_err() {
+                    return Some((at(&stack), lit.to_string()));
+                }
+                continue;
+            }
+            _ => {}
+        }
+        i += 1;
+    }
+    None
+}
+
+#[cfg(test)]
+mod exact_json_tests {
+    use super::*;
+
+    #[test]
+    fn integers_past_64_bits_are_refused_naming_where() {
+        let big = "1606938044258990275541962092341162602522202993782792835301376";
+        let e = parse_json_exact(big).unwrap_err().to_string();
+        assert!(e.contains("the value") && e.contains(big), "{e}");
+        let e = parse_json_exact(&format!(r#"{{"a": 1, "b\"c": [2, {{"x": -{big}}}]}}"#))
+            .unwrap_err()
+            .to_string();
+        assert!(
+            e.contains("b\"c/1/x") && e.contains(&format!("-{big}")),
+            "{e}"
+        );
+        let e = parse_json_exact(&format!(
+            r#"{{"s": "12345678901234567890123", "n": {big}}}"#
+        ))
+        .unwrap_err()
+        .to_string();
+        assert!(e.contains("n: ") && !e.contains("s: "), "{e}");
+    }
+
+    #[test]
+    fn everything_else_parses_as_serde_json_does() {
+        for t in [
+            r#"{"a": -9223372036854775808, "b": 18446744073709551615, "c": 1e300}"#,
+            r#"[1.5, -0.0, 2E3, "99999999999999999999999", true, null, {"k": []}]"#,
+            "12",
+        ] {
+            assert_eq!(
+                parse_json_exact(t).unwrap(),
+                serde_json::from_str::<serde_json::Value>(t).unwrap()
+            );
+        }
+        assert!(parse_json_exact("{").is_err());
+    }
+}

@@ -812,3 +812,34 @@ fn scan_of_an_unknown_host_is_an_error() {
     let out = ok(&["scan", &p, "--op", "sum", "--host", &me]);
     assert!(out.contains("sum: 49995000"), "{out}");
 }
+
+/// Issue 21: an integer past 64 bits would come back as a float; `attrs --set` refuses it,
+/// naming the key, and sets nothing.
+#[test]
+fn attrs_refuse_integers_past_64_bits() {
+    let d = Dir::new();
+    let a = d.s("a.blz");
+    ok(&["create", &a, "--arange", "10"]);
+    let big = "1606938044258990275541962092341162602522202993782792835301376";
+    let err = fails(&["attrs", &a, "--set", &format!("n={big}")]);
+    assert!(err.contains("n=") && err.contains("64 bits"), "{err}");
+    let err = fails(&[
+        "attrs",
+        &a,
+        "--set",
+        &format!("m={{\"deep\": [1, -{big}]}}"),
+    ]);
+    assert!(err.contains("deep/1") && err.contains("64 bits"), "{err}");
+    ok(&[
+        "attrs",
+        &a,
+        "--set",
+        "n=18446744073709551615",
+        "--set",
+        "k=-9223372036854775808",
+    ]);
+    let attrs = json_of(&["attrs", &a]);
+    assert_eq!(attrs["n"], json!(18446744073709551615u64), "{attrs}");
+    assert_eq!(attrs["k"], json!(-9223372036854775808i64), "{attrs}");
+    assert!(attrs.get("m").is_none(), "{attrs}");
+}

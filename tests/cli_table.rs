@@ -552,3 +552,13 @@ fn records_with_a_latin1_field_name() {
     let got = ok(&["get", &t, "--columns", "été"]);
     assert!(got.contains('7') && got.contains('9'), "{got}");
 }
+
+/// Issue 21: `blz append --help` described table appends as separately committed batches;
+/// an append is one transaction.
+#[test]
+fn append_help_says_one_transaction() {
+    let help = ok(&["append", "--help"]);
+    assert!(help.contains("one transaction"), "{help}");
+    assert!(!help.contains("batches already committed"), "{help}");
+    assert!(!help.contains("each committed"), "{help}");
+}

@@ -497,3 +497,25 @@ fn read_columns_fills_buffers_and_returns_values_in_one_pass() {
     let mut into: Vec<(&str, &mut [u8])> = vec![("name", &mut buf)];
     assert!(t.read_columns(11, 41, &mut into, &[]).is_err());
 }
+
+/// Issue 21: an append with a column the table lacks is refused, naming it, and appends
+/// nothing (one batch or many, flat or nested).
+#[test]
+fn append_with_an_extra_column_is_refused_naming_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let p = dir.path().join("t.blz");
+    let mut t = Table::create(&p, fields(), &TableOptions::default()).unwrap();
+    t.append(&rows(4, 0)).unwrap();
+    for extra in ["extra", "pos/z"] {
+        let mut cols = rows(3, 4);
+        cols.push((extra, Values::from_slice(&[1i64, 2, 3])));
+        let e = t.append(&cols).unwrap_err().to_string();
+        assert!(e.contains(extra), "{e}");
+        let batch: Vec<(String, Values)> =
+            cols.into_iter().map(|(n, v)| (n.to_string(), v)).collect();
+        let e = t.append_batches([Ok(batch)]).unwrap_err().to_string();
+        assert!(e.contains(extra), "{e}");
+    }
+    assert_eq!(t.nrows(), 4);
+    assert_eq!(Table::open(&p).unwrap().nrows(), 4);
+}

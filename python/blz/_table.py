@@ -9,7 +9,7 @@ from typing import Any
 import numpy as np
 
 from ._array import Attributes, raise_problems
-from ._errors import one_commit
+from ._errors import InvalidArgumentError, one_commit
 from ._index import empty, native, resolve
 
 VAR_KINDS = ("varstr", "varbytes")
@@ -129,21 +129,75 @@ def _get(data: Any, path: str) -> Any:
     return cur
 
 
+def _unknown_columns(leaves: list[tuple[str, str]], data: Any) -> list[str]:
+    """Column paths given in ``data`` (a mapping or a structured array, nested or by slash
+    path) that are not the table's."""
+    paths = [p for p, _ in leaves]
+    unknown: list[str] = []
+
+    def walk(d: Any, prefix: str) -> None:
+        if isinstance(d, Mapping):
+            items = [(str(k), v) for k, v in d.items()]
+        elif isinstance(d, np.ndarray) and d.dtype.names:
+            items = [(n, d[n]) for n in d.dtype.names]
+        else:
+            return
+        for name, v in items:
+            p = prefix + name
+            if p in paths:
+                continue
+            if any(q.startswith(p + "/") for q in paths):
+                walk(v, p + "/")
+            else:
+                unknown.append(p)
+
+    walk(data, "")
+    return unknown
+
+
+def _var_items(path: str, kind: str, v: Any) -> list[Any]:
+    """A variable-length column's items as the native module takes them."""
+    items = v.tolist() if isinstance(v, np.ndarray) else list(v)
+    want = str if kind == "varstr" else bytes
+    out = []
+    for x in items:
+        if isinstance(x, (bytes, np.bytes_)) and want is str:
+            x = bytes(x).decode()
+        elif isinstance(x, (str, np.str_)) and want is bytes:
+            x = str(x).encode()
+        elif not isinstance(x, (str, bytes)):
+            raise TypeError(
+                f"column {path!r} holds {kind}: each value is a str or bytes, "
+                f"not {type(x).__name__}"
+            )
+        out.append(x)
+    return out
+
+
 def columns_payload(leaves: list[tuple[str, str]], data: Any) -> list[tuple[str, Any]]:
-    """Per leaf ``(path, values)`` as the native module takes them."""
+    """Per leaf ``(path, values)`` as the native module takes them. Columns the table does
+    not have are refused (:class:`InvalidArgumentError`, a ``ValueError``), as is a column
+    given as one mapping or string instead of one value per row (``TypeError``)."""
     data = normalize_tabular(data)
     if not isinstance(data, Mapping) and not (isinstance(data, np.ndarray) and data.dtype.names):
         raise TypeError("table rows are a structured array, a dict of arrays or a DataFrame")
+    unknown = _unknown_columns(leaves, data)
+    if unknown:
+        raise InvalidArgumentError(
+            f"no column {', '.join(repr(u) for u in unknown)} in the table "
+            f"(columns: {', '.join(p for p, _ in leaves)})"
+        )
     out = []
     for path, kind in leaves:
-        v = _as_column(_get(data, path))
+        raw = _get(data, path)
+        if isinstance(raw, (Mapping, str, bytes)):
+            raise TypeError(
+                f"column {path!r}: give one value per row (a sequence or an array), "
+                f"not a {type(raw).__name__}"
+            )
+        v = _as_column(raw)
         if kind in VAR_KINDS:
-            items = v.tolist() if isinstance(v, np.ndarray) else list(v)
-            if kind == "varstr":
-                items = [x.decode() if isinstance(x, bytes) else x for x in items]
-            else:
-                items = [x.encode() if isinstance(x, str) else x for x in items]
-            out.append((path, items))
+            out.append((path, _var_items(path, kind, v)))
         else:
             out.append((path, np.ascontiguousarray(v, dtype=np.dtype(kind)).reshape(-1)))
     return out

@@ -213,8 +213,14 @@ fn parse_dtype(descr: &str) -> PyResult<(DType, Option<Endianness>)> {
 fn json_map(text: Option<&str>) -> PyResult<serde_json::Map<String, serde_json::Value>> {
     match text {
         None => Ok(serde_json::Map::new()),
-        Some(t) => match serde_json::from_str(t) {
+        Some(t) => match blz::meta::parse_json_exact(t) {
             Ok(serde_json::Value::Object(m)) => Ok(m),
+            // An integer past 64 bits, which JSON would keep only as a float, named.
+            Err(blz::Error::InvalidArgument(m))
+                if serde_json::from_str::<serde_json::Value>(t).is_ok() =>
+            {
+                Err(PyValueError::new_err(format!("attribute {m}")))
+            }
             _ => Err(PyValueError::new_err("attributes must be a JSON object")),
         },
     }
@@ -223,7 +229,7 @@ fn json_map(text: Option<&str>) -> PyResult<serde_json::Map<String, serde_json::
 fn json_value(text: Option<&str>) -> PyResult<serde_json::Value> {
     match text {
         None => Ok(serde_json::Value::Null),
-        Some(t) => serde_json::from_str(t).map_err(|e| PyValueError::new_err(e.to_string())),
+        Some(t) => blz::meta::parse_json_exact(t).map_err(|e| PyValueError::new_err(e.to_string())),
     }
 }
 

@@ -246,3 +246,51 @@ def test_empty_table_from_a_dtype(tmp_path):
     assert len(t) == 0 and t.columns == ["id", "name", "p/x"] and t.dtype == dt
     t.append({"id": [7], "name": ["seven"], "p": {"x": [0.5]}})
     assert t[0]["name"] == "seven" and t["p/x"][0] == np.float32(0.5)
+
+
+def test_append_refuses_columns_the_table_lacks(tmp_path):
+    # Issue 21: an extra column used to be dropped silently.
+    t = blz.create(tmp_path / "x.blz", {"a": np.arange(3), "p": {"x": np.ones(3)}, "s": ["a", "b", "c"]})
+    rows = {"a": [3], "p": {"x": [1.0]}, "s": ["d"]}
+    with pytest.raises(ValueError, match="'extra'"):
+        t.append({**rows, "extra": [1]})
+    with pytest.raises(ValueError, match="'p/y'"):
+        t.append({**rows, "p": {"x": [1.0], "y": [2.0]}})
+    with pytest.raises(ValueError, match="'p/y'"):
+        t.append({**rows, "p/y": [2.0]})
+    rec = np.zeros(1, dtype=[("a", "i8"), ("p", [("x", "f8")]), ("s", object), ("z", "i2")])
+    rec["s"] = "d"
+    with pytest.raises(blz.InvalidArgumentError, match="'z'"):
+        t.append(rec)
+    with pytest.raises(ValueError, match="'extra'"):
+        t[0:1] = {"a": [7], "extra": [1]}
+    assert len(t) == 3
+    t.append(rows)
+    assert t["s"][:].tolist() == ["a", "b", "c", "d"]
+
+
+def test_string_column_refuses_a_dict_or_a_string(tmp_path):
+    # Issue 21: a dict given as a string column stored its keys.
+    t = blz.create(tmp_path / "d.blz", {"a": np.arange(2), "s": ["x", "y"]})
+    with pytest.raises(TypeError, match="'s'"):
+        t.append({"a": [2, 3], "s": {"k": 1, "j": 2}})
+    with pytest.raises(TypeError, match="'s'"):
+        t.append({"a": [2, 3], "s": "kj"})
+    with pytest.raises(TypeError, match="'s'.*dict"):
+        t.append({"a": [2, 3], "s": ["k", {"j": 2}]})
+    assert t["s"][:].tolist() == ["x", "y"]
+
+
+def test_attrs_refuse_integers_past_64_bits(tmp_path):
+    # Issue 21: 2**200 came back as a float.
+    t = blz.create(tmp_path / "b.blz", {"a": np.arange(2)})
+    for big in (2**200, -(2**64)):
+        with pytest.raises(ValueError, match="'?big'?.*64 bits"):
+            t.attrs["big"] = big
+    with pytest.raises(ValueError, match="nested/1.*64 bits"):
+        t.attrs["nested"] = [1, 2**64]
+    with pytest.raises(ValueError, match="64 bits"):
+        blz.create(tmp_path / "c.blz", {"a": np.arange(2)}, attrs={"n": 2**70})
+    t.attrs["edge"] = [2**64 - 1, -(2**63)]
+    assert t.attrs["edge"] == [2**64 - 1, -(2**63)]
+    assert "big" not in t.attrs and "nested" not in t.attrs

@@ -2,6 +2,11 @@
 //! lands only half of its bytes) and fails, and every mutating operation after it fails too,
 //! as if the process had been killed. Crash-consistency tests run an operation with a crash
 //! injected at every step, then reopen the dataset with the real storage.
+//!
+//! [`FaultyStorage::failing_once`] injects a failure the process survives instead (a full
+//! disk, a transient I/O error): only the `n`-th mutating operation fails (a write landing
+//! half of its bytes), and every operation after it succeeds, so tests can check what an
+//! operation's error path leaves behind.
 
 use super::{OpenMode, Storage, StorageFile};
 use crate::error::{Error, Result};
@@ -20,13 +25,16 @@ pub struct FaultyStorage {
 struct FaultState {
     fail_at: u64,
     count: AtomicU64,
+    /// Operations after the failing one proceed (a failure the process survives) instead of
+    /// failing too (a crash).
+    survive: bool,
 }
 
 impl FaultState {
     /// Returns Ok(true) when this operation should proceed, Ok(false) when it is the torn one.
     fn step(&self, what: &Path) -> Result<bool> {
         let n = self.count.fetch_add(1, Ordering::SeqCst);
-        if n < self.fail_at {
+        if n < self.fail_at || (n > self.fail_at && self.survive) {
             Ok(true)
         } else if n == self.fail_at {
             Ok(false)
@@ -52,6 +60,21 @@ impl FaultyStorage {
             state: Arc::new(FaultState {
                 fail_at,
                 count: AtomicU64::new(0),
+                survive: false,
+            }),
+        }
+    }
+
+    /// Wraps `inner`; the `fail_at`-th mutating call (0-based) fails (a write lands half of
+    /// its bytes) and every later call goes through, as after a full disk the process
+    /// survives.
+    pub fn failing_once(inner: Arc<dyn Storage>, fail_at: u64) -> Self {
+        FaultyStorage {
+            inner,
+            state: Arc::new(FaultState {
+                fail_at,
+                count: AtomicU64::new(0),
+                survive: true,
             }),
         }
     }
@@ -61,7 +84,7 @@ impl FaultyStorage {
         self.state.count.load(Ordering::SeqCst)
     }
 
-    /// True once the simulated crash has happened.
+    /// True once the simulated crash (or failure) has happened.
     pub fn crashed(&self) -> bool {
         self.operations() > self.state.fail_at
     }

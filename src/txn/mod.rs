@@ -12,10 +12,19 @@
 //! its commit point. After a crash, [`recover`] replays a committed journal and discards an
 //! uncommitted one, so a dataset always opens in its last committed state.
 //!
+//! A transaction that ends before its commit point (an error anywhere, or its value dropped
+//! without [`Txn::commit`]) gives back the space it took: files it grew are truncated to the
+//! length they had before its first write to them, files and directories it created are
+//! removed, and the temporary file of its commit step goes. Only bytes past the committed
+//! state are touched, so this is best effort: an error while undoing leaves dead bytes that
+//! no committed state refers to, never a damaged dataset.
+//!
 //! The journal's bytes are described in `spec/journal.md`.
 
 use crate::error::{Error, Result};
-use crate::storage::{read_small_file, write_file_atomic, OpenMode, Storage, StorageFile};
+use crate::storage::{
+    atomic_tmp_path, read_small_file, write_file_atomic, OpenMode, Storage, StorageFile,
+};
 use std::collections::BTreeMap;
 use std::path::{Component, Path, PathBuf};
 use std::sync::{mpsc, Arc};
@@ -56,7 +65,18 @@ const WRITEBACK_STEP: u64 = 8 << 20;
 /// descriptors.
 const MAX_OPEN_FILES: usize = 256;
 
-/// A transaction being prepared on the dataset at `root`.
+/// How to give back what a transaction took from one file, should it not commit.
+#[derive(Debug, Clone, Copy)]
+enum Undo {
+    /// An existing file: truncate it back to this length (its length before the
+    /// transaction's first write to it, at or past every committed byte).
+    Truncate(u64),
+    /// A file the transaction created: remove it.
+    Remove,
+}
+
+/// A transaction being prepared on the dataset at `root`. Dropped before its commit point,
+/// it gives back the space it took (see the module documentation).
 pub(crate) struct Txn<'a> {
     storage: &'a dyn Storage,
     root: PathBuf,
@@ -67,6 +87,13 @@ pub(crate) struct Txn<'a> {
     entries: Vec<Entry>,
     created_dirs: Vec<PathBuf>,
     syncer: Option<Syncer>,
+    /// What to undo, file by file (relative paths), if the transaction does not commit.
+    undo: BTreeMap<PathBuf, Undo>,
+    /// Temporary files of the commit step (absolute paths), removed if it fails.
+    commit_tmp: Vec<PathBuf>,
+    /// True until the commit point has passed (or the commit had nothing to do): while
+    /// true, dropping the transaction undoes its writes.
+    undo_on_drop: bool,
 }
 
 /// A thread that syncs files the transaction has finished writing while the rest is still
@@ -146,6 +173,9 @@ impl<'a> Txn<'a> {
             entries: Vec::new(),
             created_dirs: Vec::new(),
             syncer: None,
+            undo: BTreeMap::new(),
+            commit_tmp: Vec::new(),
+            undo_on_drop: true,
         }
     }
 
@@ -260,6 +290,8 @@ impl<'a> Txn<'a> {
             }
         }
         self.make_room()?;
+        // Recorded first: a create that fails midway may still leave a file.
+        self.undo.entry(rel.to_path_buf()).or_insert(Undo::Remove);
         let file = Arc::from(self.storage.open(&path, OpenMode::Create)?);
         self.clock += 1;
         self.open_count += 1;
@@ -340,12 +372,15 @@ impl<'a> Txn<'a> {
             .unwrap_or(usize::MAX)
             .min(data.len());
         if split < data.len() {
-            let f = self.handle(rel)?;
-            let file = f
-                .file
-                .clone()
-                .ok_or_else(|| Error::InvalidArgument(format!("{} not open", rel.display())))?;
+            let file = self.file(rel)?;
+            if !self.undo.contains_key(rel) {
+                // The first fresh write to an existing file: its length now is where an
+                // abandoned transaction truncates it back to.
+                let len = file.len()?;
+                self.undo.insert(rel.to_path_buf(), Undo::Truncate(len));
+            }
             file.write_at(offset + split as u64, &data[split..])?;
+            let f = self.handle(rel)?;
             f.fresh_writes = true;
             let end = offset + data.len() as u64;
             if end >= f.hinted_to + WRITEBACK_STEP {
@@ -425,18 +460,20 @@ impl<'a> Txn<'a> {
     /// it.
     ///
     /// # Errors
-    /// I/O errors. An error before the commit point leaves the last committed state; an error
-    /// after it leaves a journal that the next [`recover`] applies.
-    pub(crate) fn commit(self) -> Result<()> {
-        let (storage, root) = (self.storage, self.root.clone());
+    /// I/O errors. An error before the commit point leaves the last committed state (and
+    /// gives back the space the transaction took); an error after it leaves a journal that
+    /// the next [`recover`] applies.
+    pub(crate) fn commit(mut self) -> Result<()> {
+        // On an error before the commit point, dropping `self` undoes the writes.
         if self.commit_local()? {
-            storage.publish(&root)?;
+            self.storage.publish(&self.root)?;
         }
         Ok(())
     }
 
-    /// The commit on the storage's files; true when something was committed.
-    fn commit_local(mut self) -> Result<bool> {
+    /// The commit on the storage's files; true when something was committed. Clears
+    /// `undo_on_drop` once the change is committed (or there was nothing to commit).
+    fn commit_local(&mut self) -> Result<bool> {
         if let Some(syncer) = self.syncer.take() {
             syncer.finish()?;
         }
@@ -462,6 +499,9 @@ impl<'a> Txn<'a> {
         let only_one_meta =
             self.entries.len() == 1 && matches!(self.entries[0], Entry::Meta { .. });
         if self.entries.is_empty() {
+            // Nothing refers to the fresh bytes but the caller (a staged worker's files):
+            // they stay.
+            self.undo_on_drop = false;
             return Ok(false);
         }
         // The journal and the meta files are written in `meta/`: not through a link.
@@ -474,19 +514,109 @@ impl<'a> Txn<'a> {
         if only_one_meta {
             if let Some(Entry::Meta { path, data }) = self.entries.first() {
                 check_relative(path)?;
-                write_file_atomic(self.storage, &self.root.join(path), data)?;
+                let (path, data) = (self.root.join(path), data.clone());
+                self.replace_to_commit(&path, &data)?;
                 return Ok(true);
             }
         }
         let bytes = encode(&self.entries);
         let jp = journal_path(&self.root);
-        write_file_atomic(self.storage, &jp, &bytes)?;
-        drop(self.files);
+        self.replace_to_commit(&jp, &bytes)?;
+        self.files.clear();
         apply(self.storage, &self.root, &self.entries)?;
         self.storage.remove_file(&jp)?;
         self.storage.sync_dir(&self.root.join("meta"))?;
         Ok(true)
     }
+}
+
+impl Txn<'_> {
+    /// [`write_file_atomic`] for the file whose replacement is the commit point: once the
+    /// rename has happened, the transaction is committed and no longer undone on drop.
+    fn replace_to_commit(&mut self, path: &Path, data: &[u8]) -> Result<()> {
+        let tmp = atomic_tmp_path(path).ok_or_else(|| {
+            Error::InvalidArgument(format!("{} has no file name", path.display()))
+        })?;
+        self.commit_tmp.push(tmp.clone());
+        self.storage.remove_file(&tmp)?;
+        {
+            let file = self.storage.open(&tmp, OpenMode::Create)?;
+            file.write_at(0, data)?;
+            file.sync()?;
+        }
+        if let Err(e) = self.storage.rename(&tmp, path) {
+            // A rename that reports an error yet moved the file committed all the same:
+            // only a temporary file still in place proves it did not.
+            if !self.storage.exists(&tmp) {
+                self.undo_on_drop = false;
+            }
+            return Err(e);
+        }
+        self.undo_on_drop = false;
+        let dir = path.parent().unwrap_or_else(|| Path::new("."));
+        self.storage.sync_dir(dir)
+    }
+
+    /// Gives back what the uncommitted transaction took: truncates the files it grew to
+    /// their length before its first write, removes the files and directories it created
+    /// and the temporary file of its commit step. Best effort (the first error is
+    /// returned, the rest is still tried); touches no committed byte.
+    fn undo(&mut self) -> Result<()> {
+        let mut first = Ok(());
+        let mut keep = |r: Result<()>| {
+            if first.is_ok() {
+                first = r;
+            }
+        };
+        // The background syncer lets go of its files (its error no longer matters).
+        if let Some(syncer) = self.syncer.take() {
+            let _ = syncer.finish();
+        }
+        self.files.clear();
+        self.open_count = 0;
+        for (rel, undo) in std::mem::take(&mut self.undo) {
+            let path = self.root.join(&rel);
+            match undo {
+                Undo::Remove => keep(self.storage.remove_file(&path)),
+                Undo::Truncate(len) => keep(truncate_to(self.storage, &path, len)),
+            }
+        }
+        // Directories created for new files held nothing before (outermost last, so the
+        // inner ones go first).
+        for d in std::mem::take(&mut self.created_dirs) {
+            if self.storage.is_dir(&d) {
+                keep(self.storage.remove_dir_all(&d));
+            }
+        }
+        for tmp in std::mem::take(&mut self.commit_tmp) {
+            keep(self.storage.remove_file(&tmp));
+        }
+        first
+    }
+}
+
+impl Drop for Txn<'_> {
+    fn drop(&mut self) {
+        if self.undo_on_drop {
+            // Nothing to report to: the error that ended the transaction is what the caller
+            // sees, and what could not be undone is only dead space past the committed
+            // state.
+            let _ = self.undo();
+        }
+    }
+}
+
+/// Truncates the file at `path` to `len` when it is longer (a file that is gone or shorter
+/// is left as it is).
+fn truncate_to(storage: &dyn Storage, path: &Path, len: u64) -> Result<()> {
+    if !storage.exists(path) {
+        return Ok(());
+    }
+    let f = storage.open(path, OpenMode::ReadWrite)?;
+    if f.len()? > len {
+        f.set_len(len)?;
+    }
+    Ok(())
 }
 
 fn dedup(mut v: Vec<PathBuf>) -> Vec<PathBuf> {

@@ -103,8 +103,9 @@ columns with the same types (in any order, either byte order):
 
 Tables: the CSV header row names every column of the table (in any order); values are
 read as the columns' types. The whole file is checked before anything is appended, then
-appended in batches of 65536 rows, each committed atomically across columns: should
-writing fail midway (e.g. a full disk), the batches already committed stay.
+appended in one transaction (read and written a batch of rows at a time, so memory stays
+small): should writing fail midway (e.g. a full disk), no row is appended and the space
+the append took is given back.
   blz append trades.blz --csv more-trades.csv";
 
 const RESIZE_EXAMPLES: &str = "\

@@ -41,11 +41,18 @@ pub(crate) fn parse_kv(s: &str, opt: &str) -> Result<(String, serde_json::Value)
     if k.is_empty() {
         return Err(Failure::new(format!("{opt} {s:?}: empty key")));
     }
-    let value = serde_json::from_str(v).map_err(|e| {
+    let value = serde_json::from_str::<serde_json::Value>(v).map_err(|e| {
         Failure::new(format!(
             "{opt} {s:?}: the value is not JSON ({e}); quote strings, e.g. '{k}=\"{v}\"'"
         ))
     })?;
+    // An integer past 64 bits would silently become a float: refused.
+    let value = blz::meta::parse_json_exact(v)
+        .map(|_| value)
+        .map_err(|e| match e {
+            blz::Error::InvalidArgument(m) => Failure::new(format!("{opt} {s:?}: {m}")),
+            e => Failure::new(format!("{opt} {s:?}: {e}")),
+        })?;
     Ok((k.to_string(), value))
 }
 
