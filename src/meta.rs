@@ -37,6 +37,25 @@ pub struct Sizes {
     /// before the key existed).
     #[serde(default)]
     pub generation: u64,
+    /// The generation of the last commit that changed or removed elements already there (a
+    /// modify, a shrink, a column change), as opposed to adding elements (an append, a
+    /// grow): a reader whose commit is at or after it reads the same values for every
+    /// element it knows. Absent in datasets written before the key existed (every commit
+    /// then counts as a rewrite).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub rewritten: Option<u64>,
+}
+
+impl Sizes {
+    /// The `rewritten` value of the commit after this one: that commit's generation when it
+    /// `rewrites` elements, else this one's (this one's generation when it has none).
+    pub(crate) fn next_rewritten(&self, rewrites: bool) -> Option<u64> {
+        Some(if rewrites {
+            self.generation + 1
+        } else {
+            self.rewritten.unwrap_or(self.generation)
+        })
+    }
 }
 
 /// `r`, a read of the dataset at `root` made through a handle that opened commit `seen`;
@@ -64,31 +83,81 @@ pub(crate) fn sizes_stamp(storage: &dyn Storage, root: &Path) -> Option<[u64; 4]
     storage.stamp(&MetaPaths::new(root).sizes())
 }
 
-/// `r`, a successful read through a read-only handle whose commit's `meta/sizes` had stamp
-/// `seen` ([`sizes_stamp`]), becomes [`Error::Changed`] when a writer's commit began or
-/// ended while it ran (or since the handle opened): a journal is being applied (it rewrites
-/// committed bytes in place), or `meta/sizes` was replaced. The read may then hold chunks
-/// of two commits; the caller refreshes and reads again. Two `stat`s on a local filesystem;
-/// nothing to check where the backend has no stamps (an object store, whose objects never
-/// change in place) or the handle did not take one.
+/// What a read-only handle knows of the commit it shows, to tell whether a read met
+/// another commit ([`whole_unless_committed`]).
+#[derive(Debug, Default)]
+pub(crate) struct ReadSnapshot {
+    /// The stamp of `meta/sizes` last found to show this commit's values (taken at open
+    /// before `meta/sizes` was read); `None`: nothing to check (a writing handle, one opened
+    /// through a journal view, a backend without stamps).
+    stamp: std::sync::Mutex<Option<[u64; 4]>>,
+}
+
+impl ReadSnapshot {
+    /// A snapshot of the commit whose `meta/sizes` had stamp `stamp`.
+    pub(crate) fn new(stamp: Option<[u64; 4]>) -> ReadSnapshot {
+        ReadSnapshot {
+            stamp: std::sync::Mutex::new(stamp),
+        }
+    }
+
+    fn get(&self) -> Option<[u64; 4]> {
+        self.stamp.lock().map(|s| *s).unwrap_or(None)
+    }
+
+    /// Replaces the stamp (after a refresh found the same commit), if there is one to keep.
+    pub(crate) fn renew(&mut self, stamp: Option<[u64; 4]>) {
+        if let Ok(s) = self.stamp.get_mut() {
+            if s.is_some() {
+                *s = stamp;
+            }
+        }
+    }
+}
+
+/// `r`, a successful read through a read-only handle showing commit `generation` of the
+/// dataset with identity `id` ([`ReadSnapshot`]), becomes [`Error::Changed`] when another
+/// commit may have changed values it read: a journal is being applied (it rewrites
+/// committed bytes in place), or `meta/sizes` was replaced by a commit that changed or
+/// removed elements (its `rewritten` is past `generation`). Commits that only added
+/// elements since (appends, grows) leave every element the handle knows as it was, so its
+/// reads stand. Two `stat`s on a local filesystem while nothing commits; `meta/sizes` is
+/// read once per commit otherwise. The caller refreshes and reads again after `Changed`.
 pub(crate) fn whole_unless_committed<T>(
     storage: &dyn Storage,
     root: &Path,
-    seen: Option<[u64; 4]>,
+    snap: &ReadSnapshot,
+    generation: u64,
+    id: &Option<String>,
     r: Result<T>,
 ) -> Result<T> {
-    let Some(seen) = seen else { return r };
-    if r.is_ok() && (crate::txn::pending(storage, root) || sizes_stamp(storage, root) != Some(seen))
-    {
-        return Err(if removed(storage, root) {
-            gone(root)
-        } else {
-            Error::Changed {
-                path: root.to_path_buf(),
-            }
-        });
+    let Some(seen) = snap.get() else { return r };
+    if r.is_err() {
+        return r;
     }
-    r
+    let stamp = sizes_stamp(storage, root);
+    if stamp == Some(seen) && !crate::txn::pending(storage, root) {
+        return r;
+    }
+    let only_added = !crate::txn::pending(storage, root)
+        && read_json::<Sizes>(storage, &MetaPaths::new(root).sizes()).is_ok_and(|s| {
+            s.rewritten.is_some_and(|w| w <= generation) && s.generation >= generation
+        })
+        && identity_now(storage, root) == *id
+        && !crate::txn::pending(storage, root);
+    if only_added {
+        if let Ok(mut s) = snap.stamp.lock() {
+            *s = stamp;
+        }
+        return r;
+    }
+    Err(if removed(storage, root) {
+        gone(root)
+    } else {
+        Error::Changed {
+            path: root.to_path_buf(),
+        }
+    })
 }
 
 /// The error for a read through a handle whose dataset was removed.

@@ -92,7 +92,7 @@ pub struct Dataset {
     /// A read-only handle's stamp of the `meta/sizes` it shows (taken before reading it), to
     /// tell a read that met a commit ([`meta::whole_unless_committed`]); `None` for a
     /// writing handle (nothing commits under it) or one opened through a journal view.
-    read_stamp: Option<[u64; 4]>,
+    read_stamp: meta::ReadSnapshot,
     mode: Mode,
     _lock: Option<WriterLock>,
     meta: ArrayStorage,
@@ -309,6 +309,7 @@ impl Dataset {
             nrows: None,
             columns: None,
             generation: 0,
+            rewritten: Some(0),
         };
         meta::write_json(build.as_ref(), &mp.sizes(), &sizes)?;
         let mut ds = Self::open_with(build.clone(), &dir, Mode::ReadWrite, true)?;
@@ -359,9 +360,11 @@ impl Dataset {
         let meta: ArrayStorage = serde_json::from_value(raw)
             .map_err(|e| Error::metadata(mp.storage(), e.to_string()))?;
         validate_storage_meta(&meta, &mp.storage())?;
-        let read_stamp = (mode == Mode::ReadOnly && Arc::ptr_eq(&storage, &base))
-            .then(|| meta::sizes_stamp(base.as_ref(), root))
-            .flatten();
+        let read_stamp = meta::ReadSnapshot::new(
+            (mode == Mode::ReadOnly && Arc::ptr_eq(&storage, &base))
+                .then(|| meta::sizes_stamp(base.as_ref(), root))
+                .flatten(),
+        );
         let sizes: Sizes = meta::read_json(storage.as_ref(), &mp.sizes())?;
         if sizes.shape.len() != meta.chunkshape.len() {
             return Err(Error::metadata(
@@ -527,10 +530,8 @@ impl Dataset {
         );
         if !reopen {
             self.sizes_stamp = stamp;
-            if self.read_stamp.is_some() {
-                // The same commit, its `meta/sizes` written again (the same generation).
-                self.read_stamp = stamp;
-            }
+            // The same commit, its `meta/sizes` written again (the same generation).
+            self.read_stamp.renew(stamp);
             return Ok(false);
         }
         let root = self.root.clone();
@@ -545,7 +546,14 @@ impl Dataset {
     /// opened (see [`meta::unless_changed`]).
     pub(crate) fn unless_changed<T>(&self, r: Result<T>) -> Result<T> {
         let r = meta::unless_changed(self.storage.as_ref(), &self.root, self.sizes.generation, r);
-        meta::whole_unless_committed(self.base.as_ref(), &self.root, self.read_stamp, r)
+        meta::whole_unless_committed(
+            self.base.as_ref(),
+            &self.root,
+            &self.read_stamp,
+            self.sizes.generation,
+            &self.meta.id,
+            r,
+        )
     }
 
     /// Reads a resolved selection as native-endian bytes (C order over the selection's
@@ -628,11 +636,13 @@ impl Dataset {
         })
     }
 
-    fn run<F>(&mut self, new_shape: Vec<u64>, f: F) -> Result<()>
+    /// `rewrites`: the operation changes elements the dataset already has (see
+    /// [`Sizes::rewritten`]); a shrink always does.
+    fn run<F>(&mut self, new_shape: Vec<u64>, rewrites: bool, f: F) -> Result<()>
     where
         F: FnOnce(&ArrayCore, &mut Txn<'_>, &[u64]) -> Result<i64>,
     {
-        self.run_to(move |core, txn, _| {
+        self.run_to(rewrites, move |core, txn, _| {
             let delta = f(core, txn, &new_shape)?;
             Ok((delta, new_shape))
         })
@@ -640,7 +650,7 @@ impl Dataset {
 
     /// Runs an operation in one transaction and commits it with the shape it returns (with
     /// the change in stored bytes). `f` gets the committed shape.
-    fn run_to<F>(&mut self, f: F) -> Result<()>
+    fn run_to<F>(&mut self, rewrites: bool, f: F) -> Result<()>
     where
         F: FnOnce(&ArrayCore, &mut Txn<'_>, &[u64]) -> Result<(i64, Vec<u64>)>,
     {
@@ -657,6 +667,9 @@ impl Dataset {
                 nrows: None,
                 columns: None,
                 generation: self.sizes.generation + 1,
+                rewritten: self
+                    .sizes
+                    .next_rewritten(rewrites || new_shape[0] < old_shape[0]),
             };
             txn.put_meta(Path::new("meta/sizes"), meta::to_json_bytes(&sizes));
             txn.commit()?;
@@ -743,7 +756,7 @@ impl Dataset {
         let cs0 = self.meta.chunkshape[0];
         let root = self.root.clone();
         let mut appended = 0;
-        self.run_to(|core, txn, old| {
+        self.run_to(false, |core, txn, old| {
             let committed = core.nchunks(old);
             let rewrite_from =
                 (!old[0].is_multiple_of(cs0)).then(|| (old[0] / cs0) * core.row_chunks(old));
@@ -830,7 +843,7 @@ impl Dataset {
         let rewrite_from =
             (!old[0].is_multiple_of(cs0)).then(|| (old[0] / cs0) * self.core.row_chunks(&old));
         let end = new_shape[0];
-        self.run(new_shape, move |core, txn, shape| {
+        self.run(new_shape, false, move |core, txn, shape| {
             let mut w = ChunkWrites::new(&core.store, committed, rewrite_from);
             // Filling goes in steps of whole chunk-rows, [`GROW_STEP_CHUNKS`] chunks or
             // so each, so that the list of chunks a step writes stays small however far
@@ -864,7 +877,7 @@ impl Dataset {
             let mut new_shape = self.sizes.shape.clone();
             new_shape[0] = rows;
             let committed = self.nchunks();
-            self.run(new_shape, move |core, txn, shape| {
+            self.run(new_shape, true, move |core, txn, shape| {
                 let mut w = ChunkWrites::new(&core.store, committed, None);
                 w.truncate(txn, core.nchunks(shape))?;
                 w.finish(txn)
@@ -911,7 +924,7 @@ impl Dataset {
         let shape = self.sizes.shape.clone();
         let committed = self.nchunks();
         let sel = sel.to_vec();
-        self.run(shape, move |core, txn, shape| {
+        self.run(shape, true, move |core, txn, shape| {
             let mut w = ChunkWrites::new(&core.store, committed, None);
             core.write(txn, &mut w, committed, &sel, shape, Source::Data(bytes))?;
             w.finish(txn)

@@ -355,7 +355,7 @@ impl Dataset {
         let end = doc.end;
         let start = doc.start;
         let store_dir = self.core.store.dir().to_path_buf();
-        self.run_to(|core, txn, old_shape| {
+        self.run_to(false, |core, txn, old_shape| {
             let mut delta = 0i64;
             if head_rows > 0 {
                 let committed = core.nchunks(old_shape);

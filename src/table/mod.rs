@@ -444,7 +444,7 @@ pub struct Table {
     /// A read-only handle's stamp of the `meta/sizes` it shows (taken before reading it), to
     /// tell a read that met a commit ([`meta::whole_unless_committed`]); `None` for a
     /// writing handle (nothing commits under it) or one opened through a journal view.
-    read_stamp: Option<[u64; 4]>,
+    read_stamp: meta::ReadSnapshot,
     mode: Mode,
     _lock: Option<WriterLock>,
     meta: TableStorage,
@@ -722,6 +722,7 @@ impl Table {
             nbytes: 0,
             cbytes: 0,
             generation: 0,
+            rewritten: Some(0),
             nrows: Some(0),
             columns: Some(
                 leaves
@@ -797,9 +798,11 @@ impl Table {
         }
         let leaves = schema::leaves(&meta.dtype)
             .map_err(|e| Error::metadata(mp.storage(), e.to_string()))?;
-        let read_stamp = (mode == Mode::ReadOnly && Arc::ptr_eq(&storage, &base))
-            .then(|| meta::sizes_stamp(base.as_ref(), root))
-            .flatten();
+        let read_stamp = meta::ReadSnapshot::new(
+            (mode == Mode::ReadOnly && Arc::ptr_eq(&storage, &base))
+                .then(|| meta::sizes_stamp(base.as_ref(), root))
+                .flatten(),
+        );
         let sizes: Sizes = meta::read_json(storage.as_ref(), &mp.sizes())?;
         if sizes.nrows.is_none() || sizes.shape.len() != 1 {
             return Err(Error::metadata(
@@ -1028,10 +1031,8 @@ impl Table {
         );
         if !reopen {
             self.sizes_stamp = stamp;
-            if self.read_stamp.is_some() {
-                // The same commit, its `meta/sizes` written again (the same generation).
-                self.read_stamp = stamp;
-            }
+            // The same commit, its `meta/sizes` written again (the same generation).
+            self.read_stamp.renew(stamp);
             return Ok(false);
         }
         let root = self.root.clone();
@@ -1046,7 +1047,14 @@ impl Table {
     /// opened (see [`meta::unless_changed`]).
     pub(crate) fn unless_changed<T>(&self, r: Result<T>) -> Result<T> {
         let r = meta::unless_changed(self.storage.as_ref(), &self.root, self.sizes.generation, r);
-        meta::whole_unless_committed(self.base.as_ref(), &self.root, self.read_stamp, r)
+        meta::whole_unless_committed(
+            self.base.as_ref(),
+            &self.root,
+            &self.read_stamp,
+            self.sizes.generation,
+            &self.meta.id,
+            r,
+        )
     }
 
     fn read_column(&self, c: &Column, start: u64, end: u64) -> Result<Values> {
@@ -1177,15 +1185,25 @@ impl Table {
 
     /// Runs a multi-column operation in one transaction and commits the new sizes (and, for
     /// schema changes, the new storage document).
-    fn run<F>(&mut self, nrows: u64, new_meta: Option<TableStorage>, f: F) -> Result<()>
+    /// `rewrites`: the operation changes rows the table already has (see
+    /// [`Sizes::rewritten`]); a shrink and a schema change always do.
+    fn run<F>(
+        &mut self,
+        nrows: u64,
+        new_meta: Option<TableStorage>,
+        rewrites: bool,
+        f: F,
+    ) -> Result<()>
     where
         F: FnOnce(&[Column], &mut Txn<'_>) -> Result<BTreeMap<String, (i64, i64)>>,
     {
-        self.run_to(new_meta, |columns, txn| Ok((f(columns, txn)?, nrows)))
+        self.run_to(new_meta, rewrites, |columns, txn| {
+            Ok((f(columns, txn)?, nrows))
+        })
     }
 
     /// As [`run`](Self::run), with the number of rows after the operation returned by `f`.
-    fn run_to<F>(&mut self, new_meta: Option<TableStorage>, f: F) -> Result<()>
+    fn run_to<F>(&mut self, new_meta: Option<TableStorage>, rewrites: bool, f: F) -> Result<()>
     where
         F: FnOnce(&[Column], &mut Txn<'_>) -> Result<(BTreeMap<String, (i64, i64)>, u64)>,
     {
@@ -1218,6 +1236,9 @@ impl Table {
                 nrows: Some(nrows),
                 columns: Some(cols),
                 generation: self.sizes.generation + 1,
+                rewritten: self.sizes.next_rewritten(
+                    rewrites || new_meta.is_some() || nrows < self.sizes.nrows.unwrap_or(0),
+                ),
             };
             if let Some(m) = &new_meta {
                 txn.put_meta(Path::new("meta/storage"), meta::to_json_bytes(m));
@@ -1388,7 +1409,7 @@ impl Table {
         new_rows: u64,
     ) -> Result<()> {
         let nrows = self.nrows();
-        self.run(new_rows, None, |columns, txn| {
+        self.run(new_rows, None, start < nrows, |columns, txn| {
             let pairs: Vec<(&Column, &Values)> = data
                 .iter()
                 .map(|&(ci, vi)| (&columns[ci], &cols[vi].1))
@@ -1429,7 +1450,7 @@ impl Table {
         self.check_writable()?;
         let nrows = self.nrows();
         let root = self.root.clone();
-        self.run_to(None, |columns, txn| {
+        self.run_to(None, false, |columns, txn| {
             let mut streams: Vec<ColumnStream<'_>> = columns
                 .iter()
                 .map(|c| ColumnStream::new(c, nrows))
@@ -1503,7 +1524,7 @@ impl Table {
                 crate::engine::limits::shape_bytes(&[rows], isz, &what)?;
             }
         }
-        self.run(rows, None, |columns, txn| {
+        self.run(rows, None, false, |columns, txn| {
             let mut deltas = BTreeMap::new();
             if rows < nrows {
                 for c in columns {
@@ -1560,7 +1581,7 @@ impl Table {
         self.storage
             .remove_dir_all(&root.join("data").join(&field.name))?;
         let table_id = self.meta.id.clone();
-        self.run(nrows, Some(meta), move |_, txn| {
+        self.run(nrows, Some(meta), true, move |_, txn| {
             let cols: Vec<Column> = new_leaves
                 .into_iter()
                 .map(|l| build_column(storage.clone(), &root, l, table_id.as_deref()))
@@ -1581,7 +1602,7 @@ impl Table {
         remove_spec(&mut meta.dtype, path)?;
         let nrows = self.nrows();
         let rel = PathBuf::from("data").join(path);
-        self.run(nrows, Some(meta), move |_, txn| {
+        self.run(nrows, Some(meta), true, move |_, txn| {
             txn.remove_dir(&rel);
             Ok(BTreeMap::new())
         })
@@ -1630,7 +1651,7 @@ impl Table {
         // A directory at the new name is a leftover of a failed operation (no committed
         // column has that name): remove it, or the rename would be skipped at apply.
         self.storage.remove_dir_all(&self.root.join(&to))?;
-        self.run(nrows, Some(meta), move |_, txn| {
+        self.run(nrows, Some(meta), true, move |_, txn| {
             if exists {
                 txn.rename(&from, &to);
             }
