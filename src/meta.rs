@@ -131,10 +131,9 @@ pub(crate) fn whole_unless_committed<T>(
     id: &Option<String>,
     r: Result<T>,
 ) -> Result<T> {
-    let Some(seen) = snap.get() else { return r };
-    if r.is_err() {
+    let Some(seen) = snap.get().filter(|_| r.is_ok()) else {
         return r;
-    }
+    };
     let stamp = sizes_stamp(storage, root);
     if stamp == Some(seen) && !crate::txn::pending(storage, root) {
         return r;
