@@ -938,6 +938,9 @@ fn layer_dataset(base: &Path, gluster: bool) {
     let m2 = layer_model(13, 1800);
     write_layer(&p, &m2, true).unwrap();
     check_layer(&p, &m2, "after the rebuild");
+    // The replaced build is removed in the background, as a client waits for before it
+    // exits (the blz command does): wait for it too, rather than race it.
+    blz::finish_removals();
     assert_eq!(
         listing(base)
             .iter()
