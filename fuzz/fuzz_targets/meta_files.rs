@@ -4,7 +4,9 @@
 //! must answer small reads, and verify whatever size it claims, without crashing or running long.
 //!
 //! The first byte picks the dataset (array, table, layer) and the file; the rest replaces
-//! the file.
+//! the file. A fourth choice of file replaces `meta/storage` and `meta/sizes` together (the
+//! rest split at its first zero byte), so that a superchunk size and a shape crafted to agree
+//! (files that all exist, but hold far fewer chunks than claimed) reach the walks too.
 
 #![no_main]
 
@@ -96,12 +98,24 @@ fn pristine() -> &'static Pristine {
 fn seeds() -> Vec<(String, Vec<u8>)> {
     let p = pristine();
     let mut out = Vec::new();
+    let stride = FILES.len() + 1;
     for (ki, kind) in KINDS.iter().enumerate() {
+        let meta = p.roots[ki].join("meta");
         for (fi, file) in FILES.iter().enumerate() {
-            if let Some(bytes) = p.storage.get(&p.roots[ki].join("meta").join(file)) {
-                let sel = (ki * FILES.len() + fi) as u8;
+            if let Some(bytes) = p.storage.get(&meta.join(file)) {
+                let sel = (ki * stride + fi) as u8;
                 out.push((format!("{kind}-{file}"), [&[sel][..], &bytes].concat()));
             }
+        }
+        if let (Some(st), Some(sz)) = (
+            p.storage.get(&meta.join("storage")),
+            p.storage.get(&meta.join("sizes")),
+        ) {
+            let sel = (ki * stride + FILES.len()) as u8;
+            out.push((
+                format!("{kind}-storage+sizes"),
+                [&[sel][..], &st, &[0], &sz].concat(),
+            ));
         }
     }
     out
@@ -166,12 +180,19 @@ fuzz_target!(|data: &[u8]| {
     let Some((&sel, bytes)) = data.split_first() else {
         return;
     };
-    let sel = usize::from(sel) % (KINDS.len() * FILES.len());
-    let (kind, file) = (sel / FILES.len(), sel % FILES.len());
+    let sel = usize::from(sel) % (KINDS.len() * (FILES.len() + 1));
+    let (kind, file) = (sel / (FILES.len() + 1), sel % (FILES.len() + 1));
     let p = pristine();
     let storage = p.storage.snapshot();
     let root: &Path = &p.roots[kind];
-    storage.put(&root.join("meta").join(FILES[file]), bytes.to_vec());
+    let meta = root.join("meta");
+    if let Some(name) = FILES.get(file) {
+        storage.put(&meta.join(name), bytes.to_vec());
+    } else {
+        let cut = bytes.iter().position(|&b| b == 0).unwrap_or(bytes.len());
+        storage.put(&meta.join("storage"), bytes[..cut].to_vec());
+        storage.put(&meta.join("sizes"), bytes.get(cut + 1..).unwrap_or(&[]).to_vec());
+    }
     let storage: Arc<dyn Storage> = Arc::new(storage);
     match kind {
         0 => {

@@ -322,19 +322,21 @@ pub(crate) fn verify_store(
     n: u64,
     progress: &mut dyn FnMut(u64, u64),
 ) -> Vec<Error> {
-    verify_files(&core.store, n, progress, &mut |f, errors, progress| {
-        verify_file(core, f, n, errors, progress)
+    verify_files(&core.store, n, progress, &mut |chunks, errors, progress| {
+        verify_chunks(core, chunks, n, errors, progress)
     })
 }
 
-/// Checks superchunk file `f`'s chunks into the errors, reporting progress.
-pub(crate) type FileCheck<'a> = dyn FnMut(u64, &mut Vec<Error>, &mut dyn FnMut(u64, u64)) + 'a;
+/// Checks the chunks `range` (of one superchunk file) into the errors, reporting progress.
+pub(crate) type FileCheck<'a> =
+    dyn FnMut(std::ops::Range<u64>, &mut Vec<Error>, &mut dyn FnMut(u64, u64)) + 'a;
 
-/// Runs `file` (which checks one superchunk file's chunks into the errors) over the files
-/// holding a store's `n` chunks. Files are taken from one listing of the store's
+/// Runs `file` (which checks a range of one superchunk file's chunks into the errors) over
+/// the files holding a store's `n` chunks. Files are taken from one listing of the store's
 /// directory: of a run of files the listing does not show, the first is checked (its own
-/// error is reported) and the rest are one error naming the next and how many follow, so a
-/// store whose size names far more files than it has is reported at once.
+/// error is reported) and the rest are one error naming the next and how many follow; a
+/// file holding fewer chunks than the size needs is one error, and only the chunks it holds
+/// are checked. So a store whose sizes name far more chunks than it has is reported at once.
 pub(crate) fn verify_files(
     store: &ChunkStore,
     n: u64,
@@ -360,62 +362,74 @@ pub(crate) fn verify_files(
                 .unwrap_or(nfiles)
                 .min(nfiles)
         };
-        file(f, &mut errors, progress);
+        let first = f * ss;
+        let mut end = (first + ss).min(n);
+        if let Ok(r) = store.reader(f) {
+            let held = r.nchunks();
+            if held < end - first {
+                errors.push(Error::header(
+                    store.file_path(f),
+                    format!(
+                        "holds {held} chunks, the dataset's size needs {}",
+                        end - first
+                    ),
+                ));
+                end = first + held;
+            }
+        }
+        file(first..end, &mut errors, progress);
         if next - f > 1 {
             errors.push(Error::header(
                 store.file_path(f + 1),
                 format!("missing, and the {} files after it", next - f - 2),
             ));
-            progress(next.saturating_mul(ss).min(n), n);
         }
+        progress(next.saturating_mul(ss).min(n), n);
         f = next;
     }
     errors
 }
 
-/// Reads every chunk of superchunk file `f` of a store holding `n` chunks into `errors`.
-fn verify_file(
+/// Reads the chunks `chunks` (of one superchunk file) of a store holding `n` chunks into
+/// `errors`.
+fn verify_chunks(
     core: &ArrayCore,
-    f: u64,
+    chunks: std::ops::Range<u64>,
     n: u64,
     errors: &mut Vec<Error>,
     progress: &mut dyn FnMut(u64, u64),
 ) {
     use rayon::prelude::*;
-    let ss = core.store.superchunksize();
-    {
-        let end = ((f + 1) * ss).min(n);
-        let mut k = f * ss;
-        while k < end {
-            let stop = (k + 64).min(end);
-            let errs: Vec<Error> = (k..stop)
-                .into_par_iter()
-                .filter_map(|i| {
-                    let mut buf = Vec::new();
-                    let mut out = vec![0u8; core.chunk_len() * core.itemsize()];
-                    core.store.decompress_chunk(i, &mut out, &mut buf).err()
-                })
-                .collect();
-            // A file that does not open fails every chunk the same way: report it once.
-            let whole_file = errs.len() as u64 == stop - k
-                && errs.iter().all(|e| {
-                    !matches!(
-                        e,
-                        Error::InvalidChunk { .. }
-                            | Error::ChecksumMismatch { .. }
-                            | Error::ChunkOutOfRange { .. }
-                    )
-                });
-            if whole_file {
-                errors.extend(errs.into_iter().take(1));
-                k = end;
-                progress(k, n);
-                break;
-            }
-            errors.extend(errs);
-            progress(stop, n);
-            k = stop;
+    let mut k = chunks.start;
+    let end = chunks.end.min(n);
+    while k < end {
+        let stop = (k + 64).min(end);
+        let errs: Vec<Error> = (k..stop)
+            .into_par_iter()
+            .filter_map(|i| {
+                let mut buf = Vec::new();
+                let mut out = vec![0u8; core.chunk_len() * core.itemsize()];
+                core.store.decompress_chunk(i, &mut out, &mut buf).err()
+            })
+            .collect();
+        // A file that does not open fails every chunk the same way: report it once.
+        let whole_file = errs.len() as u64 == stop - k
+            && errs.iter().all(|e| {
+                !matches!(
+                    e,
+                    Error::InvalidChunk { .. }
+                        | Error::ChecksumMismatch { .. }
+                        | Error::ChunkOutOfRange { .. }
+                )
+            });
+        if whole_file {
+            errors.extend(errs.into_iter().take(1));
+            progress(end, n);
+            return;
         }
+        errors.extend(errs);
+        progress(stop, n);
+        k = stop;
     }
 }
 

@@ -1709,17 +1709,19 @@ impl Table {
                     }));
                 }
                 Engine::Var(v) => {
-                    let ss = v.store.superchunksize();
                     let mut s = Vec::new();
-                    let mut file = |f: u64, errs: &mut Vec<Error>, p: &mut dyn FnMut(u64, u64)| {
-                        for i in f * ss..((f + 1) * ss).min(k) {
-                            let valid = (n - i * v.chunklen).min(v.chunklen);
-                            if let Err(e) = v.chunk_items(i, valid, &mut s) {
-                                errs.push(e);
+                    let mut file =
+                        |chunks: std::ops::Range<u64>,
+                         errs: &mut Vec<Error>,
+                         p: &mut dyn FnMut(u64, u64)| {
+                            for i in chunks {
+                                let valid = (n - i * v.chunklen).min(v.chunklen);
+                                if let Err(e) = v.chunk_items(i, valid, &mut s) {
+                                    errs.push(e);
+                                }
+                                p(i + 1, k);
                             }
-                            p(i + 1, k);
-                        }
-                    };
+                        };
                     errors.extend(crate::engine::verify_files(
                         &v.store,
                         k,

@@ -1,0 +1,102 @@
+//! Walks sized by metadata a writer did not write: `meta/storage` and `meta/sizes` edited
+//! together so that the files they name all exist but hold far fewer chunks than the sizes
+//! claim. `verify` must report the missing chunks of a file at once, in bounded time and
+//! memory, not try them one by one (reopening the file for each). Found with the
+//! `meta_files` fuzz target's reasoning (a walk that grows with a crafted size); every
+//! `blz` here runs as a real process with 4 GiB of address space and a deadline.
+
+mod common;
+
+use std::os::unix::process::CommandExt;
+use std::path::Path;
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+/// Runs `blz args` with 4 GiB of address space and `secs` seconds; returns (exit code,
+/// stdout and stderr). A kill by a signal or the deadline fails the test.
+fn blz_within(secs: u64, args: &[&str]) -> (i32, String) {
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_blz"));
+    cmd.args(args).stdout(Stdio::piped()).stderr(Stdio::piped());
+    // SAFETY: setrlimit is async-signal-safe; the closure touches nothing else.
+    unsafe {
+        cmd.pre_exec(|| {
+            let lim = libc::rlimit {
+                rlim_cur: 4 << 30,
+                rlim_max: 4 << 30,
+            };
+            if libc::setrlimit(libc::RLIMIT_AS, &lim) != 0 {
+                return Err(std::io::Error::last_os_error());
+            }
+            Ok(())
+        });
+    }
+    let mut child = cmd.spawn().expect("blz runs");
+    let drain = |r: Option<Box<dyn std::io::Read + Send>>| {
+        std::thread::spawn(move || {
+            let mut s = String::new();
+            if let Some(mut r) = r {
+                let _ = r.read_to_string(&mut s);
+            }
+            s
+        })
+    };
+    let out = drain(child.stdout.take().map(|r| Box::new(r) as _));
+    let err = drain(child.stderr.take().map(|r| Box::new(r) as _));
+    let start = Instant::now();
+    loop {
+        if let Some(status) = child.try_wait().unwrap() {
+            let text = out.join().unwrap() + &err.join().unwrap();
+            let code = status
+                .code()
+                .unwrap_or_else(|| panic!("blz {args:?} was killed ({status}): {text}"));
+            assert!(!text.contains("panicked"), "blz {args:?} panicked: {text}");
+            return (code, text);
+        }
+        if start.elapsed() > Duration::from_secs(secs) {
+            let _ = child.kill();
+            let _ = child.wait();
+            panic!("blz {args:?} still ran after {secs} s");
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+/// Sets `key` of the JSON file `meta/<file>` of the dataset at `ds`.
+fn set_meta(ds: &Path, file: &str, key: &str, value: serde_json::Value) {
+    let p = ds.join("meta").join(file);
+    let mut v: serde_json::Value = serde_json::from_slice(&std::fs::read(&p).unwrap()).unwrap();
+    v[key] = value;
+    if key == "shape" && v.get("nrows").is_some() {
+        v["nrows"] = v["shape"][0].clone();
+    }
+    std::fs::write(&p, serde_json::to_vec(&v).unwrap()).unwrap();
+}
+
+#[test]
+fn verify_reports_a_file_short_of_chunks_at_once() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path().join("d.blz");
+    let p = d.to_str().unwrap();
+    // 10 rows in chunks of 4: three chunks, two files of two.
+    common::ok(&[
+        "create",
+        p,
+        "--arange",
+        "10",
+        "--chunkshape",
+        "4",
+        "--superchunk-size",
+        "2",
+    ]);
+    // The largest superchunk size blz accepts, and a shape that fills one such file: the
+    // first file exists, so opening passes its checks, but it holds two chunks of the
+    // 2^24 the sizes claim.
+    let ss: u64 = 1 << 24;
+    set_meta(&d, "storage", "superchunksize", ss.into());
+    set_meta(&d, "sizes", "shape", serde_json::json!([4 * ss]));
+    let (code, out) = blz_within(60, &["verify", p]);
+    assert_ne!(code, 0, "{out}");
+    assert!(out.contains("__1__.bin"), "{out}");
+    // One problem for the file, not one per missing chunk.
+    assert!(out.lines().count() < 20, "{} lines: {out:.2000}", out.lines().count());
+}
