@@ -98,5 +98,9 @@ fn verify_reports_a_file_short_of_chunks_at_once() {
     assert_ne!(code, 0, "{out}");
     assert!(out.contains("__1__.bin"), "{out}");
     // One problem for the file, not one per missing chunk.
-    assert!(out.lines().count() < 20, "{} lines: {out:.2000}", out.lines().count());
+    assert!(
+        out.lines().count() < 20,
+        "{} lines: {out:.2000}",
+        out.lines().count()
+    );
 }
