@@ -104,3 +104,78 @@ fn verify_reports_a_file_short_of_chunks_at_once() {
         out.lines().count()
     );
 }
+
+/// Sets every `superchunksize` in the JSON value to `ss`.
+fn set_superchunksize(v: &mut serde_json::Value, ss: u64) {
+    match v {
+        serde_json::Value::Object(m) => {
+            for (k, x) in m.iter_mut() {
+                if k == "superchunksize" {
+                    *x = ss.into();
+                } else {
+                    set_superchunksize(x, ss);
+                }
+            }
+        }
+        serde_json::Value::Array(a) => a.iter_mut().for_each(|x| set_superchunksize(x, ss)),
+        _ => {}
+    }
+}
+
+#[test]
+fn table_verify_reports_column_files_short_of_chunks_at_once() {
+    use blz::table::{ColumnOptions, Field, Table, TableOptions, Values};
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path().join("t.blz");
+    let opts = TableOptions {
+        defaults: ColumnOptions {
+            chunklen: Some(3),
+            superchunksize: Some(2),
+            ..Default::default()
+        },
+        ..Default::default()
+    };
+    let mut t = Table::create(
+        &d,
+        vec![Field::new("id", blz::DType::I64), Field::varstr("name")],
+        &opts,
+    )
+    .unwrap();
+    let ids: Vec<i64> = (0..10).collect();
+    let names: Vec<String> = ids.iter().map(|i| format!("n{i}")).collect();
+    t.append(&[
+        ("id", Values::from_slice(&ids)),
+        ("name", Values::strings(&names)),
+    ])
+    .unwrap();
+    drop(t);
+    // Every column's first file exists and holds two chunks; the metadata claims 2^24.
+    let ss: u64 = 1 << 24;
+    let p = d.join("meta/storage");
+    let mut v: serde_json::Value = serde_json::from_slice(&std::fs::read(&p).unwrap()).unwrap();
+    set_superchunksize(&mut v, ss);
+    std::fs::write(&p, serde_json::to_vec(&v).unwrap()).unwrap();
+    set_meta(&d, "sizes", "shape", serde_json::json!([3 * ss]));
+
+    let t = Table::open(&d).unwrap();
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        let _ = tx.send(t.verify(|_, _| {}));
+    });
+    let errors = rx
+        .recv_timeout(Duration::from_secs(60))
+        .expect("verify ends within 60 s");
+    let text: Vec<String> = errors.iter().map(|e| e.to_string()).collect();
+    assert!(
+        (2..20).contains(&errors.len()),
+        "{} errors: {:?}",
+        errors.len(),
+        &text[..text.len().min(5)]
+    );
+    for c in ["id", "name"] {
+        assert!(
+            text.iter().any(|e| e.contains(c) && e.contains("holds 2 chunks")),
+            "{c}: {text:?}"
+        );
+    }
+}

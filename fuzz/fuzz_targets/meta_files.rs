@@ -191,7 +191,10 @@ fuzz_target!(|data: &[u8]| {
     } else {
         let cut = bytes.iter().position(|&b| b == 0).unwrap_or(bytes.len());
         storage.put(&meta.join("storage"), bytes[..cut].to_vec());
-        storage.put(&meta.join("sizes"), bytes.get(cut + 1..).unwrap_or(&[]).to_vec());
+        storage.put(
+            &meta.join("sizes"),
+            bytes.get(cut + 1..).unwrap_or(&[]).to_vec(),
+        );
     }
     let storage: Arc<dyn Storage> = Arc::new(storage);
     match kind {
