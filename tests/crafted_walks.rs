@@ -174,7 +174,8 @@ fn table_verify_reports_column_files_short_of_chunks_at_once() {
     );
     for c in ["id", "name"] {
         assert!(
-            text.iter().any(|e| e.contains(c) && e.contains("holds 2 chunks")),
+            text.iter()
+                .any(|e| e.contains(c) && e.contains("holds 2 chunks")),
             "{c}: {text:?}"
         );
     }
