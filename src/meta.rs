@@ -135,10 +135,12 @@ pub(crate) fn whole_unless_committed<T>(
         return r;
     };
     let stamp = sizes_stamp(storage, root);
-    if stamp == Some(seen) && !crate::txn::pending(storage, root) {
+    let pending = crate::txn::pending(storage, root);
+    if stamp == Some(seen) && !pending {
         return r;
     }
-    let only_added = !crate::txn::pending(storage, root)
+    // The journal is looked for again after `meta/sizes` is read: a commit begun meanwhile.
+    let only_added = !pending
         && read_json::<Sizes>(storage, &MetaPaths::new(root).sizes()).is_ok_and(|s| {
             s.rewritten.is_some_and(|w| w <= generation) && s.generation >= generation
         })
