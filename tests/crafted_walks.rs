@@ -7,59 +7,8 @@
 
 mod common;
 
-use std::os::unix::process::CommandExt;
 use std::path::Path;
-use std::process::{Command, Stdio};
-use std::time::{Duration, Instant};
-
-/// Runs `blz args` with 4 GiB of address space and `secs` seconds; returns (exit code,
-/// stdout and stderr). A kill by a signal or the deadline fails the test.
-fn blz_within(secs: u64, args: &[&str]) -> (i32, String) {
-    let mut cmd = Command::new(env!("CARGO_BIN_EXE_blz"));
-    cmd.args(args).stdout(Stdio::piped()).stderr(Stdio::piped());
-    // SAFETY: setrlimit is async-signal-safe; the closure touches nothing else.
-    unsafe {
-        cmd.pre_exec(|| {
-            let lim = libc::rlimit {
-                rlim_cur: 4 << 30,
-                rlim_max: 4 << 30,
-            };
-            if libc::setrlimit(libc::RLIMIT_AS, &lim) != 0 {
-                return Err(std::io::Error::last_os_error());
-            }
-            Ok(())
-        });
-    }
-    let mut child = cmd.spawn().expect("blz runs");
-    let drain = |r: Option<Box<dyn std::io::Read + Send>>| {
-        std::thread::spawn(move || {
-            let mut s = String::new();
-            if let Some(mut r) = r {
-                let _ = r.read_to_string(&mut s);
-            }
-            s
-        })
-    };
-    let out = drain(child.stdout.take().map(|r| Box::new(r) as _));
-    let err = drain(child.stderr.take().map(|r| Box::new(r) as _));
-    let start = Instant::now();
-    loop {
-        if let Some(status) = child.try_wait().unwrap() {
-            let text = out.join().unwrap() + &err.join().unwrap();
-            let code = status
-                .code()
-                .unwrap_or_else(|| panic!("blz {args:?} was killed ({status}): {text}"));
-            assert!(!text.contains("panicked"), "blz {args:?} panicked: {text}");
-            return (code, text);
-        }
-        if start.elapsed() > Duration::from_secs(secs) {
-            let _ = child.kill();
-            let _ = child.wait();
-            panic!("blz {args:?} still ran after {secs} s");
-        }
-        std::thread::sleep(Duration::from_millis(20));
-    }
-}
+use std::time::Duration;
 
 /// Sets `key` of the JSON file `meta/<file>` of the dataset at `ds`.
 fn set_meta(ds: &Path, file: &str, key: &str, value: serde_json::Value) {
@@ -94,7 +43,7 @@ fn verify_reports_a_file_short_of_chunks_at_once() {
     let ss: u64 = 1 << 24;
     set_meta(&d, "storage", "superchunksize", ss.into());
     set_meta(&d, "sizes", "shape", serde_json::json!([4 * ss]));
-    let (code, out) = blz_within(60, &["verify", p]);
+    let (code, out) = common::blz_within(60, &["verify", p]);
     assert_ne!(code, 0, "{out}");
     assert!(out.contains("__1__.bin"), "{out}");
     // One problem for the file, not one per missing chunk.

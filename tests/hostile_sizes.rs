@@ -10,63 +10,10 @@ mod common;
 
 use blz::table::{Field, TableOptions};
 use blz::{CreateOptions, DType, Dataset, Error, Table};
-use std::os::unix::process::CommandExt;
 use std::path::Path;
-use std::process::{Command, Stdio};
-use std::time::{Duration, Instant};
-
-/// Runs `blz args` with 4 GiB of address space and `secs` seconds; returns (exit code,
-/// stdout and stderr). A kill by a signal (an abort on allocation) or the deadline fails the test.
-fn blz_within(secs: u64, args: &[&str]) -> (i32, String) {
-    let mut cmd = Command::new(env!("CARGO_BIN_EXE_blz"));
-    cmd.args(args).stdout(Stdio::piped()).stderr(Stdio::piped());
-    // SAFETY: setrlimit is async-signal-safe; the closure touches nothing else.
-    unsafe {
-        cmd.pre_exec(|| {
-            let lim = libc::rlimit {
-                rlim_cur: 4 << 30,
-                rlim_max: 4 << 30,
-            };
-            if libc::setrlimit(libc::RLIMIT_AS, &lim) != 0 {
-                return Err(std::io::Error::last_os_error());
-            }
-            Ok(())
-        });
-    }
-    let mut child = cmd.spawn().expect("blz runs");
-    // Read both pipes as the child writes them, so a long output cannot stall it.
-    let drain = |r: Option<Box<dyn std::io::Read + Send>>| {
-        std::thread::spawn(move || {
-            let mut s = String::new();
-            if let Some(mut r) = r {
-                let _ = r.read_to_string(&mut s);
-            }
-            s
-        })
-    };
-    let out = drain(child.stdout.take().map(|r| Box::new(r) as _));
-    let err = drain(child.stderr.take().map(|r| Box::new(r) as _));
-    let start = Instant::now();
-    loop {
-        if let Some(status) = child.try_wait().unwrap() {
-            let text = out.join().unwrap() + &err.join().unwrap();
-            let code = status
-                .code()
-                .unwrap_or_else(|| panic!("blz {args:?} was killed ({status}): {text}"));
-            assert!(!text.contains("panicked"), "blz {args:?} panicked: {text}");
-            return (code, text);
-        }
-        if start.elapsed() > Duration::from_secs(secs) {
-            let _ = child.kill();
-            let _ = child.wait();
-            panic!("blz {args:?} still ran after {secs} s");
-        }
-        std::thread::sleep(Duration::from_millis(20));
-    }
-}
 
 fn refused(args: &[&str], needle: &str) -> String {
-    let (code, err) = blz_within(60, args);
+    let (code, err) = common::blz_within(60, args);
     assert_eq!(code, 1, "blz {args:?}: {err}");
     assert!(
         err.contains(needle),
@@ -227,10 +174,10 @@ fn a_huge_shape_in_meta_sizes_is_refused_when_the_dataset_opens() {
     set_shape(&d, "[100000000000]");
     let last = d.join("data/__100000000__.bin");
     std::fs::copy(d.join("data/__1__.bin"), &last).unwrap();
-    let (code, err) = blz_within(60, &["verify", p]);
+    let (code, err) = common::blz_within(60, &["verify", p]);
     assert_ne!(code, 0, "{err}");
     assert!(err.contains("files after it"), "{err}");
-    let (code, err) = blz_within(60, &["info", p]);
+    let (code, err) = common::blz_within(60, &["info", p]);
     assert_eq!(code, 0, "{err}");
 }
 
@@ -265,7 +212,7 @@ fn a_huge_row_count_in_a_tables_sizes_is_refused_when_it_opens() {
     let r = Table::open(&t).unwrap();
     assert!(matches!(r.column("x"), Err(Error::InvalidMetadata { .. })));
     assert!(matches!(r.column("s"), Err(Error::InvalidMetadata { .. })));
-    let (code, out) = blz_within(60, &["verify", p]);
+    let (code, out) = common::blz_within(60, &["verify", p]);
     assert_eq!(code, 1, "{out}");
     assert!(out.contains("files after it"), "{out}");
     // `get` reads in batches: the first chunk, short of the rows claimed, is named.

@@ -274,3 +274,55 @@ pub fn s3_url(name: &str) -> Option<String> {
         std::process::id()
     ))
 }
+
+/// Runs `blz args` with 4 GiB of address space and `secs` seconds; returns (exit code,
+/// stdout and stderr). A kill by a signal (an abort on allocation) or the deadline fails the test.
+pub fn blz_within(secs: u64, args: &[&str]) -> (i32, String) {
+    let mut cmd = std::process::Command::new(env!("CARGO_BIN_EXE_blz"));
+    cmd.args(args)
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped());
+    // SAFETY: setrlimit is async-signal-safe; the closure touches nothing else.
+    unsafe {
+        std::os::unix::process::CommandExt::pre_exec(&mut cmd, || {
+            let lim = libc::rlimit {
+                rlim_cur: 4 << 30,
+                rlim_max: 4 << 30,
+            };
+            if libc::setrlimit(libc::RLIMIT_AS, &lim) != 0 {
+                return Err(std::io::Error::last_os_error());
+            }
+            Ok(())
+        });
+    }
+    let mut child = cmd.spawn().expect("blz runs");
+    // Read both pipes as the child writes them, so a long output cannot stall it.
+    let drain = |r: Option<Box<dyn std::io::Read + Send>>| {
+        std::thread::spawn(move || {
+            let mut s = String::new();
+            if let Some(mut r) = r {
+                let _ = r.read_to_string(&mut s);
+            }
+            s
+        })
+    };
+    let out = drain(child.stdout.take().map(|r| Box::new(r) as _));
+    let err = drain(child.stderr.take().map(|r| Box::new(r) as _));
+    let start = std::time::Instant::now();
+    loop {
+        if let Some(status) = child.try_wait().unwrap() {
+            let text = out.join().unwrap() + &err.join().unwrap();
+            let code = status
+                .code()
+                .unwrap_or_else(|| panic!("blz {args:?} was killed ({status}): {text}"));
+            assert!(!text.contains("panicked"), "blz {args:?} panicked: {text}");
+            return (code, text);
+        }
+        if start.elapsed() > std::time::Duration::from_secs(secs) {
+            let _ = child.kill();
+            let _ = child.wait();
+            panic!("blz {args:?} still ran after {secs} s");
+        }
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+}
