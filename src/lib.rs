@@ -32,6 +32,7 @@ pub mod locate;
 pub mod meta;
 #[cfg(feature = "npy")]
 pub mod npy;
+mod open;
 pub mod ordered;
 pub mod scan;
 pub mod selection;
@@ -56,6 +57,8 @@ pub use engine::{
 };
 pub use error::{Error, Result};
 pub use layer::Layer;
+pub use meta::Kind;
+pub use open::{open, open_in, open_rw, AnyDataset, BcolzDataset};
 pub use selection::Selection;
 pub use staging::finish_removals;
 pub use storage::Storage;

@@ -461,65 +461,108 @@ impl MetaPaths {
     }
 }
 
-/// Checks that the `kind` of a `meta/storage` document is `expected` (`None`: an array,
-/// whose document names no kind).
+/// The kind of a dataset, read once from its `meta/storage` (the `kind` key; an array's
+/// document names none), or a bcolz directory read in place.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum Kind {
+    /// An N-d array ([`crate::Dataset`]).
+    Array,
+    /// A table of named columns ([`crate::Table`]).
+    Table,
+    /// A sorted layer dataset ([`crate::Layer`]).
+    Layer,
+    /// A bcolz carray, read in place ([`crate::bcolz::CarrayReader`]).
+    BcolzCarray,
+    /// A bcolz ctable, read in place ([`crate::bcolz::CtableReader`]).
+    BcolzCtable,
+}
+
+impl Kind {
+    /// The kind's name as `meta/storage` spells it (`"array"`, `"table"`, `"layer"`), or
+    /// `"bcolz carray"` / `"bcolz ctable"`.
+    pub fn name(self) -> &'static str {
+        match self {
+            Kind::Array => "array",
+            Kind::Table => "table",
+            Kind::Layer => "layer",
+            Kind::BcolzCarray => "bcolz carray",
+            Kind::BcolzCtable => "bcolz ctable",
+        }
+    }
+
+    /// The kind a blz `meta/storage` document (at `path`) names.
+    ///
+    /// # Errors
+    /// [`Error::Unsupported`] for a kind this version does not know (a newer blz wrote it);
+    /// [`Error::InvalidMetadata`] when the document is not blz's (no `"format": "blz"`) or
+    /// `kind` is not a string.
+    pub(crate) fn of_storage_doc(raw: &serde_json::Value, path: &Path) -> Result<Kind> {
+        if raw.get("format").and_then(|f| f.as_str()) != Some("blz") {
+            return Err(Error::metadata(
+                path,
+                format!("{} (its format is not \"blz\")", crate::open::NOT_BLZ),
+            ));
+        }
+        match raw.get("kind") {
+            None => Ok(Kind::Array),
+            Some(serde_json::Value::String(k)) => match k.as_str() {
+                "table" => Ok(Kind::Table),
+                "layer" => Ok(Kind::Layer),
+                other => Err(Error::Unsupported {
+                    path: path.to_path_buf(),
+                    reason: format!("unknown dataset kind {other:?} (written by a newer blz?)"),
+                }),
+            },
+            Some(_) => Err(Error::metadata(path, "kind must be a string")),
+        }
+    }
+}
+
+impl std::fmt::Display for Kind {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+/// Checks that a `meta/storage` document (at `path`) is of kind `expected`.
 ///
 /// # Errors
 /// [`Error::InvalidMetadata`] naming both kinds and the API that opens the dataset.
 pub(crate) fn check_dataset_kind(
     raw: &serde_json::Value,
     path: &Path,
-    expected: Option<&str>,
+    expected: Kind,
 ) -> Result<()> {
-    let kind = raw.get("kind").and_then(|k| k.as_str());
-    if kind == expected {
+    let found = Kind::of_storage_doc(raw, path)?;
+    if found == expected {
         return Ok(());
     }
-    let name = |k: Option<&str>| k.unwrap_or("array").to_string();
-    let (found, wanted) = (name(kind), name(expected));
-    let a = |w: &str| {
-        if w.starts_with(['a', 'e', 'i', 'o', 'u']) {
-            format!("an {w}")
+    let a = |k: Kind| {
+        if k.name().starts_with(['a', 'e', 'i', 'o', 'u']) {
+            format!("an {k}")
         } else {
-            format!("a {w}")
+            format!("a {k}")
         }
     };
     Err(Error::metadata(
         path,
         format!(
-            "this is {} dataset, not {} (open it with the {found} API)",
-            a(&found),
-            a(&wanted)
+            "this is {} dataset, not {} (open it with the {found} API, or blz::open)",
+            a(found),
+            a(expected)
         ),
     ))
 }
 
-/// Refuses, before a writer lock is taken, a dataset whose readable `meta/storage` names
-/// another kind than `expected`: opening the wrong kind of dataset for writing then leaves
-/// nothing (no `meta/lock`) behind in it. A `meta/storage` that cannot be read is left to
-/// the full checks made after recovery.
-///
-/// # Errors
-/// As [`check_dataset_kind`].
-pub(crate) fn refuse_other_kind(
-    storage: &dyn Storage,
-    mp: &MetaPaths,
-    expected: Option<&str>,
-) -> Result<()> {
-    match read_json::<serde_json::Value>(storage, &mp.storage()) {
-        Ok(raw) => check_dataset_kind(&raw, &mp.storage(), expected),
-        Err(_) => Ok(()),
-    }
-}
-
-/// The kind of the dataset at `root` on `storage` (`"array"`, `"table"`, `"layer"`), read
-/// from its `meta/storage`; `None` when there is no readable one (not a dataset).
-pub fn dataset_kind(storage: &dyn Storage, root: &Path) -> Option<String> {
-    let raw = read_json::<serde_json::Value>(storage, &MetaPaths::new(root).storage()).ok()?;
-    Some(match raw.get("kind") {
-        None => "array".to_string(),
-        Some(k) => k.as_str()?.to_string(),
-    })
+/// The kind of the blz dataset at `root` on `storage`, read from its `meta/storage`; `None`
+/// when there is no readable blz one (not a blz dataset; a bcolz carray's `meta/storage`
+/// is not one). What opens a dataset reads the kind itself ([`crate::open`]); this is for
+/// a caller that only asks.
+pub fn dataset_kind(storage: &dyn Storage, root: &Path) -> Option<Kind> {
+    let p = MetaPaths::new(root).storage();
+    let raw = read_json::<serde_json::Value>(storage, &p).ok()?;
+    Kind::of_storage_doc(&raw, &p).ok()
 }
 
 /// Reads and parses a JSON meta file. Public so that a client can read a `meta/` document

@@ -303,7 +303,7 @@ impl Staging {
         }
         // On an object store, the commit: the new state replaces the old in one conditional
         // write (a filesystem is done already).
-        s.publish(&self.path)?;
+        crate::engine::commit_point(s, &self.path)?;
         self.lock
             .take()
             .ok_or_else(|| Error::InvalidArgument("the dataset was already published".into()))

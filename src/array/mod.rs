@@ -23,12 +23,11 @@ pub use crate::engine::{
 use crate::dtype::{DType, Element};
 use crate::engine::limits::{self as layout, GROW_STEP_CHUNKS};
 use crate::engine::{
-    as_bytes, as_bytes_mut, build_storage_meta, elements_to_bytes, make_core, open_root,
-    read_attrs, settle, validate_storage_meta, verify_store, write_attrs, ArrayCore, ChunkWrites,
-    Source, WriterLock,
+    as_bytes, as_bytes_mut, build_storage_meta, elements_to_bytes, make_core,
+    validate_storage_meta, verify_store, ArrayCore, ChunkWrites, Root, Source,
 };
 use crate::error::{Error, Result};
-use crate::meta::{self, ArrayStorage, MetaPaths, Sizes};
+use crate::meta::{self, ArrayStorage, Kind, MetaPaths, Sizes};
 use crate::selection::{self, AxisSel};
 use crate::staging::Staging;
 use crate::storage::{self, Storage};
@@ -82,19 +81,8 @@ fn check_sizes(storage: &dyn Storage, core: &ArrayCore, sizes: &Sizes, path: &Pa
 /// An N-d array dataset.
 #[derive(Debug)]
 pub struct Dataset {
-    root: PathBuf,
-    storage: Arc<dyn Storage>,
-    /// The storage it was opened through (`storage` may be a view of a pending journal
-    /// over it), to open it again in [`Dataset::refresh`].
-    base: Arc<dyn Storage>,
-    /// `meta/sizes`' [`Storage::stamp`] when [`Dataset::refresh`] last found it current.
-    sizes_stamp: Option<[u64; 4]>,
-    /// A read-only handle's stamp of the `meta/sizes` it shows (taken before reading it), to
-    /// tell a read that met a commit ([`meta::whole_unless_committed`]); `None` for a
-    /// writing handle (nothing commits under it) or one opened through a journal view.
-    read_stamp: meta::ReadSnapshot,
-    mode: Mode,
-    _lock: Option<WriterLock>,
+    /// Where it is, the storage, the writer lock, the commit door.
+    root: Root,
     meta: ArrayStorage,
     sizes: Sizes,
     core: ArrayCore,
@@ -268,7 +256,7 @@ impl Dataset {
         drop(ds);
         let lock = staging.publish()?;
         let mut ds = Self::open_with(storage, root, Mode::ReadWrite, true)?;
-        ds._lock = Some(lock);
+        ds.root.hold(lock);
         Ok(ds)
     }
 
@@ -286,7 +274,7 @@ impl Dataset {
         let meta = build_storage_meta(dtype, shape, opts)?;
         layout::check_fill_chunks(0, layout::chunk_count(shape, &meta.chunkshape), &what)?;
         let is_array =
-            |p: &Path| meta::dataset_kind(storage.as_ref(), p).as_deref() == Some("array");
+            |p: &Path| meta::dataset_kind(storage.as_ref(), p) == Some(meta::Kind::Array);
         let staging = Staging::begin(storage, root, opts.overwrite, &is_array, "an array dataset")?;
         let dir = staging.dir().to_path_buf();
         let build = staging.build_storage();
@@ -347,24 +335,24 @@ impl Dataset {
         Self::open_with(storage, root, mode, false)
     }
 
-    /// As [`open_in`](Self::open_in); `building`: see [`open_root`].
+    /// As [`open_in`](Self::open_in); `building`: see [`Root::open`].
     fn open_with(
         storage: Arc<dyn Storage>,
         root: &Path,
         mode: Mode,
         building: bool,
     ) -> Result<Dataset> {
-        let mp = MetaPaths::new(root);
-        let base = Arc::clone(&storage);
-        let (lock, raw, storage) = open_root(&storage, root, mode, None, building)?;
+        let (root, _, raw) = Root::open(&storage, root, mode, Some(Kind::Array), building)?;
+        Self::from_root(root, raw)
+    }
+
+    /// The array at an opened root whose `meta/storage` document is `raw`.
+    pub(crate) fn from_root(root: Root, raw: serde_json::Value) -> Result<Dataset> {
+        let mp = MetaPaths::new(&root);
         let meta: ArrayStorage = serde_json::from_value(raw)
             .map_err(|e| Error::metadata(mp.storage(), e.to_string()))?;
         validate_storage_meta(&meta, &mp.storage())?;
-        let read_stamp = meta::ReadSnapshot::new(
-            (mode == Mode::ReadOnly && Arc::ptr_eq(&storage, &base))
-                .then(|| meta::sizes_stamp(base.as_ref(), root))
-                .flatten(),
-        );
+        let storage = Arc::clone(&root.storage);
         let sizes: Sizes = meta::read_json(storage.as_ref(), &mp.sizes())?;
         if sizes.shape.len() != meta.chunkshape.len() {
             return Err(Error::metadata(
@@ -376,16 +364,11 @@ impl Dataset {
                 ),
             ));
         }
-        let core = make_core(storage.clone(), root, PathBuf::from("data"), &meta)?;
+        let core = make_core(storage.clone(), &root, PathBuf::from("data"), &meta)?;
         check_sizes(storage.as_ref(), &core, &sizes, &mp.sizes())?;
+        let mode = root.mode;
         let ds = Dataset {
-            root: root.to_path_buf(),
-            storage,
-            base,
-            sizes_stamp: None,
-            read_stamp,
-            mode,
-            _lock: lock,
+            root,
             meta,
             sizes,
             core,
@@ -459,16 +442,11 @@ impl Dataset {
 
     /// The storage backend.
     pub fn storage(&self) -> &Arc<dyn Storage> {
-        &self.storage
+        &self.root.storage
     }
 
     fn check_writable(&self) -> Result<()> {
-        match self.mode {
-            Mode::ReadWrite => Ok(()),
-            Mode::ReadOnly => Err(Error::ReadOnly {
-                path: self.root.clone(),
-            }),
-        }
+        self.root.check_writable()
     }
 
     /// Resolves a selection against the shape.
@@ -516,44 +494,24 @@ impl Dataset {
     /// As [`Dataset::open_in`] (the dataset was removed or replaced by something else); the
     /// handle is left as it was.
     pub fn refresh(&mut self) -> Result<bool> {
-        if self.mode == Mode::ReadWrite {
+        let Some(stamp) = self.root.stale(self.sizes.generation, &self.meta.id) else {
             return Ok(false);
-        }
-        let via_view = !Arc::ptr_eq(&self.storage, &self.base);
-        let (reopen, stamp) = crate::engine::needs_reopen(
-            self.base.as_ref(),
-            &self.root,
-            via_view,
-            self.sizes_stamp,
-            self.sizes.generation,
-            &self.meta.id,
-        );
-        if !reopen {
-            self.sizes_stamp = stamp;
-            // The same commit, its `meta/sizes` written again (the same generation).
-            self.read_stamp.renew(stamp);
-            return Ok(false);
-        }
-        let root = self.root.clone();
-        *self = Self::open_with(Arc::clone(&self.base), &root, Mode::ReadOnly, false)?;
-        // Taken before the reopen: a commit in between changes it, and the next refresh
-        // reads the generation again.
-        self.sizes_stamp = stamp;
+        };
+        *self = Self::open_with(
+            Arc::clone(&self.root.base),
+            self.root.path(),
+            Mode::ReadOnly,
+            false,
+        )?;
+        self.root.set_seen(stamp);
         Ok(true)
     }
 
     /// An error a read met, or [`Error::Changed`] when a writer committed since this handle
-    /// opened (see [`meta::unless_changed`]).
+    /// opened (see [`Root::unless_changed`]).
     pub(crate) fn unless_changed<T>(&self, r: Result<T>) -> Result<T> {
-        let r = meta::unless_changed(self.storage.as_ref(), &self.root, self.sizes.generation, r);
-        meta::whole_unless_committed(
-            self.base.as_ref(),
-            &self.root,
-            &self.read_stamp,
-            self.sizes.generation,
-            &self.meta.id,
-            r,
-        )
+        self.root
+            .unless_changed(self.sizes.generation, &self.meta.id, r)
     }
 
     /// Reads a resolved selection as native-endian bytes (C order over the selection's
@@ -582,7 +540,7 @@ impl Dataset {
         let want = total.saturating_mul(self.core.itemsize() as u64);
         if sel.len() != self.sizes.shape.len() || out.len() as u64 != want {
             return Err(Error::Mismatch {
-                dataset: self.root.clone(),
+                dataset: self.root.to_path_buf(),
                 reason: format!(
                     "a buffer of {} bytes given for a selection of {want} bytes over {} axes",
                     out.len(),
@@ -655,7 +613,7 @@ impl Dataset {
         F: FnOnce(&ArrayCore, &mut Txn<'_>, &[u64]) -> Result<(i64, Vec<u64>)>,
     {
         self.check_writable()?;
-        let storage = self.storage.clone();
+        let storage = self.root.storage.clone();
         let mut txn = Txn::new(storage.as_ref(), &self.root);
         let old_shape = self.sizes.shape.clone();
         let result = f(&self.core, &mut txn, &old_shape).and_then(|(delta, new_shape)| {
@@ -672,7 +630,7 @@ impl Dataset {
                     .next_rewritten(rewrites || new_shape[0] < old_shape[0]),
             };
             txn.put_meta(Path::new("meta/sizes"), meta::to_json_bytes(&sizes));
-            txn.commit()?;
+            self.root.commit(txn)?;
             Ok(sizes)
         });
         self.core.store.invalidate();
@@ -684,13 +642,8 @@ impl Dataset {
             Err(e) => {
                 // Whatever happened, the disk holds a committed state (or a journal that
                 // recovery applies): reload it so this handle stays truthful.
-                if let Ok(None) = settle(&self.storage, &self.root, Mode::ReadWrite) {
-                    if let Ok(s) = meta::read_json::<Sizes>(
-                        self.storage.as_ref(),
-                        &MetaPaths::new(&self.root).sizes(),
-                    ) {
-                        self.sizes = s;
-                    }
+                if let Some(s) = self.root.resettle::<Sizes>() {
+                    self.sizes = s;
                 }
                 Err(e)
             }
@@ -724,7 +677,7 @@ impl Dataset {
         let row_bytes = self.sizes.shape[1..].iter().product::<u64>() * self.core.itemsize() as u64;
         if bytes.len() as u64 != rows * row_bytes {
             return Err(Error::Mismatch {
-                dataset: self.root.clone(),
+                dataset: self.root.to_path_buf(),
                 reason: format!(
                     "{} bytes given for {rows} rows of {row_bytes} bytes",
                     bytes.len()
@@ -754,7 +707,7 @@ impl Dataset {
     {
         let row_bytes = self.sizes.shape[1..].iter().product::<u64>() * self.core.itemsize() as u64;
         let cs0 = self.meta.chunkshape[0];
-        let root = self.root.clone();
+        let root = self.root.to_path_buf();
         let mut appended = 0;
         self.run_to(false, |core, txn, old| {
             let committed = core.nchunks(old);
@@ -914,7 +867,7 @@ impl Dataset {
         let total: u64 = sel.iter().map(|s| s.count).product();
         if bytes.len() as u64 != total * self.core.itemsize() as u64 {
             return Err(Error::Mismatch {
-                dataset: self.root.clone(),
+                dataset: self.root.to_path_buf(),
                 reason: format!("{} bytes given for {total} elements", bytes.len()),
             });
         }
@@ -936,7 +889,7 @@ impl Dataset {
     /// # Errors
     /// [`Error::InvalidMetadata`] when the file is not a JSON object; I/O errors.
     pub fn attrs(&self) -> Result<serde_json::Map<String, serde_json::Value>> {
-        read_attrs(self.storage.as_ref(), &self.root)
+        self.root.attrs()
     }
 
     /// Replaces the user attributes atomically.
@@ -944,8 +897,7 @@ impl Dataset {
     /// # Errors
     /// [`Error::ReadOnly`], I/O errors.
     pub fn set_attrs(&mut self, attrs: serde_json::Map<String, serde_json::Value>) -> Result<()> {
-        self.check_writable()?;
-        write_attrs(self.storage.as_ref(), &self.root, attrs)
+        self.root.set_attrs(attrs)
     }
 
     /// Sets one attribute.
@@ -962,17 +914,8 @@ impl Dataset {
     /// problems found (empty when the dataset is intact). When a writer committed while it
     /// read, the one problem returned is [`Error::Changed`]: verify again.
     pub fn verify(&self, mut progress: impl FnMut(u64, u64)) -> Vec<Error> {
-        let mut errors = verify_store(&self.core, self.nchunks(), &mut progress);
-        // Every meta file is part of the dataset too (storage and sizes were read to open it).
-        if let Err(e) = self.attrs() {
-            errors.push(e);
-        }
-        meta::verified_unless_changed(
-            self.storage.as_ref(),
-            &self.root,
-            self.sizes.generation,
-            errors,
-        )
+        let errors = verify_store(&self.core, self.nchunks(), &mut progress);
+        self.root.verified(self.sizes.generation, errors)
     }
 
     /// Rewrites every superchunk file without dead space (after many relocating modifies).
@@ -982,7 +925,9 @@ impl Dataset {
     pub fn compact(&mut self) -> Result<u64> {
         self.check_writable()?;
         let saved = self.core.store.compact(self.nchunks())?;
-        self.storage.publish(&self.root)?;
+        // The files now hold the same chunks in less space: a commit like any other
+        // (the same shape, a new generation) makes that the dataset's state.
+        self.run_to(false, |_, _, shape| Ok((0, shape.to_vec())))?;
         Ok(saved)
     }
 }

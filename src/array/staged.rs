@@ -255,12 +255,12 @@ impl Dataset {
             end,
             unit,
         };
-        let st = self.storage.as_ref();
+        let st = self.root.storage.as_ref();
         let had_staged = st.exists(&staged);
         st.create_dir_all(&dir)?;
         let session = StagedWrite {
-            storage: Arc::clone(&self.storage),
-            root: self.root.clone(),
+            storage: Arc::clone(&self.root.storage),
+            root: self.root.to_path_buf(),
             dir,
             doc,
             old_rows: old,
@@ -311,7 +311,7 @@ impl Dataset {
     fn commit_staged_inner(&mut self, session: &StagedWrite, head: &[u8]) -> Result<()> {
         self.check_writable()?;
         let doc = &session.doc;
-        if session.root != self.root
+        if session.root != *self.root.path()
             || session.generation != self.sizes.generation
             || session.old_rows != self.sizes.shape[0]
         {
@@ -325,7 +325,7 @@ impl Dataset {
         let head_rows = session.head_rows();
         if head.len() as u64 != head_rows * row_bytes {
             return Err(Error::Mismatch {
-                dataset: self.root.clone(),
+                dataset: self.root.to_path_buf(),
                 reason: format!(
                     "the staged write's first {head_rows} rows are the client's: {} bytes given, \
                      {} needed",
@@ -346,8 +346,8 @@ impl Dataset {
         // stand in the way of the renames).
         for f in first..last {
             let target = self.core.store.file_path(f);
-            if self.storage.exists(&target) {
-                self.storage.remove_file(&target)?;
+            if self.root.storage.exists(&target) {
+                self.root.storage.remove_file(&target)?;
             }
         }
         let old = self.sizes.shape[0];
@@ -421,7 +421,7 @@ impl StagedCreate {
         let lock = staging.publish()?;
         let mut ds =
             Dataset::open_with(Arc::clone(&self.storage), &self.root, Mode::ReadWrite, true)?;
-        ds._lock = Some(lock);
+        ds.root.hold(lock);
         Ok(ds)
     }
 }
@@ -648,7 +648,7 @@ fn encode_into(
     core.write(&mut txn, &mut w, k0, &sel, &shape, Source::Data(bytes))?;
     w.finish(&mut txn)?;
     // Only fresh files: the commit syncs them and their directory, and writes no journal.
-    txn.commit()?;
+    txn.commit_files()?;
     let s = doc.storage.superchunksize.max(1);
     let k1 = doc.chunk_of_row(end_row.next_multiple_of(doc.storage.chunkshape[0]));
     Ok((k0 / s..k1.div_ceil(s)).collect())

@@ -31,5 +31,5 @@ pub use self::layout::{
 };
 pub use self::lock::Mode;
 pub(crate) use self::lock::WriterLock;
-pub(crate) use self::root::{needs_reopen, open_root, read_attrs, settle, write_attrs};
+pub(crate) use self::root::{commit_point, Root};
 pub use self::root::{LIVE_APPLY_WAIT, STAGED_DIR};

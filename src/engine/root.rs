@@ -3,10 +3,10 @@
 
 use super::lock::{Mode, WriterLock};
 use crate::error::{Error, Result};
-use crate::meta::{self, MetaPaths};
+use crate::meta::{self, Kind, MetaPaths};
 use crate::storage::Storage;
-use crate::txn;
-use std::path::Path;
+use crate::txn::{self, Txn};
+use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 /// The directory, under a dataset's root, that holds the sessions of staged writes
@@ -74,11 +74,12 @@ pub(crate) fn settle(
     }
 }
 
-/// The first step of opening any dataset (array or table) at `root`: checks that it has a
-/// meta directory and is of the `kind` the caller opens (`None`: an array) before taking the
-/// writer lock in read-write mode, brings the dataset to its committed state ([`settle`]),
-/// reads `meta/storage` and checks its kind again, and returns it for the caller to
-/// interpret, with the storage to read the dataset through ([`settle`]).
+/// The first step of opening any dataset at `root`: checks that it has a meta directory
+/// (and, writing, that its kind is `expect` before the writer lock is taken, so the wrong
+/// kind leaves no `meta/lock` behind), brings the dataset to its committed state
+/// ([`settle`]), then reads `meta/storage` once: its kind, checked against `expect`
+/// (`None`: any kind, [`crate::open`]), and the document for the kind to interpret, with
+/// the storage to read the dataset through ([`settle`]).
 ///
 /// `building`: the dataset is being created in a staging directory whose lock the caller
 /// holds ([`crate::staging`]); it opens read-write without taking the lock. Otherwise a
@@ -87,9 +88,14 @@ pub(crate) fn open_root(
     storage: &Arc<dyn Storage>,
     root: &Path,
     mode: Mode,
-    kind: Option<&str>,
+    expect: Option<Kind>,
     building: bool,
-) -> Result<(Option<WriterLock>, serde_json::Value, Arc<dyn Storage>)> {
+) -> Result<(
+    Option<WriterLock>,
+    serde_json::Value,
+    Arc<dyn Storage>,
+    Kind,
+)> {
     let mp = MetaPaths::new(root);
     // Nothing there (never was, or removed under a handle that refreshes): not found,
     // which no reopen changes, rather than a "corrupt" dataset.
@@ -109,9 +115,16 @@ pub(crate) fn open_root(
     if !building {
         crate::staging::refuse_building(storage.as_ref(), root)?;
     }
-    meta::refuse_other_kind(storage.as_ref(), &mp, kind)?;
     let lock = match mode {
-        Mode::ReadWrite if !building => Some(WriterLock::acquire(storage.as_ref(), root)?),
+        Mode::ReadWrite if !building => {
+            // Only a writer leaves something behind (its lock file): the kind is checked
+            // before, from the document as it is now (an unreadable one is left to the
+            // read below, once the dataset is settled).
+            if let Ok(raw) = meta::read_json::<serde_json::Value>(storage.as_ref(), &mp.storage()) {
+                check_writable_kind(&raw, &mp.storage(), expect)?;
+            }
+            Some(WriterLock::acquire(storage.as_ref(), root)?)
+        }
         _ => None,
     };
     let storage = settle(storage, root, mode)?.unwrap_or_else(|| Arc::clone(storage));
@@ -119,12 +132,45 @@ pub(crate) fn open_root(
         remove_abandoned_sessions(storage.as_ref(), root)?;
     }
     let raw = meta::read_json(storage.as_ref(), &mp.storage())?;
-    meta::check_dataset_kind(&raw, &mp.storage(), kind)?;
-    Ok((lock, raw, storage))
+    let kind = match expect {
+        Some(k) => {
+            meta::check_dataset_kind(&raw, &mp.storage(), k)?;
+            k
+        }
+        None => Kind::of_storage_doc(&raw, &mp.storage())?,
+    };
+    if mode == Mode::ReadWrite && kind == Kind::Layer {
+        return Err(Error::ReadOnly {
+            path: root.to_path_buf(),
+        });
+    }
+    Ok((lock, raw, storage, kind))
+}
+
+/// Refuses to open for writing a dataset that is not of kind `expect` (`None`: any kind
+/// but a layer, which is written once and then only read).
+fn check_writable_kind(raw: &serde_json::Value, path: &Path, expect: Option<Kind>) -> Result<()> {
+    let kind = match expect {
+        Some(k) => {
+            meta::check_dataset_kind(raw, path, k)?;
+            k
+        }
+        None => Kind::of_storage_doc(raw, path)?,
+    };
+    if kind == Kind::Layer {
+        return Err(Error::ReadOnly {
+            path: path
+                .parent()
+                .and_then(Path::parent)
+                .unwrap_or(path)
+                .to_path_buf(),
+        });
+    }
+    Ok(())
 }
 
 /// Reads `meta/attributes` of the dataset at `root`.
-pub(crate) fn read_attrs(
+fn read_attrs(
     storage: &dyn Storage,
     root: &Path,
 ) -> Result<serde_json::Map<String, serde_json::Value>> {
@@ -138,19 +184,227 @@ pub(crate) fn read_attrs(
     }
 }
 
-/// Replaces a dataset's user attributes (`meta/attributes`, written atomically), and on an
-/// object store commits that as a new state.
-pub(crate) fn write_attrs(
-    storage: &dyn Storage,
-    root: &Path,
-    attrs: serde_json::Map<String, serde_json::Value>,
-) -> Result<()> {
-    meta::write_json(
-        storage,
-        &MetaPaths::new(root).attributes(),
-        &serde_json::Value::Object(attrs),
-    )?;
+/// The one place where a change reaches the store: after a transaction committed on the
+/// storage's files ([`Root::commit`]), or a staged create was renamed into place
+/// ([`crate::staging`]), the backend makes it visible to every other reader in its own
+/// atomic step ([`Storage::publish`]: nothing on a filesystem, where the journal rename
+/// already was that step; the conditional write of the state object on an object store).
+/// Nothing else in blz calls [`Storage::publish`] (`tests/one_door.rs` checks it).
+pub(crate) fn commit_point(storage: &dyn Storage, root: &Path) -> Result<()> {
     storage.publish(root)
+}
+
+/// A dataset's root, as every kind of dataset holds it: where it is, the storage it is
+/// read through, the writer lock of a writing handle, and what a read-only handle knows of
+/// the commit it shows. It owns the lifecycle every kind shares: opening ([`Root::open`]:
+/// settling a pending journal, the kind read once), the one commit door
+/// ([`Root::commit`]), attributes, and telling a read that met another commit
+/// ([`Root::unless_changed`]) or a handle that needs reopening ([`Root::stale`]).
+///
+/// It dereferences to the root's path.
+#[derive(Debug)]
+pub(crate) struct Root {
+    path: PathBuf,
+    /// The storage the dataset is read through (a view of a pending journal over `base`
+    /// for a reader that cannot apply it).
+    pub(crate) storage: Arc<dyn Storage>,
+    /// The storage it was opened through, to open it again on a refresh.
+    pub(crate) base: Arc<dyn Storage>,
+    pub(crate) mode: Mode,
+    lock: Option<WriterLock>,
+    /// `meta/sizes`' [`Storage::stamp`] when [`Root::stale`] last found it current.
+    sizes_stamp: Option<[u64; 4]>,
+    /// A read-only handle's stamp of the `meta/sizes` it shows (taken before reading it), to
+    /// tell a read that met a commit ([`meta::whole_unless_committed`]); `None` for a
+    /// writing handle (nothing commits under it) or one opened through a journal view.
+    read_stamp: meta::ReadSnapshot,
+}
+
+impl std::ops::Deref for Root {
+    type Target = Path;
+    fn deref(&self) -> &Path {
+        &self.path
+    }
+}
+
+impl AsRef<Path> for Root {
+    fn as_ref(&self) -> &Path {
+        &self.path
+    }
+}
+
+impl Root {
+    /// Opens the root at `path` ([`open_root`]): the root, its kind, and its `meta/storage`
+    /// document for the kind to interpret. Nothing has read `meta/sizes` yet: the kind reads
+    /// it next (a read-only handle's stamp of it is taken here, before).
+    ///
+    /// # Errors
+    /// As [`open_root`].
+    pub(crate) fn open(
+        storage: &Arc<dyn Storage>,
+        path: &Path,
+        mode: Mode,
+        expect: Option<Kind>,
+        building: bool,
+    ) -> Result<(Root, Kind, serde_json::Value)> {
+        let base = Arc::clone(storage);
+        let (lock, raw, storage, kind) = open_root(&base, path, mode, expect, building)?;
+        let read_stamp = meta::ReadSnapshot::new(
+            (mode == Mode::ReadOnly && Arc::ptr_eq(&storage, &base))
+                .then(|| meta::sizes_stamp(base.as_ref(), path))
+                .flatten(),
+        );
+        let root = Root {
+            path: path.to_path_buf(),
+            storage,
+            base,
+            mode,
+            lock,
+            sizes_stamp: None,
+            read_stamp,
+        };
+        Ok((root, kind, raw))
+    }
+
+    /// The root's path.
+    pub(crate) fn path(&self) -> &Path {
+        &self.path
+    }
+
+    /// Hands this handle the writer lock (a create that published holds it).
+    pub(crate) fn hold(&mut self, lock: WriterLock) {
+        self.lock = Some(lock);
+    }
+
+    /// [`Error::ReadOnly`] unless this handle writes.
+    pub(crate) fn check_writable(&self) -> Result<()> {
+        match self.mode {
+            Mode::ReadWrite => Ok(()),
+            Mode::ReadOnly => Err(Error::ReadOnly {
+                path: self.path.clone(),
+            }),
+        }
+    }
+
+    /// Commits `txn` (opened on this root's storage): its files first (the journal and
+    /// its rename on a filesystem), then the backend's [`commit_point`]. The one door every
+    /// change of an open dataset goes through.
+    ///
+    /// # Errors
+    /// As [`Txn::commit_files`] and [`Storage::publish`] ([`Error::Conflict`] on an object
+    /// store when another writer committed first).
+    pub(crate) fn commit(&self, txn: Txn<'_>) -> Result<()> {
+        if txn.commit_files()? {
+            commit_point(self.storage.as_ref(), &self.path)?;
+        }
+        Ok(())
+    }
+
+    /// The user attributes (`meta/attributes`).
+    ///
+    /// # Errors
+    /// [`Error::InvalidMetadata`] when the file is not a JSON object; I/O errors.
+    pub(crate) fn attrs(&self) -> Result<serde_json::Map<String, serde_json::Value>> {
+        read_attrs(self.storage.as_ref(), &self.path)
+    }
+
+    /// Replaces the user attributes: a transaction like any other.
+    ///
+    /// # Errors
+    /// [`Error::ReadOnly`], I/O errors.
+    pub(crate) fn set_attrs(
+        &self,
+        attrs: serde_json::Map<String, serde_json::Value>,
+    ) -> Result<()> {
+        self.check_writable()?;
+        let mut txn = Txn::new(self.storage.as_ref(), &self.path);
+        txn.put_meta(
+            Path::new("meta/attributes"),
+            meta::to_json_bytes(&serde_json::Value::Object(attrs)),
+        );
+        self.commit(txn)
+    }
+
+    /// Whether a read-only handle showing commit `generation` of the dataset with identity
+    /// `id` must open again to show the latest commit ([`needs_reopen`]): `None` for a
+    /// writing handle (nothing commits under it) and when it is current (its stamps
+    /// renewed); otherwise the stamp of `meta/sizes` to give the handle opened again
+    /// ([`Root::set_seen`]), taken before it opens, so a commit in between is seen by the
+    /// next refresh. A reopen that fails leaves this handle as it was.
+    pub(crate) fn stale(
+        &mut self,
+        generation: u64,
+        id: &Option<String>,
+    ) -> Option<Option<[u64; 4]>> {
+        if self.mode == Mode::ReadWrite {
+            return None;
+        }
+        let via_view = !Arc::ptr_eq(&self.storage, &self.base);
+        let (reopen, stamp) = needs_reopen(
+            self.base.as_ref(),
+            &self.path,
+            via_view,
+            self.sizes_stamp,
+            generation,
+            id,
+        );
+        if reopen {
+            return Some(stamp);
+        }
+        self.sizes_stamp = stamp;
+        // The same commit, its `meta/sizes` written again (the same generation).
+        self.read_stamp.renew(stamp);
+        None
+    }
+
+    /// Takes over the stamp [`Root::stale`] gave for the handle this one replaces.
+    pub(crate) fn set_seen(&mut self, stamp: Option<[u64; 4]>) {
+        self.sizes_stamp = stamp;
+    }
+
+    /// `r`, a read through a handle showing commit `generation` of the dataset with
+    /// identity `id`: an error it met becomes [`Error::Changed`] when a writer committed
+    /// since ([`meta::unless_changed`]), and so does a success that met another commit
+    /// ([`meta::whole_unless_committed`]).
+    pub(crate) fn unless_changed<T>(
+        &self,
+        generation: u64,
+        id: &Option<String>,
+        r: Result<T>,
+    ) -> Result<T> {
+        let r = meta::unless_changed(self.storage.as_ref(), &self.path, generation, r);
+        meta::whole_unless_committed(
+            self.base.as_ref(),
+            &self.path,
+            &self.read_stamp,
+            generation,
+            id,
+            r,
+        )
+    }
+
+    /// The problems a verification found, with the attributes checked too (every meta file
+    /// is part of the dataset; storage and sizes were read to open it), or one
+    /// [`Error::Changed`] when a writer committed since `generation`.
+    pub(crate) fn verified(&self, generation: u64, mut errors: Vec<Error>) -> Vec<Error> {
+        if let Err(e) = self.attrs() {
+            errors.push(e);
+        }
+        meta::verified_unless_changed(self.storage.as_ref(), &self.path, generation, errors)
+    }
+
+    /// After a commit failed: brings the dataset to its committed state again (a journal
+    /// left behind is applied) and reads `meta/sizes` of it, for the handle to stay
+    /// truthful; `None` when that cannot be done now.
+    pub(crate) fn resettle<T: serde::de::DeserializeOwned>(&self) -> Option<T> {
+        match settle(&self.storage, &self.path, Mode::ReadWrite) {
+            Ok(None) => {
+                meta::read_json::<T>(self.storage.as_ref(), &MetaPaths::new(&self.path).sizes())
+                    .ok()
+            }
+            _ => None,
+        }
+    }
 }
 
 /// What a read-only handle that opened generation `generation` of the dataset with identity
@@ -159,7 +413,7 @@ pub(crate) fn write_attrs(
 /// do to show the latest commit: `(true, stamp)` to open again, `(false, stamp)` when it is
 /// current, with the stamp of `meta/sizes` to remember either way (taken before anything is
 /// read, so a commit in between is seen by the next call).
-pub(crate) fn needs_reopen(
+fn needs_reopen(
     base: &dyn Storage,
     root: &Path,
     via_view: bool,

@@ -374,6 +374,6 @@ fn data_dir(col: &str) -> std::path::PathBuf {
 /// True when `root` holds a layer dataset (its `meta/storage` says `kind: "layer"`).
 pub fn is_layer(root: &std::path::Path) -> bool {
     crate::storage::for_path(root).is_ok_and(|(storage, root)| {
-        crate::meta::dataset_kind(storage.as_ref(), &root).as_deref() == Some(LAYER_KIND)
+        crate::meta::dataset_kind(storage.as_ref(), &root) == Some(crate::meta::Kind::Layer)
     })
 }

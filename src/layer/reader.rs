@@ -10,9 +10,9 @@ use crate::blosc;
 use crate::column::varlen::decode_items;
 use crate::column::LeafKind;
 use crate::dtype::DType;
-use crate::engine::ChunkStore;
+use crate::engine::{ChunkStore, Mode, Root};
 use crate::error::{Error, Result};
-use crate::meta::{self, MetaPaths};
+use crate::meta::{self, Kind, MetaPaths};
 use crate::storage::{self, Storage};
 use std::cmp::Ordering;
 use std::collections::HashMap;
@@ -209,7 +209,7 @@ impl Block {
 
 /// An open layer dataset. Shareable across threads; cursors borrow it.
 pub struct Layer {
-    root: PathBuf,
+    root: Root,
     meta: LayerStorage,
     sizes: LayerSizes,
     cols: Vec<ColReader>,
@@ -220,7 +220,9 @@ pub struct Layer {
 
 impl std::fmt::Debug for Layer {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Layer").field("root", &self.root).finish()
+        f.debug_struct("Layer")
+            .field("root", &self.root.path())
+            .finish()
     }
 }
 
@@ -253,9 +255,16 @@ impl Layer {
     /// [`Error::InvalidMetadata`] when `meta/storage` or `meta/sizes` is missing, not a layer
     /// dataset's, or inconsistent; I/O errors.
     pub fn open_in(storage: Arc<dyn Storage>, root: &Path) -> Result<Layer> {
-        let mp = MetaPaths::new(root);
-        crate::staging::refuse_building(storage.as_ref(), root)?;
-        let meta: LayerStorage = meta::read_json(storage.as_ref(), &mp.storage())?;
+        let (root, _, raw) = Root::open(&storage, root, Mode::ReadOnly, Some(Kind::Layer), false)?;
+        Self::from_root(root, raw)
+    }
+
+    /// The layer at an opened root whose `meta/storage` document is `raw`.
+    pub(crate) fn from_root(root: Root, raw: serde_json::Value) -> Result<Layer> {
+        let mp = MetaPaths::new(&root);
+        let storage = Arc::clone(&root.storage);
+        let meta: LayerStorage = serde_json::from_value(raw)
+            .map_err(|e| Error::metadata(mp.storage(), e.to_string()))?;
         if meta.kind != LAYER_KIND {
             return Err(Error::metadata(
                 mp.storage(),
@@ -284,11 +293,11 @@ impl Layer {
             }
             let entries = index_entries(c, s.rows, &s.index_chunks).map_err(bad)?;
             cols.push(ColReader::open(
-                &storage, root, &meta, i, kind, s.rows, entries,
+                &storage, &root, &meta, i, kind, s.rows, entries,
             ));
         }
         Ok(Layer {
-            root: root.to_path_buf(),
+            root,
             weight_dtype: meta.weight.as_ref().map(|w| w.dtype),
             meta,
             sizes,
@@ -377,7 +386,7 @@ impl Layer {
     pub fn group(&self, col: usize, parent_row: u64) -> Result<Cursor<'_>> {
         if col == 0 || col >= self.cols.len() || parent_row >= self.rows(col - 1) {
             return Err(Error::OutOfBounds {
-                dataset: self.root.clone(),
+                dataset: self.root.to_path_buf(),
                 reason: format!("no row group {parent_row} in column {}", col + 1),
             });
         }

@@ -393,9 +393,8 @@ impl LayerWriter {
         schema: LayerSchema,
     ) -> Result<LayerWriter> {
         let meta = schema.to_storage()?;
-        let is_layer = |p: &Path| {
-            meta::dataset_kind(storage.as_ref(), p).as_deref() == Some(super::LAYER_KIND)
-        };
+        let is_layer =
+            |p: &Path| meta::dataset_kind(storage.as_ref(), p) == Some(meta::Kind::Layer);
         let staging = Staging::begin(
             &storage,
             path,

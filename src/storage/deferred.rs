@@ -118,6 +118,12 @@ impl Storage for Deferred {
     fn publish(&self, root: &Path) -> Result<()> {
         self.inner.publish(root)
     }
+    fn commits_by_publish(&self) -> bool {
+        self.inner.commits_by_publish()
+    }
+    fn discard_unpublished(&self, root: &Path) {
+        self.inner.discard_unpublished(root)
+    }
 }
 
 /// Makes every file and directory under `dir` (and `dir` itself) durable: the files' data

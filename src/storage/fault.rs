@@ -205,6 +205,12 @@ impl Storage for FaultyStorage {
     fn publish(&self, root: &Path) -> Result<()> {
         self.inner.publish(root)
     }
+    fn commits_by_publish(&self) -> bool {
+        self.inner.commits_by_publish()
+    }
+    fn discard_unpublished(&self, root: &Path) {
+        self.inner.discard_unpublished(root)
+    }
 
     fn is_dir(&self, path: &Path) -> bool {
         self.inner.is_dir(path)

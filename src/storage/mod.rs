@@ -229,6 +229,19 @@ pub trait Storage: Send + Sync + std::fmt::Debug {
         let _ = root;
         Ok(())
     }
+    /// True when [`Storage::publish`] is the commit point: nothing written is visible to
+    /// other readers before it (an object store). A transaction then applies its change to
+    /// the files directly, without a journal; otherwise (the default, a filesystem) the
+    /// journal's rename is the commit point and `publish` has nothing left to do.
+    fn commits_by_publish(&self) -> bool {
+        false
+    }
+    /// Drops every change made under the dataset at `root` since the last publish (a
+    /// transaction failed while applying it on a backend that [commits by
+    /// publishing](Storage::commits_by_publish)). The default does nothing.
+    fn discard_unpublished(&self, root: &Path) {
+        let _ = root;
+    }
 }
 
 /// Holds a lock taken with [`Storage::lock`]; dropping it releases the lock.

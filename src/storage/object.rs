@@ -1522,6 +1522,16 @@ impl Storage for ObjectStorage {
             Ok(())
         }
     }
+
+    fn commits_by_publish(&self) -> bool {
+        true
+    }
+
+    fn discard_unpublished(&self, root: &Path) {
+        if root == self.backend.root.as_path() {
+            self.reset_tree();
+        }
+    }
 }
 
 /// What [`collect_garbage`] did.

@@ -29,12 +29,11 @@ use crate::blpk::Checksum;
 use crate::column::varlen::VarCore;
 use crate::dtype::{bytes_to_value, value_to_bytes, DType, Element, Endianness};
 use crate::engine::{
-    build_storage_meta, open_root, read_attrs, settle, write_attrs, ArrayCore, ChunkStore,
-    ChunkWrites, CreateOptions, Mode, Source, WriterLock,
+    build_storage_meta, ArrayCore, ChunkStore, ChunkWrites, CreateOptions, Mode, Root, Source,
 };
 use crate::error::{Error, Result};
 use crate::meta::{
-    self, ColumnSizes, Compression, FilterName, MetaPaths, Sizes, FORMAT_NAME, FORMAT_VERSION,
+    self, ColumnSizes, Compression, FilterName, Kind, MetaPaths, Sizes, FORMAT_NAME, FORMAT_VERSION,
 };
 use crate::selection::AxisSel;
 use crate::staging::Staging;
@@ -434,19 +433,8 @@ impl<'c> ColumnStream<'c> {
 
 /// A table dataset.
 pub struct Table {
-    root: PathBuf,
-    storage: Arc<dyn Storage>,
-    /// The storage it was opened through (`storage` may be a view of a pending journal
-    /// over it), to open it again in [`Table::refresh`].
-    base: Arc<dyn Storage>,
-    /// `meta/sizes`' [`Storage::stamp`] when [`Table::refresh`] last found it current.
-    sizes_stamp: Option<[u64; 4]>,
-    /// A read-only handle's stamp of the `meta/sizes` it shows (taken before reading it), to
-    /// tell a read that met a commit ([`meta::whole_unless_committed`]); `None` for a
-    /// writing handle (nothing commits under it) or one opened through a journal view.
-    read_stamp: meta::ReadSnapshot,
-    mode: Mode,
-    _lock: Option<WriterLock>,
+    /// Where it is, the storage, the writer lock, the commit door.
+    root: Root,
     meta: TableStorage,
     sizes: Sizes,
     columns: Vec<Column>,
@@ -705,7 +693,7 @@ impl Table {
         };
         let leaves = schema::leaves(&meta.dtype)?;
         let is_table =
-            |p: &Path| meta::dataset_kind(storage.as_ref(), p).as_deref() == Some("table");
+            |p: &Path| meta::dataset_kind(storage.as_ref(), p) == Some(meta::Kind::Table);
         let staging = Staging::begin(&storage, root, opts.overwrite, &is_table, "a table")?;
         let dir = staging.dir().to_path_buf();
         let build = staging.build_storage();
@@ -743,7 +731,7 @@ impl Table {
         Self::open_with(build.clone(), &dir, Mode::ReadWrite, true)?.append_batches(batches)?;
         let lock = staging.publish()?;
         let mut table = Self::open_with(storage, root, Mode::ReadWrite, true)?;
-        table._lock = Some(lock);
+        table.root.hold(lock);
         Ok(table)
     }
 
@@ -782,9 +770,14 @@ impl Table {
         mode: Mode,
         building: bool,
     ) -> Result<Table> {
-        let mp = MetaPaths::new(root);
-        let base = Arc::clone(&storage);
-        let (lock, raw, storage) = open_root(&storage, root, mode, Some("table"), building)?;
+        let (root, _, raw) = Root::open(&storage, root, mode, Some(Kind::Table), building)?;
+        Self::from_root(root, raw)
+    }
+
+    /// The table at an opened root whose `meta/storage` document is `raw`.
+    pub(crate) fn from_root(root: Root, raw: serde_json::Value) -> Result<Table> {
+        let mp = MetaPaths::new(&root);
+        let storage = Arc::clone(&root.storage);
         let meta: TableStorage = serde_json::from_value(raw)
             .map_err(|e| Error::metadata(mp.storage(), e.to_string()))?;
         if meta.format != FORMAT_NAME || meta.version != FORMAT_VERSION {
@@ -798,11 +791,6 @@ impl Table {
         }
         let leaves = schema::leaves(&meta.dtype)
             .map_err(|e| Error::metadata(mp.storage(), e.to_string()))?;
-        let read_stamp = meta::ReadSnapshot::new(
-            (mode == Mode::ReadOnly && Arc::ptr_eq(&storage, &base))
-                .then(|| meta::sizes_stamp(base.as_ref(), root))
-                .flatten(),
-        );
         let sizes: Sizes = meta::read_json(storage.as_ref(), &mp.sizes())?;
         if sizes.nrows.is_none() || sizes.shape.len() != 1 {
             return Err(Error::metadata(
@@ -812,17 +800,12 @@ impl Table {
         }
         let columns = leaves
             .into_iter()
-            .map(|l| build_column(storage.clone(), root, l, meta.id.as_deref()))
+            .map(|l| build_column(storage.clone(), &root, l, meta.id.as_deref()))
             .collect::<Result<Vec<_>>>()?;
         check_sizes(&columns, sizes.nrows.unwrap_or(0), &mp.sizes())?;
+        let mode = root.mode;
         let t = Table {
-            root: root.to_path_buf(),
-            storage,
-            base,
-            sizes_stamp: None,
-            read_stamp,
-            mode,
-            _lock: lock,
+            root,
             meta,
             sizes,
             columns,
@@ -868,7 +851,7 @@ impl Table {
 
     /// The storage backend.
     pub fn storage(&self) -> &Arc<dyn Storage> {
-        &self.storage
+        &self.root.storage
     }
 
     /// Superchunk files of a column, as absolute paths.
@@ -907,18 +890,13 @@ impl Table {
     }
 
     fn check_writable(&self) -> Result<()> {
-        match self.mode {
-            Mode::ReadWrite => Ok(()),
-            Mode::ReadOnly => Err(Error::ReadOnly {
-                path: self.root.clone(),
-            }),
-        }
+        self.root.check_writable()
     }
 
     fn check_range(&self, start: u64, end: u64) -> Result<()> {
         if start > end || end > self.nrows() {
             return Err(Error::OutOfBounds {
-                dataset: self.root.clone(),
+                dataset: self.root.to_path_buf(),
                 reason: format!("rows {start}..{end} outside 0..{}", self.nrows()),
             });
         }
@@ -949,7 +927,7 @@ impl Table {
         let want = (end - start).saturating_mul(core.itemsize() as u64);
         if out.len() as u64 != want {
             return Err(Error::Mismatch {
-                dataset: self.root.clone(),
+                dataset: self.root.to_path_buf(),
                 reason: format!(
                     "a buffer of {} bytes given for {} rows of column {name} ({want} bytes)",
                     out.len(),
@@ -1017,44 +995,24 @@ impl Table {
     /// As [`Table::open_in`] (the table was removed or replaced by something else); the
     /// handle is left as it was.
     pub fn refresh(&mut self) -> Result<bool> {
-        if self.mode == Mode::ReadWrite {
+        let Some(stamp) = self.root.stale(self.sizes.generation, &self.meta.id) else {
             return Ok(false);
-        }
-        let via_view = !Arc::ptr_eq(&self.storage, &self.base);
-        let (reopen, stamp) = crate::engine::needs_reopen(
-            self.base.as_ref(),
-            &self.root,
-            via_view,
-            self.sizes_stamp,
-            self.sizes.generation,
-            &self.meta.id,
-        );
-        if !reopen {
-            self.sizes_stamp = stamp;
-            // The same commit, its `meta/sizes` written again (the same generation).
-            self.read_stamp.renew(stamp);
-            return Ok(false);
-        }
-        let root = self.root.clone();
-        *self = Self::open_with(Arc::clone(&self.base), &root, Mode::ReadOnly, false)?;
-        // Taken before the reopen: a commit in between changes it, and the next refresh
-        // reads the generation again.
-        self.sizes_stamp = stamp;
+        };
+        *self = Self::open_with(
+            Arc::clone(&self.root.base),
+            self.root.path(),
+            Mode::ReadOnly,
+            false,
+        )?;
+        self.root.set_seen(stamp);
         Ok(true)
     }
 
     /// An error a read met, or [`Error::Changed`] when a writer committed since this handle
-    /// opened (see [`meta::unless_changed`]).
+    /// opened (see [`Root::unless_changed`]).
     pub(crate) fn unless_changed<T>(&self, r: Result<T>) -> Result<T> {
-        let r = meta::unless_changed(self.storage.as_ref(), &self.root, self.sizes.generation, r);
-        meta::whole_unless_committed(
-            self.base.as_ref(),
-            &self.root,
-            &self.read_stamp,
-            self.sizes.generation,
-            &self.meta.id,
-            r,
-        )
+        self.root
+            .unless_changed(self.sizes.generation, &self.meta.id, r)
     }
 
     fn read_column(&self, c: &Column, start: u64, end: u64) -> Result<Values> {
@@ -1065,7 +1023,7 @@ impl Table {
             let last = c
                 .store()
                 .file_path((end - 1) / c.leaf.storage.chunklen / c.store().superchunksize());
-            if !self.storage.exists(&last) {
+            if !self.root.storage.exists(&last) {
                 return Err(Error::metadata(
                     MetaPaths::new(&self.root).sizes(),
                     format!(
@@ -1135,7 +1093,7 @@ impl Table {
         let n = self.nrows();
         if let Some(&bad) = indices.iter().find(|&&i| i >= n) {
             return Err(Error::OutOfBounds {
-                dataset: self.root.clone(),
+                dataset: self.root.to_path_buf(),
                 reason: format!("row {bad} outside 0..{n}"),
             });
         }
@@ -1208,7 +1166,7 @@ impl Table {
         F: FnOnce(&[Column], &mut Txn<'_>) -> Result<(BTreeMap<String, (i64, i64)>, u64)>,
     {
         self.check_writable()?;
-        let storage = self.storage.clone();
+        let storage = self.root.storage.clone();
         let mut txn = Txn::new(storage.as_ref(), &self.root);
         let result = f(&self.columns, &mut txn).and_then(|(deltas, nrows)| {
             let mut cols = self.sizes.columns.clone().unwrap_or_default();
@@ -1244,7 +1202,7 @@ impl Table {
                 txn.put_meta(Path::new("meta/storage"), meta::to_json_bytes(m));
             }
             txn.put_meta(Path::new("meta/sizes"), meta::to_json_bytes(&sizes));
-            txn.commit()?;
+            self.root.commit(txn)?;
             Ok(sizes)
         });
         for c in &self.columns {
@@ -1259,13 +1217,11 @@ impl Table {
                 Ok(())
             }
             Err(e) => {
-                if settle(&self.storage, &self.root, Mode::ReadWrite).is_ok() {
+                if let Some(s) = self.root.resettle::<Sizes>() {
+                    self.sizes = s;
                     let mp = MetaPaths::new(&self.root);
-                    if let Ok(s) = meta::read_json::<Sizes>(self.storage.as_ref(), &mp.sizes()) {
-                        self.sizes = s;
-                    }
                     if let Ok(m) =
-                        meta::read_json::<TableStorage>(self.storage.as_ref(), &mp.storage())
+                        meta::read_json::<TableStorage>(self.root.storage.as_ref(), &mp.storage())
                     {
                         let _ = self.reload_schema(m);
                     }
@@ -1279,7 +1235,7 @@ impl Table {
         let leaves = schema::leaves(&m.dtype)?;
         self.columns = leaves
             .into_iter()
-            .map(|l| build_column(self.storage.clone(), &self.root, l, m.id.as_deref()))
+            .map(|l| build_column(self.root.storage.clone(), &self.root, l, m.id.as_deref()))
             .collect::<Result<_>>()?;
         self.meta = m;
         Ok(())
@@ -1358,7 +1314,7 @@ impl Table {
             let n = v.len() as u64;
             if *len.get_or_insert(n) != n {
                 return Err(Error::Mismatch {
-                    dataset: self.root.clone(),
+                    dataset: self.root.to_path_buf(),
                     reason: format!(
                         "column {name} has {n} values, others have {}",
                         len.unwrap_or(0)
@@ -1449,7 +1405,7 @@ impl Table {
     {
         self.check_writable()?;
         let nrows = self.nrows();
-        let root = self.root.clone();
+        let root = self.root.to_path_buf();
         self.run_to(None, false, |columns, txn| {
             let mut streams: Vec<ColumnStream<'_>> = columns
                 .iter()
@@ -1575,10 +1531,11 @@ impl Table {
         meta.dtype.extend(spec.iter().cloned());
         let new_leaves = schema::leaves(&spec)?;
         let nrows = self.nrows();
-        let storage = self.storage.clone();
-        let root = self.root.clone();
+        let storage = self.root.storage.clone();
+        let root = self.root.to_path_buf();
         // Leftovers of an earlier failed attempt would be mistaken for data.
-        self.storage
+        self.root
+            .storage
             .remove_dir_all(&root.join("data").join(&field.name))?;
         let table_id = self.meta.id.clone();
         self.run(nrows, Some(meta), true, move |_, txn| {
@@ -1647,10 +1604,10 @@ impl Table {
             sizes_cols.insert(format!("{new_prefix}{}", &k[path.len()..]), v);
         }
         self.sizes.columns = Some(sizes_cols);
-        let exists = self.storage.exists(&self.root.join(&from));
+        let exists = self.root.storage.exists(&self.root.join(&from));
         // A directory at the new name is a leftover of a failed operation (no committed
         // column has that name): remove it, or the rename would be skipped at apply.
-        self.storage.remove_dir_all(&self.root.join(&to))?;
+        self.root.storage.remove_dir_all(&self.root.join(&to))?;
         self.run(nrows, Some(meta), true, move |_, txn| {
             if exists {
                 txn.rename(&from, &to);
@@ -1664,7 +1621,7 @@ impl Table {
     /// # Errors
     /// As [`crate::Dataset::attrs`].
     pub fn attrs(&self) -> Result<serde_json::Map<String, serde_json::Value>> {
-        read_attrs(self.storage.as_ref(), &self.root)
+        self.root.attrs()
     }
 
     /// Replaces the user attributes atomically.
@@ -1672,8 +1629,7 @@ impl Table {
     /// # Errors
     /// [`Error::ReadOnly`], I/O errors.
     pub fn set_attrs(&mut self, attrs: serde_json::Map<String, serde_json::Value>) -> Result<()> {
-        self.check_writable()?;
-        write_attrs(self.storage.as_ref(), &self.root, attrs)
+        self.root.set_attrs(attrs)
     }
 
     /// Rewrites every superchunk file of every column without dead space (after many
@@ -1690,7 +1646,9 @@ impl Table {
         for c in &self.columns {
             saved += c.store().compact(c.nchunks(n))?;
         }
-        self.storage.publish(&self.root)?;
+        // The files now hold the same chunks in less space: a commit like any other (the
+        // same rows, a new generation) makes that the table's state.
+        self.run_to(None, false, |_, _| Ok((BTreeMap::new(), n)))?;
         Ok(saved)
     }
 
@@ -1732,15 +1690,7 @@ impl Table {
             }
             done += k;
         }
-        if let Err(e) = self.attrs() {
-            errors.push(e);
-        }
-        meta::verified_unless_changed(
-            self.storage.as_ref(),
-            &self.root,
-            self.sizes.generation,
-            errors,
-        )
+        self.root.verified(self.sizes.generation, errors)
     }
 }
 

@@ -456,19 +456,19 @@ impl<'a> Txn<'a> {
         });
     }
 
-    /// Commits: syncs the new bytes, makes the change durable in one atomic step, then applies
-    /// it.
+    /// Commits on the storage's files: syncs the new bytes, makes the change durable in one
+    /// atomic step, then applies it; true when something was committed. The backend's own
+    /// step that makes it visible elsewhere comes after, from the dataset's root
+    /// ([`crate::engine::Root::commit`]); a transaction in a private directory (a staged
+    /// worker's files) stops here.
     ///
     /// # Errors
     /// I/O errors. An error before the commit point leaves the last committed state (and
     /// gives back the space the transaction took); an error after it leaves a journal that
     /// the next [`recover`] applies.
-    pub(crate) fn commit(mut self) -> Result<()> {
+    pub(crate) fn commit_files(mut self) -> Result<bool> {
         // On an error before the commit point, dropping `self` undoes the writes.
-        if self.commit_local()? {
-            self.storage.publish(&self.root)?;
-        }
-        Ok(())
+        self.commit_local()
     }
 
     /// The commit on the storage's files; true when something was committed. Clears
@@ -518,6 +518,19 @@ impl<'a> Txn<'a> {
                 self.replace_to_commit(&path, &data)?;
                 return Ok(true);
             }
+        }
+        if self.storage.commits_by_publish() {
+            // Nothing of the change is visible until the backend publishes it in one
+            // step of its own: that is the commit point, and a journal would be a second.
+            // The change is applied to the files as they are; should that fail, what was
+            // applied is dropped and the last published state stays.
+            self.undo_on_drop = false;
+            self.files.clear();
+            if let Err(e) = apply(self.storage, &self.root, &self.entries) {
+                self.storage.discard_unpublished(&self.root);
+                return Err(e);
+            }
+            return Ok(true);
         }
         let bytes = encode(&self.entries);
         let jp = journal_path(&self.root);

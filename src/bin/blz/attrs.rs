@@ -5,7 +5,6 @@ use crate::failure::{say, Failure};
 use crate::parse::parse_kv;
 use blz::{Dataset, Table};
 use std::io::Write;
-use std::path::Path;
 
 /// A dataset with user attributes (an array or a table).
 pub(crate) trait Attributes {
@@ -24,14 +23,15 @@ impl Attributes for Dataset {
     }
 }
 
-/// `blz attrs` on a dataset that `open(path, write)` opens: prints the attributes, or
-/// applies `--delete` and `--set`.
-pub(crate) fn edit_attrs<D: Attributes>(
-    a: &AttrsArgs,
-    open: impl Fn(&Path, bool) -> Result<D, Failure>,
-) -> Result<(), Failure> {
-    if a.set.is_empty() && a.delete.is_empty() {
-        let ds = open(&a.path, false)?;
+/// Whether `blz attrs` changes the attributes (and opens the dataset for writing).
+pub(crate) fn writes(a: &AttrsArgs) -> bool {
+    !(a.set.is_empty() && a.delete.is_empty())
+}
+
+/// `blz attrs` on a dataset opened for it (for writing when it [`writes`]): prints the
+/// attributes, or applies `--delete` and `--set`.
+pub(crate) fn edit_attrs<D: Attributes>(a: &AttrsArgs, mut ds: D) -> Result<(), Failure> {
+    if !writes(a) {
         let attrs = serde_json::Value::Object(ds.get()?);
         say!(
             "{}",
@@ -44,7 +44,6 @@ pub(crate) fn edit_attrs<D: Attributes>(
         .iter()
         .map(|kv| parse_kv(kv, "--set"))
         .collect::<Result<Vec<_>, _>>()?;
-    let mut ds = open(&a.path, true)?;
     let mut attrs = ds.get()?;
     for k in &a.delete {
         if attrs.shift_remove(k).is_none() {

@@ -27,8 +27,9 @@ const SUMMARY_THRESHOLD: u64 = 1000;
 // ---------------------------------------------------------------------------------------------
 // Helpers
 
-/// Opens a dataset, explaining a missing path or a directory that is not a dataset.
-fn open(path: &Path, write: bool) -> Result<Dataset, Failure> {
+/// Opens the dataset at `path` as the kind it is (`blz::open_in`: its kind read once),
+/// explaining a missing path or a directory that is not a dataset.
+pub fn open_any(path: &Path, write: bool) -> Result<blz::AnyDataset, Failure> {
     // A local path or an s3:// URL.
     let (storage, root) = blz::storage::for_path(path)?;
     if !storage.exists(&root) {
@@ -51,7 +52,7 @@ fn open(path: &Path, write: bool) -> Result<Dataset, Failure> {
     } else {
         Mode::ReadOnly
     };
-    Ok(Dataset::open_in(storage, &root, mode)?)
+    Ok(blz::open_in(storage, &root, mode)?)
 }
 
 /// Rows of `row_bytes` per batch: about [`batch_bytes`] (the library carries what does not
@@ -435,8 +436,7 @@ fn info_json(path: &Path, ds: &Dataset) -> Result<serde_json::Value, Failure> {
 }
 
 /// `blz info PATH` for a dataset directory: layout, compression, sizes, files, attributes.
-pub fn dataset_info(path: &Path, json: bool) -> Result<(), Failure> {
-    let ds = open(path, false)?;
+pub fn dataset_info(path: &Path, json: bool, ds: Dataset) -> Result<(), Failure> {
     let j = info_json(path, &ds)?;
     if json {
         say!("{}", serde_json::to_string_pretty(&j).unwrap_or_default());
@@ -553,8 +553,7 @@ fn print_files(o: &mut dyn Write, files: &[serde_json::Value]) -> std::io::Resul
 // get
 
 /// `blz get`.
-pub fn get(a: &GetArgs) -> Result<(), Failure> {
-    let ds = open(&a.path, false)?;
+pub fn get(a: &GetArgs, ds: Dataset) -> Result<(), Failure> {
     if a.columns.is_some() || a.rows.is_some() || a.out_dir.is_some() {
         return Err(Failure::new(format!(
             "{}: --columns, --rows and --out-dir apply to tables; this dataset is an array",
@@ -635,8 +634,7 @@ fn write_npy(ds: &Dataset, sel: &SelectionReader<'_>, out: &Path) -> Result<(), 
 // append, resize
 
 /// `blz append`.
-pub fn append(a: &AppendArgs) -> Result<(), Failure> {
-    let mut ds = open(&a.path, true)?;
+pub fn append(a: &AppendArgs, mut ds: Dataset) -> Result<(), Failure> {
     let dtype = ds.dtype();
     let before = ds.shape().to_vec();
     let n = if let Some(p) = &a.npy {
@@ -673,8 +671,7 @@ pub fn append(a: &AppendArgs) -> Result<(), Failure> {
 }
 
 /// `blz resize`.
-pub fn resize(a: &ResizeArgs) -> Result<(), Failure> {
-    let mut ds = open(&a.path, true)?;
+pub fn resize(a: &ResizeArgs, mut ds: Dataset) -> Result<(), Failure> {
     let before = ds.shape().to_vec();
     ds.resize(a.rows)?;
     say!(
@@ -690,16 +687,15 @@ pub fn resize(a: &ResizeArgs) -> Result<(), Failure> {
 // attrs
 
 /// `blz attrs`.
-pub fn attrs(a: &AttrsArgs) -> Result<(), Failure> {
-    edit_attrs(a, open)
+pub fn attrs(a: &AttrsArgs, ds: Dataset) -> Result<(), Failure> {
+    edit_attrs(a, ds)
 }
 
 // ---------------------------------------------------------------------------------------------
 // verify, compact
 
 /// `blz verify`.
-pub fn verify(path: &Path) -> Result<(), Failure> {
-    let ds = open(path, false)?;
+pub fn verify(path: &Path, ds: Dataset) -> Result<(), Failure> {
     let n = ds.nchunks();
     let pb = progress(n, "verify", "chunks");
     let errors = ds.verify(|done, total| {
@@ -713,8 +709,7 @@ pub fn verify(path: &Path) -> Result<(), Failure> {
 }
 
 /// `blz compact`.
-pub fn compact(path: &Path) -> Result<(), Failure> {
-    let mut ds = open(path, true)?;
+pub fn compact(path: &Path, mut ds: Dataset) -> Result<(), Failure> {
     let files: Vec<PathBuf> = (0..ds.nfiles()).map(|f| ds.superchunk_path(f)).collect();
     let storage = std::sync::Arc::clone(ds.storage());
     run_compaction(path, storage.as_ref(), &files, || ds.compact())

@@ -129,8 +129,8 @@ pub fn run(a: &LayerArgs) -> Result<(), Failure> {
         LayerCommand::Build(b) => build(b),
         LayerCommand::Seek(s) => seek(s),
         LayerCommand::Contains(c) => contains(c),
-        LayerCommand::Info(i) => layer_info(&i.dataset, i.json),
-        LayerCommand::Verify(v) => layer_verify(&v.dataset),
+        LayerCommand::Info(i) => layer_info(&i.dataset, i.json, Layer::open(&i.dataset)?),
+        LayerCommand::Verify(v) => layer_verify(&v.dataset, Layer::open(&v.dataset)?),
     }
 }
 
@@ -356,8 +356,7 @@ fn contains(a: &ContainsArgs) -> Result<(), Failure> {
 ///
 /// # Errors
 /// When the dataset cannot be opened.
-pub fn layer_info(path: &Path, json: bool) -> Result<(), Failure> {
-    let layer = Layer::open(path)?;
+pub fn layer_info(path: &Path, json: bool, layer: Layer) -> Result<(), Failure> {
     let info = layer.info();
     if json {
         println!(
@@ -404,8 +403,7 @@ pub fn layer_info(path: &Path, json: bool) -> Result<(), Failure> {
 ///
 /// # Errors
 /// When the dataset cannot be opened or a problem is found (exit status 1).
-pub fn layer_verify(path: &Path) -> Result<(), Failure> {
-    let layer = Layer::open(path)?;
+pub fn layer_verify(path: &Path, layer: Layer) -> Result<(), Failure> {
     let errors = layer.verify();
     if errors.is_empty() {
         let rows: Vec<String> = (0..layer.ncolumns())

@@ -16,6 +16,7 @@ mod sources;
 mod table;
 
 use args::DatasetCommand;
+use blz::AnyDataset;
 use clap::{Parser, Subcommand};
 use failure::{say, Failure};
 use std::io::Write;
@@ -168,21 +169,40 @@ pub fn parse_size(s: &str) -> blz::Result<u64> {
     Ok(v as u64)
 }
 
-/// `blz info PATH`: a directory is a dataset, a file a superchunk file.
+/// `blz info PATH`: a directory is a dataset (of the kind it is), a file a superchunk file.
 fn info(path: &Path, json: bool) -> Result<(), Failure> {
-    match table::dataset_kind(path)?.as_deref() {
-        Some("layer") => return layer::layer_info(path, json),
-        Some("table") => return table::info(path, json),
-        _ => {}
+    if !path.is_dir() && path.exists() {
+        return file::info(path, json);
     }
-    if path.is_dir() || !path.exists() {
-        return dataset::dataset_info(path, json);
+    match dataset::open_any(path, false)? {
+        AnyDataset::Array(ds) => dataset::dataset_info(path, json, ds),
+        AnyDataset::Table(t) => table::info(path, json, t),
+        AnyDataset::Layer(l) => layer::layer_info(path, json, l),
+        other => Err(not_for(path, &other, "info")),
     }
-    file::info(path, json)
 }
 
-/// Runs a dataset subcommand on an array, a table (or, for `verify`, a layer dataset).
+/// The error for a command that does not apply to the kind of dataset at `path`.
+fn not_for(path: &Path, ds: &AnyDataset, command: &str) -> Failure {
+    let hint = match ds.kind() {
+        blz::Kind::BcolzCarray | blz::Kind::BcolzCtable => {
+            " (read it in place from Python with blz.open, or convert it with blz import)"
+        }
+        blz::Kind::Layer => " (see blz layer --help)",
+        _ => "",
+    };
+    Failure::new(format!(
+        "{}: blz {command} does not apply to a {} dataset{hint}",
+        path.display(),
+        ds.kind()
+    ))
+}
+
+/// Runs a dataset subcommand on the dataset at its path, opened once as the kind it is
+/// (`blz::open`): an array, a table, or for `info`/`verify` a layer dataset.
 fn run_dataset(cmd: &DatasetCommand) -> Result<(), Failure> {
+    use AnyDataset as D;
+    let open = dataset::open_any;
     match cmd {
         DatasetCommand::Create(a) if a.csv.is_some() && a.column.is_none() => table::create(a),
         // A .npy file of records makes a table; any other is an array (whose reader reports
@@ -192,21 +212,37 @@ fn run_dataset(cmd: &DatasetCommand) -> Result<(), Failure> {
             Some(Err(e)) => Err(e.into()),
             _ => dataset::create(a),
         },
-        DatasetCommand::Get(a) if table::is_table(&a.path)? => table::get(a),
-        DatasetCommand::Get(a) => dataset::get(a),
-        DatasetCommand::Append(a) if table::is_table(&a.path)? => table::append(a),
-        DatasetCommand::Append(a) => dataset::append(a),
-        DatasetCommand::Resize(a) if table::is_table(&a.path)? => table::resize(a),
-        DatasetCommand::Resize(a) => dataset::resize(a),
-        DatasetCommand::Attrs(a) if table::is_table(&a.path)? => table::attrs(a),
-        DatasetCommand::Attrs(a) => dataset::attrs(a),
-        DatasetCommand::Verify(a) => match table::dataset_kind(&a.path)?.as_deref() {
-            Some("layer") => layer::layer_verify(&a.path),
-            Some("table") => table::verify(&a.path),
-            _ => dataset::verify(&a.path),
+        DatasetCommand::Get(a) => match open(&a.path, false)? {
+            D::Array(ds) => dataset::get(a, ds),
+            D::Table(t) => table::get(a, t),
+            other => Err(not_for(&a.path, &other, "get")),
         },
-        DatasetCommand::Compact(a) if table::is_table(&a.path)? => table::compact(&a.path),
-        DatasetCommand::Compact(a) => dataset::compact(&a.path),
+        DatasetCommand::Append(a) => match open(&a.path, true)? {
+            D::Array(ds) => dataset::append(a, ds),
+            D::Table(t) => table::append(a, t),
+            other => Err(not_for(&a.path, &other, "append")),
+        },
+        DatasetCommand::Resize(a) => match open(&a.path, true)? {
+            D::Array(ds) => dataset::resize(a, ds),
+            D::Table(t) => table::resize(a, t),
+            other => Err(not_for(&a.path, &other, "resize")),
+        },
+        DatasetCommand::Attrs(a) => match open(&a.path, attrs::writes(a))? {
+            D::Array(ds) => dataset::attrs(a, ds),
+            D::Table(t) => table::attrs(a, t),
+            other => Err(not_for(&a.path, &other, "attrs")),
+        },
+        DatasetCommand::Verify(a) => match open(&a.path, false)? {
+            D::Array(ds) => dataset::verify(&a.path, ds),
+            D::Table(t) => table::verify(&a.path, t),
+            D::Layer(l) => layer::layer_verify(&a.path, l),
+            other => Err(not_for(&a.path, &other, "verify")),
+        },
+        DatasetCommand::Compact(a) => match open(&a.path, true)? {
+            D::Array(ds) => dataset::compact(&a.path, ds),
+            D::Table(t) => table::compact(&a.path, t),
+            other => Err(not_for(&a.path, &other, "compact")),
+        },
     }
 }
 

@@ -27,27 +27,6 @@ const BATCH_ROWS: usize = 65536;
 const SUMMARY_THRESHOLD: u64 = 1000;
 
 /// Writes a line to standard output, turning a closed pipe into a quiet stop.
-/// The kind of dataset at `path` (`meta/storage`'s `kind`: `array`, `table`, `layer`), or
-/// `None` when nothing there says. A URL that is malformed, or whose store cannot be
-/// reached, is an error here rather than "not a table": the command would only meet it
-/// again (after the same timeouts) opening the dataset.
-pub fn dataset_kind(path: &Path) -> Result<Option<String>, Failure> {
-    let (storage, root) = blz::storage::for_path(path)?;
-    Ok(blz::meta::dataset_kind(storage.as_ref(), &root))
-}
-
-/// True when `path` holds a table (its `meta/storage` says `"kind": "table"`).
-pub fn is_table(path: &Path) -> Result<bool, Failure> {
-    Ok(dataset_kind(path)?.as_deref() == Some("table"))
-}
-
-fn open(path: &Path, write: bool) -> Result<Table, Failure> {
-    Ok(if write {
-        Table::open_rw(path)?
-    } else {
-        Table::open(path)?
-    })
-}
 
 // ---------------------------------------------------------------------------------------------
 // create
@@ -217,8 +196,7 @@ pub fn create_npy(a: &CreateArgs, rec: RecordReader) -> Result<(), Failure> {
 
 /// `blz append --npy` on a table: the records' fields must be the table's columns, with
 /// the same types.
-fn append_npy(a: &AppendArgs, npy_path: &Path) -> Result<(), Failure> {
-    let mut t = open(&a.path, true)?;
+fn append_npy(a: &AppendArgs, npy_path: &Path, mut t: Table) -> Result<(), Failure> {
     let rec = RecordReader::open(npy_path)?.ok_or_else(|| {
         Failure::new(format!(
             "{}: a table appends records (a structured dtype with a field per column: {})",
@@ -290,8 +268,7 @@ fn leaf_json(t: &Table, l: &Leaf) -> serde_json::Value {
 }
 
 /// `blz info PATH` for a table: rows, fields with their sizes, totals, attributes.
-pub fn info(path: &Path, json: bool) -> Result<(), Failure> {
-    let t = open(path, false)?;
+pub fn info(path: &Path, json: bool, t: Table) -> Result<(), Failure> {
     let (nb, cb) = totals(&t);
     let fields: Vec<serde_json::Value> = t.leaves().iter().map(|l| leaf_json(&t, l)).collect();
     let attrs = t.attrs()?;
@@ -450,8 +427,7 @@ fn selected_columns<'t>(t: &'t Table, a: &GetArgs) -> Result<Vec<&'t str>, Failu
 }
 
 /// `blz get` on a table.
-pub fn get(a: &GetArgs) -> Result<(), Failure> {
-    let t = open(&a.path, false)?;
+pub fn get(a: &GetArgs, t: Table) -> Result<(), Failure> {
     let names = selected_columns(&t, a)?;
     let sel = row_selection(&t, a)?;
     let total = sel.len();
@@ -656,9 +632,9 @@ fn write_npy_dir(t: &Table, names: &[&str], sel: &TableRows, dir: &Path) -> Resu
 // append, resize, attrs, verify
 
 /// `blz append PATH --csv FILE` on a table: every row in one transaction.
-pub fn append(a: &AppendArgs) -> Result<(), Failure> {
+pub fn append(a: &AppendArgs, mut t: Table) -> Result<(), Failure> {
     if let (Some(npy_path), None) = (&a.npy, &a.csv) {
-        return append_npy(a, npy_path);
+        return append_npy(a, npy_path, t);
     }
     let Some(csv_path) = &a.csv else {
         return Err(Failure::new(
@@ -672,7 +648,6 @@ pub fn append(a: &AppendArgs) -> Result<(), Failure> {
              (--column and --no-header do not apply)",
         ));
     }
-    let mut t = open(&a.path, true)?;
     let delimiter = delimiter_byte(a.delimiter)?;
     let before = t.nrows();
     let pb = progress(0, "append", "rows");
@@ -683,8 +658,7 @@ pub fn append(a: &AppendArgs) -> Result<(), Failure> {
 }
 
 /// `blz resize` on a table.
-pub fn resize(a: &ResizeArgs) -> Result<(), Failure> {
-    let mut t = open(&a.path, true)?;
+pub fn resize(a: &ResizeArgs, mut t: Table) -> Result<(), Failure> {
     let before = t.nrows();
     t.resize(a.rows)?;
     say!(
@@ -696,13 +670,12 @@ pub fn resize(a: &ResizeArgs) -> Result<(), Failure> {
 }
 
 /// `blz attrs` on a table.
-pub fn attrs(a: &AttrsArgs) -> Result<(), Failure> {
-    edit_attrs(a, open)
+pub fn attrs(a: &AttrsArgs, t: Table) -> Result<(), Failure> {
+    edit_attrs(a, t)
 }
 
 /// `blz verify` on a table: every chunk of every column.
-pub fn verify(path: &Path) -> Result<(), Failure> {
-    let t = open(path, false)?;
+pub fn verify(path: &Path, t: Table) -> Result<(), Failure> {
     let pb = progress(0, "verify", "chunks");
     let mut chunks = 0;
     let errors = t.verify(|done, total| {
@@ -733,8 +706,7 @@ pub fn verify(path: &Path) -> Result<(), Failure> {
 }
 
 /// `blz compact` on a table: every superchunk file of every column.
-pub fn compact(path: &Path) -> Result<(), Failure> {
-    let mut t = open(path, true)?;
+pub fn compact(path: &Path, mut t: Table) -> Result<(), Failure> {
     let mut files = Vec::new();
     for c in t.column_names() {
         files.extend(t.column_files(c)?);

@@ -1,0 +1,174 @@
+//! The one entrance: [`open`] any dataset at a path or URL and get it as the kind it is
+//! ([`AnyDataset`]), its kind read once from its `meta/storage` (or a bcolz directory read
+//! in place). Clients (the command line, the Python package) open through here and decide
+//! nothing themselves.
+
+use crate::bcolz::{self, CarrayReader, CtableReader};
+use crate::engine::{Mode, Root};
+use crate::error::{Error, Result};
+use crate::meta::Kind;
+use crate::storage::{self, Storage};
+use crate::{Dataset, Layer, Table};
+use std::path::Path;
+use std::sync::Arc;
+
+/// A dataset of any kind, as [`open`] found it.
+#[derive(Debug)]
+#[non_exhaustive]
+pub enum AnyDataset {
+    /// An N-d array.
+    Array(Dataset),
+    /// A table of named columns.
+    Table(Table),
+    /// A sorted layer dataset (read-only: it is written once).
+    Layer(Layer),
+    /// A bcolz carray or ctable, read in place (read-only).
+    Bcolz(BcolzDataset),
+}
+
+/// A bcolz directory opened in place.
+#[derive(Debug)]
+pub enum BcolzDataset {
+    /// A carray.
+    Carray(CarrayReader),
+    /// A ctable.
+    Ctable(CtableReader),
+}
+
+impl AnyDataset {
+    /// Its kind.
+    pub fn kind(&self) -> Kind {
+        match self {
+            AnyDataset::Array(_) => Kind::Array,
+            AnyDataset::Table(_) => Kind::Table,
+            AnyDataset::Layer(_) => Kind::Layer,
+            AnyDataset::Bcolz(BcolzDataset::Carray(_)) => Kind::BcolzCarray,
+            AnyDataset::Bcolz(BcolzDataset::Ctable(_)) => Kind::BcolzCtable,
+        }
+    }
+
+    /// Where it is.
+    pub fn path(&self) -> &Path {
+        match self {
+            AnyDataset::Array(d) => d.path(),
+            AnyDataset::Table(t) => t.path(),
+            AnyDataset::Layer(l) => l.path(),
+            AnyDataset::Bcolz(BcolzDataset::Carray(c)) => c.path(),
+            AnyDataset::Bcolz(BcolzDataset::Ctable(c)) => c.path(),
+        }
+    }
+
+    /// The array, or an error naming the kind it is.
+    ///
+    /// # Errors
+    /// [`Error::InvalidMetadata`] when it is another kind of dataset.
+    pub fn into_array(self) -> Result<Dataset> {
+        match self {
+            AnyDataset::Array(d) => Ok(d),
+            other => Err(other.not_a(Kind::Array)),
+        }
+    }
+
+    /// The table, or an error naming the kind it is.
+    ///
+    /// # Errors
+    /// As [`AnyDataset::into_array`].
+    pub fn into_table(self) -> Result<Table> {
+        match self {
+            AnyDataset::Table(t) => Ok(t),
+            other => Err(other.not_a(Kind::Table)),
+        }
+    }
+
+    /// The layer, or an error naming the kind it is.
+    ///
+    /// # Errors
+    /// As [`AnyDataset::into_array`].
+    pub fn into_layer(self) -> Result<Layer> {
+        match self {
+            AnyDataset::Layer(l) => Ok(l),
+            other => Err(other.not_a(Kind::Layer)),
+        }
+    }
+
+    fn not_a(&self, wanted: Kind) -> Error {
+        Error::metadata(
+            self.path().join("meta").join("storage"),
+            format!(
+                "this is a {} dataset, not a {wanted} (open it with the {} API)",
+                self.kind(),
+                self.kind()
+            ),
+        )
+    }
+}
+
+/// Opens the dataset at `path` (a directory, or an `s3://` URL) read-only, as the kind it
+/// is: one read of its `meta/storage` decides the kind and opens it (on an object store,
+/// one load of its state). A bcolz carray or ctable directory opens in place.
+///
+/// # Errors
+/// A `NotFound` I/O error when nothing is there; [`Error::InvalidMetadata`] when it is not
+/// a blz (or bcolz) dataset or its meta files are malformed; [`Error::Unsupported`] for a
+/// kind a newer blz wrote; otherwise as the kind's own open.
+pub fn open(path: impl AsRef<Path>) -> Result<AnyDataset> {
+    open_path(path.as_ref(), Mode::ReadOnly)
+}
+
+/// As [`open`], for reading and writing: takes the dataset's writer lock.
+///
+/// # Errors
+/// As [`open`]; [`Error::Locked`] while another writer holds the lock;
+/// [`Error::ReadOnly`] for a layer dataset or a bcolz directory, which are only read.
+pub fn open_rw(path: impl AsRef<Path>) -> Result<AnyDataset> {
+    open_path(path.as_ref(), Mode::ReadWrite)
+}
+
+fn open_path(path: &Path, mode: Mode) -> Result<AnyDataset> {
+    let (storage, root) = storage::for_path(path)?;
+    match open_in(storage, &root, mode) {
+        Ok(d) => Ok(d),
+        // Not a blz dataset: a bcolz directory (only on a filesystem) opens in place.
+        Err(e) if !storage::is_url(path) => match bcolz::detect(path) {
+            Ok(_) if mode == Mode::ReadWrite => Err(Error::ReadOnly {
+                path: path.to_path_buf(),
+            }),
+            Ok(bcolz::Kind::Carray) if !is_blz(&e) => Ok(AnyDataset::Bcolz(BcolzDataset::Carray(
+                CarrayReader::open(path)?,
+            ))),
+            Ok(bcolz::Kind::Ctable) if !is_blz(&e) => Ok(AnyDataset::Bcolz(BcolzDataset::Ctable(
+                CtableReader::open(path)?,
+            ))),
+            _ => Err(e),
+        },
+        Err(e) => Err(e),
+    }
+}
+
+/// True when an open failed on what is a blz dataset (its error is the one to report),
+/// false when what is there is not one (its `meta/storage` is not blz's).
+fn is_blz(e: &Error) -> bool {
+    !matches!(e, Error::InvalidMetadata { reason, .. } if reason.starts_with(NOT_BLZ))
+}
+
+/// The start of the error for a `meta/storage` that is not a blz document.
+pub(crate) const NOT_BLZ: &str = "not a blz dataset";
+
+/// As [`open`], on a given storage backend and in a given mode.
+///
+/// # Errors
+/// As [`open`] and [`open_rw`].
+pub fn open_in(storage: Arc<dyn Storage>, root: &Path, mode: Mode) -> Result<AnyDataset> {
+    let (root, kind, raw) = Root::open(&storage, root, mode, None, false)?;
+    Ok(match kind {
+        Kind::Array => AnyDataset::Array(Dataset::from_root(root, raw)?),
+        Kind::Table => AnyDataset::Table(Table::from_root(root, raw)?),
+        Kind::Layer => AnyDataset::Layer(Layer::from_root(root, raw)?),
+        Kind::BcolzCarray | Kind::BcolzCtable => {
+            return Err(Error::Unsupported {
+                path: root.to_path_buf(),
+                reason: "a bcolz directory has no blz meta/storage".into(),
+            })
+        }
+    })
+}
