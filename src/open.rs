@@ -126,22 +126,30 @@ pub fn open_rw(path: impl AsRef<Path>) -> Result<AnyDataset> {
 
 fn open_path(path: &Path, mode: Mode) -> Result<AnyDataset> {
     let (storage, root) = storage::for_path(path)?;
-    match open_in(storage, &root, mode) {
-        Ok(d) => Ok(d),
-        // Not a blz dataset: a bcolz directory (only on a filesystem) opens in place.
-        Err(e) if !storage::is_url(path) => match bcolz::detect(path) {
-            Ok(_) if mode == Mode::ReadWrite => Err(Error::ReadOnly {
-                path: path.to_path_buf(),
-            }),
-            Ok(bcolz::Kind::Carray) if !is_blz(&e) => Ok(AnyDataset::Bcolz(BcolzDataset::Carray(
-                CarrayReader::open(path)?,
-            ))),
-            Ok(bcolz::Kind::Ctable) if !is_blz(&e) => Ok(AnyDataset::Bcolz(BcolzDataset::Ctable(
-                CtableReader::open(path)?,
-            ))),
-            _ => Err(e),
-        },
-        Err(e) => Err(e),
+    let e = match open_in(storage, &root, mode) {
+        Ok(d) => return Ok(d),
+        Err(e) if is_blz(&e) || storage::is_url(path) => return Err(e),
+        Err(e) => e,
+    };
+    // Not a blz dataset: a bcolz directory (only on a filesystem) opens in place.
+    match bcolz::detect(path) {
+        Ok(_) if mode == Mode::ReadWrite => Err(Error::ReadOnly {
+            path: path.to_path_buf(),
+        }),
+        Ok(bcolz::Kind::Carray) => Ok(AnyDataset::Bcolz(BcolzDataset::Carray(CarrayReader::open(
+            path,
+        )?))),
+        Ok(bcolz::Kind::Ctable) => Ok(AnyDataset::Bcolz(BcolzDataset::Ctable(CtableReader::open(
+            path,
+        )?))),
+        Err(_) => Err(Error::InvalidArgument(format!(
+            "{}: {}, nor a bcolz carray or ctable",
+            path.display(),
+            match &e {
+                Error::InvalidMetadata { reason, .. } => reason.as_str(),
+                _ => NOT_BLZ,
+            }
+        ))),
     }
 }
 

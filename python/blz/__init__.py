@@ -186,37 +186,18 @@ def open(  # noqa: A001 - numpy-style API: blz.open
     path = os.fspath(path)
     if mode not in ("r", "r+"):
         raise ValueError(f"mode must be 'r' or 'r+', not {mode!r}")
-    if path.startswith("s3://"):
-        # One load of the dataset's state for the kind and the handle.
-        kind, raw = _blz.open_object(path, mode == "r+")
-        if kind == "layer":
-            return Layer(raw)
-        return (Array if kind == "array" else Table)(raw, mode)
-    if not os.path.exists(path):
-        e = NotFoundError(f"{path}: no such dataset")
-        e.filename = path
-        raise e
-    kind = _blz.dataset_kind(path)
-    write = mode == "r+"
-    if kind is None:
-        bcolz = _blz.RawBcolz.detect(path)
-        if bcolz is not None:
-            if write:
-                raise ReadOnlyError(f"{path}: a bcolz {bcolz} opens read-only")
-            if bcolz == "carray":
-                return BcolzArray(_blz.RawBcolz.open(path))
-            return BcolzTable(path)
-        e = InvalidArgumentError(f"{path}: not a blz dataset (no readable meta/storage) nor a bcolz one")
-        e.filename = path
-        raise e
+    # The library's one entrance: the kind read once (one load of the state on S3).
+    kind, raw = _blz.open(path, mode == "r+")
     if kind == "array":
-        return Array(_blz.RawArray.open(path, write), mode)
+        return Array(raw, mode)
     if kind == "table":
-        return Table(_blz.RawTable.open(path, write), mode)
+        return Table(raw, mode)
     if kind == "layer":
-        if write:
-            raise ReadOnlyError(f"{path}: layer datasets are read-only (build a new one)")
-        return Layer(_blz.RawLayer.open(path))
+        return Layer(raw)
+    if kind == "bcolz carray":
+        return BcolzArray(raw)
+    if kind == "bcolz ctable":
+        return BcolzTable(path)
     raise UnsupportedError(f"{path}: unknown dataset kind {kind!r}")
 
 

@@ -104,26 +104,18 @@ def _path_of(source: Any) -> str:
 def _open_raw(path: str, kind: str) -> Any:
     """A read-only handle on the dataset at ``path``: a local path or an ``s3://`` URL (a task
     on a worker reopens it by URL, with the worker's ``AWS_*`` environment)."""
-    if _is_url(path):
-        return _blz.open_object(path, False)[1]
-    return (_blz.RawArray if kind == "array" else _blz.RawTable).open(path, False)
+    opened, raw = _blz.open(path, False)
+    if opened != kind:
+        e = ChangedError(f"{path}: is now a {opened} dataset, not the {kind} the graph was made for")
+        e.filename = path
+        raise e
+    return raw
 
 
 def _kind(path: str) -> str:
-    if _is_url(path):
-        kind = _blz.open_object(path, False)[0]
-        if kind not in ("array", "table"):
-            raise InvalidArgumentError(f"{path}: blz.dask reads blz arrays and tables, not {kind}")
-        return kind
-    if not os.path.exists(path):
-        e = NotFoundError(f"{path}: no such dataset")
-        e.filename = path
-        raise e
-    kind = _blz.dataset_kind(path)
+    kind = _blz.open(path, False)[0]
     if kind not in ("array", "table"):
-        e = InvalidArgumentError(
-            f"{path}: blz.dask reads blz arrays and tables, not {kind or 'this (not a blz dataset)'}"
-        )
+        e = InvalidArgumentError(f"{path}: blz.dask reads blz arrays and tables, not a {kind} dataset")
         e.filename = path
         raise e
     return kind

@@ -292,24 +292,6 @@ fn slice_elems(sel: &[(i64, i64, i64, bool)]) -> Vec<SliceInfoElem> {
         .collect()
 }
 
-/// The kind of the blz dataset at `path`; `None` for anything else (a bcolz carray has a
-/// `meta/storage` too, but not blz's `format`).
-fn kind_of(path: &Path) -> Option<String> {
-    // A local path or an s3:// URL.
-    let (storage, path) = blz::storage::for_path(path).ok()?;
-    kind_of_in(storage.as_ref(), &path)
-}
-
-/// [`kind_of`] on a given storage.
-fn kind_of_in(storage: &dyn blz::Storage, path: &Path) -> Option<String> {
-    let raw: serde_json::Value =
-        blz::meta::read_json(storage, &path.join("meta").join("storage")).ok()?;
-    if raw.get("format").and_then(|f| f.as_str()) != Some("blz") {
-        return None;
-    }
-    blz::meta::dataset_kind(storage, path)
-}
-
 /// One problem `verify` found: the `blz` exception class, the message, the file, the chunk.
 type Problem = (String, String, Option<String>, Option<u64>);
 
@@ -1734,82 +1716,58 @@ impl RawBcolz {
     }
 }
 
-/// The kind of the dataset at `path`: `array`, `table`, `layer`, or `None`.
+/// The kind of the blz dataset at `path`: `array`, `table`, `layer`, or `None`.
 #[pyfunction]
-fn dataset_kind(path: PathBuf) -> Option<String> {
-    kind_of(&path)
+fn dataset_kind(path: PathBuf) -> Option<&'static str> {
+    let (storage, root) = blz::storage::for_path(&path).ok()?;
+    blz::meta::dataset_kind(storage.as_ref(), &root).map(blz::Kind::name)
 }
 
-/// A dataset opened by [`open_object`].
-enum Opened {
-    Array(Box<Dataset>),
-    Table(Box<Table>),
-    Layer(Box<Layer>),
-}
-
-/// Opens the dataset at an `s3://` URL with one load of its state (what `dataset_kind` and
-/// then `RawArray.open` would load twice): `(kind, RawArray | RawTable | RawLayer)`.
+/// Opens the dataset at `path` (a directory or an `s3://` URL) as the kind it is, through
+/// the library's one entrance (`blz::open`: the kind read once; on an object store, one
+/// load of its state): `(kind, handle)`, kind one of `array`, `table`, `layer`,
+/// `bcolz carray`, `bcolz ctable`; the handle a `RawArray`, `RawTable`, `RawLayer` or
+/// `RawBcolz`, or `None` for a bcolz ctable (its columns open one by one).
 #[pyfunction]
-fn open_object(py: Python<'_>, path: PathBuf, write: bool) -> PyResult<(String, Py<PyAny>)> {
+fn open(py: Python<'_>, path: PathBuf, write: bool) -> PyResult<(&'static str, Py<PyAny>)> {
     let opened = detached(py, || {
-        let (storage, root) = blz::storage::for_path(&path)?;
-        let Some(kind) = kind_of_in(storage.as_ref(), &root) else {
-            return Err(blz::Error::io(
-                "open",
-                &path,
-                std::io::Error::new(std::io::ErrorKind::NotFound, "no such dataset"),
-            )
-            .into());
-        };
-        let mode = if write {
-            blz::Mode::ReadWrite
+        Ok(if write {
+            blz::open_rw(&path)?
         } else {
-            blz::Mode::ReadOnly
-        };
-        Ok(match kind.as_str() {
-            "array" => Opened::Array(Box::new(Dataset::open_in(storage, &root, mode)?)),
-            "table" => Opened::Table(Box::new(Table::open_in(storage, &root, mode)?)),
-            "layer" if !write => Opened::Layer(Box::new(Layer::open_in(storage, &root)?)),
-            "layer" => {
-                return Err(blz::Error::ReadOnly { path: root }.into());
-            }
-            k => {
-                return Err(blz::Error::Unsupported {
-                    path: root,
-                    reason: format!("unknown dataset kind {k:?}"),
-                }
-                .into())
-            }
+            blz::open(&path)?
         })
     })?;
-    Ok(match opened {
-        Opened::Array(ds) => (
-            "array".into(),
-            Py::new(py, RawArray::wrap(*ds, write))?.into_any(),
-        ),
-        Opened::Table(t) => (
-            "table".into(),
-            Py::new(
-                py,
-                RawTable {
-                    path: t.path().to_path_buf(),
-                    t: RwLock::new(*t),
-                    writable: write,
-                },
-            )?
-            .into_any(),
-        ),
-        Opened::Layer(l) => (
-            "layer".into(),
-            Py::new(
-                py,
-                RawLayer {
-                    layer: Arc::new(*l),
-                },
-            )?
-            .into_any(),
-        ),
-    })
+    let kind = opened.kind().name();
+    let handle = match opened {
+        blz::AnyDataset::Array(ds) => Py::new(py, RawArray::wrap(ds, write))?.into_any(),
+        blz::AnyDataset::Table(t) => Py::new(
+            py,
+            RawTable {
+                path: t.path().to_path_buf(),
+                t: RwLock::new(t),
+                writable: write,
+            },
+        )?
+        .into_any(),
+        blz::AnyDataset::Layer(l) => Py::new(py, RawLayer { layer: Arc::new(l) })?.into_any(),
+        blz::AnyDataset::Bcolz(blz::BcolzDataset::Carray(reader)) => Py::new(
+            py,
+            RawBcolz {
+                path: reader.path().to_path_buf(),
+                reader: Mutex::new(reader),
+            },
+        )?
+        .into_any(),
+        blz::AnyDataset::Bcolz(_) => py.None(),
+        other => {
+            let e = blz::Error::Unsupported {
+                path: other.path().to_path_buf(),
+                reason: format!("a {} dataset has no Python handle", other.kind()),
+            };
+            return Err(Fail::from(e).into_py(py));
+        }
+    };
+    Ok((kind, handle))
 }
 
 /// Where every superchunk file of the dataset at `root` lives (`blz::locate`): per file
@@ -1879,7 +1837,7 @@ fn _blz(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(buffers::buffer_pool, m)?)?;
     m.add_function(wrap_pyfunction!(staged_write_rows, m)?)?;
     m.add_function(wrap_pyfunction!(dataset_kind, m)?)?;
-    m.add_function(wrap_pyfunction!(open_object, m)?)?;
+    m.add_function(wrap_pyfunction!(open, m)?)?;
     m.add_function(wrap_pyfunction!(locate, m)?)?;
     m.add_function(wrap_pyfunction!(finish_removals, m)?)?;
     m.add("__version__", env!("CARGO_PKG_VERSION"))?;

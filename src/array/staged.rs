@@ -586,7 +586,7 @@ pub fn write_rows_in(
     read_session(st, session_dir)?;
     st.create_dir_all(&tmp)?;
     let written = encode_into(&storage, &tmp, &doc, first_row, rows, bytes)
-        .and_then(|files| publish(st, session_dir, &tmp, &files).map(|()| files));
+        .and_then(|files| move_into_session(st, session_dir, &tmp, &files).map(|()| files));
     let cleaned = st.remove_dir_all(&tmp);
     if !st.exists(&session_dir.join(SESSION_FILE)) {
         // The session ended while this worker wrote (a straggler of a failed or committed
@@ -655,7 +655,12 @@ fn encode_into(
 }
 
 /// Renames the files from the worker's directory to their final names in the session.
-fn publish(st: &dyn Storage, session_dir: &Path, tmp: &Path, files: &[u64]) -> Result<()> {
+fn move_into_session(
+    st: &dyn Storage,
+    session_dir: &Path,
+    tmp: &Path,
+    files: &[u64],
+) -> Result<()> {
     for &f in files {
         let name = crate::engine::superchunk_name(f);
         if !st.exists(&session_dir.join(SESSION_FILE)) {

@@ -212,6 +212,9 @@ pub(crate) struct Root {
     pub(crate) base: Arc<dyn Storage>,
     pub(crate) mode: Mode,
     lock: Option<WriterLock>,
+    /// Being created in a staging directory: its commits stay there until the create
+    /// publishes the whole dataset ([`crate::staging`]).
+    building: bool,
     /// `meta/sizes`' [`Storage::stamp`] when [`Root::stale`] last found it current.
     sizes_stamp: Option<[u64; 4]>,
     /// A read-only handle's stamp of the `meta/sizes` it shows (taken before reading it), to
@@ -260,6 +263,7 @@ impl Root {
             base,
             mode,
             lock,
+            building,
             sizes_stamp: None,
             read_stamp,
         };
@@ -271,9 +275,11 @@ impl Root {
         &self.path
     }
 
-    /// Hands this handle the writer lock (a create that published holds it).
+    /// Hands this handle the writer lock of the dataset a create just published (opened
+    /// without taking it, the create holding it): from now on it commits as any writer.
     pub(crate) fn hold(&mut self, lock: WriterLock) {
         self.lock = Some(lock);
+        self.building = false;
     }
 
     /// [`Error::ReadOnly`] unless this handle writes.
@@ -288,13 +294,14 @@ impl Root {
 
     /// Commits `txn` (opened on this root's storage): its files first (the journal and
     /// its rename on a filesystem), then the backend's [`commit_point`]. The one door every
-    /// change of an open dataset goes through.
+    /// change of an open dataset goes through. A dataset being built publishes nothing
+    /// until its create does, whole.
     ///
     /// # Errors
     /// As [`Txn::commit_files`] and [`Storage::publish`] ([`Error::Conflict`] on an object
     /// store when another writer committed first).
     pub(crate) fn commit(&self, txn: Txn<'_>) -> Result<()> {
-        if txn.commit_files()? {
+        if txn.commit_files()? && !self.building {
             commit_point(self.storage.as_ref(), &self.path)?;
         }
         Ok(())
