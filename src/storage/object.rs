@@ -1007,6 +1007,36 @@ impl ObjectStorage {
         )
     }
 
+    /// The dataset under `prefix` of an in-memory object store, named `memory://<prefix>`
+    /// in paths and messages (which need not exist yet; its state loaded now): the
+    /// object-store backend with no server, for tests and experiments. Handles made over one
+    /// store see each other's commits as two processes see them on one bucket; each keeps
+    /// the state it loaded until it commits or is made again.
+    ///
+    /// ```
+    /// # fn main() -> blz::Result<()> {
+    /// use blz::storage::ObjectStorage;
+    /// use std::sync::Arc;
+    /// let store = Arc::new(object_store::memory::InMemory::new());
+    /// let s = Arc::new(ObjectStorage::in_memory(&store, "runs/x.blz")?);
+    /// let root = s.root().to_path_buf();
+    /// blz::Dataset::create_in(s, &root, blz::DType::F64, &[10], &Default::default())?;
+    /// let again = Arc::new(ObjectStorage::in_memory(&store, "runs/x.blz")?);
+    /// assert_eq!(blz::Dataset::open_in(again, &root, blz::Mode::ReadOnly)?.shape(), &[10]);
+    /// # Ok(())
+    /// # }
+    /// ```
+    ///
+    /// # Errors
+    /// As [`ObjectStorage::new`].
+    pub fn in_memory(
+        store: &Arc<object_store::memory::InMemory>,
+        prefix: &str,
+    ) -> Result<ObjectStorage> {
+        let store: Arc<dyn ObjectStore> = Arc::clone(store) as Arc<dyn ObjectStore>;
+        ObjectStorage::new(store, PathBuf::from("memory://"), prefix)
+    }
+
     fn with_backend(backend: Backend, base: PathBuf) -> Result<ObjectStorage> {
         let s = ObjectStorage {
             backend: Arc::new(backend),
