@@ -1,6 +1,7 @@
 //! Datasets on an S3-compatible object store (`tests/s3/run.sh` runs these against a local
 //! moto server; without one they are skipped, saying so): round trips of arrays, tables and
-//! layers through `s3://` URLs, the requests a small read costs, snapshots kept by readers, the conditional commit
+//! layers through `s3://` URLs, the requests a small read costs (of the library, and of a
+//! `blz` process through its request log), snapshots kept by readers, the conditional commit
 //! refusing a stale writer, two `blz` processes racing, kills of real `blz` processes at
 //! random moments, and garbage collection that spares what a reader of the previous state
 //! needs. The `_in_memory` tests run the same dataset code on an in-memory object store
@@ -803,4 +804,141 @@ fn a_removed_dataset_is_not_found() {
         "{e}"
     );
     assert!(e.to_string().contains("removed"), "{e}");
+}
+
+/// Runs `blz args` with `BLZ_S3_REQUEST_LOG` naming a fresh file, expecting success;
+/// returns its stdout and the requests it made to the store, one line each (`METHOD URL`,
+/// then `bytes=A-B` for a ranged read, `if-match`/`if-none-match` for a conditional write).
+fn blz_requests(args: &[&str]) -> (String, Vec<String>) {
+    let dir = tempfile::tempdir().unwrap();
+    let log = dir.path().join("requests");
+    let out = Command::new(env!("CARGO_BIN_EXE_blz"))
+        .args(args)
+        .env("BLZ_S3_REQUEST_LOG", &log)
+        .output()
+        .unwrap();
+    let logged: Vec<String> = std::fs::read_to_string(&log)
+        .unwrap_or_default()
+        .lines()
+        .map(str::to_string)
+        .collect();
+    assert!(
+        out.status.success(),
+        "blz {args:?}: {}\nrequests:\n{}",
+        String::from_utf8_lossy(&out.stderr),
+        logged.join("\n")
+    );
+    (String::from_utf8(out.stdout).unwrap(), logged)
+}
+
+/// An array of `v` at `url` in superchunk files of 64 chunks of 10,000 elements.
+fn noise_array(url: &str, v: &[i64]) {
+    let mut ds = Dataset::create_with(url, DType::I64, &[0], &opts(10_000, 64)).unwrap();
+    ds.append(&Array1::from(v.to_vec()).into_dyn().view())
+        .unwrap();
+}
+
+/// A table of one column `id` holding `v` at `url`, laid out as [`noise_array`]'s.
+fn noise_table(url: &str, v: &[i64]) {
+    let o = TableOptions {
+        defaults: blz::table::ColumnOptions {
+            chunklen: Some(10_000),
+            superchunksize: Some(64),
+            ..Default::default()
+        },
+        ..Default::default()
+    };
+    let mut t = Table::create(url, vec![Field::new("id", DType::I64)], &o).unwrap();
+    t.append(&[("id", Values::from_slice(v))]).unwrap();
+}
+
+/// The last two requests of a read of ten elements of the first chunk: the superchunk
+/// object's first 64 KiB, then the chunk (larger than that block, so a request of its own)
+/// from the same object.
+fn ends_with_head_and_chunk(url: &str, log: &[String]) {
+    let shown = log.join("\n");
+    let n = log.len();
+    assert!(n >= 2, "requests:\n{shown}");
+    let data = format!("GET {url}/data/");
+    let object = log[n - 2]
+        .strip_suffix(" bytes=0-65535")
+        .filter(|o| o.starts_with(&data))
+        .unwrap_or_else(|| panic!("not the first block of a data object:\n{shown}"));
+    assert!(
+        log[n - 1].starts_with(&format!("{object} bytes=")),
+        "not a range of the same object:\n{shown}"
+    );
+}
+
+/// `blz get s3://… 0:10` of an array and of a table costs three requests
+/// (`spec/object-store.md` §4): the state object, the first block of the superchunk object,
+/// the chunk. The request log is printed when it is not so.
+#[test]
+#[ignore = "needs the one-entrance open (issue 22)"]
+fn blz_get_of_ten_elements_costs_three_requests() {
+    let v = noise(200_000);
+    let mut wrong = Vec::new();
+    for (name, make) in [
+        ("cli-get.blz", noise_array as fn(&str, &[i64])),
+        ("cli-get-table.blz", noise_table),
+    ] {
+        let Some(url) = s3_url(name) else { return };
+        make(&url, &v);
+        let (out, log) = blz_requests(&["get", &url, "0:10"]);
+        assert!(out.contains(&v[9].to_string()), "{out}");
+        ends_with_head_and_chunk(&url, &log);
+        if log.len() != 3 || log[0] != format!("GET {url}/meta/state") {
+            wrong.push(format!(
+                "blz get {url} 0:10 made {} requests, not the state, first block and chunk:\n{}",
+                log.len(),
+                log.join("\n")
+            ));
+        }
+    }
+    assert!(wrong.is_empty(), "{}", wrong.join("\n\n"));
+}
+
+/// The request log of a `blz` process lists every request it makes: `blz gc` of a dataset
+/// with nothing to collect reads the state and lists the prefix; `blz get` of ten elements
+/// reads the state (before anything else) and then the superchunk's first block and the
+/// chunk; a commit ends with the conditional write of the state. A log file that cannot be
+/// opened is an error naming the variable.
+#[test]
+fn the_request_log_counts_a_blz_process() {
+    let Some(url) = s3_url("cli-log.blz") else {
+        return;
+    };
+    let v = noise(200_000);
+    noise_array(&url, &v);
+    let (_, log) = blz_requests(&["gc", &url]);
+    assert_eq!(
+        log,
+        vec![format!("GET {url}/meta/state"), format!("LIST {url}/")]
+    );
+    let (out, log) = blz_requests(&["get", &url, "0:10"]);
+    assert!(out.contains(&v[9].to_string()), "{out}");
+    let shown = log.join("\n");
+    assert_eq!(log[0], format!("GET {url}/meta/state"), "{shown}");
+    ends_with_head_and_chunk(&url, &log);
+    assert!(
+        log[..log.len() - 2]
+            .iter()
+            .all(|l| *l == format!("GET {url}/meta/state")),
+        "{shown}"
+    );
+    let (_, log) = blz_requests(&["resize", &url, "150000"]);
+    assert_eq!(
+        log.last(),
+        Some(&format!("PUT {url}/meta/state if-match")),
+        "{}",
+        log.join("\n")
+    );
+    let out = Command::new(env!("CARGO_BIN_EXE_blz"))
+        .args(["get", &url, "0:10"])
+        .env("BLZ_S3_REQUEST_LOG", "/nonexistent/dir/requests")
+        .output()
+        .unwrap();
+    let msg = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{msg}");
+    assert!(msg.contains("BLZ_S3_REQUEST_LOG"), "{msg}");
 }
