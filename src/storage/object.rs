@@ -198,6 +198,33 @@ struct Backend {
     /// The dataset root as callers name it (`s3://bucket/prefix`).
     root: PathBuf,
     requests: AtomicU64,
+    /// Where every request is recorded, one line each ([`REQUEST_LOG_VAR`]).
+    log: Option<Arc<std::fs::File>>,
+}
+
+/// The environment variable naming a file to which every request of an `s3://` handle
+/// appends one line (`spec/object-store.md` §1): `METHOD URL`, then `bytes=A-B` for a
+/// ranged read and `if-match` or `if-none-match` for a conditional write. For tests and
+/// for seeing what a command costs; unset, nothing is recorded.
+pub const REQUEST_LOG_VAR: &str = "BLZ_S3_REQUEST_LOG";
+
+/// The file [`REQUEST_LOG_VAR`] names, opened to append once per process (`None` when the
+/// variable is unset or empty).
+fn request_log() -> Result<Option<Arc<std::fs::File>>> {
+    static LOG: OnceLock<std::result::Result<Option<Arc<std::fs::File>>, String>> = OnceLock::new();
+    LOG.get_or_init(|| {
+        let Some(p) = std::env::var_os(REQUEST_LOG_VAR).filter(|p| !p.is_empty()) else {
+            return Ok(None);
+        };
+        std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(&p)
+            .map(|f| Some(Arc::new(f)))
+            .map_err(|e| format!("{REQUEST_LOG_VAR}={}: {e}", Path::new(&p).display()))
+    })
+    .clone()
+    .map_err(Error::InvalidArgument)
 }
 
 impl Backend {
@@ -209,8 +236,20 @@ impl Backend {
         }
     }
 
-    fn count(&self, n: u64) {
-        self.requests.fetch_add(n, Ordering::Relaxed);
+    /// Counts one request (`method` of the object `key`, relative to the prefix; `what`
+    /// says more: a range, a condition) and records it in the request log, if there is one.
+    fn note(&self, method: &str, key: &str, what: std::fmt::Arguments<'_>) {
+        self.requests.fetch_add(1, Ordering::Relaxed);
+        if let Some(log) = &self.log {
+            use std::io::Write;
+            let mut line = format!("{method} {}/{key} {what}", self.root.display());
+            line.truncate(line.trim_end().len());
+            line.push('\n');
+            // One write of a short line to a file opened to append: lines of concurrent
+            // requests (and processes) do not interleave. The log is a diagnostic: a
+            // failure to write it fails no request.
+            let _ = (&**log).write_all(line.as_bytes());
+        }
     }
 
     /// The client for `client`'s requests.
@@ -293,7 +332,11 @@ impl Backend {
     fn get_range(&self, key: &str, range: std::ops::Range<u64>, path: &Path) -> Result<Bytes> {
         let rt = runtime()?;
         let loc = self.key(key);
-        self.count(1);
+        self.note(
+            "GET",
+            key,
+            format_args!("bytes={}-{}", range.start, range.end.saturating_sub(1)),
+        );
         let started = std::time::Instant::now();
         let got = rt.block_on(async {
             let opts = GetOptions {
@@ -359,7 +402,7 @@ impl Backend {
         let loc = self.key(STATE_KEY);
         let path = self.root.join(STATE_KEY);
         let started = std::time::Instant::now();
-        self.count(1);
+        self.note("GET", STATE_KEY, format_args!(""));
         let got = rt.block_on(async {
             let r = self.store.get_opts(&loc, GetOptions::default()).await?;
             let version = UpdateVersion {
@@ -982,6 +1025,7 @@ impl ObjectStorage {
                 root: PathBuf::from(format!("s3://{bucket}/{key}")),
                 prefix: key,
                 requests: AtomicU64::new(0),
+                log: request_log()?,
             },
             PathBuf::from(format!("s3://{bucket}")),
         )
@@ -1002,9 +1046,40 @@ impl ObjectStorage {
                 root: base.join(&prefix),
                 prefix,
                 requests: AtomicU64::new(0),
+                log: None,
             },
             base,
         )
+    }
+
+    /// The dataset under `prefix` of an in-memory object store, named `memory://<prefix>`
+    /// in paths and messages (which need not exist yet; its state loaded now): the
+    /// object-store backend with no server, for tests and experiments. Handles made over one
+    /// store see each other's commits as two processes see them on one bucket; each keeps
+    /// the state it loaded until it commits or is made again.
+    ///
+    /// ```
+    /// # fn main() -> blz::Result<()> {
+    /// use blz::storage::ObjectStorage;
+    /// use std::sync::Arc;
+    /// let store = Arc::new(object_store::memory::InMemory::new());
+    /// let s = Arc::new(ObjectStorage::in_memory(&store, "runs/x.blz")?);
+    /// let root = s.root().to_path_buf();
+    /// blz::Dataset::create_in(s, &root, blz::DType::F64, &[10], &Default::default())?;
+    /// let again = Arc::new(ObjectStorage::in_memory(&store, "runs/x.blz")?);
+    /// assert_eq!(blz::Dataset::open_in(again, &root, blz::Mode::ReadOnly)?.shape(), &[10]);
+    /// # Ok(())
+    /// # }
+    /// ```
+    ///
+    /// # Errors
+    /// As [`ObjectStorage::new`].
+    pub fn in_memory(
+        store: &Arc<object_store::memory::InMemory>,
+        prefix: &str,
+    ) -> Result<ObjectStorage> {
+        let store: Arc<dyn ObjectStore> = Arc::clone(store) as Arc<dyn ObjectStore>;
+        ObjectStorage::new(store, PathBuf::from("memory://"), prefix)
     }
 
     fn with_backend(backend: Backend, base: PathBuf) -> Result<ObjectStorage> {
@@ -1267,22 +1342,17 @@ impl ObjectStorage {
     /// many files are held in memory at once.
     fn upload(&self, uploads: &[(String, String, Arc<Node>)]) -> Result<()> {
         let rt = runtime()?;
-        let jobs: Vec<(PathBuf, OPath, Arc<Node>)> = uploads
+        let jobs: Vec<(PathBuf, &str, Arc<Node>)> = uploads
             .iter()
-            .map(|(rel, key, node)| {
-                (
-                    self.backend.root.join(rel),
-                    self.backend.key(key),
-                    Arc::clone(node),
-                )
-            })
+            .map(|(rel, key, node)| (self.backend.root.join(rel), key.as_str(), Arc::clone(node)))
             .collect();
-        self.backend.count(jobs.len() as u64);
         let backend = &self.backend;
         rt.block_on(async move {
             futures::stream::iter(jobs)
-                .map(|(path, loc, node)| async move {
+                .map(|(path, key, node)| async move {
                     let bytes = node_bytes(&node, &path)?;
+                    let loc = backend.key(key);
+                    backend.note("PUT", key, format_args!(""));
                     let started = std::time::Instant::now();
                     backend
                         .client(Client::Write)
@@ -1308,7 +1378,13 @@ impl ObjectStorage {
             None => PutMode::Create,
         };
         let loc = self.backend.key(STATE_KEY);
-        self.backend.count(1);
+        let condition = if version.is_some() {
+            "if-match"
+        } else {
+            "if-none-match"
+        };
+        self.backend
+            .note("PUT", STATE_KEY, format_args!("{condition}"));
         let started = std::time::Instant::now();
         let r = rt.block_on(self.backend.client(Client::Write).put_opts(
             &loc,
@@ -1583,7 +1659,7 @@ pub fn collect_garbage(storage: &ObjectStorage, grace: Duration) -> Result<Colle
         .map(|r| (r.key.clone(), r.at))
         .collect();
     let prefix = OPath::from(backend.prefix.as_str());
-    backend.count(1);
+    backend.note("LIST", "", format_args!(""));
     let started = std::time::Instant::now();
     let listed: Vec<object_store::ObjectMeta> = rt
         .block_on(backend.store.list(Some(&prefix)).try_collect())
@@ -1609,14 +1685,15 @@ pub fn collect_garbage(storage: &ObjectStorage, grace: Duration) -> Result<Colle
             kept += 1;
         }
     }
-    backend.count(doomed.len() as u64);
-    let locs: Vec<OPath> = doomed.iter().map(|k| backend.key(k)).collect();
     let store = Arc::clone(backend.client(Client::Write));
     let started = std::time::Instant::now();
+    let keys = &doomed;
     rt.block_on(async move {
-        futures::stream::iter(locs)
-            .map(|loc| {
+        futures::stream::iter(keys)
+            .map(|key| {
                 let store = Arc::clone(&store);
+                let loc = backend.key(key);
+                backend.note("DELETE", key, format_args!(""));
                 async move {
                     match store.delete(&loc).await {
                         Ok(()) | Err(object_store::Error::NotFound { .. }) => Ok(()),
