@@ -213,8 +213,8 @@ fn layer_life(place: &Place) {
     w.finish().unwrap();
     let s = place.storage();
     assert_eq!(
-        blz::meta::dataset_kind(s.as_ref(), root).as_deref(),
-        Some("layer")
+        blz::meta::dataset_kind(s.as_ref(), root),
+        Some(blz::Kind::Layer)
     );
     let l = Layer::open_in(s, root).unwrap();
     assert_eq!(l.rows(0), 1000);
@@ -874,7 +874,6 @@ fn ends_with_head_and_chunk(url: &str, log: &[String]) {
 /// (`spec/object-store.md` §4): the state object, the first block of the superchunk object,
 /// the chunk. The request log is printed when it is not so.
 #[test]
-#[ignore = "needs the one-entrance open (issue 22)"]
 fn blz_get_of_ten_elements_costs_three_requests() {
     let v = noise(200_000);
     let mut wrong = Vec::new();
