@@ -36,7 +36,7 @@ mod open;
 pub mod ordered;
 pub mod scan;
 pub mod selection;
-mod staging;
+use engine::staging;
 pub mod storage;
 pub mod table;
 pub(crate) mod txn;

@@ -128,28 +128,36 @@ fn open_path(path: &Path, mode: Mode) -> Result<AnyDataset> {
     let (storage, root) = storage::for_path(path)?;
     let e = match open_in(storage, &root, mode) {
         Ok(d) => return Ok(d),
-        Err(e) if is_blz(&e) || storage::is_url(path) => return Err(e),
+        Err(e) if storage::is_url(path) => return Err(e),
         Err(e) => e,
     };
-    // Not a blz dataset: a bcolz directory (only on a filesystem) opens in place.
-    match bcolz::detect(path) {
+    // What is there may be a bcolz directory (only on a filesystem), which opens in place:
+    // its `meta/storage` is not blz's, or not JSON serde reads (bcolz writes Python's).
+    let storage_doc = root.join("meta").join("storage");
+    let foreign =
+        !is_blz(&e) || matches!(&e, Error::InvalidMetadata { path: p, .. } if *p == storage_doc);
+    if !foreign {
+        return Err(e);
+    }
+    // The bcolz reader's own error is the one to report only when blz's says it is not a
+    // blz dataset at all.
+    let ours = is_blz(&e);
+    let pick = move |bcolz_error: Error| if ours { e } else { bcolz_error };
+    let opened = match bcolz::detect(path) {
+        Ok(bcolz::Kind::Carray) => CarrayReader::open(path).map(BcolzDataset::Carray),
+        Ok(bcolz::Kind::Ctable) => CtableReader::open(path).map(BcolzDataset::Ctable),
+        Err(_) => Err(Error::InvalidArgument(format!(
+            "{}: {NOT_BLZ} (no meta directory with blz's meta/storage), nor a bcolz carray \
+             or ctable",
+            path.display(),
+        ))),
+    };
+    match opened {
         Ok(_) if mode == Mode::ReadWrite => Err(Error::ReadOnly {
             path: path.to_path_buf(),
         }),
-        Ok(bcolz::Kind::Carray) => Ok(AnyDataset::Bcolz(BcolzDataset::Carray(CarrayReader::open(
-            path,
-        )?))),
-        Ok(bcolz::Kind::Ctable) => Ok(AnyDataset::Bcolz(BcolzDataset::Ctable(CtableReader::open(
-            path,
-        )?))),
-        Err(_) => Err(Error::InvalidArgument(format!(
-            "{}: {}, nor a bcolz carray or ctable",
-            path.display(),
-            match &e {
-                Error::InvalidMetadata { reason, .. } => reason.as_str(),
-                _ => NOT_BLZ,
-            }
-        ))),
+        Ok(b) => Ok(AnyDataset::Bcolz(b)),
+        Err(be) => Err(pick(be)),
     }
 }
 

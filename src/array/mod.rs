@@ -612,11 +612,11 @@ impl Dataset {
     where
         F: FnOnce(&ArrayCore, &mut Txn<'_>, &[u64]) -> Result<(i64, Vec<u64>)>,
     {
+        // A read-only handle fails here, before anything (nor the handle) is touched.
         self.check_writable()?;
-        let storage = self.root.storage.clone();
-        let mut txn = Txn::new(storage.as_ref(), &self.root);
         let old_shape = self.sizes.shape.clone();
-        let result = f(&self.core, &mut txn, &old_shape).and_then(|(delta, new_shape)| {
+        let result = self.root.transact(|txn| {
+            let (delta, new_shape) = f(&self.core, txn, &old_shape)?;
             let itemsize = self.core.itemsize() as u64;
             let sizes = Sizes {
                 nbytes: new_shape.iter().product::<u64>() * itemsize,
@@ -630,7 +630,6 @@ impl Dataset {
                     .next_rewritten(rewrites || new_shape[0] < old_shape[0]),
             };
             txn.put_meta(Path::new("meta/sizes"), meta::to_json_bytes(&sizes));
-            self.root.commit(txn)?;
             Ok(sizes)
         });
         self.core.store.invalidate();

@@ -14,6 +14,7 @@ mod layout;
 mod lock;
 mod root;
 pub(crate) mod select;
+pub(crate) mod staging;
 
 pub(crate) use self::chunks::{identity_doc, identity_params, superchunk_name};
 pub(crate) use self::chunks::{ChunkStore, ChunkWrites};

@@ -113,7 +113,7 @@ pub(crate) fn open_root(
         ));
     }
     if !building {
-        crate::staging::refuse_building(storage.as_ref(), root)?;
+        super::staging::refuse_building(storage.as_ref(), root)?;
     }
     let lock = match mode {
         Mode::ReadWrite if !building => {
@@ -307,6 +307,22 @@ impl Root {
         Ok(())
     }
 
+    /// Runs one transaction on this root: `f` writes the change into it (new meta
+    /// documents included) and returns what the caller keeps of it; then the commit, through
+    /// [`Root::commit`]. Nothing is committed when `f` fails (the transaction gives back
+    /// what it took).
+    ///
+    /// # Errors
+    /// [`Error::ReadOnly`] for a read-only handle; `f`'s errors; as [`Root::commit`].
+    pub(crate) fn transact<T>(&self, f: impl FnOnce(&mut Txn<'_>) -> Result<T>) -> Result<T> {
+        self.check_writable()?;
+        let storage = Arc::clone(&self.storage);
+        let mut txn = Txn::new(storage.as_ref(), &self.path);
+        let out = f(&mut txn)?;
+        self.commit(txn)?;
+        Ok(out)
+    }
+
     /// The user attributes (`meta/attributes`).
     ///
     /// # Errors
@@ -323,13 +339,13 @@ impl Root {
         &self,
         attrs: serde_json::Map<String, serde_json::Value>,
     ) -> Result<()> {
-        self.check_writable()?;
-        let mut txn = Txn::new(self.storage.as_ref(), &self.path);
-        txn.put_meta(
-            Path::new("meta/attributes"),
-            meta::to_json_bytes(&serde_json::Value::Object(attrs)),
-        );
-        self.commit(txn)
+        self.transact(|txn| {
+            txn.put_meta(
+                Path::new("meta/attributes"),
+                meta::to_json_bytes(&serde_json::Value::Object(attrs)),
+            );
+            Ok(())
+        })
     }
 
     /// Whether a read-only handle showing commit `generation` of the dataset with identity
@@ -404,6 +420,9 @@ impl Root {
     /// left behind is applied) and reads `meta/sizes` of it, for the handle to stay
     /// truthful; `None` when that cannot be done now.
     pub(crate) fn resettle<T: serde::de::DeserializeOwned>(&self) -> Option<T> {
+        if self.mode != Mode::ReadWrite {
+            return None;
+        }
         match settle(&self.storage, &self.path, Mode::ReadWrite) {
             Ok(None) => {
                 meta::read_json::<T>(self.storage.as_ref(), &MetaPaths::new(&self.path).sizes())

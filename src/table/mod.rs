@@ -1165,10 +1165,10 @@ impl Table {
     where
         F: FnOnce(&[Column], &mut Txn<'_>) -> Result<(BTreeMap<String, (i64, i64)>, u64)>,
     {
+        // A read-only handle fails here, before anything (nor the handle) is touched.
         self.check_writable()?;
-        let storage = self.root.storage.clone();
-        let mut txn = Txn::new(storage.as_ref(), &self.root);
-        let result = f(&self.columns, &mut txn).and_then(|(deltas, nrows)| {
+        let result = self.root.transact(|txn| {
+            let (deltas, nrows) = f(&self.columns, txn)?;
             let mut cols = self.sizes.columns.clone().unwrap_or_default();
             let leaves = match &new_meta {
                 Some(m) => schema::leaves(&m.dtype)?,
@@ -1202,7 +1202,6 @@ impl Table {
                 txn.put_meta(Path::new("meta/storage"), meta::to_json_bytes(m));
             }
             txn.put_meta(Path::new("meta/sizes"), meta::to_json_bytes(&sizes));
-            self.root.commit(txn)?;
             Ok(sizes)
         });
         for c in &self.columns {

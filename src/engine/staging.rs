@@ -24,7 +24,7 @@
 //! their process exits); a process that exits first leaves `<path>.tmp-old`, which the
 //! next create of that path removes, as after a kill.
 
-use crate::engine::WriterLock;
+use super::WriterLock;
 use crate::error::{Error, Result};
 use crate::storage::{sync_tree, Deferred, EntryKind, OpenMode, Storage};
 use std::path::{Path, PathBuf};
@@ -303,7 +303,7 @@ impl Staging {
         }
         // On an object store, the commit: the new state replaces the old in one conditional
         // write (a filesystem is done already).
-        crate::engine::commit_point(s, &self.path)?;
+        super::commit_point(s, &self.path)?;
         self.lock
             .take()
             .ok_or_else(|| Error::InvalidArgument("the dataset was already published".into()))
