@@ -26,6 +26,20 @@ pub(crate) fn remove_abandoned_sessions(storage: &dyn Storage, root: &Path) -> R
     Ok(())
 }
 
+/// Removes what a writer stopped before its commit point left in `meta/`: the temporary
+/// file of an atomic replacement (`sizes.tmp`, `storage.tmp`, `attributes.tmp`) or of a
+/// journal never renamed into place (`journal.tmp`). Nothing reads them; only the holder of
+/// the writer lock calls this, once the dataset is settled (no journal pending).
+fn remove_meta_leftovers(storage: &dyn Storage, mp: &MetaPaths) -> Result<()> {
+    for name in ["sizes.tmp", "storage.tmp", "attributes.tmp", "journal.tmp"] {
+        let p = mp.dir.join(name);
+        if storage.entry_kind(&p) == Some(crate::storage::EntryKind::File) {
+            storage.remove_file(&p)?;
+        }
+    }
+    Ok(())
+}
+
 /// How long a reader waits for a live writer to finish applying its commit before it gives
 /// up with [`Error::Locked`] (only a writer stopped in the middle of applying takes that long).
 pub const LIVE_APPLY_WAIT: std::time::Duration = std::time::Duration::from_secs(60);
@@ -130,6 +144,7 @@ pub(crate) fn open_root(
     let storage = settle(storage, root, mode)?.unwrap_or_else(|| Arc::clone(storage));
     if lock.is_some() {
         remove_abandoned_sessions(storage.as_ref(), root)?;
+        remove_meta_leftovers(storage.as_ref(), &mp)?;
     }
     let raw = meta::read_json(storage.as_ref(), &mp.storage())?;
     let kind = match expect {
