@@ -40,8 +40,8 @@ pub(crate) mod txn;
 pub use blz_format::{error, storage};
 
 /// The Blosc codecs and shuffle filters that a dataset's chunks are compressed with
-/// ([`CreateOptions`], [`meta::Compression`]). The chunk codec itself (compress, decompress,
-/// chunk headers) is `blz_format::blosc`.
+/// ([`CreateOptions`](crate::CreateOptions), [`meta::Compression`](crate::meta::Compression)).
+/// The chunk codec itself (compress, decompress, chunk headers) is `blz_format::blosc`.
 pub mod blosc {
     pub use blz_format::blosc::{Codec, CodecError, Filter};
     // The rest of the codec, for blz's own modules only.
@@ -49,8 +49,9 @@ pub mod blosc {
 }
 
 /// The digests that a dataset's superchunk files protect their chunks with
-/// ([`CreateOptions`], [`meta::Compression`]). Reading and writing the files themselves
-/// (`SuperchunkReader`, `pack`, `unpack`, ...) is `blz_format::blpk`.
+/// ([`CreateOptions`](crate::CreateOptions), [`meta::Compression`](crate::meta::Compression)).
+/// Reading and writing the files themselves (`SuperchunkReader`, `pack`, `unpack`, ...) is
+/// `blz_format::blpk`.
 pub mod blpk {
     pub use blz_format::blpk::Checksum;
     // The rest of the superchunk file format, for blz's own modules only.
