@@ -6,9 +6,9 @@
     reason = "criterion_group! defines an undocumented function"
 )]
 
-use blz::blosc::{self, Codec, CompressParams, Filter};
-use blz::blpk::{self, PackOptions, SuperchunkReader, WriterOptions};
 use blz::storage::{LocalStorage, OpenMode, Storage};
+use blz_format::blosc::{self, Codec, CompressParams, Filter};
+use blz_format::blpk::{self, PackOptions, SuperchunkReader, WriterOptions};
 use criterion::{criterion_group, criterion_main, BenchmarkId, Criterion, Throughput};
 use std::ffi::c_void;
 use std::hint::black_box;
@@ -90,7 +90,7 @@ fn raw_decompress(chunk: &[u8], dst: &mut [u8]) {
     assert_eq!(n as usize, dst.len());
 }
 
-/// (a) One 8 MiB chunk: blz::blosc against the raw c-blosc calls, same parameters, 1 thread.
+/// (a) One 8 MiB chunk: blz_format::blosc against the raw c-blosc calls, same parameters, 1 thread.
 fn chunk_codec(c: &mut Criterion) {
     let mut g = c.benchmark_group("chunk");
     g.sample_size(10)

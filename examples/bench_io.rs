@@ -16,11 +16,11 @@
 #[path = "../benches/common/data.rs"]
 mod data;
 
-use blz::blosc::{ChunkHeader, Codec};
-use blz::blpk::SuperchunkReader;
 use blz::meta::{Compression, FilterName};
 use blz::storage::OpenMode;
 use blz::{CreateOptions, DType, Dataset};
+use blz_format::blosc::{ChunkHeader, Codec};
+use blz_format::blpk::SuperchunkReader;
 use clap::Parser;
 use data::generate;
 use ndarray::{ArrayView1, SliceInfoElem};

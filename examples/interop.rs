@@ -12,12 +12,12 @@
 //! `expect_refused`. `read` takes the manifest `peer_check.py write DIR` produces (same keys)
 //! and checks that blz decodes every file to the expected bytes.
 
-use blz::blosc::{self, Codec, CompressParams, Filter};
-use blz::blpk::{
+use blz::storage::{LocalStorage, OpenMode, Storage};
+use blz_format::blosc::{self, Codec, CompressParams, Filter};
+use blz_format::blpk::{
     self, Checksum, MetaCodec, MetadataParams, PackOptions, SuperchunkFile, SuperchunkReader,
     WriterOptions,
 };
-use blz::storage::{LocalStorage, OpenMode, Storage};
 use serde_json::{json, Value};
 use sha2::{Digest, Sha256};
 use std::path::{Path, PathBuf};

@@ -1,9 +1,10 @@
 //! blz: a chunked, compressed, persistent array store.
 //!
-//! Layers, from the bottom: [`storage`] (where bytes live), [`blosc`] (one compressed chunk),
-//! [`blpk`] (superchunk files of many chunks, bloscpack format 3); datasets on top: [`array`],
-//! [`table`] and [`layer`] (sorted columns with row groups, value indexes and filters);
-//! [`bcolz`] reads bcolz carrays and ctables and imports them.
+//! Layers, from the bottom: the crate `blz_format` ([`storage`]: where bytes live; the Blosc
+//! chunk codec; bloscpack superchunk files of many chunks), re-exported here as far as a user
+//! of datasets needs it; datasets on top: [`array`], [`table`] and [`layer`] (sorted columns
+//! with row groups, value indexes and filters); [`bcolz`] reads bcolz carrays and ctables and
+//! imports them.
 //!
 //! What clients share: [`ordered`] reads selections in output order, whole or in batches;
 //! [`ingest`] builds tables from leaf column paths; `npy` (feature `npy`) reads and writes
@@ -17,15 +18,12 @@
 
 pub mod array;
 pub mod bcolz;
-pub mod blosc;
-pub mod blpk;
 mod column;
 pub mod copy;
 #[cfg(feature = "csv")]
 pub mod csv;
 pub mod dtype;
 mod engine;
-pub mod error;
 pub mod ingest;
 pub mod layer;
 pub mod locate;
@@ -37,9 +35,29 @@ pub mod ordered;
 pub mod scan;
 pub mod selection;
 use engine::staging;
-pub mod storage;
 pub mod table;
 pub(crate) mod txn;
+
+pub use blz_format::{error, storage};
+
+/// The Blosc codecs and shuffle filters that a dataset's chunks are compressed with
+/// ([`CreateOptions`](crate::CreateOptions), [`meta::Compression`](crate::meta::Compression)).
+/// The chunk codec itself (compress, decompress, chunk headers) is `blz_format::blosc`.
+pub mod blosc {
+    pub use blz_format::blosc::{Codec, CodecError, Filter};
+    // The rest of the codec, for blz's own modules only.
+    pub(crate) use blz_format::blosc::*;
+}
+
+/// The digests that a dataset's superchunk files protect their chunks with
+/// ([`CreateOptions`](crate::CreateOptions), [`meta::Compression`](crate::meta::Compression)).
+/// Reading and writing the files themselves (`SuperchunkReader`, `pack`, `unpack`, ...) is
+/// `blz_format::blpk`.
+pub mod blpk {
+    pub use blz_format::blpk::Checksum;
+    // The rest of the superchunk file format, for blz's own modules only.
+    pub(crate) use blz_format::blpk::*;
+}
 
 /// A dataset left by a writer that stopped while applying its commit: whether a journal is
 /// pending ([`recovery::pending`]), replaying it as the next writer would

@@ -7,8 +7,10 @@
 
 mod common;
 
-use blz::blosc::{compress, decompress, decompress_into, decompress_to_vec, getitem, validate};
-use blz::blosc::{Codec, CompressParams, Filter};
+use blz_format::blosc::{
+    compress, decompress, decompress_into, decompress_to_vec, getitem, validate,
+};
+use blz_format::blosc::{Codec, CompressParams, Filter};
 use proptest::prelude::*;
 
 /// Data that compresses unevenly: runs, a slow ramp and noise, by `kind`.

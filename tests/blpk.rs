@@ -3,13 +3,13 @@
 
 mod common;
 
-use blz::blosc::{self, Codec, CompressParams, Filter};
-use blz::blpk::{
+use blz::storage::{LocalStorage, OpenMode, Storage, StorageFile};
+use blz::Error;
+use blz_format::blosc::{self, Codec, CompressParams, Filter};
+use blz_format::blpk::{
     self, Checksum, PackOptions, Placement, SuperchunkFile, SuperchunkReader, WriterOptions,
     OPT_SCATTERED,
 };
-use blz::storage::{LocalStorage, OpenMode, Storage, StorageFile};
-use blz::Error;
 use common::walk as data;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};

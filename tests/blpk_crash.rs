@@ -2,9 +2,9 @@
 //! every later one failing) at any step of an append, replace or truncate leaves a file that
 //! opens and whose chunks read as they were before or after the operation.
 
-use blz::blosc::{self, CompressParams};
-use blz::blpk::{SuperchunkFile, SuperchunkReader, WriterOptions};
 use blz::storage::{FaultyStorage, LocalStorage, OpenMode, Storage};
+use blz_format::blosc::{self, CompressParams};
+use blz_format::blpk::{SuperchunkFile, SuperchunkReader, WriterOptions};
 use std::path::Path;
 use std::sync::Arc;
 
@@ -261,7 +261,7 @@ fn in_place_replace_in_a_scattered_file_survives_a_crash_at_every_step() {
                 }
             }
             if !faulty.crashed() {
-                assert_eq!(placement.unwrap(), blz::blpk::Placement::InPlace);
+                assert_eq!(placement.unwrap(), blz_format::blpk::Placement::InPlace);
                 assert_eq!(r.decompress_chunk(k as u64).unwrap(), plain);
                 break;
             }
@@ -274,9 +274,9 @@ fn in_place_replace_in_a_scattered_file_survives_a_crash_at_every_step() {
 fn make_sealed(path: &Path, sizes: &[usize]) -> Vec<Vec<u8>> {
     let doc = serde_json::json!({"blz": {"dataset": "d", "store": "data", "file": 1,
         "offsets": ""}});
-    let params = blz::blpk::MetadataParams {
-        checksum: blz::blpk::Checksum::Adler32,
-        codec: blz::blpk::MetaCodec::None,
+    let params = blz_format::blpk::MetadataParams {
+        checksum: blz_format::blpk::Checksum::Adler32,
+        codec: blz_format::blpk::MetaCodec::None,
         level: 0,
         growth_factor: 1,
     };
@@ -350,7 +350,7 @@ fn a_file_with_an_offsets_digest_never_reads_another_chunk_after_a_crash() {
                     "{name}: crash at step {fail_at}: neither before nor after"
                 ),
                 Err(blz::Error::ChecksumMismatch { algorithm, .. })
-                    if algorithm == blz::blpk::OFFSETS_ALGORITHM =>
+                    if algorithm == blz_format::blpk::OFFSETS_ALGORITHM =>
                 {
                     mismatches += 1;
                 }

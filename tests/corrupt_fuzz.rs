@@ -7,10 +7,10 @@
 
 mod common;
 
-use blz::blosc::{Codec, CompressParams, Filter};
-use blz::blpk::{self, Checksum, MetaCodec, MetadataParams, PackOptions, SuperchunkReader};
-use blz::blpk::{SuperchunkWriter, WriterOptions};
 use blz::storage::{LocalStorage, OpenMode, Storage, StorageFile};
+use blz_format::blosc::{Codec, CompressParams, Filter};
+use blz_format::blpk::{self, Checksum, MetaCodec, MetadataParams, PackOptions, SuperchunkReader};
+use blz_format::blpk::{SuperchunkWriter, WriterOptions};
 use common::walk;
 use proptest::prelude::*;
 use std::ops::Range;
@@ -222,13 +222,13 @@ fn samples() -> &'static [Sample] {
             .unwrap();
             let p = CompressParams::default();
             for part in src.chunks(2048) {
-                f.append_chunk(blz::blosc::compress(&p, part).unwrap())
+                f.append_chunk(blz_format::blosc::compress(&p, part).unwrap())
                     .unwrap();
             }
             let noisy: Vec<u8> = (0..2048u64)
                 .map(|i| (i.wrapping_mul(0x9e37_79b9_7f4a_7c15) >> 56) as u8)
                 .collect();
-            f.replace_chunk(1, blz::blosc::compress(&p, &noisy).unwrap())
+            f.replace_chunk(1, blz_format::blosc::compress(&p, &noisy).unwrap())
                 .unwrap();
             drop(f);
             let bytes = bytes.lock().unwrap().clone();

@@ -227,7 +227,7 @@ fn run_with<T: Gen>(
     // cbytes in meta/sizes is exact: the sum of stored chunk and digest bytes.
     let mut stored = 0u64;
     for f in 0..ds.nfiles() {
-        let r = blz::blpk::SuperchunkReader::open(
+        let r = blz_format::blpk::SuperchunkReader::open(
             blz::storage::LocalStorage
                 .open(&ds.superchunk_path(f), blz::storage::OpenMode::Read)
                 .unwrap(),

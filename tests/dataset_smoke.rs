@@ -118,7 +118,7 @@ fn write_stops_at_a_corrupt_chunk_and_changes_nothing() {
     drop(ds);
     // Chunk 13 is chunk 1 of the fourth file.
     let file = p.join("data").join("__4__.bin");
-    let r = blz::blpk::SuperchunkReader::open(
+    let r = blz_format::blpk::SuperchunkReader::open(
         blz::storage::local()
             .open(&file, blz::storage::OpenMode::Read)
             .unwrap(),
@@ -257,7 +257,7 @@ fn short_reads_of_verified_chunks_match_the_data() {
                 }
             }
             let file = copy.join("data").join("__1__.bin");
-            let r = blz::blpk::SuperchunkReader::open(
+            let r = blz_format::blpk::SuperchunkReader::open(
                 blz::storage::local()
                     .open(&file, blz::storage::OpenMode::Read)
                     .unwrap(),
@@ -361,9 +361,9 @@ fn a_read_handle_refreshes_to_the_latest_commit() {
 /// blocks (a short read decodes one of them) and compressible chunks keep c-blosc's 1 MiB.
 #[test]
 fn automatic_block_sizes_follow_the_data() {
-    use blz::blosc::ChunkHeader;
-    use blz::blpk::SuperchunkReader;
     use blz::storage::OpenMode;
+    use blz_format::blosc::ChunkHeader;
+    use blz_format::blpk::SuperchunkReader;
     let dir = tempfile::tempdir().unwrap();
     let n = 2_000_000usize;
     let mut acc = 0.0f64;

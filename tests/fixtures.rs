@@ -2,11 +2,11 @@
 //! checked field by field against what the peers themselves read from them
 //! (`tests/fixtures/*/manifest.json`, described in `tests/fixtures/README.md`).
 
-use blz::blosc::{self, ChunkHeader, Codec};
-use blz::blpk::{
+use blz::storage::{LocalStorage, OpenMode, Storage};
+use blz_format::blosc::{self, ChunkHeader, Codec};
+use blz_format::blpk::{
     self, Checksum, MetaCodec, SuperchunkReader, FORMAT_VERSION, OPT_METADATA, OPT_OFFSETS,
 };
-use blz::storage::{LocalStorage, OpenMode, Storage};
 use serde_json::Value;
 use sha2::{Digest, Sha256};
 use std::path::{Path, PathBuf};

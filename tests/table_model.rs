@@ -4,10 +4,10 @@
 
 mod common;
 
-use blz::blpk::SuperchunkReader;
 use blz::storage::{FaultyStorage, LocalStorage, OpenMode, Storage};
 use blz::table::{ColumnOptions, Field, Table, TableOptions, Values};
 use blz::{DType, Mode};
+use blz_format::blpk::SuperchunkReader;
 use common::copy_dir;
 use proptest::prelude::*;
 use std::collections::BTreeMap;

@@ -4,7 +4,7 @@
 
 #![no_main]
 
-use blz::blosc;
+use blz_format::blosc;
 use libfuzzer_sys::fuzz_target;
 
 /// A chunk may legitimately claim up to 2 GiB; decompressing that much is not what this

@@ -12,8 +12,8 @@
 #[path = "../common/mod.rs"]
 mod common;
 
-use blz::blosc::{self, CompressParams};
-use blz::blpk::{SuperchunkReader, SuperchunkWriter};
+use blz_format::blosc::{self, CompressParams};
+use blz_format::blpk::{SuperchunkReader, SuperchunkWriter};
 use blz::layer::{Layer, Value};
 use blz::storage::{OpenMode, Storage};
 use common::MemStorage;

@@ -7,8 +7,8 @@
 
 #![no_main]
 
-use blz::blosc::{self, CompressParams};
-use blz::blpk::{self, SuperchunkReader, SuperchunkWriter, Write, WriterOptions};
+use blz_format::blosc::{self, CompressParams};
+use blz_format::blpk::{self, SuperchunkReader, SuperchunkWriter, Write, WriterOptions};
 use blz::storage::StorageFile;
 use libfuzzer_sys::fuzz_target;
 use std::path::{Path, PathBuf};

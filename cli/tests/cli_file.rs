@@ -50,7 +50,7 @@ fn sample(n: usize) -> Vec<u8> {
 }
 
 fn sha256_hex(b: &[u8]) -> String {
-    blz::blpk::hex(&Sha256::digest(b))
+    blz_format::blpk::hex(&Sha256::digest(b))
 }
 
 struct Dir {
@@ -457,7 +457,7 @@ fn manifest(dir: &Path) -> Vec<Value> {
 
 #[test]
 fn unpacks_every_bloscpack_fixture() {
-    let fixtures = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/bloscpack");
+    let fixtures = Path::new(env!("CARGO_MANIFEST_DIR")).join("../tests/fixtures/bloscpack");
     let d = Dir::new();
     let files = manifest(&fixtures);
     assert!(files.len() >= 30);

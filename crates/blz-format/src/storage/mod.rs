@@ -8,7 +8,10 @@ mod local;
 #[cfg(feature = "s3")]
 pub mod object;
 
-pub(crate) use deferred::{sync_tree, Deferred};
+// Plumbing for the `blz` crate's staged creates (`staging.rs`), not an API of this crate:
+// public only because the crate boundary requires it.
+#[doc(hidden)]
+pub use deferred::{sync_tree, Deferred};
 pub use fault::FaultyStorage;
 pub use local::LocalStorage;
 #[cfg(feature = "s3")]
@@ -249,7 +252,9 @@ pub type LockGuard = Box<dyn std::any::Any + Send + Sync>;
 
 /// How many files one part of blz (a transaction, the reader cache) may keep open: `max`,
 /// or a quarter of the process's descriptor limit when that is smaller (at least 16).
-pub(crate) fn descriptor_budget(max: usize) -> usize {
+// Plumbing for the `blz` crate (its transactions and reader cache): hidden, no API promise.
+#[doc(hidden)]
+pub fn descriptor_budget(max: usize) -> usize {
     static LIMIT: std::sync::OnceLock<usize> = std::sync::OnceLock::new();
     let limit = *LIMIT.get_or_init(|| {
         let mut r = libc::rlimit {
@@ -324,7 +329,9 @@ pub fn read_small_file(storage: &dyn Storage, path: &Path, limit: u64) -> Result
 
 /// The temporary file [`write_file_atomic`] writes before renaming it to `path`: the same
 /// name with `.tmp` added.
-pub(crate) fn atomic_tmp_path(path: &Path) -> Option<std::path::PathBuf> {
+// Plumbing for the `blz` crate (its transactions skip these files): hidden, no API promise.
+#[doc(hidden)]
+pub fn atomic_tmp_path(path: &Path) -> Option<std::path::PathBuf> {
     let mut tmp_name = path.file_name()?.to_os_string();
     tmp_name.push(".tmp");
     Some(path.with_file_name(tmp_name))

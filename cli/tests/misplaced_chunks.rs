@@ -333,7 +333,7 @@ proptest! {
         }
         // Through the raw superchunk reader too (what `blz file unpack` uses).
         let f = LocalStorage.open(&file, OpenMode::Read).unwrap();
-        if let Ok(r) = blz::blpk::SuperchunkReader::open(f) {
+        if let Ok(r) = blz_format::blpk::SuperchunkReader::open(f) {
             for (k, want) in chunks.iter().enumerate() {
                 match r.decompress_chunk(k as u64) {
                     Ok(got) => prop_assert_eq!(&got, want),

@@ -10,7 +10,7 @@ use std::process::Command;
 
 fn fixture(name: &str) -> String {
     Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("tests/fixtures/bcolz")
+        .join("../tests/fixtures/bcolz")
         .join(name)
         .display()
         .to_string()

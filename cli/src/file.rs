@@ -2,12 +2,12 @@
 
 use crate::failure::Failure;
 use crate::parse_size;
-use blz::blosc::{self, ChunkHeader, Codec, CompressParams, Filter};
-use blz::blpk::{
+use blz::storage::{LocalStorage, OpenMode, Storage};
+use blz_format::blosc::{self, ChunkHeader, Codec, CompressParams, Filter};
+use blz_format::blpk::{
     self, Checksum, MetaCodec, MetadataParams, PackOptions, SuperchunkReader, WriterOptions,
     FORMAT_VERSION, OPT_METADATA, OPT_OFFSETS, OPT_SCATTERED, OPT_VARLEN,
 };
-use blz::storage::{LocalStorage, OpenMode, Storage};
 use clap::{Args, ValueEnum};
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 use serde::Serialize;

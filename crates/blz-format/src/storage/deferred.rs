@@ -18,12 +18,13 @@ const SYNC_NOW_BYTES: u64 = 1 << 20;
 /// `inner` with [`Storage::sync_dir`] and the [`StorageFile::sync`] of small files doing
 /// nothing (writeback hints still pass); everything else is `inner`'s.
 #[derive(Debug)]
-pub(crate) struct Deferred {
+pub struct Deferred {
     inner: Arc<dyn Storage>,
 }
 
 impl Deferred {
-    pub(crate) fn new(inner: Arc<dyn Storage>) -> Deferred {
+    /// `inner` with its syncs of directories and small files put off.
+    pub fn new(inner: Arc<dyn Storage>) -> Deferred {
         Deferred { inner }
     }
 }
@@ -132,7 +133,7 @@ impl Storage for Deferred {
 ///
 /// # Errors
 /// The first I/O error, naming the file or directory.
-pub(crate) fn sync_tree(storage: &dyn Storage, dir: &Path) -> Result<()> {
+pub fn sync_tree(storage: &dyn Storage, dir: &Path) -> Result<()> {
     let mut files: Vec<PathBuf> = Vec::new();
     let mut dirs: Vec<PathBuf> = vec![dir.to_path_buf()];
     let mut i = 0;

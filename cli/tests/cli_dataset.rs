@@ -593,7 +593,7 @@ fn corrupt_chunk(file: &Path, k: u64) {
     let f = storage
         .open(file, blz::storage::OpenMode::Read)
         .expect("open");
-    let r = blz::blpk::SuperchunkReader::open(f).expect("reader");
+    let r = blz_format::blpk::SuperchunkReader::open(f).expect("reader");
     let info = r.chunk_info(k).expect("chunk info");
     let at = (info.offset + 16 + u64::from(info.header.cbytes - 16) / 2) as usize;
     drop(r);

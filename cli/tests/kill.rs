@@ -266,7 +266,7 @@ fn layer_input(dir: &Path) {
 }
 
 fn bcolz_input(dir: &Path) {
-    let fixtures = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/bcolz");
+    let fixtures = Path::new(env!("CARGO_MANIFEST_DIR")).join("../tests/fixtures/bcolz");
     copy_dir(&fixtures.join("appended_trimmed"), &dir.join("in.bcolz"));
 }
 
