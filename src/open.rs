@@ -15,6 +15,11 @@ use std::sync::Arc;
 /// A dataset of any kind, as [`open`] found it.
 #[derive(Debug)]
 #[non_exhaustive]
+#[expect(
+    clippy::large_enum_variant,
+    reason = "a handle is opened once and moved out by a match; boxing would only add an \
+              allocation and a deref for the user"
+)]
 pub enum AnyDataset {
     /// An N-d array.
     Array(Dataset),
@@ -28,6 +33,10 @@ pub enum AnyDataset {
 
 /// A bcolz directory opened in place.
 #[derive(Debug)]
+#[expect(
+    clippy::large_enum_variant,
+    reason = "opened once and moved out by a match, as AnyDataset"
+)]
 pub enum BcolzDataset {
     /// A carray.
     Carray(CarrayReader),

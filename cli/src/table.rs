@@ -26,8 +26,6 @@ const BATCH_ROWS: usize = 65536;
 /// `get` prints every row up to this many; beyond, the first and last few.
 const SUMMARY_THRESHOLD: u64 = 1000;
 
-/// Writes a line to standard output, turning a closed pipe into a quiet stop.
-
 // ---------------------------------------------------------------------------------------------
 // create
 

@@ -88,6 +88,15 @@ pub(crate) fn settle(
     }
 }
 
+/// What [`open_root`] found: the writer lock (writing), the `meta/storage` document, the
+/// storage to read through, and the kind.
+type Settled = (
+    Option<WriterLock>,
+    serde_json::Value,
+    Arc<dyn Storage>,
+    Kind,
+);
+
 /// The first step of opening any dataset at `root`: checks that it has a meta directory
 /// (and, writing, that its kind is `expect` before the writer lock is taken, so the wrong
 /// kind leaves no `meta/lock` behind), brings the dataset to its committed state
@@ -104,12 +113,7 @@ pub(crate) fn open_root(
     mode: Mode,
     expect: Option<Kind>,
     building: bool,
-) -> Result<(
-    Option<WriterLock>,
-    serde_json::Value,
-    Arc<dyn Storage>,
-    Kind,
-)> {
+) -> Result<Settled> {
     let mp = MetaPaths::new(root);
     // Nothing there (never was, or removed under a handle that refreshes): not found,
     // which no reopen changes, rather than a "corrupt" dataset.
