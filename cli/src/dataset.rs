@@ -52,7 +52,18 @@ pub fn open_any(path: &Path, write: bool) -> Result<blz::AnyDataset, Failure> {
     } else {
         Mode::ReadOnly
     };
-    Ok(blz::open_in(storage, &root, mode)?)
+    match blz::open_in(std::sync::Arc::clone(&storage), &root, mode) {
+        Ok(d) => Ok(d),
+        // A dataset that is only ever read (a layer): say what it is.
+        Err(blz::Error::ReadOnly { .. }) if write => {
+            let kind = blz::open_in(storage, &root, Mode::ReadOnly)?.kind();
+            Err(Failure::new(format!(
+                "{}: this is a {kind} dataset, not an array or a table: it is only read",
+                path.display()
+            )))
+        }
+        Err(e) => Err(e.into()),
+    }
 }
 
 /// Rows of `row_bytes` per batch: about [`batch_bytes`] (the library carries what does not

@@ -192,7 +192,8 @@ fn not_for(path: &Path, ds: &AnyDataset, command: &str) -> Failure {
         _ => "",
     };
     Failure::new(format!(
-        "{}: blz {command} does not apply to a {} dataset{hint}",
+        "{}: this is a {} dataset, not an array or a table: blz {command} does not apply to \
+         it{hint}",
         path.display(),
         ds.kind()
     ))
