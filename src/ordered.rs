@@ -7,11 +7,11 @@
 //! axis. [`TableRows`] does the same for the rows of a table.
 
 use crate::error::{Error, Result};
-use crate::selection::AxisSel;
-use crate::selection::Selection;
+use crate::selection::{AxisSel, Item, Selection};
 use crate::table::{Table, Values};
 use crate::Dataset;
 use ndarray::{ArrayViewD, Axis, IxDyn, SliceInfoElem};
+use std::path::Path;
 
 /// Bytes a streamed read (or import) handles at a time unless told otherwise: 64 MiB.
 pub const DEFAULT_BATCH_BYTES: u64 = 64 << 20;
@@ -62,10 +62,29 @@ impl<'a> SelectionReader<'a> {
     /// Parses a selection's text (`"2:8:3, ::-1"`; empty for everything) and resolves it.
     ///
     /// # Errors
-    /// As [`Selection::parse`], [`Selection::to_slice_info`] and [`SelectionReader::new`].
+    /// As [`Selection::parse`] and [`Selection::resolve`] (a selection with new axes is
+    /// [`Error::InvalidArgument`]).
     pub fn parse(ds: &'a Dataset, text: &str) -> Result<SelectionReader<'a>> {
-        let elems = Selection::parse(text)?.to_slice_info(ds.shape())?;
-        Self::new(ds, &elems)
+        Self::select(ds, &Selection::parse(text)?)
+    }
+
+    /// Resolves a selection against the dataset's shape.
+    ///
+    /// # Errors
+    /// As [`Selection::resolve`]; [`Error::InvalidArgument`] for a selection with new axes.
+    pub fn select(ds: &'a Dataset, sel: &Selection) -> Result<SelectionReader<'a>> {
+        let r = ds.select(sel)?;
+        if !r.new_axes.is_empty() {
+            return Err(Error::InvalidArgument(
+                "new axes are not supported in an ordered read".into(),
+            ));
+        }
+        let shape = r.shape;
+        Ok(SelectionReader {
+            ds,
+            sel: r.axes,
+            shape,
+        })
     }
 
     /// The output shape (single indices drop their axis).
@@ -278,51 +297,32 @@ impl TableRows {
     /// [`Error::InvalidArgument`] for a malformed selection, one of more than one axis, or a
     /// single row outside the table.
     pub fn parse(text: &str, nrows: u64) -> Result<TableRows> {
-        let elems = Selection::parse(text)?
-            .to_slice_info(&[nrows])
+        let sel = Selection::parse(text)?;
+        if sel.items().contains(&Item::NewAxis) {
+            return Err(Error::InvalidArgument(
+                "a table selection takes rows only".into(),
+            ));
+        }
+        let r = sel
+            .resolve(&[nrows], Path::new("table"))
             .map_err(|e| match e {
-                Error::InvalidArgument(m) => Error::InvalidArgument(
-                    m.replace("the dataset has 1 axes", "a table has 1 axis"),
-                ),
-                Error::OutOfBounds { dataset, reason } => Error::OutOfBounds {
-                    dataset,
-                    reason: reason.replace("the dataset has 1 axes", "a table has 1 axis"),
-                },
+                Error::OutOfBounds { reason, .. } | Error::InvalidArgument(reason) => {
+                    Error::InvalidArgument(
+                        reason.replace("the dataset has 1 axes", "a table has 1 axis"),
+                    )
+                }
                 e => e,
             })?;
-        let n = nrows;
-        Ok(match elems.first() {
-            None => TableRows::Range(0, n),
-            Some(SliceInfoElem::Index(i)) => {
-                let j = if *i < 0 {
-                    *i as i128 + i128::from(n)
+        Ok(match r.axes.first() {
+            None => TableRows::Range(0, nrows),
+            Some(s) if s.step == 1 && !s.reversed => TableRows::Range(s.start, s.start + s.count),
+            Some(s) => {
+                let rows = (0..s.count).map(|k| s.start + k * s.step);
+                TableRows::Indices(if s.reversed {
+                    rows.rev().collect()
                 } else {
-                    *i as i128
-                };
-                if j < 0 || j >= i128::from(n) {
-                    return Err(Error::InvalidArgument(format!(
-                        "row {i} outside the table's {n} rows"
-                    )));
-                }
-                TableRows::Range(j as u64, j as u64 + 1)
-            }
-            Some(SliceInfoElem::Slice { start, end, step }) => {
-                let s = (*start).max(0) as u64;
-                let e = end.map_or(n, |e| (e.max(0) as u64).min(n)).max(s);
-                if *step == 1 {
-                    TableRows::Range(s, e)
-                } else if *step > 1 {
-                    TableRows::Indices((s..e).step_by(*step as usize).collect())
-                } else {
-                    // ndarray's negative step: from the end of s..e backwards.
-                    let k = step.unsigned_abs();
-                    TableRows::Indices((s..e).rev().step_by(k).collect())
-                }
-            }
-            Some(SliceInfoElem::NewAxis) => {
-                return Err(Error::InvalidArgument(
-                    "a table selection takes rows only".into(),
-                ));
+                    rows.collect()
+                })
             }
         })
     }

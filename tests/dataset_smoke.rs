@@ -448,3 +448,51 @@ fn a_removed_dataset_reads_as_not_found() {
         );
     }
 }
+
+#[test]
+fn numpy_selections_and_new_axes() {
+    use blz::selection::{Item, Selection};
+    let dir = tempfile::tempdir().unwrap();
+    let p = dir.path().join("n.blz");
+    let opts = CreateOptions {
+        chunkshape: Some(vec![4, 3]),
+        ..Default::default()
+    };
+    let mut ds = Dataset::create_with(&p, DType::I32, &[0, 5], &opts).unwrap();
+    let a = Array2::from_shape_fn((11, 5), |(i, j)| (i * 5 + j) as i32);
+    ds.append(&a.view().into_dyn()).unwrap();
+    // numpy: a[None, 9:-100:-4, ..., -2] == [[48, 28, 8]] (rows 9, 5, 1 of column 3)
+    let sel = Selection::new(vec![
+        Item::NewAxis,
+        Item::Slice {
+            start: Some(9),
+            stop: Some(-100),
+            step: Some(-4),
+        },
+        Item::Ellipsis,
+        Item::Index(-2),
+    ]);
+    let got = ds.read_selection::<i32>(&sel).unwrap();
+    assert_eq!(got.shape(), &[1, 3]);
+    assert_eq!(got.iter().copied().collect::<Vec<_>>(), [48, 28, 8]);
+    // The same through ndarray's s![] (ndarray's meaning: 1..10;-4 is 9, 5, 1).
+    let nd = ds
+        .slice::<i32, _>(s![ndarray::NewAxis, 1..10;-4, 3])
+        .unwrap();
+    assert_eq!(nd, got);
+    // Checked in one place: an index outside its axis, too many indices.
+    let oob = |sel: Selection| {
+        matches!(
+            ds.read_selection::<i32>(&sel),
+            Err(blz::Error::OutOfBounds { .. })
+        )
+    };
+    assert!(oob(Selection::new(vec![Item::Index(11)])));
+    assert!(oob(Selection::parse("0,0,0").unwrap()));
+    assert!(oob(Selection::parse("...,-6").unwrap()));
+    // Slices clamp, as in numpy.
+    let all = ds
+        .read_selection::<i32>(&Selection::parse("-100:100").unwrap())
+        .unwrap();
+    assert_eq!(all, a.into_dyn());
+}

@@ -10,7 +10,7 @@ import numpy as np
 
 from . import _blz
 from ._errors import CorruptionError, Error, one_commit
-from ._index import empty, native, resolve
+from ._index import empty, native
 
 
 def _json_default(o: Any) -> Any:
@@ -212,10 +212,10 @@ class Array:
         return one_commit(self._mode == "r", self._follow, lambda: self._read_now(key))
 
     def _read_now(self, key: Any) -> Any:
-        r = resolve(key, self._shape)
+        r = self._raw.select(key)
         buf = empty(r.counts, native(self._dtype))
         if buf.size:
-            self._raw.read_into(r.sel, buf)
+            self._raw.read_into(r, buf)
         if buf.dtype != self._dtype:
             buf.byteswap(inplace=True)
             buf = buf.view(self._dtype)
@@ -247,12 +247,12 @@ class Array:
     # -- writing ----------------------------------------------------------------------
 
     def __setitem__(self, key: Any, values: Any) -> None:
-        r = resolve(key, self._shape)
+        r = self._raw.select(key)
         buf = np.empty(r.counts, dtype=native(self._dtype))
         buf[r.view] = values  # numpy's broadcasting and casting
         if buf.size:
             try:
-                self._raw.write_from(r.sel, buf)
+                self._raw.write_from(r, buf)
             finally:
                 self._refresh()
 

@@ -8,16 +8,8 @@ from typing import Any
 
 import numpy as np
 
-from ._index import resolve
-
-
-def _ascending(start: int, count: int, step: int, is_index: bool) -> slice:
-    if is_index:
-        return slice(start, start + 1)
-    if count == 0:
-        return slice(0, 0)
-    first = start if step > 0 else start + (count - 1) * step
-    return slice(first, first + (count - 1) * abs(step) + 1, abs(step))
+from . import _blz
+from ._index import ascending
 
 
 class BcolzArray:
@@ -70,17 +62,12 @@ class BcolzArray:
         return out
 
     def __getitem__(self, key: Any) -> Any:
-        r = resolve(key, self._shape)
-        start, count, step, is_index = r.sel[0]
-        if count == 0:
-            base = np.empty((0, *self._shape[1:]), dtype=self._dtype)
-        else:
-            first = start if step > 0 else start + (count - 1) * step
-            span = (count - 1) * abs(step) + 1
-            base = self._rows(first, first + span)[:: abs(step)]
+        r = _blz.select(key, self._shape, self.path)
+        rows = ascending(r.axes[0])
+        base = self._rows(rows.start, rows.stop)[:: rows.step]
         # Axis 0 is read (ascending positions); the other axes are cut ascending here too,
         # so that numpy's result is the same view as for a blz array.
-        inner = base[(slice(None), *[_ascending(s, c, st, ix) for s, c, st, ix in r.sel[1:]])]
+        inner = base[(slice(None), *[ascending(a) for a in r.axes[1:]])]
         return inner[r.view]
 
     def __array__(self, dtype: Any = None, copy: bool | None = None) -> np.ndarray:
@@ -141,7 +128,7 @@ class BcolzTable:
     def __getitem__(self, key: Any) -> Any:
         if isinstance(key, str):
             return self._cols[key]
-        r = resolve(key, (self._len,))
+        r = _blz.select(key, (self._len,), self.path)
         out = np.empty(r.shape, dtype=self.dtype) if r.shape else np.empty(1, dtype=self.dtype)
         for n, c in self._cols.items():
             out[n] = c[key]

@@ -1,98 +1,25 @@
-"""numpy basic indexing resolved against a shape, in the form the native module takes."""
+"""Helpers for numpy basic indexing over blz datasets.
+
+A key (an int, a slice, ``...``, ``None`` or a tuple of them) goes as it is to the native
+module, whose ``select`` hands it to the library (``blz::Selection``): it is resolved and
+checked there, once. What comes back (``_blz.RawSelection``) says what to read (``axes``,
+``counts``: ascending positions on every axis) and how numpy sees it (``view``).
+"""
 
 from __future__ import annotations
 
-import operator
-from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 
-_BAD = (
-    "blz supports numpy's basic indexing: integers, slices (`:`), ellipsis (`...`) and "
-    "numpy.newaxis (`None`); got {!r}"
-)
 
-
-@dataclass(frozen=True)
-class Resolved:
-    """A key resolved against a shape.
-
-    ``sel``: per stored axis ``(start, count, step, is_index)`` with numpy's meaning (``start``
-    the first position visited, ``step`` possibly negative). ``counts``: the extent of each
-    stored axis in the buffer blz fills (ascending positions). ``view``: the key that turns
-    that buffer into numpy's result (reverses, drops indexed axes, inserts new ones).
-    ``shape``: the result's shape.
-    """
-
-    sel: list[tuple[int, int, int, bool]]
-    counts: tuple[int, ...]
-    view: tuple[Any, ...]
-    shape: tuple[int, ...]
-
-
-def resolve(key: Any, shape: tuple[int, ...]) -> Resolved:
-    if not isinstance(key, tuple):
-        key = (key,)
-    ndim = len(shape)
-    n_ell = sum(1 for k in key if k is Ellipsis)
-    if n_ell > 1:
-        raise IndexError("an index can only have a single ellipsis ('...')")
-    n_real = sum(1 for k in key if k is not None and k is not Ellipsis)
-    if n_real > ndim:
-        raise IndexError(
-            f"too many indices for array: array is {ndim}-dimensional, "
-            f"but {n_real} were indexed"
-        )
-    expanded: list[Any] = []
-    for k in key:
-        if k is Ellipsis:
-            expanded.extend([slice(None)] * (ndim - n_real))
-        else:
-            expanded.append(k)
-    if n_ell == 0:
-        expanded.extend([slice(None)] * (ndim - n_real))
-    sel: list[tuple[int, int, int, bool]] = []
-    view: list[Any] = []
-    out_shape: list[int] = []
-    axis = 0
-    for k in expanded:
-        if k is None:
-            view.append(None)
-            out_shape.append(1)
-            continue
-        n = shape[axis]
-        if isinstance(k, slice):
-            start, stop, step = k.indices(n)
-            count = len(range(start, stop, step))
-            sel.append((start, count, step, False))
-            view.append(slice(None, None, -1) if step < 0 else slice(None))
-            out_shape.append(count)
-        else:
-            if isinstance(k, (bool, np.bool_)) or not _is_int(k):
-                raise IndexError(_BAD.format(k))
-            i = operator.index(k)
-            if i < -n or i >= n:
-                raise IndexError(f"index {i} is out of bounds for axis {axis} with size {n}")
-            if i < 0:
-                i += n
-            sel.append((i, 1, 1, True))
-            view.append(0)
-        axis += 1
-    if n_ell:
-        # numpy: a key with an ellipsis gives an array, even a 0-d one, never a scalar.
-        view.append(Ellipsis)
-    return Resolved(sel, tuple(s[1] for s in sel), tuple(view), tuple(out_shape))
-
-
-def _is_int(k: Any) -> bool:
-    if isinstance(k, np.ndarray):
-        return False
-    try:
-        operator.index(k)
-    except TypeError:
-        return False
-    return True
+def ascending(axis: tuple[int, int, int, bool, bool]) -> slice:
+    """The positions of one resolved axis ``(start, step, count, reversed, keep)`` as a slice
+    in ascending order (``RawSelection.view`` turns them round)."""
+    start, step, count = axis[:3]
+    if count == 0:
+        return slice(0, 0)
+    return slice(start, start + (count - 1) * step + 1, step)
 
 
 def native(dtype: np.dtype) -> np.dtype:

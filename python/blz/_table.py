@@ -10,7 +10,7 @@ import numpy as np
 
 from ._array import Attributes, raise_problems
 from ._errors import InvalidArgumentError, one_commit
-from ._index import empty, native, resolve
+from ._index import ascending, empty, native
 
 VAR_KINDS = ("varstr", "varbytes")
 
@@ -258,14 +258,9 @@ class Column:
         return self._table._fresh(lambda: self._get(key))
 
     def _get(self, key: Any) -> Any:
-        r = resolve(key, self.shape)
-        start, count, step, _ = r.sel[0]
-        if count == 0:
-            buf = np.empty(0, dtype=self.dtype)
-        else:
-            first = start if step > 0 else start + (count - 1) * step
-            span = (count - 1) * abs(step) + 1
-            buf = self._rows(first, first + span)[:: abs(step)]
+        r = self._table._raw.select(key)
+        rows = ascending(r.axes[0])
+        buf = self._rows(rows.start, rows.stop)[:: rows.step]
         return buf[r.view]
 
     def __array__(self, dtype: Any = None, copy: bool | None = None) -> np.ndarray:
@@ -446,13 +441,9 @@ class Table:
         return self._fresh(lambda: self._get_rows(key))
 
     def _get_rows(self, key: Any) -> Any:
-        r = resolve(key, self.shape)
-        start, count, step, _ = r.sel[0]
-        if count == 0:
-            return np.empty(0, dtype=self._dtype)[r.view]
-        first = start if step > 0 else start + (count - 1) * step
-        span = (count - 1) * abs(step) + 1
-        return self._read_rows(first, first + span)[:: abs(step)][r.view]
+        r = self._raw.select(key)
+        rows = ascending(r.axes[0])
+        return self._read_rows(rows.start, rows.stop)[:: rows.step][r.view]
 
     def __array__(self, dtype: Any = None, copy: bool | None = None) -> np.ndarray:
         if copy is False:
@@ -483,17 +474,12 @@ class Table:
 
     def __setitem__(self, key: Any, rows: Any) -> None:
         """Overwrites a contiguous range of rows (``t[10:20] = records``)."""
-        if isinstance(key, int):
-            key = slice(key, key + 1 if key != -1 else None)
-        if not isinstance(key, slice):
+        if not isinstance(key, (int, slice)) or isinstance(key, slice) and key.step not in (None, 1):
             raise TypeError("table rows are written by an integer or a slice with step 1")
-        start, stop, step = key.indices(self._nrows)
-        if step != 1:
-            raise TypeError("table rows are written by an integer or a slice with step 1")
+        start, _step, n, _reversed, _keep = self._raw.select(key).axes[0]
         if isinstance(rows, list):
             rows = np.array([tuple(r) for r in rows], dtype=self._dtype)
         payload = columns_payload(self._leaves, rows)
-        n = max(stop - start, 0)
         for p, v in payload:
             if len(v) != n:
                 raise ValueError(f"column {p}: {len(v)} values given for {n} rows")

@@ -170,7 +170,6 @@ def _graph(name: str, tasks: dict[Any, Any], hosts: dict[Any, list[str]]) -> Any
 
 def _array(path: str, locate: Locator | None, task_bytes: int) -> Any:
     import dask.array as da
-    from dask._task_spec import Task
     from dask.base import tokenize
 
     from . import Array
@@ -224,7 +223,8 @@ def _array(path: str, locate: Locator | None, task_bytes: int) -> Any:
         sel = tuple(
             slice(sum(c[:i]), sum(c[:i]) + c[i]) for c, i in zip(chunks, idx)
         )
-        tasks[key] = Task(key, _read_array_block, path, generation, sel)
+        # dask's task tuple: (function, *arguments).
+        tasks[key] = (_read_array_block, path, generation, sel)
         f = file_of[idx[0]] if whole_rows and file_of else int(np.ravel_multi_index(idx, grid)) // per_file
         hosts[key] = hosts_of(f)
     meta = np.empty((0,) * len(shape), dtype=dtype)

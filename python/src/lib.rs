@@ -2,7 +2,7 @@
 //!
 //! A thin client of the blz library: every class here wraps one of the library's datasets
 //! (`Dataset`, `Table`, `Layer`, a bcolz reader) and takes what Python hands it in the
-//! simplest form (resolved selections, contiguous native-endian buffers, JSON text for
+//! simplest form (selections as `blz::Selection`, contiguous native-endian buffers, JSON text for
 //! attributes). numpy's conventions (indexing, broadcasting, dtypes) live in the Python
 //! package `blz`, which is what users import.
 //!
@@ -13,6 +13,7 @@
 use blz::array::staged::{StagedCreate, StagedWrite};
 use blz::bcolz::{CarrayReader, CtableReader, Kind as BcolzKind};
 use blz::layer::{ColumnDef, Cursor, Layer, LayerSchema, LayerWriter, Value};
+use blz::selection::{Item, Resolved, Selection};
 use blz::table::{
     ColumnOptions, Field, FieldSpec, FieldType, LeafKind, Table, TableOptions, Values,
 };
@@ -20,11 +21,12 @@ use blz::{CreateOptions, DType, Dataset, Endianness};
 mod arrow;
 mod buffers;
 
-use ndarray::SliceInfoElem;
 use pyo3::buffer::PyUntypedBuffer;
-use pyo3::exceptions::{PyTypeError, PyValueError};
+use pyo3::exceptions::{PyIndexError, PyOverflowError, PyTypeError, PyValueError};
 use pyo3::prelude::*;
-use pyo3::types::{PyBytes, PyCapsule, PyIterator, PyList, PyString, PyTuple};
+use pyo3::types::{
+    PyBool, PyBytes, PyCapsule, PyEllipsis, PyInt, PyIterator, PyList, PySlice, PyString, PyTuple,
+};
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, RwLock};
 
@@ -260,36 +262,197 @@ fn checksum(name: &str) -> PyResult<blz::blpk::Checksum> {
         .ok_or_else(|| PyValueError::new_err(format!("unknown checksum {name:?}")))
 }
 
-/// A resolved numpy selection, one `(start, count, step, index)` per axis (as `blz` computes
-/// it from a key with `slice.indices`), as ndarray slice elements.
-fn slice_elems(sel: &[(i64, i64, i64, bool)]) -> Vec<SliceInfoElem> {
-    sel.iter()
-        .map(|&(start, count, step, index)| {
-            let (start, count, step) = (start as isize, count as isize, step as isize);
-            if index {
-                SliceInfoElem::Index(start)
-            } else if count == 0 {
-                SliceInfoElem::Slice {
-                    start: 0,
-                    end: Some(0),
-                    step: 1,
-                }
-            } else if step > 0 {
-                SliceInfoElem::Slice {
-                    start,
-                    end: Some(start + (count - 1) * step + 1),
-                    step,
-                }
-            } else {
-                // numpy walks back from `start`; ndarray walks back from the end of its range.
-                SliceInfoElem::Slice {
-                    start: start + (count - 1) * step,
-                    end: Some(start + 1),
-                    step,
-                }
+// ---------------------------------------------------------------------------------------
+// Selections
+
+/// The error numpy's basic indexing gives a key it does not take (advanced indexing: arrays,
+/// lists, booleans), as blz raised it before selections reached Rust.
+fn not_basic(k: &Bound<'_, PyAny>) -> PyErr {
+    let shown = k
+        .repr()
+        .map(|r| r.to_string())
+        .unwrap_or_else(|_| "?".into());
+    PyIndexError::new_err(format!(
+        "blz supports numpy's basic indexing: integers, slices (`:`), ellipsis (`...`) and \
+         numpy.newaxis (`None`); got {shown}"
+    ))
+}
+
+/// A Python integer (anything with `__index__`). One beyond `i128` saturates: every use
+/// clamps it (a slice bound or step) or finds it out of bounds (an index) all the same.
+fn py_index(v: &Bound<'_, PyAny>) -> PyResult<i128> {
+    match v.extract::<i128>() {
+        Ok(i) => Ok(i),
+        Err(e) if e.is_instance_of::<PyOverflowError>(v.py()) => {
+            Ok(if v.lt(0)? { i128::MIN } else { i128::MAX })
+        }
+        Err(e) => Err(e),
+    }
+}
+
+/// One item of a numpy key as a selection item: an integer, a slice, `...` or `None`.
+fn item_of(k: &Bound<'_, PyAny>) -> PyResult<Item> {
+    let py = k.py();
+    if k.is_none() {
+        return Ok(Item::NewAxis);
+    }
+    if k.is(PyEllipsis::get(py)) {
+        return Ok(Item::Ellipsis);
+    }
+    if let Ok(s) = k.cast::<PySlice>() {
+        let part = |name: &str| -> PyResult<Option<i128>> {
+            let v = s.getattr(name)?;
+            if v.is_none() {
+                return Ok(None);
             }
-        })
-        .collect()
+            py_index(&v).map(Some).map_err(|e| {
+                if e.is_instance_of::<PyTypeError>(py) {
+                    PyTypeError::new_err(
+                        "slice indices must be integers or None or have an __index__ method",
+                    )
+                } else {
+                    e
+                }
+            })
+        };
+        return Ok(Item::Slice {
+            start: part("start")?,
+            stop: part("stop")?,
+            step: part("step")?,
+        });
+    }
+    // numpy takes booleans and arrays (even 0-d ones) as advanced indices, which blz does
+    // not support.
+    if k.is_instance_of::<PyBool>() {
+        return Err(not_basic(k));
+    }
+    if !k.is_instance_of::<PyInt>() {
+        let ndarray = py.import("numpy")?.getattr("ndarray")?;
+        if k.is_instance(&ndarray)? {
+            return Err(not_basic(k));
+        }
+    }
+    match py_index(k) {
+        Ok(i) => Ok(Item::Index(i)),
+        Err(e) if e.is_instance_of::<PyTypeError>(py) => Err(not_basic(k)),
+        Err(e) => Err(e),
+    }
+}
+
+/// A numpy key (an item or a tuple of items) as a selection.
+fn selection_of(key: &Bound<'_, PyAny>) -> PyResult<Selection> {
+    let items = match key.cast::<PyTuple>() {
+        Ok(t) => t.iter().map(|k| item_of(&k)).collect::<PyResult<_>>()?,
+        Err(_) => vec![item_of(key)?],
+    };
+    Ok(Selection::new(items))
+}
+
+/// A numpy key resolved by the library against a dataset's shape (`blz::Selection::resolve`,
+/// where it is checked): what a read fills, what a write takes, and how numpy sees it.
+#[pyclass(module = "blz._blz", frozen)]
+struct RawSelection {
+    resolved: Resolved,
+    /// The shape it was resolved against.
+    against: Vec<u64>,
+    /// numpy gives a scalar: every axis indexed, no `...`, no new axis.
+    scalar: bool,
+}
+
+impl RawSelection {
+    fn new(sel: &Selection, resolved: Resolved, against: Vec<u64>) -> RawSelection {
+        RawSelection {
+            scalar: !sel.has_ellipsis() && resolved.shape.is_empty(),
+            resolved,
+            against,
+        }
+    }
+
+    /// The selection's axes, or `Error::Changed` when the dataset's shape is no longer the
+    /// one it was resolved against (a read handle refreshed meanwhile: resolve again).
+    fn axes_for(&self, shape: &[u64], path: &Path) -> FResult<&[blz::selection::AxisSel]> {
+        if shape != self.against.as_slice() {
+            return Err(Fail::Blz(blz::Error::Changed {
+                path: path.to_path_buf(),
+            }));
+        }
+        Ok(&self.resolved.axes)
+    }
+}
+
+/// Resolves a numpy key against `shape` (a dataset read some other way: a bcolz carray);
+/// errors name `path`.
+#[pyfunction]
+fn select(key: &Bound<'_, PyAny>, shape: Vec<u64>, path: PathBuf) -> PyResult<RawSelection> {
+    let sel = selection_of(key)?;
+    let r = sel
+        .resolve(&shape, &path)
+        .map_err(|e| Fail::Blz(e).into_py(key.py()))?;
+    Ok(RawSelection::new(&sel, r, shape))
+}
+
+#[pymethods]
+impl RawSelection {
+    /// The shape of the buffer a read fills and a write takes: every axis's count, in
+    /// ascending positions.
+    #[getter]
+    fn counts(&self) -> Vec<u64> {
+        self.resolved.counts()
+    }
+
+    /// The result's shape (indexed axes dropped, new axes of 1 added).
+    #[getter]
+    fn shape(&self) -> Vec<u64> {
+        self.resolved.shape.clone()
+    }
+
+    /// Per axis `(start, step, count, reversed, keep)`: positions `start, start + step, ...`
+    /// (ascending), delivered largest first when `reversed`, dropped when not `keep`.
+    #[getter]
+    fn axes(&self) -> Vec<(u64, u64, u64, bool, bool)> {
+        self.resolved
+            .axes
+            .iter()
+            .map(|s| (s.start, s.step, s.count, s.reversed, s.keep))
+            .collect()
+    }
+
+    /// The numpy key that turns the buffer (`counts`) into numpy's result: reverses
+    /// reversed axes, drops indexed ones, inserts new ones, and gives a scalar where numpy
+    /// would (a 0-d array after a `...`).
+    #[getter]
+    fn view<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyTuple>> {
+        let whole = PySlice::full(py).into_any();
+        let backwards =
+            py.import("builtins")?
+                .getattr("slice")?
+                .call1((py.None(), py.None(), -1))?;
+        let none = py.None().into_bound(py);
+        let mut out: Vec<Bound<'py, PyAny>> = Vec::new();
+        let mut new_axes = self.resolved.new_axes.iter().peekable();
+        let mut dim = 0;
+        for s in &self.resolved.axes {
+            while new_axes.next_if(|&&k| k == dim).is_some() {
+                out.push(none.clone());
+                dim += 1;
+            }
+            if s.keep {
+                out.push(if s.reversed {
+                    backwards.clone()
+                } else {
+                    whole.clone()
+                });
+                dim += 1;
+            } else {
+                out.push(0i64.into_pyobject(py)?.into_any());
+            }
+        }
+        out.extend(new_axes.map(|_| none.clone()));
+        if !self.scalar {
+            out.push(PyEllipsis::get(py).to_owned().into_any());
+        }
+        PyTuple::new(py, out)
+    }
 }
 
 /// One problem `verify` found: the `blz` exception class, the message, the file, the chunk.
@@ -526,20 +689,31 @@ impl RawArray {
         })
     }
 
-    /// Decodes a selection into `out` (a C-contiguous buffer of exactly its size: native
+    /// Resolves a numpy key (an int, a slice, `...`, `None` or a tuple of them) against the
+    /// dataset's shape: the library checks it.
+    fn select(&self, py: Python<'_>, key: &Bound<'_, PyAny>) -> PyResult<RawSelection> {
+        let sel = selection_of(key)?;
+        detached(py, || {
+            self.read(|ds| {
+                let r = ds.select(&sel)?;
+                Ok(RawSelection::new(&sel, r, ds.shape().to_vec()))
+            })
+        })
+    }
+
+    /// Decodes a selection into `out` (a C-contiguous buffer of exactly its counts: native
     /// byte order, ascending indices on every axis).
     fn read_into(
         &self,
         py: Python<'_>,
-        sel: Vec<(i64, i64, i64, bool)>,
+        sel: &Bound<'_, RawSelection>,
         out: &Bound<'_, PyAny>,
     ) -> PyResult<()> {
         let out = Buf::get(out, true)?;
-        let elems = slice_elems(&sel);
+        let sel = sel.get();
         detached(py, || {
             self.read(|ds| {
-                let sel = ds.resolve(&elems)?;
-                ds.read_into(&sel, out.bytes_mut())?;
+                ds.read_into(sel.axes_for(ds.shape(), ds.path())?, out.bytes_mut())?;
                 Ok(())
             })
         })
@@ -550,15 +724,15 @@ impl RawArray {
     fn write_from(
         &self,
         py: Python<'_>,
-        sel: Vec<(i64, i64, i64, bool)>,
+        sel: &Bound<'_, RawSelection>,
         data: &Bound<'_, PyAny>,
     ) -> PyResult<()> {
         let data = Buf::get(data, false)?;
-        let elems = slice_elems(&sel);
+        let sel = sel.get();
         detached(py, || {
             self.write(|ds| {
-                let sel = ds.resolve(&elems)?;
-                ds.write_bytes(&sel, data.bytes())?;
+                let axes = sel.axes_for(ds.shape(), ds.path())?;
+                ds.write_bytes(axes, data.bytes())?;
                 Ok(())
             })
         })
@@ -962,6 +1136,18 @@ impl RawTable {
 
 #[pymethods]
 impl RawTable {
+    /// Resolves a numpy key of rows (an int, a slice, `...`, `None` or a tuple of them)
+    /// against the number of rows: the library checks it.
+    fn select(&self, py: Python<'_>, key: &Bound<'_, PyAny>) -> PyResult<RawSelection> {
+        let sel = selection_of(key)?;
+        detached(py, || {
+            self.read(|t| {
+                let r = t.select(&sel)?;
+                Ok(RawSelection::new(&sel, r, vec![t.nrows()]))
+            })
+        })
+    }
+
     /// Opens the table at `path`, for writing when `write`.
     #[staticmethod]
     fn open(py: Python<'_>, path: PathBuf, write: bool) -> PyResult<RawTable> {
@@ -1833,11 +2019,13 @@ fn _blz(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<RawLayer>()?;
     m.add_class::<RawBcolz>()?;
     m.add_class::<RawStaged>()?;
+    m.add_class::<RawSelection>()?;
     m.add_class::<buffers::ReadBuffer>()?;
     m.add_function(wrap_pyfunction!(buffers::buffer_pool, m)?)?;
     m.add_function(wrap_pyfunction!(staged_write_rows, m)?)?;
     m.add_function(wrap_pyfunction!(dataset_kind, m)?)?;
     m.add_function(wrap_pyfunction!(open, m)?)?;
+    m.add_function(wrap_pyfunction!(select, m)?)?;
     m.add_function(wrap_pyfunction!(locate, m)?)?;
     m.add_function(wrap_pyfunction!(finish_removals, m)?)?;
     m.add("__version__", env!("CARGO_PKG_VERSION"))?;

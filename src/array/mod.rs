@@ -28,7 +28,7 @@ use crate::engine::{
 };
 use crate::error::{Error, Result};
 use crate::meta::{self, ArrayStorage, Kind, MetaPaths, Sizes};
-use crate::selection::{self, AxisSel};
+use crate::selection::{self, AxisSel, Resolved, Selection};
 use crate::staging::Staging;
 use crate::storage::{self, Storage};
 use crate::txn::Txn;
@@ -449,12 +449,21 @@ impl Dataset {
         self.root.check_writable()
     }
 
-    /// Resolves a selection against the shape.
+    /// Resolves ndarray slice elements against the shape.
     ///
     /// # Errors
     /// As [`selection::resolve`].
     pub fn resolve(&self, sel: &[SliceInfoElem]) -> Result<Vec<AxisSel>> {
         selection::resolve(sel, &self.sizes.shape, &self.root)
+    }
+
+    /// Resolves a selection against the shape: what [`Dataset::read_into`] and
+    /// [`Dataset::write_bytes`] take (`axes`), and the result's shape.
+    ///
+    /// # Errors
+    /// As [`Selection::resolve`].
+    pub fn select(&self, sel: &Selection) -> Result<Resolved> {
+        sel.resolve(&self.sizes.shape, &self.root)
     }
 
     /// Reads the whole dataset.
@@ -473,11 +482,24 @@ impl Dataset {
     /// for a selection outside the shape; corrupt or missing chunks as [`Error`]s naming the
     /// file and chunk.
     pub fn slice<T: Element, S: AsRef<[SliceInfoElem]>>(&self, sel: S) -> Result<ArrayD<T>> {
+        self.read_selection(&Selection::from(sel.as_ref()))
+    }
+
+    /// Reads a numpy-style selection ([`Selection`]: indices, clamped slices, `...`, new
+    /// axes) into a new array of the selection's shape.
+    ///
+    /// # Errors
+    /// As [`Dataset::slice`].
+    pub fn read_selection<T: Element>(&self, sel: &Selection) -> Result<ArrayD<T>> {
         check_dtype::<T>(&self.root, self.meta.dtype)?;
-        let sel = self.resolve(sel.as_ref())?;
-        self.unless_changed(build_array(&sel, self.core.itemsize(), |buf| {
-            self.core.read_into(&sel, &self.sizes.shape, buf)
-        }))
+        let r = self.select(sel)?;
+        let mut a = self.unless_changed(build_array(&r.axes, self.core.itemsize(), |buf| {
+            self.core.read_into(&r.axes, &self.sizes.shape, buf)
+        }))?;
+        for &k in &r.new_axes {
+            a.insert_axis_inplace(ndarray::Axis(k));
+        }
+        Ok(a)
     }
 
     /// Brings a read-only handle to the dataset's latest commit: when a writer (another

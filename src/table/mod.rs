@@ -829,6 +829,14 @@ impl Table {
         self.sizes.nrows.unwrap_or(0)
     }
 
+    /// Resolves a numpy-style selection of rows (one axis) against the number of rows.
+    ///
+    /// # Errors
+    /// As [`Selection::resolve`](crate::Selection::resolve).
+    pub fn select(&self, sel: &crate::Selection) -> Result<crate::selection::Resolved> {
+        sel.resolve(&[self.nrows()], self.path())
+    }
+
     /// Paths of the leaf columns, in order (`name`, or `parent/name` for nested fields).
     pub fn column_names(&self) -> Vec<&str> {
         self.columns.iter().map(|c| c.leaf.path.as_str()).collect()
