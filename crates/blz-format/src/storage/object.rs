@@ -1059,15 +1059,20 @@ impl ObjectStorage {
     /// the state it loaded until it commits or is made again.
     ///
     /// ```
-    /// # fn main() -> blz::Result<()> {
-    /// use blz::storage::ObjectStorage;
+    /// # fn main() -> blz_format::error::Result<()> {
+    /// use blz_format::storage::{write_file_atomic, ObjectStorage, OpenMode, Storage};
     /// use std::sync::Arc;
     /// let store = Arc::new(object_store::memory::InMemory::new());
-    /// let s = Arc::new(ObjectStorage::in_memory(&store, "runs/x.blz")?);
+    /// let s = ObjectStorage::in_memory(&store, "runs/x.blz")?;
     /// let root = s.root().to_path_buf();
-    /// blz::Dataset::create_in(s, &root, blz::DType::F64, &[10], &Default::default())?;
-    /// let again = Arc::new(ObjectStorage::in_memory(&store, "runs/x.blz")?);
-    /// assert_eq!(blz::Dataset::open_in(again, &root, blz::Mode::ReadOnly)?.shape(), &[10]);
+    /// s.create_dir_all(&root)?;
+    /// write_file_atomic(&s, &root.join("hello"), b"hi")?;
+    /// // The commit (blz makes it through its one commit door): now every handle sees it.
+    /// s.publish(&root)?;
+    /// let again = ObjectStorage::in_memory(&store, "runs/x.blz")?;
+    /// let mut buf = [0u8; 2];
+    /// again.open(&root.join("hello"), OpenMode::Read)?.read_at(0, &mut buf)?;
+    /// assert_eq!(&buf, b"hi");
     /// # Ok(())
     /// # }
     /// ```
