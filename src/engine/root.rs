@@ -139,7 +139,7 @@ pub(crate) fn open_root(
             // before, from the document as it is now (an unreadable one is left to the
             // read below, once the dataset is settled).
             if let Ok(raw) = meta::read_json::<serde_json::Value>(storage.as_ref(), &mp.storage()) {
-                check_writable_kind(&raw, &mp.storage(), expect)?;
+                kind_to_open(&raw, root, mode, expect)?;
             }
             Some(WriterLock::acquire(storage.as_ref(), root)?)
         }
@@ -151,41 +151,33 @@ pub(crate) fn open_root(
         remove_meta_leftovers(storage.as_ref(), &mp)?;
     }
     let raw = meta::read_json(storage.as_ref(), &mp.storage())?;
+    let kind = kind_to_open(&raw, root, mode, expect)?;
+    Ok((lock, raw, storage, kind))
+}
+
+/// The kind that the `meta/storage` document `raw` of the dataset at `root` names, checked
+/// against `expect` (`None`: any kind); a layer, written once and then only read, is refused
+/// for writing.
+fn kind_to_open(
+    raw: &serde_json::Value,
+    root: &Path,
+    mode: Mode,
+    expect: Option<Kind>,
+) -> Result<Kind> {
+    let path = MetaPaths::new(root).storage();
     let kind = match expect {
         Some(k) => {
-            meta::check_dataset_kind(&raw, &mp.storage(), k)?;
+            meta::check_dataset_kind(raw, &path, k)?;
             k
         }
-        None => Kind::of_storage_doc(&raw, &mp.storage())?,
+        None => Kind::of_storage_doc(raw, &path)?,
     };
     if mode == Mode::ReadWrite && kind == Kind::Layer {
         return Err(Error::ReadOnly {
             path: root.to_path_buf(),
         });
     }
-    Ok((lock, raw, storage, kind))
-}
-
-/// Refuses to open for writing a dataset that is not of kind `expect` (`None`: any kind
-/// but a layer, which is written once and then only read).
-fn check_writable_kind(raw: &serde_json::Value, path: &Path, expect: Option<Kind>) -> Result<()> {
-    let kind = match expect {
-        Some(k) => {
-            meta::check_dataset_kind(raw, path, k)?;
-            k
-        }
-        None => Kind::of_storage_doc(raw, path)?,
-    };
-    if kind == Kind::Layer {
-        return Err(Error::ReadOnly {
-            path: path
-                .parent()
-                .and_then(Path::parent)
-                .unwrap_or(path)
-                .to_path_buf(),
-        });
-    }
-    Ok(())
+    Ok(kind)
 }
 
 /// Reads `meta/attributes` of the dataset at `root`.
