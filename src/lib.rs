@@ -17,6 +17,8 @@
 )]
 
 pub mod array;
+#[cfg(feature = "arrow")]
+pub mod arrow;
 pub mod bcolz;
 mod column;
 pub mod copy;
@@ -34,6 +36,9 @@ mod open;
 pub mod ordered;
 pub mod scan;
 pub mod selection;
+#[cfg(feature = "sql")]
+pub mod sql;
+pub mod stats;
 use engine::staging;
 pub mod table;
 pub(crate) mod txn;

@@ -13,6 +13,7 @@ mod parse;
 mod report;
 mod show;
 mod sources;
+mod sql;
 mod table;
 
 use args::DatasetCommand;
@@ -55,6 +56,8 @@ enum Command {
     Copy(CopyArgs),
     /// Remove the objects of an object-store dataset that no reader can still need.
     Gc(GcArgs),
+    /// Run a SQL query over tables and layer datasets.
+    Sql(sql::SqlArgs),
 }
 
 /// Arguments of `blz copy`.
@@ -259,6 +262,7 @@ fn run(cli: &Cli) -> Result<(), Failure> {
         Command::Import(a) => import::run(a),
         Command::Copy(a) => copy(a),
         Command::Gc(a) => gc(a),
+        Command::Sql(a) => sql::run(a),
     }
 }
 

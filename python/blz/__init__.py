@@ -33,6 +33,7 @@ from ._errors import (
     NotFoundError,
     OutOfBoundsError,
     ReadOnlyError,
+    SqlError,
     UnsupportedError,
 )
 from ._index import native
@@ -42,6 +43,7 @@ from ._index import native
 # (otherwise it stays at "<path>.tmp-old" until the next create of that path).
 atexit.register(_blz.finish_removals)
 from ._layer import Cursor, Layer, build_layer
+from ._sql import SqlResult, sql
 from ._table import (
     Column,
     Table,
@@ -247,6 +249,8 @@ __all__ = [
     "NotFoundError",
     "OutOfBoundsError",
     "ReadOnlyError",
+    "SqlError",
+    "SqlResult",
     "Table",
     "UnsupportedError",
     "buffer_pool",
@@ -254,4 +258,5 @@ __all__ = [
     "create",
     "num_threads",
     "open",
+    "sql",
 ]

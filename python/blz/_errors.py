@@ -58,8 +58,14 @@ class UnsupportedError(Error):
     """Well-formed data that blz cannot represent (a bcolz ``object`` dtype, ...)."""
 
 
+class SqlError(Error, ValueError):
+    """A query that cannot be planned or run: a syntax error, an unknown table or column, a
+    type mismatch (the SQL engine's message)."""
+
+
 __all__ = [
     "Error",
+    "SqlError",
     "CorruptionError",
     "LockedError",
     "ReadOnlyError",

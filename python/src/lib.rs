@@ -20,6 +20,7 @@ use blz::table::{
 use blz::{CreateOptions, DType, Dataset, Endianness};
 mod arrow;
 mod buffers;
+mod sql;
 
 use pyo3::buffer::PyUntypedBuffer;
 use pyo3::exceptions::{PyIndexError, PyOverflowError, PyTypeError, PyValueError};
@@ -49,6 +50,7 @@ fn error_class(e: &blz::Error) -> &'static str {
         E::OutOfBounds { .. } => "OutOfBoundsError",
         E::Mismatch { .. } => "MismatchError",
         E::InvalidArgument(_) => "InvalidArgumentError",
+        E::Sql(_) => "SqlError",
         E::Unsupported { .. } => "UnsupportedError",
         E::Io { source, .. } if source.kind() == std::io::ErrorKind::NotFound => "NotFoundError",
         _ => "Error",
@@ -2028,6 +2030,8 @@ fn _blz(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(select, m)?)?;
     m.add_function(wrap_pyfunction!(locate, m)?)?;
     m.add_function(wrap_pyfunction!(finish_removals, m)?)?;
+    m.add_class::<sql::RawQuery>()?;
+    m.add_function(wrap_pyfunction!(sql::sql, m)?)?;
     m.add("__version__", env!("CARGO_PKG_VERSION"))?;
     Ok(())
 }

@@ -157,6 +157,11 @@ pub enum Error {
     /// An argument that cannot be honoured (bad codec name, zero chunk size, bad column name...).
     #[error("invalid argument: {0}")]
     InvalidArgument(String),
+
+    /// A query that cannot be planned or run: a syntax error, an unknown table or column, a
+    /// type mismatch (the SQL engine's message).
+    #[error("SQL: {0}")]
+    Sql(String),
 }
 
 /// Names a chunk in messages; `u64::MAX` stands for a file's metadata section.

@@ -1,0 +1,70 @@
+"""SQL over blz tables and layer datasets (DataFusion, in the native module)."""
+
+from __future__ import annotations
+
+import os
+from typing import Any
+
+from . import _blz
+
+
+class SqlResult:
+    """The rows of a query, computed as they are read.
+
+    It speaks the Arrow PyCapsule protocol (``__arrow_c_stream__``): ``pyarrow.table(r)``,
+    ``polars.from_arrow(r)`` and duckdb read it directly. The rows can be taken once, like a
+    database cursor's; run the query again to read them again.
+    """
+
+    def __init__(self, raw: Any) -> None:
+        self._raw = raw
+
+    @property
+    def columns(self) -> list[str]:
+        """The names of the result's columns."""
+        return list(self._raw.columns)
+
+    def __arrow_c_stream__(self, requested_schema: Any = None) -> Any:
+        return self._raw.arrow_stream(requested_schema)
+
+    def to_arrow(self) -> Any:
+        """The rows as a ``pyarrow.Table``."""
+        import pyarrow
+
+        return pyarrow.RecordBatchReader.from_stream(self).read_all()
+
+    def to_pandas(self) -> Any:
+        """The rows as a pandas ``DataFrame``."""
+        return self.to_arrow().to_pandas()
+
+    def __repr__(self) -> str:
+        return f"<blz.SqlResult columns={self.columns}>"
+
+
+def _location(name: str, value: Any) -> str:
+    if isinstance(value, (str, os.PathLike)):
+        return os.fspath(value)
+    path = getattr(value, "path", None)
+    if isinstance(path, str):
+        return path
+    raise TypeError(
+        f"table {name!r}: expected a blz Table or Layer, or a path, not {type(value).__name__}"
+    )
+
+
+def sql(query: str, **tables: Any) -> SqlResult:
+    """Runs a SQL query over blz tables and layer datasets.
+
+    Each keyword names a table in the query: a ``blz.Table`` or ``blz.Layer`` (or a path, or an
+    ``s3://`` URL). A dataset can also be named in the query by its path in double quotes::
+
+        blz.sql("SELECT g, avg(x) AS m FROM t GROUP BY g ORDER BY g", t=table).to_pandas()
+        blz.sql('SELECT count(*) FROM "data/pts.blz" WHERE k BETWEEN 10 AND 20')
+
+    The query sees each dataset's last commit. Only the columns the query names are read;
+    its filters skip the chunks whose statistics prove that no row matches (and seek a layer
+    dataset's index); the rest is read in parallel. Errors: :class:`blz.SqlError` for a query
+    that does not parse or plan, and blz's own errors for data that cannot be read.
+    """
+    pairs = [(name, _location(name, value)) for name, value in tables.items()]
+    return SqlResult(_blz.sql(query, pairs))

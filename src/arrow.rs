@@ -1,0 +1,542 @@
+//! Tables as Apache Arrow record batches (feature `arrow`): what the Python package's Arrow
+//! C stream (`Table.__arrow_c_stream__`, read by pyarrow, polars and duckdb) and the SQL
+//! engine ([`crate::sql`], feature `sql`) are made of.
+//!
+//! [`Export`] is a table's fields as Arrow fields (all of them, a projection, or a schema a
+//! consumer asked for) and reads any row range of them as a [`RecordBatch`]; [`Batches`]
+//! reads a whole table batch by batch. A stream yields one record batch per row range of a superchunk's size (the largest
+//! `chunklen * superchunksize` among the columns read); each batch decodes its columns'
+//! chunks in parallel on the library's rayon pool, straight into Arrow buffers. Types: blz's
+//! numbers and `bool` as Arrow's, complex numbers as a fixed-size list of two floats (real,
+//! imaginary), fixed-length `S<n>` byte strings as binary and `U<n>` strings as UTF-8 (their
+//! zero padding removed, as numpy reads them), variable-length strings and byte strings as
+//! large UTF-8 and large binary, nested fields as structs. No value is null.
+//!
+//! A requested schema (the protocol's `requested_schema`) is honoured when it asks for a
+//! subset of the fields, in any order, with the same types except that any string or binary
+//! column may be asked for with 32-bit offsets (`utf8`, `binary`) or 64-bit ones; otherwise
+//! the table's own schema is streamed, which the protocol allows (the consumer checks).
+
+use crate::dtype::DType;
+use crate::engine::Mode;
+use crate::table::{FieldSpec, FieldType, LeafKind, Table, Values};
+use arrow_array::builder::{GenericBinaryBuilder, GenericStringBuilder};
+use arrow_array::types::{
+    Float32Type, Float64Type, Int16Type, Int32Type, Int64Type, Int8Type, UInt16Type, UInt32Type,
+    UInt64Type, UInt8Type,
+};
+use arrow_array::{
+    ArrayRef, ArrowPrimitiveType, BooleanArray, FixedSizeListArray, OffsetSizeTrait,
+    PrimitiveArray, RecordBatch, RecordBatchOptions, RecordBatchReader, StructArray,
+};
+use arrow_buffer::{BooleanBuffer, Buffer, MutableBuffer, ScalarBuffer};
+use arrow_schema::{ArrowError, DataType, Field, Fields, Schema, SchemaRef};
+use rayon::prelude::*;
+use std::collections::HashMap;
+use std::sync::Arc;
+
+/// A field of the exported schema: a leaf column (its path, kind, and whether its strings
+/// take 64-bit offsets) or a structure of fields.
+#[derive(Clone, Debug)]
+enum Node {
+    Leaf {
+        path: String,
+        kind: LeafKind,
+        large: bool,
+    },
+    Struct(Vec<Slot>),
+}
+
+/// A named field and whether it is declared nullable (blz writes no nulls: only a
+/// requested schema makes a field nullable).
+type Slot = (String, Node, bool);
+
+impl Node {
+    fn data_type(&self) -> DataType {
+        match self {
+            Node::Leaf { kind, large, .. } => leaf_type(*kind, *large),
+            Node::Struct(fields) => DataType::Struct(fields_of(fields)),
+        }
+    }
+
+    fn leaves<'a>(&'a self, out: &mut Vec<(&'a str, LeafKind, bool)>) {
+        match self {
+            Node::Leaf { path, kind, large } => out.push((path, *kind, *large)),
+            Node::Struct(fields) => fields.iter().for_each(|(_, n, _)| n.leaves(out)),
+        }
+    }
+
+    /// The array of this field from the leaves' arrays, taken in order.
+    fn assemble(
+        &self,
+        arrays: &mut impl Iterator<Item = ArrayRef>,
+    ) -> Result<ArrayRef, ArrowError> {
+        match self {
+            Node::Leaf { path, .. } => arrays
+                .next()
+                .ok_or_else(|| ArrowError::ComputeError(format!("column {path} was not read"))),
+            Node::Struct(fields) => {
+                let children = fields
+                    .iter()
+                    .map(|(_, n, _)| n.assemble(arrays))
+                    .collect::<Result<Vec<_>, _>>()?;
+                Ok(Arc::new(StructArray::try_new(
+                    fields_of(fields),
+                    children,
+                    None,
+                )?))
+            }
+        }
+    }
+
+    /// This field as `want` asks for it, when blz can produce that (see the module docs).
+    fn requested(&self, want: &DataType) -> Option<Node> {
+        match (self, want) {
+            (Node::Leaf { path, kind, .. }, want) => {
+                let large = match (kind, want) {
+                    (_, t) if *t == self.data_type() => return Some(self.clone()),
+                    (LeafKind::VarStr | LeafKind::Fixed(DType::Str(_)), DataType::Utf8)
+                    | (LeafKind::VarBytes | LeafKind::Fixed(DType::Bytes(_)), DataType::Binary) => {
+                        false
+                    }
+                    (LeafKind::VarStr | LeafKind::Fixed(DType::Str(_)), DataType::LargeUtf8)
+                    | (
+                        LeafKind::VarBytes | LeafKind::Fixed(DType::Bytes(_)),
+                        DataType::LargeBinary,
+                    ) => true,
+                    _ => return None,
+                };
+                Some(Node::Leaf {
+                    path: path.clone(),
+                    kind: *kind,
+                    large,
+                })
+            }
+            (Node::Struct(fields), DataType::Struct(want)) => {
+                requested_fields(fields, want).map(Node::Struct)
+            }
+            _ => None,
+        }
+    }
+}
+
+fn requested_fields(have: &[Slot], want: &Fields) -> Option<Vec<Slot>> {
+    want.iter()
+        .map(|w| {
+            let (name, node, _) = have.iter().find(|(n, _, _)| n == w.name())?;
+            Some((
+                name.clone(),
+                node.requested(w.data_type())?,
+                w.is_nullable(),
+            ))
+        })
+        .collect()
+}
+
+fn fields_of(nodes: &[Slot]) -> Fields {
+    nodes
+        .iter()
+        .map(|(name, n, nullable)| Field::new(name, n.data_type(), *nullable))
+        .collect()
+}
+
+fn leaf_type(kind: LeafKind, large: bool) -> DataType {
+    let text = if large {
+        DataType::LargeUtf8
+    } else {
+        DataType::Utf8
+    };
+    let binary = if large {
+        DataType::LargeBinary
+    } else {
+        DataType::Binary
+    };
+    match kind {
+        LeafKind::VarStr => text,
+        LeafKind::VarBytes => binary,
+        LeafKind::Fixed(dt) => match dt {
+            DType::Bool => DataType::Boolean,
+            DType::I8 => DataType::Int8,
+            DType::I16 => DataType::Int16,
+            DType::I32 => DataType::Int32,
+            DType::I64 => DataType::Int64,
+            DType::U8 => DataType::UInt8,
+            DType::U16 => DataType::UInt16,
+            DType::U32 => DataType::UInt32,
+            DType::U64 => DataType::UInt64,
+            DType::F32 => DataType::Float32,
+            DType::F64 => DataType::Float64,
+            DType::C64 => complex_type(DataType::Float32),
+            DType::C128 => complex_type(DataType::Float64),
+            DType::Bytes(_) => binary,
+            DType::Str(_) => text,
+        },
+    }
+}
+
+fn complex_type(part: DataType) -> DataType {
+    DataType::FixedSizeList(Arc::new(Field::new("item", part, false)), 2)
+}
+
+/// The table's fields as export nodes (every string column with 64-bit offsets).
+fn table_nodes(t: &Table) -> Vec<Slot> {
+    let kinds: HashMap<&str, LeafKind> = t
+        .leaves()
+        .iter()
+        .map(|l| (l.path.as_str(), l.kind))
+        .collect();
+    fn walk(prefix: &str, specs: &[FieldSpec], kinds: &HashMap<&str, LeafKind>) -> Vec<Slot> {
+        specs
+            .iter()
+            .filter_map(|s| {
+                let path = format!("{prefix}{}", s.name);
+                let node = match &s.dtype {
+                    FieldType::Leaf(_) => Node::Leaf {
+                        kind: *kinds.get(path.as_str())?,
+                        path,
+                        large: true,
+                    },
+                    FieldType::Struct(sub) => Node::Struct(walk(&format!("{path}/"), sub, kinds)),
+                };
+                Some((s.name.clone(), node, false))
+            })
+            .collect()
+    }
+    walk("", &t.storage_meta().dtype, &kinds)
+}
+
+fn blz_error(e: crate::Error) -> ArrowError {
+    ArrowError::ExternalError(Box::new(e))
+}
+
+fn primitive<T: ArrowPrimitiveType>(buf: Buffer, n: usize) -> ArrayRef {
+    Arc::new(PrimitiveArray::<T>::new(ScalarBuffer::new(buf, 0, n), None))
+}
+
+fn complex<T: ArrowPrimitiveType>(buf: Buffer, n: usize) -> Result<ArrayRef, ArrowError> {
+    let parts = primitive::<T>(buf, 2 * n);
+    let field = Arc::new(Field::new("item", T::DATA_TYPE, false));
+    Ok(Arc::new(FixedSizeListArray::try_new(
+        field, 2, parts, None,
+    )?))
+}
+
+fn check_offsets<O: OffsetSizeTrait>(path: &str, total: usize) -> Result<(), ArrowError> {
+    if O::IS_LARGE || i32::try_from(total).is_ok() {
+        Ok(())
+    } else {
+        Err(ArrowError::InvalidArgumentError(format!(
+            "column {path}: {total} bytes of strings in one batch do not fit 32-bit offsets \
+             (ask for large_utf8 / large_binary)"
+        )))
+    }
+}
+
+fn strings<O: OffsetSizeTrait>(path: &str, items: &[&str]) -> Result<ArrayRef, ArrowError> {
+    let total = items.iter().map(|s| s.len()).sum();
+    check_offsets::<O>(path, total)?;
+    let mut b = GenericStringBuilder::<O>::with_capacity(items.len(), total);
+    items.iter().for_each(|s| b.append_value(s));
+    Ok(Arc::new(b.finish()))
+}
+
+fn binaries<O: OffsetSizeTrait>(path: &str, items: &[&[u8]]) -> Result<ArrayRef, ArrowError> {
+    let total = items.iter().map(|s| s.len()).sum();
+    check_offsets::<O>(path, total)?;
+    let mut b = GenericBinaryBuilder::<O>::with_capacity(items.len(), total);
+    items.iter().for_each(|s| b.append_value(s));
+    Ok(Arc::new(b.finish()))
+}
+
+fn text_array(path: &str, large: bool, items: &[&str]) -> Result<ArrayRef, ArrowError> {
+    if large {
+        strings::<i64>(path, items)
+    } else {
+        strings::<i32>(path, items)
+    }
+}
+
+fn bytes_array(path: &str, large: bool, items: &[&[u8]]) -> Result<ArrayRef, ArrowError> {
+    if large {
+        binaries::<i64>(path, items)
+    } else {
+        binaries::<i32>(path, items)
+    }
+}
+
+fn trim_zeros(b: &[u8]) -> &[u8] {
+    let end = b.iter().rposition(|&x| x != 0).map_or(0, |i| i + 1);
+    &b[..end]
+}
+
+/// Rows `start..end` of one leaf column as an Arrow array.
+fn read_leaf(
+    t: &Table,
+    path: &str,
+    kind: LeafKind,
+    large: bool,
+    start: u64,
+    end: u64,
+) -> Result<ArrayRef, ArrowError> {
+    let n = usize::try_from(end - start)
+        .map_err(|_| ArrowError::ComputeError(format!("{} rows in one batch", end - start)))?;
+    let dt = match kind {
+        LeafKind::Fixed(dt) => dt,
+        LeafKind::VarStr | LeafKind::VarBytes => {
+            let Values::Var(items) = t.column_rows(path, start, end).map_err(blz_error)? else {
+                return Err(ArrowError::ComputeError(format!(
+                    "column {path} read as fixed-size values"
+                )));
+            };
+            if kind == LeafKind::VarBytes {
+                let refs: Vec<&[u8]> = items.iter().map(Vec::as_slice).collect();
+                return bytes_array(path, large, &refs);
+            }
+            let refs = items
+                .iter()
+                .map(|s| std::str::from_utf8(s))
+                .collect::<Result<Vec<&str>, _>>()
+                .map_err(|e| {
+                    ArrowError::InvalidArgumentError(format!(
+                        "column {path} of {}: a value is not UTF-8 ({e})",
+                        t.path().display()
+                    ))
+                })?;
+            return text_array(path, large, &refs);
+        }
+    };
+    let size = dt.itemsize();
+    let mut raw = MutableBuffer::from_len_zeroed(n * size);
+    t.column_rows_into(path, start, end, raw.as_slice_mut())
+        .map_err(blz_error)?;
+    let buf: Buffer = raw.into();
+    Ok(match dt {
+        DType::Bool => {
+            let b = buf.as_slice();
+            Arc::new(BooleanArray::new(
+                BooleanBuffer::collect_bool(n, |i| b[i] != 0),
+                None,
+            ))
+        }
+        DType::I8 => primitive::<Int8Type>(buf, n),
+        DType::I16 => primitive::<Int16Type>(buf, n),
+        DType::I32 => primitive::<Int32Type>(buf, n),
+        DType::I64 => primitive::<Int64Type>(buf, n),
+        DType::U8 => primitive::<UInt8Type>(buf, n),
+        DType::U16 => primitive::<UInt16Type>(buf, n),
+        DType::U32 => primitive::<UInt32Type>(buf, n),
+        DType::U64 => primitive::<UInt64Type>(buf, n),
+        DType::F32 => primitive::<Float32Type>(buf, n),
+        DType::F64 => primitive::<Float64Type>(buf, n),
+        DType::C64 => complex::<Float32Type>(buf, n)?,
+        DType::C128 => complex::<Float64Type>(buf, n)?,
+        DType::Bytes(_) => {
+            let b = buf.as_slice();
+            let items: Vec<&[u8]> = (0..n)
+                .map(|i| trim_zeros(&b[i * size..(i + 1) * size]))
+                .collect();
+            bytes_array(path, large, &items)?
+        }
+        DType::Str(_) => {
+            // UCS-4 code points, native-endian after blz's read, zero-padded.
+            let b = buf.as_slice();
+            let values = (0..n)
+                .map(|i| &b[i * size..(i + 1) * size])
+                .map(|cell| {
+                    let mut s = String::with_capacity(cell.len() / 4);
+                    for unit in cell.chunks_exact(4) {
+                        let cp = u32::from_ne_bytes([unit[0], unit[1], unit[2], unit[3]]);
+                        s.push(char::from_u32(cp).ok_or_else(|| {
+                            ArrowError::InvalidArgumentError(format!(
+                                "column {path} of {}: {cp:#x} is not a Unicode scalar value",
+                                t.path().display()
+                            ))
+                        })?);
+                    }
+                    Ok(s.trim_end_matches('\0').to_string())
+                })
+                .collect::<Result<Vec<String>, ArrowError>>()?;
+            let refs: Vec<&str> = values.iter().map(String::as_str).collect();
+            text_array(path, large, &refs)?
+        }
+    })
+}
+
+/// A table's fields as Arrow fields, and the reading of row ranges of them as record
+/// batches: all of a table's top-level fields ([`Export::of`]), a subset of them
+/// ([`Export::project`]), or a schema a consumer asked for ([`Export::requested`]).
+///
+/// Types: blz's numbers and `bool` as Arrow's; complex numbers as a fixed-size list of two
+/// floats (real, imaginary); `S<n>` byte strings as binary and `U<n>` strings as UTF-8 (their
+/// zero padding removed, as numpy reads them); variable-length strings and byte strings as
+/// large UTF-8 and large binary; nested fields as structs. No value is null.
+#[derive(Clone, Debug)]
+pub struct Export {
+    slots: Vec<Slot>,
+    schema: SchemaRef,
+}
+
+impl Export {
+    fn from_slots(slots: Vec<Slot>) -> Export {
+        let schema = Arc::new(Schema::new(fields_of(&slots)));
+        Export { slots, schema }
+    }
+
+    /// Every top-level field of `table`, strings with 64-bit offsets.
+    pub fn of(table: &Table) -> Export {
+        Export::from_slots(table_nodes(table))
+    }
+
+    /// The fields `want` asks for, when blz can produce them: a subset of the table's fields
+    /// in any order, with the same types except that any string or binary column may be
+    /// asked for with 32-bit offsets (`utf8`, `binary`) or 64-bit ones, and nullable or not.
+    /// `None` when it asks for something else.
+    pub fn requested(table: &Table, want: &Schema) -> Option<Export> {
+        requested_fields(&table_nodes(table), want.fields()).map(Export::from_slots)
+    }
+
+    /// The top-level fields at `indices` of this export (positions in its schema), in that
+    /// order.
+    ///
+    /// # Errors
+    /// [`Error::InvalidArgument`](crate::Error::InvalidArgument) for an index past the last
+    /// field.
+    pub fn project(&self, indices: &[usize]) -> crate::Result<Export> {
+        let slots = indices
+            .iter()
+            .map(|&i| {
+                self.slots.get(i).cloned().ok_or_else(|| {
+                    crate::Error::InvalidArgument(format!(
+                        "field {i} of a table with {} fields",
+                        self.slots.len()
+                    ))
+                })
+            })
+            .collect::<crate::Result<Vec<_>>>()?;
+        Ok(Export::from_slots(slots))
+    }
+
+    /// The Arrow schema of the batches this export reads.
+    pub fn schema(&self) -> SchemaRef {
+        Arc::clone(&self.schema)
+    }
+
+    /// The Arrow schema of the batches this export reads, borrowed.
+    pub fn schema_ref(&self) -> &SchemaRef {
+        &self.schema
+    }
+
+    /// The leaf column paths this export reads (as [`Table`] names them), in order.
+    pub fn leaf_paths(&self) -> Vec<&str> {
+        let mut leaves = Vec::new();
+        self.slots
+            .iter()
+            .for_each(|(_, n, _)| n.leaves(&mut leaves));
+        leaves.into_iter().map(|(p, _, _)| p).collect()
+    }
+
+    /// The rows per batch that reads whole superchunk files of every column read: the
+    /// largest `chunklen * superchunksize` among them (at least 1).
+    pub fn superchunk_rows(&self, table: &Table) -> u64 {
+        let paths = self.leaf_paths();
+        table
+            .leaves()
+            .iter()
+            .filter(|l| paths.contains(&l.path.as_str()))
+            .map(|l| l.storage.chunklen.saturating_mul(l.storage.superchunksize))
+            .max()
+            .unwrap_or(1)
+            .max(1)
+    }
+
+    /// Rows `start..end` of `table` as one record batch of this export's schema. The columns'
+    /// chunks are decoded in parallel on blz's rayon pool, straight into Arrow buffers.
+    ///
+    /// # Errors
+    /// What reading the columns gives (a range past the table's rows, corrupt chunks...),
+    /// and a strings column whose values in the range do not fit 32-bit offsets when they
+    /// were asked for, as [`ArrowError`]s (blz's own errors as
+    /// [`ArrowError::ExternalError`]).
+    pub fn read(&self, table: &Table, start: u64, end: u64) -> Result<RecordBatch, ArrowError> {
+        let mut leaves = Vec::new();
+        self.slots
+            .iter()
+            .for_each(|(_, n, _)| n.leaves(&mut leaves));
+        // Every column's chunks at once: each column's read is itself parallel over its
+        // chunks, and rayon spreads the (column, chunk) pairs over the pool.
+        let arrays = leaves
+            .par_iter()
+            .map(|(path, kind, large)| read_leaf(table, path, *kind, *large, start, end))
+            .collect::<Result<Vec<_>, _>>()?;
+        let mut it = arrays.into_iter();
+        let columns = self
+            .slots
+            .iter()
+            .map(|(_, n, _)| n.assemble(&mut it))
+            .collect::<Result<Vec<_>, _>>()?;
+        let rows = usize::try_from(end.saturating_sub(start))
+            .map_err(|_| ArrowError::ComputeError("too many rows in one batch".into()))?;
+        RecordBatch::try_new_with_options(
+            Arc::clone(&self.schema),
+            columns,
+            &RecordBatchOptions::new().with_row_count(Some(rows)),
+        )
+    }
+}
+
+/// The record batches of a whole table, one per row range of a superchunk's size
+/// ([`Export::superchunk_rows`]): an iterator and an Arrow [`RecordBatchReader`].
+pub struct Batches {
+    /// A read-only handle of its own: the stream reads the commit it started at, whatever
+    /// the handle it came from does meanwhile (a writer's later commit that rewrites what
+    /// it still has to read ends it with blz's "changed" error).
+    table: Table,
+    export: Export,
+    next: u64,
+    end: u64,
+    step: u64,
+}
+
+impl Batches {
+    /// The rows of `table` at this moment, in `export`'s fields (or all of them).
+    ///
+    /// # Errors
+    /// What opening a second read-only handle of the table gives.
+    pub fn new(table: &Table, export: Option<Export>) -> crate::Result<Batches> {
+        let table = Table::open_in(Arc::clone(table.storage()), table.path(), Mode::ReadOnly)?;
+        let export = export.unwrap_or_else(|| Export::of(&table));
+        let step = export.superchunk_rows(&table);
+        Ok(Batches {
+            next: 0,
+            end: table.nrows(),
+            table,
+            export,
+            step,
+        })
+    }
+}
+
+impl Iterator for Batches {
+    type Item = Result<RecordBatch, ArrowError>;
+
+    fn next(&mut self) -> Option<Self::Item> {
+        if self.next >= self.end {
+            return None;
+        }
+        let start = self.next;
+        let end = self.end.min(start.saturating_add(self.step));
+        self.next = end;
+        let r = self.export.read(&self.table, start, end);
+        if r.is_err() {
+            // A failed stream ends there.
+            self.next = self.end;
+        }
+        Some(r)
+    }
+}
+
+impl RecordBatchReader for Batches {
+    fn schema(&self) -> SchemaRef {
+        self.export.schema()
+    }
+}

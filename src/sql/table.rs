@@ -1,0 +1,415 @@
+//! A blz table as a DataFusion table: projection, chunk pruning from the statistics kept
+//! with the data, limits, and a parallel scan.
+//!
+//! The scan cuts the table's rows into ranges of one chunk of the columns it reads (the
+//! largest `chunklen` among them), drops the ranges whose statistics prove that the query's
+//! filters hold for none of their rows (DataFusion's `PruningPredicate`, fed with each
+//! range's minimum and maximum), and reads the rest in row order, split into one run of
+//! consecutive ranges per partition. The filters stay in the plan (pushdown is "inexact"):
+//! the statistics only say which ranges to skip.
+
+use super::to_datafusion;
+use crate::arrow::Export;
+use crate::dtype::DType;
+use crate::stats::{ChunkStats, StatValue};
+use crate::table::{LeafKind, Table};
+use arrow_array::{
+    ArrayRef, BooleanArray, Float32Array, Float64Array, Int16Array, Int32Array, Int64Array,
+    Int8Array, UInt16Array, UInt32Array, UInt64Array, UInt8Array,
+};
+use arrow_schema::SchemaRef;
+use async_trait::async_trait;
+use datafusion::catalog::Session;
+use datafusion::common::pruning::PruningStatistics;
+use datafusion::common::stats::{Precision, Statistics};
+use datafusion::common::{Column, DFSchema};
+use datafusion::datasource::TableType;
+use datafusion::error::Result as DfResult;
+use datafusion::execution::{SendableRecordBatchStream, TaskContext};
+use datafusion::logical_expr::utils::conjunction;
+use datafusion::logical_expr::{Expr, TableProviderFilterPushDown};
+use datafusion::physical_optimizer::pruning::PruningPredicateBuilder;
+use datafusion::physical_plan::stream::RecordBatchStreamAdapter;
+use datafusion::physical_plan::streaming::{PartitionStream, StreamingTableExec};
+use datafusion::physical_plan::ExecutionPlan;
+use std::collections::HashMap;
+use std::sync::Arc;
+
+/// Rows per range when the scan reads no column at all (`SELECT count(*)`).
+const ROWS_WITHOUT_COLUMNS: u64 = 1 << 20;
+
+/// A registered table: its handle and its fields as Arrow's.
+#[derive(Debug)]
+pub(super) struct TableSource {
+    table: Arc<Table>,
+    export: Export,
+}
+
+impl TableSource {
+    pub(super) fn new(table: Table) -> crate::Result<TableSource> {
+        let export = Export::of(&table);
+        Ok(TableSource {
+            table: Arc::new(table),
+            export,
+        })
+    }
+
+    /// The table as of its last commit: each scan reads through a read-only handle of its
+    /// own, so that a query sees one commit whole, and a later query sees later commits.
+    fn current(&self) -> crate::Result<Arc<Table>> {
+        let t = &self.table;
+        Ok(Arc::new(Table::open_in(
+            Arc::clone(t.storage()),
+            t.path(),
+            crate::Mode::ReadOnly,
+        )?))
+    }
+}
+
+#[async_trait]
+impl datafusion::catalog::TableProvider for TableSource {
+    fn schema(&self) -> SchemaRef {
+        self.export.schema()
+    }
+
+    fn table_type(&self) -> TableType {
+        TableType::Base
+    }
+
+    fn supports_filters_pushdown(
+        &self,
+        filters: &[&Expr],
+    ) -> DfResult<Vec<TableProviderFilterPushDown>> {
+        Ok(vec![TableProviderFilterPushDown::Inexact; filters.len()])
+    }
+
+    fn statistics(&self) -> Option<Statistics> {
+        let rows = usize::try_from(self.table.nrows()).ok()?;
+        let mut s = Statistics::new_unknown(&self.export.schema());
+        s.num_rows = Precision::Exact(rows);
+        Some(s)
+    }
+
+    async fn scan(
+        &self,
+        state: &dyn Session,
+        projection: Option<&Vec<usize>>,
+        filters: &[Expr],
+        limit: Option<usize>,
+    ) -> DfResult<Arc<dyn ExecutionPlan>> {
+        let table = self.current().map_err(to_datafusion)?;
+        let full = Export::of(&table);
+        let export = match projection {
+            Some(p) => full.project(p).map_err(to_datafusion)?,
+            None => full.clone(),
+        };
+        let schema = export.schema();
+
+        // The columns whose chunks set the ranges: those read, and those filtered on.
+        let filtered: Vec<String> = filters
+            .iter()
+            .flat_map(|f| f.column_refs())
+            .map(|c| c.name.clone())
+            .collect();
+        let mut paths: Vec<String> = export.leaf_paths().iter().map(|p| p.to_string()).collect();
+        paths.extend(filtered.iter().cloned());
+        let step = table
+            .leaves()
+            .iter()
+            .filter(|l| paths.iter().any(|p| *p == l.path))
+            .map(|l| l.storage.chunklen)
+            .max()
+            .unwrap_or(ROWS_WITHOUT_COLUMNS)
+            .max(1);
+        let nrows = table.nrows();
+        let mut ranges: Vec<(u64, u64)> = (0..nrows.div_ceil(step))
+            .map(|k| (k * step, nrows.min((k + 1) * step)))
+            .collect();
+
+        if let Some(expr) = conjunction(filters.iter().cloned()) {
+            let full_schema = full.schema();
+            let df_schema = DFSchema::try_from(full_schema.as_ref().clone())?;
+            let physical = state.create_physical_expr(expr, &df_schema)?;
+            // No predicate (one that cannot prune, or that DataFusion cannot turn into one on
+            // statistics): every range is read.
+            if let Some(predicate) = PruningPredicateBuilder::new()
+                .with_file_schema(Arc::clone(&full_schema))
+                .build(physical)
+            {
+                let stats = RangeStats::new(&table, &ranges, filtered).map_err(to_datafusion)?;
+                let keep = predicate.prune(&stats)?;
+                ranges = ranges
+                    .into_iter()
+                    .zip(keep)
+                    .filter_map(|(r, k)| k.then_some(r))
+                    .collect();
+            }
+        }
+
+        let parts = state
+            .config()
+            .target_partitions()
+            .max(1)
+            .min(ranges.len().max(1));
+        let per = ranges.len().div_ceil(parts).max(1);
+        let partitions: Vec<Arc<dyn PartitionStream>> = if ranges.is_empty() {
+            vec![Arc::new(RangeStream {
+                table: Arc::clone(&table),
+                export: export.clone(),
+                ranges: Vec::new(),
+            })]
+        } else {
+            ranges
+                .chunks(per)
+                .map(|run| {
+                    Arc::new(RangeStream {
+                        table: Arc::clone(&table),
+                        export: export.clone(),
+                        ranges: run.to_vec(),
+                    }) as Arc<dyn PartitionStream>
+                })
+                .collect()
+        };
+        Ok(Arc::new(StreamingTableExec::try_new(
+            schema,
+            partitions,
+            None,
+            Vec::new(),
+            false,
+            limit,
+        )?))
+    }
+}
+
+/// One partition of a scan: consecutive row ranges of a table, read in order.
+#[derive(Debug)]
+pub(super) struct RangeStream {
+    pub(super) table: Arc<Table>,
+    pub(super) export: Export,
+    pub(super) ranges: Vec<(u64, u64)>,
+}
+
+impl PartitionStream for RangeStream {
+    fn schema(&self) -> &SchemaRef {
+        // `Export::schema` clones an Arc; the partition's schema must be borrowed.
+        self.export.schema_ref()
+    }
+
+    fn execute(&self, _ctx: Arc<TaskContext>) -> SendableRecordBatchStream {
+        let table = Arc::clone(&self.table);
+        let export = self.export.clone();
+        let schema = export.schema();
+        let ranges = self.ranges.clone().into_iter();
+        // Reading decodes chunks on blz's rayon pool and may wait on storage: it runs on
+        // tokio's blocking threads, one range at a time, never on the engine's workers.
+        let stream = futures::stream::unfold(
+            (table, export, ranges),
+            |(table, export, mut ranges)| async move {
+                let (start, end) = ranges.next()?;
+                let t = Arc::clone(&table);
+                let e = export.clone();
+                let batch = tokio::task::spawn_blocking(move || e.read(&t, start, end))
+                    .await
+                    .map_err(|e| datafusion::error::DataFusionError::External(Box::new(e)))
+                    .and_then(|r| {
+                        r.map_err(|e| {
+                            datafusion::error::DataFusionError::ArrowError(Box::new(e), None)
+                        })
+                    });
+                Some((batch, (table, export, ranges)))
+            },
+        );
+        Box::pin(RecordBatchStreamAdapter::new(schema, stream))
+    }
+}
+
+/// One column's statistics: its element type, its chunk length, and each chunk's.
+struct ColumnStats {
+    dtype: DType,
+    chunklen: u64,
+    chunks: Vec<Option<ChunkStats>>,
+}
+
+/// The statistics of a scan's row ranges (DataFusion's "containers"), from the chunks each
+/// range overlaps.
+struct RangeStats<'a> {
+    ranges: &'a [(u64, u64)],
+    columns: HashMap<String, ColumnStats>,
+}
+
+impl<'a> RangeStats<'a> {
+    fn new(
+        table: &Table,
+        ranges: &'a [(u64, u64)],
+        wanted: Vec<String>,
+    ) -> crate::Result<RangeStats<'a>> {
+        let mut columns = HashMap::new();
+        for name in wanted {
+            let Some(leaf) = table.leaves().into_iter().find(|l| l.path == name) else {
+                continue;
+            };
+            let LeafKind::Fixed(dtype) = leaf.kind else {
+                continue;
+            };
+            let chunks = table.column_stats(&name)?;
+            columns.insert(
+                name,
+                ColumnStats {
+                    dtype,
+                    chunklen: leaf.storage.chunklen.max(1),
+                    chunks,
+                },
+            );
+        }
+        Ok(RangeStats { ranges, columns })
+    }
+
+    /// The least (or greatest) value of `column` in each range, `None` where unknown.
+    fn bounds(&self, column: &Column, min: bool) -> Option<ArrayRef> {
+        let c = self.columns.get(&column.name)?;
+        let values: Vec<Option<StatValue>> = self
+            .ranges
+            .iter()
+            .map(|&(start, end)| {
+                if end <= start {
+                    return None;
+                }
+                let first = start / c.chunklen;
+                let last = (end - 1) / c.chunklen;
+                let mut acc: Option<StatValue> = None;
+                for k in first..=last {
+                    let s = c.chunks.get(usize::try_from(k).ok()?)?.as_ref()?;
+                    if s.nan_count > 0 {
+                        // Arrow orders NaN after every number (and -NaN before): a bound that
+                        // leaves NaN out could skip rows a comparison keeps.
+                        return None;
+                    }
+                    let v = if min { s.min? } else { s.max? };
+                    acc = Some(match acc {
+                        None => v,
+                        Some(a) => pick(a, v, min)?,
+                    });
+                }
+                acc
+            })
+            .collect();
+        Some(stat_array(c.dtype, &values))
+    }
+}
+
+/// The lesser (`min`) or greater of two statistics of one column.
+fn pick(a: StatValue, b: StatValue, min: bool) -> Option<StatValue> {
+    let a_first = match (a, b) {
+        (StatValue::Int(x), StatValue::Int(y)) => (x <= y) == min,
+        (StatValue::UInt(x), StatValue::UInt(y)) => (x <= y) == min,
+        (StatValue::Float(x), StatValue::Float(y)) => (x <= y) == min,
+        (StatValue::Bool(x), StatValue::Bool(y)) => (x <= y) == min,
+        _ => return None,
+    };
+    Some(if a_first { a } else { b })
+}
+
+/// Statistics as an Arrow array of the column's own type (null where unknown).
+fn stat_array(dtype: DType, v: &[Option<StatValue>]) -> ArrayRef {
+    let int = |s: &Option<StatValue>| match s {
+        Some(StatValue::Int(x)) => Some(*x),
+        _ => None,
+    };
+    let uint = |s: &Option<StatValue>| match s {
+        Some(StatValue::UInt(x)) => Some(*x),
+        _ => None,
+    };
+    let float = |s: &Option<StatValue>| match s {
+        Some(StatValue::Float(x)) => Some(*x),
+        _ => None,
+    };
+    match dtype {
+        DType::Bool => Arc::new(
+            v.iter()
+                .map(|s| match s {
+                    Some(StatValue::Bool(b)) => Some(*b),
+                    _ => None,
+                })
+                .collect::<BooleanArray>(),
+        ),
+        DType::I8 => Arc::new(
+            v.iter()
+                .map(|s| int(s).and_then(|x| i8::try_from(x).ok()))
+                .collect::<Int8Array>(),
+        ),
+        DType::I16 => Arc::new(
+            v.iter()
+                .map(|s| int(s).and_then(|x| i16::try_from(x).ok()))
+                .collect::<Int16Array>(),
+        ),
+        DType::I32 => Arc::new(
+            v.iter()
+                .map(|s| int(s).and_then(|x| i32::try_from(x).ok()))
+                .collect::<Int32Array>(),
+        ),
+        DType::I64 => Arc::new(v.iter().map(int).collect::<Int64Array>()),
+        DType::U8 => Arc::new(
+            v.iter()
+                .map(|s| uint(s).and_then(|x| u8::try_from(x).ok()))
+                .collect::<UInt8Array>(),
+        ),
+        DType::U16 => Arc::new(
+            v.iter()
+                .map(|s| uint(s).and_then(|x| u16::try_from(x).ok()))
+                .collect::<UInt16Array>(),
+        ),
+        DType::U32 => Arc::new(
+            v.iter()
+                .map(|s| uint(s).and_then(|x| u32::try_from(x).ok()))
+                .collect::<UInt32Array>(),
+        ),
+        DType::U64 => Arc::new(v.iter().map(uint).collect::<UInt64Array>()),
+        // A float32 statistic is the float32 value widened: narrowing it back is exact.
+        #[allow(clippy::cast_possible_truncation)]
+        DType::F32 => Arc::new(
+            v.iter()
+                .map(|s| float(s).map(|x| x as f32))
+                .collect::<Float32Array>(),
+        ),
+        DType::F64 => Arc::new(v.iter().map(float).collect::<Float64Array>()),
+        // Types without an order DataFusion prunes by: all unknown.
+        _ => Arc::new(v.iter().map(|_| None::<i64>).collect::<Int64Array>()),
+    }
+}
+
+impl PruningStatistics for RangeStats<'_> {
+    fn min_values(&self, column: &Column) -> Option<ArrayRef> {
+        self.bounds(column, true)
+    }
+
+    fn max_values(&self, column: &Column) -> Option<ArrayRef> {
+        self.bounds(column, false)
+    }
+
+    fn num_containers(&self) -> usize {
+        self.ranges.len()
+    }
+
+    fn null_counts(&self, column: &Column) -> Option<ArrayRef> {
+        // blz stores no nulls.
+        self.columns.get(&column.name)?;
+        Some(Arc::new(UInt64Array::from(vec![0u64; self.ranges.len()])))
+    }
+
+    fn row_counts(&self) -> Option<ArrayRef> {
+        Some(Arc::new(
+            self.ranges
+                .iter()
+                .map(|&(s, e)| e - s)
+                .collect::<UInt64Array>(),
+        ))
+    }
+
+    fn contained(
+        &self,
+        _column: &Column,
+        _values: &std::collections::HashSet<datafusion::scalar::ScalarValue>,
+    ) -> Option<BooleanArray> {
+        None
+    }
+}
