@@ -48,7 +48,7 @@ fn error_class(e: &blz::Error) -> &'static str {
         E::Conflict { .. } => "ConflictError",
         E::OutOfBounds { .. } => "OutOfBoundsError",
         E::Mismatch { .. } => "MismatchError",
-        E::InvalidArgument(_) => "InvalidArgumentError",
+        E::InvalidArgument(_) | E::InvalidExpression { .. } => "InvalidArgumentError",
         E::Unsupported { .. } => "UnsupportedError",
         E::Io { source, .. } if source.kind() == std::io::ErrorKind::NotFound => "NotFoundError",
         _ => "Error",

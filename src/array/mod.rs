@@ -298,6 +298,7 @@ impl Dataset {
             columns: None,
             generation: 0,
             rewritten: Some(0),
+            stats: Some(0),
         };
         meta::write_json(build.as_ref(), &mp.sizes(), &sizes)?;
         let mut ds = Self::open_with(build.clone(), &dir, Mode::ReadWrite, true)?;
@@ -647,6 +648,7 @@ impl Dataset {
                 nrows: None,
                 columns: None,
                 generation: self.sizes.generation + 1,
+                stats: self.sizes.next_stats(),
                 rewritten: self
                     .sizes
                     .next_rewritten(rewrites || new_shape[0] < old_shape[0]),

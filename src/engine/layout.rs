@@ -305,6 +305,7 @@ pub(crate) fn make_core(
     );
     if let Some(id) = &meta.id {
         store.bind(id, "data");
+        store.set_stats(crate::stats::StatKind::of(meta.dtype));
     }
     Ok(ArrayCore {
         store,
