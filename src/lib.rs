@@ -32,6 +32,7 @@ pub mod meta;
 pub mod npy;
 mod open;
 pub mod ordered;
+pub mod query;
 pub mod scan;
 pub mod selection;
 pub mod stats;
@@ -79,8 +80,8 @@ pub use layer::Layer;
 pub use meta::Kind;
 pub use open::{open, open_in, open_rw, AnyDataset, BcolzDataset};
 pub use selection::Selection;
-pub use stats::{ChunkStats, StatValue};
 pub use staging::finish_removals;
+pub use stats::{ChunkStats, StatValue};
 pub use storage::Storage;
 pub use table::Table;
 

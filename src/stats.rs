@@ -173,9 +173,7 @@ pub(crate) fn file_records(
 /// Replaces record `j` in a metadata document holding records; false if it holds none (or
 /// too few).
 pub(crate) fn set_record(doc: &mut serde_json::Value, j: u64, record: &str) -> bool {
-    let Some(serde_json::Value::String(s)) = doc
-        .get_mut("blz")
-        .and_then(|b| b.get_mut(STATS_KEY))
+    let Some(serde_json::Value::String(s)) = doc.get_mut("blz").and_then(|b| b.get_mut(STATS_KEY))
     else {
         return false;
     };
@@ -343,7 +341,10 @@ impl Stats {
 
     /// The statistics gathered.
     pub(crate) fn finish(self) -> ChunkStats {
-        fn mm<T: Copy>(a: &Acc<T>, f: impl Fn(T) -> StatValue) -> (Option<StatValue>, Option<StatValue>) {
+        fn mm<T: Copy>(
+            a: &Acc<T>,
+            f: impl Fn(T) -> StatValue,
+        ) -> (Option<StatValue>, Option<StatValue>) {
             if a.any {
                 (Some(f(a.min)), Some(f(a.max)))
             } else {
@@ -468,11 +469,9 @@ impl Table {
         let chunklen = self.column_chunklen(column)?;
         let n = self.nrows().div_ceil(chunklen);
         match self.leaf(column)?.kind {
-            LeafKind::Fixed(_) => store_stats(
-                self.fixed_core(column)?,
-                n,
-                self.sizes().stats_current(),
-            ),
+            LeafKind::Fixed(_) => {
+                store_stats(self.fixed_core(column)?, n, self.sizes().stats_current())
+            }
             _ => Ok(vec![None; n as usize]),
         }
     }
@@ -519,13 +518,19 @@ mod tests {
             max: None,
             nan_count: 7,
         };
-        assert_eq!(decode_record(StatKind::Float, &encode_record(Some(&e))), Some(e));
+        assert_eq!(
+            decode_record(StatKind::Float, &encode_record(Some(&e))),
+            Some(e)
+        );
         let i = ChunkStats {
             min: Some(StatValue::Int(-5)),
             max: Some(StatValue::Int(i64::MAX)),
             nan_count: 0,
         };
-        assert_eq!(decode_record(StatKind::Int, &encode_record(Some(&i))), Some(i));
+        assert_eq!(
+            decode_record(StatKind::Int, &encode_record(Some(&i))),
+            Some(i)
+        );
     }
 
     #[test]

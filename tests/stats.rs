@@ -49,7 +49,10 @@ fn check(got: &ChunkStats, want: &ChunkStats, exact: bool, what: &str) {
         assert_eq!(got, want, "{what}");
         return;
     }
-    assert!(got.nan_count >= want.nan_count, "{what}: {got:?} vs {want:?}");
+    assert!(
+        got.nan_count >= want.nan_count,
+        "{what}: {got:?} vs {want:?}"
+    );
     if let (Some(w), Some(g)) = (f(want.min), f(got.min)) {
         assert!(g <= w, "{what}: {got:?} vs {want:?}");
     }
@@ -223,10 +226,30 @@ fn table_want(t: &Table, col: &str) -> Vec<ChunkStats> {
     let v = t.column(col).unwrap();
     let n = v.len();
     let as_f64: Vec<f64> = match col {
-        "i" => v.to_vec::<i64>().unwrap().iter().map(|&x| x as f64).collect(),
-        "p/x" => v.to_vec::<f32>().unwrap().iter().map(|&x| f64::from(x)).collect(),
-        "p/b" => v.to_vec::<bool>().unwrap().iter().map(|&x| f64::from(u8::from(x))).collect(),
-        "u" => v.to_vec::<u16>().unwrap().iter().map(|&x| f64::from(x)).collect(),
+        "i" => v
+            .to_vec::<i64>()
+            .unwrap()
+            .iter()
+            .map(|&x| x as f64)
+            .collect(),
+        "p/x" => v
+            .to_vec::<f32>()
+            .unwrap()
+            .iter()
+            .map(|&x| f64::from(x))
+            .collect(),
+        "p/b" => v
+            .to_vec::<bool>()
+            .unwrap()
+            .iter()
+            .map(|&x| f64::from(u8::from(x)))
+            .collect(),
+        "u" => v
+            .to_vec::<u16>()
+            .unwrap()
+            .iter()
+            .map(|&x| f64::from(x))
+            .collect(),
         _ => unreachable!(),
     };
     (0..n.div_ceil(cl))
@@ -273,7 +296,8 @@ fn table_stats_follow_appends_writes_resizes_and_column_changes() {
     check_table(&t, true);
     t.append(&table_rows(7, -4)).unwrap();
     check_table(&t, true);
-    t.write_rows(5, &[("i", Values::from_slice(&[1000i64, -1000]))]).unwrap();
+    t.write_rows(5, &[("i", Values::from_slice(&[1000i64, -1000]))])
+        .unwrap();
     check_table(&t, true);
     t.resize(14).unwrap();
     check_table(&t, false);
@@ -281,7 +305,9 @@ fn table_stats_follow_appends_writes_resizes_and_column_changes() {
     check_table(&t, true);
     t.add_column(Field::new("c", DType::U8)).unwrap();
     let c = t.column_stats("c").unwrap();
-    assert!(c.iter().all(|s| s.is_some_and(|s| s.min == Some(StatValue::UInt(0)))));
+    assert!(c
+        .iter()
+        .all(|s| s.is_some_and(|s| s.min == Some(StatValue::UInt(0)))));
     t.compact().unwrap();
     check_table(&Table::open(&path).unwrap(), true);
 }
@@ -334,7 +360,11 @@ fn stats_match_the_data_after_a_crash_at_every_step() {
             drop(t);
             std::fs::remove_dir_all(&d).unwrap();
         }
-        assert_eq!(states.len(), 2, "op {i}: both the old and the new state were met");
+        assert_eq!(
+            states.len(),
+            2,
+            "op {i}: both the old and the new state were met"
+        );
     }
 }
 
@@ -383,8 +413,7 @@ fn files_without_records_report_none() {
 }
 
 fn strip_key(file: &Path, key: &str) {
-    let mut v: serde_json::Value =
-        serde_json::from_slice(&std::fs::read(file).unwrap()).unwrap();
+    let mut v: serde_json::Value = serde_json::from_slice(&std::fs::read(file).unwrap()).unwrap();
     v.as_object_mut().unwrap().remove(key).unwrap();
     std::fs::write(file, serde_json::to_vec(&v).unwrap()).unwrap();
 }

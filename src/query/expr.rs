@@ -91,17 +91,6 @@ impl BinOp {
             BinOp::Or => "|",
         }
     }
-
-    /// The comparison with its operands swapped (`a < b` is `b > a`).
-    pub(crate) fn swapped(self) -> BinOp {
-        match self {
-            BinOp::Lt => BinOp::Gt,
-            BinOp::Le => BinOp::Ge,
-            BinOp::Gt => BinOp::Lt,
-            BinOp::Ge => BinOp::Le,
-            o => o,
-        }
-    }
 }
 
 /// A parsed expression; `pos` is the byte offset in the text where each node starts.
@@ -300,7 +289,10 @@ impl<'a> Lexer<'a> {
                 Ok((Tok::RParen, start))
             }
             b'=' => Err(self.err(start, "`=` is not an operator: use `==` to compare")),
-            b'!' => Err(self.err(start, "`!` is not an operator: use `~` for not, `!=` to compare")),
+            b'!' => Err(self.err(
+                start,
+                "`!` is not an operator: use `~` for not, `!=` to compare",
+            )),
             b'\'' | b'"' => self.string(start, false),
             b'b' | b'B' if matches!(self.peek_byte(1), Some(b'\'' | b'"')) => {
                 self.at += 1;
@@ -516,10 +508,7 @@ impl<'a> Parser<'a> {
             self.bump()?;
             let right = self.or()?;
             if ops.iter().any(|(s, _)| self.is_op(s)) {
-                return Err(self.err(
-                    self.pos,
-                    "chained comparison: write `(a < b) & (b < c)`",
-                ));
+                return Err(self.err(self.pos, "chained comparison: write `(a < b) & (b < c)`"));
             }
             Expr::Bin {
                 op,
@@ -694,10 +683,7 @@ mod tests {
     fn precedence_follows_python() {
         let names = ["a", "b", "p/x"];
         let e = parse("(a > 1) & (b < 2) | ~(p/x == 3)", &names).unwrap();
-        assert_eq!(
-            e.to_string(),
-            "(((`a` > 1) & (`b` < 2)) | (~(`p/x` == 3)))"
-        );
+        assert_eq!(e.to_string(), "(((`a` > 1) & (`b` < 2)) | (~(`p/x` == 3)))");
         let e = parse("a + b * 2 - -3 % b", &names).unwrap();
         assert_eq!(e.to_string(), "((`a` + (`b` * 2)) - (-3 % `b`))");
         // Not a column: `a / b`.
