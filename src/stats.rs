@@ -421,9 +421,37 @@ pub(crate) fn fill_stats(dtype: DType, fill: &[u8], n: u64) -> Option<ChunkStats
     Some(s.finish())
 }
 
+fn le(a: StatValue, b: StatValue) -> bool {
+    match (a, b) {
+        (StatValue::Bool(x), StatValue::Bool(y)) => x <= y,
+        (StatValue::Int(x), StatValue::Int(y)) => x <= y,
+        (StatValue::UInt(x), StatValue::UInt(y)) => x <= y,
+        _ => a.as_f64() <= b.as_f64(),
+    }
+}
+
+/// Whether `recorded` bounds the statistics `actual` computed from a chunk's values.
+pub(crate) fn bounds(recorded: &ChunkStats, actual: &ChunkStats) -> bool {
+    let lo = match (recorded.min, actual.min) {
+        (_, None) => true,
+        (Some(r), Some(a)) => le(r, a),
+        (None, Some(_)) => false,
+    };
+    let hi = match (recorded.max, actual.max) {
+        (_, None) => true,
+        (Some(r), Some(a)) => le(a, r),
+        (None, Some(_)) => false,
+    };
+    lo && hi && recorded.nan_count >= actual.nan_count
+}
+
 /// The statistics of a store's first `n` chunks, file by file; all unknown when the dataset's
 /// `meta/sizes` does not vouch for them (`trusted` false).
-fn store_stats(core: &ArrayCore, n: u64, trusted: bool) -> Result<Vec<Option<ChunkStats>>> {
+pub(crate) fn store_stats(
+    core: &ArrayCore,
+    n: u64,
+    trusted: bool,
+) -> Result<Vec<Option<ChunkStats>>> {
     let mut out = vec![None; n as usize];
     if !trusted || core.store.stats_kind().is_none() {
         return Ok(out);
@@ -544,6 +572,35 @@ mod tests {
         let s = chunk_stats(DType::I32, &bytes, &[2, 3], &[1, 3]).unwrap();
         assert_eq!(s.max, Some(StatValue::Int(100)));
         assert_eq!(s.min, Some(StatValue::Int(1)));
+    }
+
+    #[test]
+    fn bounds_compare_within_a_kind() {
+        let r = ChunkStats {
+            min: Some(StatValue::Int(-3)),
+            max: Some(StatValue::Int(i64::MAX)),
+            nan_count: 0,
+        };
+        let inside = ChunkStats {
+            min: Some(StatValue::Int(-3)),
+            max: Some(StatValue::Int(i64::MAX - 1)),
+            nan_count: 0,
+        };
+        assert!(bounds(&r, &inside));
+        assert!(!bounds(&inside, &r));
+        let none = ChunkStats {
+            min: None,
+            max: None,
+            nan_count: 2,
+        };
+        assert!(!bounds(&r, &none), "NaNs the record does not count");
+        assert!(bounds(
+            &none,
+            &ChunkStats {
+                nan_count: 1,
+                ..none
+            }
+        ));
     }
 
     #[test]

@@ -77,6 +77,9 @@ fn check_array(ds: &Dataset, inexact: &BTreeSet<usize>) {
         let want = float_stats(data.slice(s![r, c]).iter().copied());
         check(&st, &want, !inexact.contains(&c0), &format!("chunk {k}"));
     }
+    // `verify` checks the same against the data it decodes.
+    let problems = ds.verify(|_, _| {});
+    assert!(problems.is_empty(), "{problems:?}");
 }
 
 #[derive(Debug, Clone)]
@@ -283,6 +286,8 @@ fn check_table(t: &Table, exact: bool) {
         }
     }
     assert!(t.column_stats("s").unwrap().iter().all(Option::is_none));
+    let problems = t.verify(|_, _| {});
+    assert!(problems.is_empty(), "{problems:?}");
     assert!(t.column_stats("nope").is_err());
 }
 

@@ -937,7 +937,9 @@ impl Dataset {
     /// problems found (empty when the dataset is intact). When a writer committed while it
     /// read, the one problem returned is [`Error::Changed`]: verify again.
     pub fn verify(&self, mut progress: impl FnMut(u64, u64)) -> Vec<Error> {
-        let errors = verify_store(&self.core, self.nchunks(), &mut progress);
+        let shape = self.sizes.shape.clone();
+        let stats = self.sizes.stats_current().then_some(shape.as_slice());
+        let errors = verify_store(&self.core, self.nchunks(), stats, &mut progress);
         self.root.verified(self.sizes.generation, errors)
     }
 

@@ -1674,7 +1674,9 @@ impl Table {
             let k = c.nchunks(n);
             match &c.engine {
                 Engine::Fixed(core) => {
-                    errors.extend(crate::engine::verify_store(core, k, &mut |d, _| {
+                    let shape = [n];
+                    let stats = self.sizes.stats_current().then_some(&shape[..]);
+                    errors.extend(crate::engine::verify_store(core, k, stats, &mut |d, _| {
                         progress(done + d, total)
                     }));
                 }
