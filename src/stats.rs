@@ -385,7 +385,7 @@ pub(crate) fn chunk_stats(
     let mut s = Stats::new(dtype)?;
     let isz = dtype.itemsize();
     let nd = chunkshape.len();
-    if nd == 0 || valid.iter().any(|&v| v == 0) {
+    if nd == 0 || valid.contains(&0) {
         return Some(s.finish());
     }
     let row = chunkshape[nd - 1] as usize * isz;

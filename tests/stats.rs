@@ -274,14 +274,14 @@ fn check_table(t: &Table, exact: bool) {
             g2.max = g.max.map(|v| StatValue::Float(v.as_f64()));
             let last = k + 1 == want.len();
             check(&g2, w, exact || !last, &format!("{col} chunk {k}"));
-            let kind_ok = match (col, g.min) {
+            let kind_ok = matches!(
+                (col, g.min),
                 ("i", Some(StatValue::Int(_)))
-                | ("p/x", Some(StatValue::Float(_)))
-                | ("p/b", Some(StatValue::Bool(_)))
-                | ("u", Some(StatValue::UInt(_)))
-                | (_, None) => true,
-                _ => false,
-            };
+                    | ("p/x", Some(StatValue::Float(_)))
+                    | ("p/b", Some(StatValue::Bool(_)))
+                    | ("u", Some(StatValue::UInt(_)))
+                    | (_, None)
+            );
             assert!(kind_ok, "{col}: {g:?}");
         }
     }

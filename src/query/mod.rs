@@ -53,12 +53,17 @@ struct Part {
     outputs: Vec<Raw>,
 }
 
+/// Reads a column's elements over a range of units.
+type ReadFn<'a> = Box<dyn Fn(&str, u64, u64) -> Result<Raw> + Sync + 'a>;
+/// A column's statistics over a range of units.
+type StatsFn<'a> = Box<dyn Fn(&str, u64, u64) -> Option<ChunkStats> + Sync + 'a>;
+
 /// What a query reads: the columns' types, how to read a column's elements over a range of
 /// units (table rows, or array chunk-rows), and their statistics over it.
 struct Source<'a> {
     tys: HashMap<String, Ty>,
-    read: Box<dyn Fn(&str, u64, u64) -> Result<Raw> + Sync + 'a>,
-    stats: Box<dyn Fn(&str, u64, u64) -> Option<ChunkStats> + Sync + 'a>,
+    read: ReadFn<'a>,
+    stats: StatsFn<'a>,
     /// Elements per unit.
     scale: u64,
     /// Elements in all.
