@@ -11,6 +11,9 @@ fn u64_bytes(v: &[u64]) -> Vec<u8> {
     v.iter().flat_map(|x| x.to_ne_bytes()).collect()
 }
 
+/// Matching row indices (native uint64 bytes) and one `(path, values)` per column.
+type TableMatches<'py> = (Bound<'py, PyBytes>, Vec<(String, Py<PyAny>)>);
+
 /// The rows of `table` (rows `start..end`) where `expr` holds: `(rows, columns)`, `rows`
 /// the matching row indices as native uint64 bytes, `columns` one `(path, values)` per
 /// requested column: bytes of native elements for a fixed-size column, a list of `str` or
@@ -23,7 +26,7 @@ pub(crate) fn table_where<'py>(
     columns: Vec<String>,
     start: u64,
     end: u64,
-) -> PyResult<(Bound<'py, PyBytes>, Vec<(String, Py<PyAny>)>)> {
+) -> PyResult<TableMatches<'py>> {
     let raw = table.get();
     let (m, var_str) = detached(py, || {
         raw.read(|t| {
