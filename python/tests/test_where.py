@@ -36,7 +36,7 @@ def table_data(draw, n):
     return out
 
 
-NUM_LEAVES = ["a", "p/b", "c"]
+NUM_LEAVES = ["a", "p/b", "p/c"]
 
 
 @st.composite
@@ -76,7 +76,7 @@ def frame(data):
         {
             "a": data["a"].astype("i8"),
             "p_b": data["p"]["b"],
-            "c": data["p"]["c"].astype("i8"),
+            "p_c": data["p"]["c"].astype("i8"),
             "d": data["d"],
             "s": data["s"],
             "f": [x.decode() for x in data["f"]],
@@ -86,7 +86,7 @@ def frame(data):
 
 def want_mask(data, expr):
     df = frame(data)
-    e = expr.replace("p/b", "p_b")
+    e = expr.replace("p/b", "p_b").replace("p/c", "p_c")
     with np.errstate(all="ignore"):
         m = df.eval(e, engine="python")
     return np.asarray(m, dtype=bool)
