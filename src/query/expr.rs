@@ -573,7 +573,7 @@ impl<'a> Parser<'a> {
             self.bump()?;
             let arg = Box::new(self.unary()?);
             self.depth -= 1;
-            // `-5` is the literal -5 (so that i64::MIN can be written).
+            // `-5` is the literal -5 (an integer past i64 is a float, as in numexpr).
             if let (true, Expr::Lit { value, .. }) = (neg, arg.as_ref()) {
                 match value {
                     Literal::Int(i) => {
@@ -694,10 +694,10 @@ mod tests {
             "(b'x\\'y' == b'z')"
         );
         assert_eq!(
-            parse("-9223372036854775808 < a", &names)
+            parse("-9223372036854775807 < a", &names)
                 .unwrap()
                 .to_string(),
-            "(-9223372036854775808 < `a`)"
+            "(-9223372036854775807 < `a`)"
         );
     }
 
