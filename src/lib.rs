@@ -34,6 +34,7 @@ pub mod meta;
 pub mod npy;
 mod open;
 pub mod ordered;
+pub mod query;
 pub mod scan;
 pub mod selection;
 #[cfg(feature = "sql")]
@@ -84,6 +85,7 @@ pub use meta::Kind;
 pub use open::{open, open_in, open_rw, AnyDataset, BcolzDataset};
 pub use selection::Selection;
 pub use staging::finish_removals;
+pub use stats::{ChunkStats, StatValue};
 pub use storage::Storage;
 pub use table::Table;
 

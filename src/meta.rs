@@ -44,9 +44,26 @@ pub struct Sizes {
     /// then counts as a rewrite).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub rewritten: Option<u64>,
+    /// The generation up to which every commit kept the per-chunk statistics of the
+    /// superchunk files current (`spec/dataset.md` §14): they are trusted only while it
+    /// equals `generation`. A writer that predates statistics drops the key (so its changes,
+    /// which do not update them, make them unknown); absent in datasets created before.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub stats: Option<u64>,
 }
 
 impl Sizes {
+    /// Whether the superchunk files' statistics are current (see [`Sizes::stats`]).
+    pub fn stats_current(&self) -> bool {
+        self.stats == Some(self.generation)
+    }
+
+    /// The `stats` value of the commit after this one: its generation while statistics are
+    /// current, none once they are not (a writer that predates them committed).
+    pub(crate) fn next_stats(&self) -> Option<u64> {
+        self.stats_current().then_some(self.generation + 1)
+    }
+
     /// The `rewritten` value of the commit after this one: that commit's generation when it
     /// `rewrites` elements, else this one's (this one's generation when it has none).
     pub(crate) fn next_rewritten(&self, rewrites: bool) -> Option<u64> {

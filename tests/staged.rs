@@ -78,6 +78,14 @@ fn appends_to_a_partly_filled_file_through_workers() {
     assert_eq!(ds.shape(), &[total]);
     assert_eq!(all_bytes(&ds), all);
     assert_no_sessions(&p);
+    // The workers' files record their chunks' statistics too (values are i * 0.5 - 3).
+    let stats = ds.chunk_stats().unwrap();
+    assert_eq!(stats.len(), 25);
+    for (k, s) in stats.iter().enumerate() {
+        let s = s.unwrap_or_else(|| panic!("chunk {k}: no statistics"));
+        let first = (k * 100) as f64 * 0.5 - 3.0;
+        assert_eq!(s.min, Some(blz::StatValue::Float(first)), "chunk {k}");
+    }
     drop(ds);
     let back = Dataset::open(&p).unwrap();
     assert_eq!(all_bytes(&back), all);

@@ -256,6 +256,26 @@ class Array:
             finally:
                 self._refresh()
 
+    def where(self, expr: str) -> np.ndarray:
+        """The elements where ``expr`` holds, the array's elements named ``x``
+        (``a.where("(x > 0) & (x % 2 == 0)")`` is numpy's ``a[(a > 0) & (a % 2 == 0)]``), in
+        C order. See ``blz._where`` for the expression language."""
+        from ._where import array_where
+
+        return array_where(self, expr)
+
+    def where_mask(self, expr: str) -> np.ndarray:
+        """Numpy's boolean array of ``expr`` (elements named ``x``) over the whole array."""
+        from ._where import array_where_mask
+
+        return array_where_mask(self, expr)
+
+    def where_indices(self, expr: str) -> np.ndarray:
+        """The flat (C-order) indices of the elements where ``expr`` holds."""
+        from ._where import array_where_indices
+
+        return array_where_indices(self, expr)
+
     def append(self, values: Any) -> None:
         """Appends rows along axis 0 (one row may be given without its leading axis)."""
         v = np.asarray(values)

@@ -456,6 +456,21 @@ class Table:
         for s in range(0, self._nrows, step):
             yield from self._read_rows(s, min(s + step, self._nrows))
 
+    def where(self, expr: str, columns: Any = None, *, as_batches: bool = False, batch_rows: int | None = None) -> Any:
+        """The rows where ``expr`` holds (numexpr syntax, as bcolz's ``ctable.where``:
+        ``"(g == 7) & (x > 0.5)"``) as a structured array like ``t[...]`` (or only the leaf
+        paths of ``columns``); ``as_batches=True`` gives an iterator of such arrays. See
+        ``blz._where`` for the expression language."""
+        from ._where import table_where
+
+        return table_where(self, expr, columns, as_batches, batch_rows)
+
+    def where_rows(self, expr: str) -> np.ndarray:
+        """The indices of the rows where ``expr`` holds."""
+        from ._where import table_where_rows
+
+        return table_where_rows(self, expr)
+
     def __contains__(self, name: str) -> bool:
         return name in self.columns
 

@@ -20,6 +20,7 @@ use blz::table::{
 use blz::{CreateOptions, DType, Dataset, Endianness};
 mod arrow;
 mod buffers;
+mod query;
 mod sql;
 
 use pyo3::buffer::PyUntypedBuffer;
@@ -49,7 +50,7 @@ fn error_class(e: &blz::Error) -> &'static str {
         E::Conflict { .. } => "ConflictError",
         E::OutOfBounds { .. } => "OutOfBoundsError",
         E::Mismatch { .. } => "MismatchError",
-        E::InvalidArgument(_) => "InvalidArgumentError",
+        E::InvalidArgument(_) | E::InvalidExpression { .. } => "InvalidArgumentError",
         E::Sql(_) => "SqlError",
         E::Unsupported { .. } => "UnsupportedError",
         E::Io { source, .. } if source.kind() == std::io::ErrorKind::NotFound => "NotFoundError",
@@ -2032,6 +2033,7 @@ fn _blz(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(finish_removals, m)?)?;
     m.add_class::<sql::RawQuery>()?;
     m.add_function(wrap_pyfunction!(sql::sql, m)?)?;
+    query::register(m)?;
     m.add("__version__", env!("CARGO_PKG_VERSION"))?;
     Ok(())
 }

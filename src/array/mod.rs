@@ -298,6 +298,7 @@ impl Dataset {
             columns: None,
             generation: 0,
             rewritten: Some(0),
+            stats: Some(0),
         };
         meta::write_json(build.as_ref(), &mp.sizes(), &sizes)?;
         let mut ds = Self::open_with(build.clone(), &dir, Mode::ReadWrite, true)?;
@@ -647,6 +648,7 @@ impl Dataset {
                 nrows: None,
                 columns: None,
                 generation: self.sizes.generation + 1,
+                stats: self.sizes.next_stats(),
                 rewritten: self
                     .sizes
                     .next_rewritten(rewrites || new_shape[0] < old_shape[0]),
@@ -935,7 +937,9 @@ impl Dataset {
     /// problems found (empty when the dataset is intact). When a writer committed while it
     /// read, the one problem returned is [`Error::Changed`]: verify again.
     pub fn verify(&self, mut progress: impl FnMut(u64, u64)) -> Vec<Error> {
-        let errors = verify_store(&self.core, self.nchunks(), &mut progress);
+        let shape = self.sizes.shape.clone();
+        let stats = self.sizes.stats_current().then_some(shape.as_slice());
+        let errors = verify_store(&self.core, self.nchunks(), stats, &mut progress);
         self.root.verified(self.sizes.generation, errors)
     }
 

@@ -224,7 +224,7 @@ impl VarCore {
                 })
                 .collect::<Result<_>>()?;
             for (k, c) in encoded {
-                writes.put(txn, k, c)?;
+                writes.put(txn, k, c, None)?;
             }
         }
         Ok(())

@@ -6,6 +6,7 @@ use crate::blpk::{
     WriterOptions, OFFSETS_KEY,
 };
 use crate::error::{Error, Result};
+use crate::stats::{self, ChunkStats, StatKind};
 use crate::storage::{OpenMode, Storage};
 use crate::txn::Txn;
 use std::collections::{BTreeMap, HashMap};
@@ -63,6 +64,9 @@ pub(crate) struct ChunkStore {
     /// every superchunk file of the store records; `None` for datasets made before files
     /// were bound to them.
     identity: Option<(String, String)>,
+    /// The kind of the per-chunk statistics new files of the store record (`spec/dataset.md`
+    /// §14); `None` for stores without (variable-length, complex, strings, layers).
+    stats: Option<StatKind>,
     readers: Mutex<HashMap<u64, Arc<SuperchunkReader>>>,
 }
 
@@ -108,6 +112,7 @@ impl ChunkStore {
             typesize,
             varlen: false,
             identity: None,
+            stats: None,
             readers: Mutex::new(HashMap::new()),
         }
     }
@@ -118,11 +123,46 @@ impl ChunkStore {
         self.identity = Some((dataset.to_string(), store.to_string()));
     }
 
-    /// What superchunk file `f` records about where it belongs.
+    /// Makes new files of a bound store record per-chunk statistics of kind `kind`.
+    pub(crate) fn set_stats(&mut self, kind: Option<StatKind>) {
+        self.stats = kind;
+    }
+
+    /// The kind of statistics the store's files record, if any.
+    pub(crate) fn stats_kind(&self) -> Option<StatKind> {
+        self.stats
+    }
+
+    /// What superchunk file `f` records about where it belongs, and, for a store with
+    /// statistics, room for one statistics record per offsets slot (all unknown).
     fn identity_doc(&self, f: u64) -> Option<serde_json::Value> {
-        self.identity
-            .as_ref()
-            .map(|(dataset, store)| identity_doc(dataset, store, f))
+        self.identity.as_ref().map(|(dataset, store)| {
+            let mut doc = identity_doc(dataset, store, f);
+            if let (Some(_), Some(serde_json::Value::Object(b))) =
+                (self.stats, doc.get_mut(IDENTITY_KEY))
+            {
+                b.insert(
+                    stats::STATS_KEY.into(),
+                    stats::unknown_records(self.superchunksize).into(),
+                );
+            }
+            doc
+        })
+    }
+
+    /// The statistics of the chunks of file `f` (its first `n` chunks), as its metadata
+    /// records them: `None` for a file without records (written before statistics
+    /// existed) or a store without statistics.
+    ///
+    /// # Errors
+    /// Opening the file's reader (I/O, a damaged header or metadata section, a file that
+    /// belongs elsewhere).
+    pub(crate) fn file_stats(&self, f: u64, n: u64) -> Result<Option<Vec<Option<ChunkStats>>>> {
+        let Some(kind) = self.stats else {
+            return Ok(None);
+        };
+        let r = self.reader(f)?;
+        Ok(stats::file_records(kind, r.metadata(), n.min(r.nchunks())))
     }
 
     /// Checks that superchunk file `f` belongs where it is: this dataset, this store, this
@@ -478,7 +518,17 @@ impl<'s> ChunkWrites<'s> {
     /// Puts compressed chunk `k`: replaces it if it exists (and is not being rewritten), or
     /// appends it (`k` must then be the next chunk). Returns the chunk's buffer, emptied, for
     /// the caller to compress the next chunk into.
-    pub(crate) fn put(&mut self, txn: &mut Txn<'_>, k: u64, chunk: Vec<u8>) -> Result<Vec<u8>> {
+    ///
+    /// `stats` are the chunk's statistics (`None`: unknown), recorded in the file's metadata
+    /// when the file has room for them; the record goes out with the operation's seal, in the
+    /// same transaction as the chunk.
+    pub(crate) fn put(
+        &mut self,
+        txn: &mut Txn<'_>,
+        k: u64,
+        chunk: Vec<u8>,
+        stats: Option<&ChunkStats>,
+    ) -> Result<Vec<u8>> {
         let s = self.store;
         let (f, j) = (k / s.superchunksize, k % s.superchunksize);
         let rel = s.file_rel(f);
@@ -498,6 +548,14 @@ impl<'s> ChunkWrites<'s> {
                 Error::header(s.file_path(f), "superchunk file has no free offsets slot")
             })?
         };
+        if s.stats.is_some()
+            && w.document()
+                .and_then(|d| d.get(IDENTITY_KEY))
+                .is_some_and(|b| b.get(stats::STATS_KEY).is_some())
+        {
+            let record = stats::encode_record(stats);
+            w.update_document(|d| stats::set_record(d, j, &record));
+        }
         let mut spare = Vec::new();
         for wr in writes {
             txn.write_slice(&rel, wr.offset, &wr.data)?;

@@ -10,6 +10,7 @@ use crate::dtype::{swap_bytes, DType, Endianness};
 use crate::error::{Error, Result};
 use crate::meta::{Compression, FilterName};
 use crate::selection::AxisSel;
+use crate::stats::{self, ChunkStats};
 use crate::txn::Txn;
 use rayon::prelude::*;
 use std::sync::{Condvar, Mutex, PoisonError};
@@ -295,11 +296,12 @@ impl ArrayCore {
             chunks: &pools.1,
             fill_chunk: &fill_chunk,
         };
-        let encode = |part: &ChunkPart, scratch: &mut Vec<u8>| -> Result<(u64, Vec<u8>)> {
+        type Encoded = (u64, Vec<u8>, Option<ChunkStats>);
+        let encode = |part: &ChunkPart, scratch: &mut Vec<u8>| -> Result<Encoded> {
             let k = self.linear(&part.coords, shape);
             let mut out = pools.0.take();
-            self.encode_part(&write, part, k, scratch, &mut out)?;
-            Ok((k, out))
+            let stats = self.encode_part(&write, part, k, scratch, &mut out)?;
+            Ok((k, out, stats))
         };
         let threads = rayon::current_num_threads().clamp(1, parts.len().max(1));
         let queue = InOrder::new(parts.len(), 2 * threads);
@@ -326,8 +328,8 @@ impl ArrayCore {
                     while let Ok((i, r)) = rx.try_recv() {
                         ready.insert(i, r?);
                     }
-                    if let Some((k, c)) = ready.remove(&next) {
-                        pools.0.give(writes.put(txn, k, c)?);
+                    if let Some((k, c, st)) = ready.remove(&next) {
+                        pools.0.give(writes.put(txn, k, c, st.as_ref())?);
                         next += 1;
                         queue.advance();
                     } else if let Some(i) = queue.try_claim() {
@@ -354,7 +356,8 @@ impl ArrayCore {
         })
     }
 
-    /// Compresses the chunk `k` that `part` of a write touches into `out`.
+    /// Compresses the chunk `k` that `part` of a write touches into `out`; returns the
+    /// statistics of its visible elements when the store records them.
     fn encode_part(
         &self,
         w: &OneWrite<'_>,
@@ -362,7 +365,8 @@ impl ArrayCore {
         k: u64,
         scratch: &mut Vec<u8>,
         out: &mut Vec<u8>,
-    ) -> Result<()> {
+    ) -> Result<Option<ChunkStats>> {
+        let want_stats = self.store.stats_kind().is_some();
         let chunk_bytes = self.chunk_len() * self.itemsize();
         // Room for the chunk and its digest, so framing it does not reallocate.
         out.reserve(chunk_bytes + blosc::MAX_OVERHEAD + MAX_DIGEST_LEN);
@@ -380,14 +384,19 @@ impl ArrayCore {
             .all(|(a, &v)| a.in_start == 0 && a.step == 1 && a.count == v);
         let whole = covers && valid == self.chunkshape;
         let all_fill = covers && k >= w.committed && matches!(w.src, Source::Fill);
+        let fill_stats = || {
+            want_stats
+                .then(|| stats::fill_stats(self.dtype, &self.stored_fill(), valid.iter().product()))
+                .flatten()
+        };
         if let Some(c) = w.fill_chunk.get().filter(|_| all_fill) {
             out.clear();
             out.extend_from_slice(c);
-            return Ok(());
+            return Ok(fill_stats());
         }
         if let (true, false, Source::Data(data)) = (whole, self.transforms(), w.src) {
             if let Some(first) = source_run(part, w.counts) {
-                return self.compress_run(data, first, w.params, out);
+                return self.compress_run(data, first, w.params, out, want_stats);
             }
         }
         // Every byte of the buffer is overwritten below, so a reused one needs no clearing.
@@ -421,7 +430,7 @@ impl ArrayCore {
             Source::Fill if !covers => self.fill_part(part, &mut chunk),
             Source::Fill => {}
         }
-        let r = self.encode(&mut chunk, w.params, out);
+        let r = self.encode(&mut chunk, w.params, out, want_stats.then_some(&valid[..]));
         w.chunks.give(chunk);
         if r.is_ok() && all_fill {
             // Padding holds the fill value too, so every such chunk encodes the same.
@@ -438,15 +447,17 @@ impl ArrayCore {
         first: u64,
         params: &CompressParams,
         out: &mut Vec<u8>,
-    ) -> Result<()> {
+        want_stats: bool,
+    ) -> Result<Option<ChunkStats>> {
         let isz = self.itemsize();
         let start = first as usize * isz;
         let run = data
             .get(start..start + self.chunk_len() * isz)
             .ok_or_else(|| Error::InvalidArgument("source shorter than selection".into()))?;
-        blosc::compress_into(params, run, out)
-            .map(|_| ())
-            .map_err(|e| Error::Compress(e.0))
+        blosc::compress_into(params, run, out).map_err(|e| Error::Compress(e.0))?;
+        Ok(want_stats
+            .then(|| stats::chunk_stats(self.dtype, run, &self.chunkshape, &self.chunkshape))
+            .flatten())
     }
 
     /// Sets the elements `part` covers in `chunk` (a whole chunk) to the fill value.
@@ -514,20 +525,40 @@ impl ArrayCore {
     }
 
     /// Applies the lossy filter, converts to the stored byte order and compresses into
-    /// `out`.
-    fn encode(&self, chunk: &mut [u8], params: &CompressParams, out: &mut Vec<u8>) -> Result<()> {
+    /// `out`. With `valid` (the chunk's visible extents), returns the statistics of the visible
+    /// elements as stored (after the lossy filter).
+    fn encode(
+        &self,
+        chunk: &mut [u8],
+        params: &CompressParams,
+        out: &mut Vec<u8>,
+        valid: Option<&[u64]>,
+    ) -> Result<Option<ChunkStats>> {
         if let (true, Some(bits)) = (
             self.compression.filters.contains(&FilterName::Truncate),
             self.compression.mantissa_bits,
         ) {
             truncate_mantissa(chunk, self.dtype, bits);
         }
+        let st = valid.and_then(|v| stats::chunk_stats(self.dtype, chunk, &self.chunkshape, v));
         if self.swap_needed() {
             swap_bytes(chunk, self.dtype.swap_unit());
         }
         blosc::compress_into(params, chunk, out)
-            .map(|_| ())
+            .map(|_| st)
             .map_err(|e| Error::Compress(e.0))
+    }
+
+    /// The fill element as stored chunks hold it (after the lossy filter), native order.
+    fn stored_fill(&self) -> Vec<u8> {
+        let mut f = self.fill.clone();
+        if let (true, Some(bits)) = (
+            self.compression.filters.contains(&FilterName::Truncate),
+            self.compression.mantissa_bits,
+        ) {
+            truncate_mantissa(&mut f, self.dtype, bits);
+        }
+        f
     }
 }
 

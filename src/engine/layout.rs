@@ -305,6 +305,7 @@ pub(crate) fn make_core(
     );
     if let Some(id) = &meta.id {
         store.bind(id, "data");
+        store.set_stats(crate::stats::StatKind::of(meta.dtype));
     }
     Ok(ArrayCore {
         store,
@@ -317,13 +318,56 @@ pub(crate) fn make_core(
 }
 
 /// Reads every chunk of a store, collecting errors (see [`verify_files`]).
+///
+/// With `stats` (the store's shape, when `meta/sizes` vouches for its statistics), each
+/// chunk's recorded statistics are checked to bound its visible values.
 pub(crate) fn verify_store(
     core: &ArrayCore,
     n: u64,
+    stats: Option<&[u64]>,
     progress: &mut dyn FnMut(u64, u64),
 ) -> Vec<Error> {
+    let recorded = stats.map(|shape| {
+        (
+            shape,
+            crate::stats::store_stats(core, n, true).unwrap_or_default(),
+        )
+    });
     verify_files(&core.store, n, progress, &mut |chunks, errors, progress| {
-        verify_chunks(core, chunks, n, errors, progress)
+        verify_chunks(core, chunks, n, recorded.as_ref(), errors, progress)
+    })
+}
+
+/// Checks that chunk `k`'s recorded statistics bound the visible values of `chunk` (decoded,
+/// native order) in a store of `shape`.
+fn check_stats(
+    core: &ArrayCore,
+    k: u64,
+    chunk: &[u8],
+    shape: &[u64],
+    recorded: Option<&crate::stats::ChunkStats>,
+) -> Option<Error> {
+    let recorded = recorded?;
+    let grid = core.grid(shape);
+    let mut rem = k;
+    let mut valid = vec![0u64; grid.len()];
+    for ax in (0..grid.len()).rev() {
+        let c = rem % grid[ax].max(1);
+        rem /= grid[ax].max(1);
+        let cs = core.chunkshape[ax];
+        valid[ax] = shape[ax].saturating_sub(c * cs).min(cs);
+    }
+    let actual = crate::stats::chunk_stats(core.dtype, chunk, &core.chunkshape, &valid)?;
+    (!crate::stats::bounds(recorded, &actual)).then(|| {
+        let (f, j) = (
+            k / core.store.superchunksize(),
+            k % core.store.superchunksize(),
+        );
+        Error::chunk(
+            core.store.file_path(f),
+            j,
+            format!("recorded statistics {recorded:?} do not bound the chunk's values {actual:?}"),
+        )
     })
 }
 
@@ -396,6 +440,7 @@ fn verify_chunks(
     core: &ArrayCore,
     chunks: std::ops::Range<u64>,
     n: u64,
+    stats: Option<&(&[u64], Vec<Option<crate::stats::ChunkStats>>)>,
     errors: &mut Vec<Error>,
     progress: &mut dyn FnMut(u64, u64),
 ) {
@@ -409,7 +454,12 @@ fn verify_chunks(
             .filter_map(|i| {
                 let mut buf = Vec::new();
                 let mut out = vec![0u8; core.chunk_len() * core.itemsize()];
-                core.store.decompress_chunk(i, &mut out, &mut buf).err()
+                match core.decode_chunk_into(i, &mut out, &mut buf) {
+                    Err(e) => Some(e),
+                    Ok(()) => stats.and_then(|(shape, rec)| {
+                        check_stats(core, i, &out, shape, rec.get(i as usize)?.as_ref())
+                    }),
+                }
             })
             .collect();
         // A file that does not open fails every chunk the same way: report it once.

@@ -624,7 +624,10 @@ fn build_column(
     let mut column = Column { leaf, engine };
     if let (Some(t), Some(c)) = (table_id, column.leaf.storage.id.clone()) {
         match &mut column.engine {
-            Engine::Fixed(core) => core.store.bind(t, &c),
+            Engine::Fixed(core) => {
+                core.store.bind(t, &c);
+                core.store.set_stats(crate::stats::StatKind::of(core.dtype));
+            }
             Engine::Var(v) => v.store.bind(t, &c),
         }
     }
@@ -711,6 +714,7 @@ impl Table {
             cbytes: 0,
             generation: 0,
             rewritten: Some(0),
+            stats: Some(0),
             nrows: Some(0),
             columns: Some(
                 leaves
@@ -1202,6 +1206,7 @@ impl Table {
                 nrows: Some(nrows),
                 columns: Some(cols),
                 generation: self.sizes.generation + 1,
+                stats: self.sizes.next_stats(),
                 rewritten: self.sizes.next_rewritten(
                     rewrites || new_meta.is_some() || nrows < self.sizes.nrows.unwrap_or(0),
                 ),
@@ -1669,7 +1674,9 @@ impl Table {
             let k = c.nchunks(n);
             match &c.engine {
                 Engine::Fixed(core) => {
-                    errors.extend(crate::engine::verify_store(core, k, &mut |d, _| {
+                    let shape = [n];
+                    let stats = self.sizes.stats_current().then_some(&shape[..]);
+                    errors.extend(crate::engine::verify_store(core, k, stats, &mut |d, _| {
                         progress(done + d, total)
                     }));
                 }

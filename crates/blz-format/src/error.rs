@@ -162,6 +162,18 @@ pub enum Error {
     /// type mismatch (the SQL engine's message).
     #[error("SQL: {0}")]
     Sql(String),
+
+    /// A query expression (`where`) that does not parse or whose types do not fit: the
+    /// byte position of the fault in the text, and why.
+    #[error("invalid expression at position {position}: {reason}\n  {expr}\n  {caret}^", caret = " ".repeat(expr.get(..*position).map_or(0, |s| s.chars().count())))]
+    InvalidExpression {
+        /// The expression's text.
+        expr: String,
+        /// Byte offset of the fault in `expr`.
+        position: usize,
+        /// What is wrong there.
+        reason: String,
+    },
 }
 
 /// Names a chunk in messages; `u64::MAX` stands for a file's metadata section.

@@ -376,6 +376,25 @@ impl SuperchunkWriter {
         self.seal.is_some()
     }
 
+    /// The metadata document of a file that records an offsets digest (the one this writer
+    /// rewrites with each seal); `None` for other files.
+    pub fn document(&self) -> Option<&serde_json::Value> {
+        self.seal.as_ref().map(|s| &s.doc)
+    }
+
+    /// Changes the metadata document of a file that records an offsets digest; the next
+    /// [`plan_seal`](Self::plan_seal) writes it (with the digest), so the change reaches the
+    /// file in the same write as the table's. `None` (and `edit` not called) for other files.
+    /// The document must keep fitting its room: `plan_seal` fails otherwise.
+    pub fn update_document<T>(
+        &mut self,
+        edit: impl FnOnce(&mut serde_json::Value) -> T,
+    ) -> Option<T> {
+        let s = self.seal.as_mut()?;
+        s.dirty = true;
+        Some(edit(&mut s.doc))
+    }
+
     /// Plans writing the offsets digest of the table as it stands: one write at position 0
     /// of the file header followed by the whole metadata section (header, document with the
     /// new digest, reserved zeros and the section's digest), the same length as before.

@@ -1,0 +1,719 @@
+//! The expression language of `where` queries: numexpr's syntax as bcolz's `ctable.where`
+//! takes it (Python's operator precedence: comparisons bind looser than `&` and `|`, so
+//! `(a > 1) & (b < 2)` needs its parentheses).
+//!
+//! ```text
+//! expr    := or [cmp_op or]              (one comparison: `a < b < c` is refused)
+//! or      := and ('|' and)*
+//! and     := sum ('&' sum)*
+//! sum     := product (('+' | '-') product)*
+//! product := unary (('*' | '/' | '%') unary)*
+//! unary   := ('-' | '~') unary | atom
+//! atom    := number | string | True | False | name | `quoted name` | '(' expr ')'
+//! cmp_op  := '<' | '<=' | '>' | '>=' | '==' | '!='
+//! ```
+//!
+//! Names are column paths: letters, digits and `_`, joined by `/` for nested columns when
+//! the joined path names a column (`pos/x`; otherwise `/` divides); a name in backquotes is
+//! taken whole. Strings are in single or double quotes with backslash escapes, optionally
+//! prefixed `b` (bytes, numexpr's form). Numbers are decimal integers (i64) or floats
+//! (`1.5`, `.5`, `1e-3`, `inf`, `nan`).
+
+use crate::error::{Error, Result};
+
+/// A literal of the expression.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Literal {
+    /// `True` / `False`.
+    Bool(bool),
+    /// An integer.
+    Int(i64),
+    /// A float.
+    Float(f64),
+    /// A string (its UTF-8 bytes) or a `b'...'` byte string.
+    Str(Vec<u8>),
+}
+
+/// A binary operator.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum BinOp {
+    /// `+`
+    Add,
+    /// `-`
+    Sub,
+    /// `*`
+    Mul,
+    /// `/` (true division: the result is a float)
+    Div,
+    /// `%` (the sign of the divisor, as Python and numpy)
+    Rem,
+    /// `<`
+    Lt,
+    /// `<=`
+    Le,
+    /// `>`
+    Gt,
+    /// `>=`
+    Ge,
+    /// `==`
+    Eq,
+    /// `!=`
+    Ne,
+    /// `&` (logical and of booleans)
+    And,
+    /// `|` (logical or of booleans)
+    Or,
+}
+
+impl BinOp {
+    /// Whether this is a comparison.
+    pub fn is_comparison(self) -> bool {
+        matches!(
+            self,
+            BinOp::Lt | BinOp::Le | BinOp::Gt | BinOp::Ge | BinOp::Eq | BinOp::Ne
+        )
+    }
+
+    fn symbol(self) -> &'static str {
+        match self {
+            BinOp::Add => "+",
+            BinOp::Sub => "-",
+            BinOp::Mul => "*",
+            BinOp::Div => "/",
+            BinOp::Rem => "%",
+            BinOp::Lt => "<",
+            BinOp::Le => "<=",
+            BinOp::Gt => ">",
+            BinOp::Ge => ">=",
+            BinOp::Eq => "==",
+            BinOp::Ne => "!=",
+            BinOp::And => "&",
+            BinOp::Or => "|",
+        }
+    }
+}
+
+/// A parsed expression; `pos` is the byte offset in the text where each node starts.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Expr {
+    /// A column, by its path.
+    Column {
+        /// The column's path.
+        name: String,
+        /// Where it starts in the text.
+        pos: usize,
+    },
+    /// A literal.
+    Lit {
+        /// Its value.
+        value: Literal,
+        /// Where it starts in the text.
+        pos: usize,
+    },
+    /// Unary minus.
+    Neg {
+        /// The operand.
+        arg: Box<Expr>,
+        /// Where the operator is.
+        pos: usize,
+    },
+    /// `~`: logical not of a boolean.
+    Not {
+        /// The operand.
+        arg: Box<Expr>,
+        /// Where the operator is.
+        pos: usize,
+    },
+    /// A binary operation.
+    Bin {
+        /// The operator.
+        op: BinOp,
+        /// Left operand.
+        left: Box<Expr>,
+        /// Right operand.
+        right: Box<Expr>,
+        /// Where the operator is.
+        pos: usize,
+    },
+}
+
+impl Expr {
+    /// Where the node starts (or its operator is) in the text.
+    pub fn pos(&self) -> usize {
+        match self {
+            Expr::Column { pos, .. }
+            | Expr::Lit { pos, .. }
+            | Expr::Neg { pos, .. }
+            | Expr::Not { pos, .. }
+            | Expr::Bin { pos, .. } => *pos,
+        }
+    }
+
+    /// The columns the expression names, each once, in order of appearance.
+    pub fn columns(&self) -> Vec<String> {
+        let mut out: Vec<String> = Vec::new();
+        self.walk(&mut |e| {
+            if let Expr::Column { name, .. } = e {
+                if !out.contains(name) {
+                    out.push(name.clone());
+                }
+            }
+        });
+        out
+    }
+
+    fn walk(&self, f: &mut impl FnMut(&Expr)) {
+        f(self);
+        match self {
+            Expr::Neg { arg, .. } | Expr::Not { arg, .. } => arg.walk(f),
+            Expr::Bin { left, right, .. } => {
+                left.walk(f);
+                right.walk(f);
+            }
+            _ => {}
+        }
+    }
+}
+
+impl std::fmt::Display for Expr {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Expr::Column { name, .. } => write!(f, "`{name}`"),
+            Expr::Lit { value, .. } => match value {
+                Literal::Bool(b) => write!(f, "{}", if *b { "True" } else { "False" }),
+                Literal::Int(i) => write!(f, "{i}"),
+                Literal::Float(x) if x.is_nan() => write!(f, "nan"),
+                Literal::Float(x) if x.is_infinite() => {
+                    write!(f, "{}", if *x > 0.0 { "inf" } else { "(-inf)" })
+                }
+                Literal::Float(x) => write!(f, "{x:?}"),
+                Literal::Str(s) => {
+                    write!(f, "b'")?;
+                    for &c in s {
+                        match c {
+                            b'\'' | b'\\' => write!(f, "\\{}", c as char)?,
+                            0x20..=0x7e => write!(f, "{}", c as char)?,
+                            _ => write!(f, "\\x{c:02x}")?,
+                        }
+                    }
+                    write!(f, "'")
+                }
+            },
+            Expr::Neg { arg, .. } => write!(f, "(-{arg})"),
+            Expr::Not { arg, .. } => write!(f, "(~{arg})"),
+            Expr::Bin {
+                op, left, right, ..
+            } => write!(f, "({left} {} {right})", op.symbol()),
+        }
+    }
+}
+
+/// The error of expression `text` at byte `pos`.
+pub(crate) fn error(text: &str, pos: usize, reason: impl Into<String>) -> Error {
+    Error::InvalidExpression {
+        expr: text.to_string(),
+        position: pos,
+        reason: reason.into(),
+    }
+}
+
+#[derive(Debug, Clone, PartialEq)]
+enum Tok {
+    Name(String),
+    Lit(Literal),
+    Op(&'static str),
+    LParen,
+    RParen,
+    End,
+}
+
+struct Lexer<'a> {
+    text: &'a str,
+    bytes: &'a [u8],
+    at: usize,
+    /// Column paths, to tell `a/b` the column from `a / b` the division.
+    names: &'a [&'a str],
+}
+
+impl<'a> Lexer<'a> {
+    fn err(&self, pos: usize, reason: impl Into<String>) -> Error {
+        error(self.text, pos, reason)
+    }
+
+    fn peek_byte(&self, off: usize) -> Option<u8> {
+        self.bytes.get(self.at + off).copied()
+    }
+
+    fn next(&mut self) -> Result<(Tok, usize)> {
+        while self.peek_byte(0).is_some_and(|c| c.is_ascii_whitespace()) {
+            self.at += 1;
+        }
+        let start = self.at;
+        let Some(c) = self.peek_byte(0) else {
+            return Ok((Tok::End, start));
+        };
+        let two = self.bytes.get(start..start + 2);
+        for op in ["<=", ">=", "==", "!="] {
+            if two == Some(op.as_bytes()) {
+                self.at += 2;
+                return Ok((Tok::Op(op), start));
+            }
+        }
+        let one = match c {
+            b'<' => Some("<"),
+            b'>' => Some(">"),
+            b'&' => Some("&"),
+            b'|' => Some("|"),
+            b'~' => Some("~"),
+            b'+' => Some("+"),
+            b'-' => Some("-"),
+            b'*' => Some("*"),
+            b'/' => Some("/"),
+            b'%' => Some("%"),
+            _ => None,
+        };
+        if let Some(op) = one {
+            if c == b'*' && self.peek_byte(1) == Some(b'*') {
+                return Err(self.err(start, "`**` (power) is not supported"));
+            }
+            self.at += 1;
+            return Ok((Tok::Op(op), start));
+        }
+        match c {
+            b'(' => {
+                self.at += 1;
+                Ok((Tok::LParen, start))
+            }
+            b')' => {
+                self.at += 1;
+                Ok((Tok::RParen, start))
+            }
+            b'=' => Err(self.err(start, "`=` is not an operator: use `==` to compare")),
+            b'!' => Err(self.err(
+                start,
+                "`!` is not an operator: use `~` for not, `!=` to compare",
+            )),
+            b'\'' | b'"' => self.string(start, false),
+            b'b' | b'B' if matches!(self.peek_byte(1), Some(b'\'' | b'"')) => {
+                self.at += 1;
+                self.string(start, true)
+            }
+            b'`' => {
+                let end = self.text[start + 1..]
+                    .find('`')
+                    .ok_or_else(|| self.err(start, "unterminated `quoted name`"))?;
+                let name = self.text[start + 1..start + 1 + end].to_string();
+                self.at = start + end + 2;
+                Ok((Tok::Name(name), start))
+            }
+            b'0'..=b'9' | b'.' => self.number(start),
+            c if c == b'_' || c.is_ascii_alphabetic() => Ok((self.name(start), start)),
+            _ => {
+                let ch = self.text[start..].chars().next().unwrap_or('?');
+                Err(self.err(start, format!("unexpected character {ch:?}")))
+            }
+        }
+    }
+
+    fn ident_end(&self, from: usize) -> usize {
+        let mut i = from;
+        while self
+            .bytes
+            .get(i)
+            .is_some_and(|c| *c == b'_' || c.is_ascii_alphanumeric())
+        {
+            i += 1;
+        }
+        i
+    }
+
+    fn name(&mut self, start: usize) -> Tok {
+        let mut end = self.ident_end(start);
+        // `a/b` is column `a/b` when a column path is, or starts with, it.
+        while self.bytes.get(end) == Some(&b'/')
+            && self
+                .bytes
+                .get(end + 1)
+                .is_some_and(|c| *c == b'_' || c.is_ascii_alphabetic())
+        {
+            let next = self.ident_end(end + 1);
+            let cand = &self.text[start..next];
+            let known = self
+                .names
+                .iter()
+                .any(|n| *n == cand || n.starts_with(&format!("{cand}/")));
+            if !known {
+                break;
+            }
+            end = next;
+        }
+        self.at = end;
+        let word = &self.text[start..end];
+        let is_column = self.names.contains(&word);
+        match word {
+            "True" | "true" if !is_column => Tok::Lit(Literal::Bool(true)),
+            "False" | "false" if !is_column => Tok::Lit(Literal::Bool(false)),
+            "inf" if !is_column => Tok::Lit(Literal::Float(f64::INFINITY)),
+            "nan" if !is_column => Tok::Lit(Literal::Float(f64::NAN)),
+            _ => Tok::Name(word.to_string()),
+        }
+    }
+
+    fn number(&mut self, start: usize) -> Result<(Tok, usize)> {
+        let mut i = start;
+        let digits = |i: &mut usize| {
+            while self.bytes.get(*i).is_some_and(u8::is_ascii_digit) {
+                *i += 1;
+            }
+        };
+        digits(&mut i);
+        let mut float = false;
+        if self.bytes.get(i) == Some(&b'.') {
+            float = true;
+            i += 1;
+            digits(&mut i);
+        }
+        if matches!(self.bytes.get(i), Some(b'e' | b'E')) {
+            let mut j = i + 1;
+            if matches!(self.bytes.get(j), Some(b'+' | b'-')) {
+                j += 1;
+            }
+            if self.bytes.get(j).is_some_and(u8::is_ascii_digit) {
+                float = true;
+                i = j;
+                digits(&mut i);
+            }
+        }
+        if self
+            .bytes
+            .get(i)
+            .is_some_and(|c| *c == b'_' || c.is_ascii_alphabetic())
+        {
+            return Err(self.err(start, "malformed number"));
+        }
+        let s = &self.text[start..i];
+        self.at = i;
+        let lit = if float {
+            Literal::Float(
+                s.parse()
+                    .map_err(|_| self.err(start, format!("malformed number {s:?}")))?,
+            )
+        } else {
+            match s.parse::<i64>() {
+                Ok(v) => Literal::Int(v),
+                // Too large for i64: numexpr makes it a float as well.
+                Err(_) => Literal::Float(
+                    s.parse()
+                        .map_err(|_| self.err(start, format!("malformed number {s:?}")))?,
+                ),
+            }
+        };
+        Ok((Tok::Lit(lit), start))
+    }
+
+    fn string(&mut self, start: usize, bytes: bool) -> Result<(Tok, usize)> {
+        let q = self.bytes[self.at];
+        let mut i = self.at + 1;
+        let mut out = Vec::new();
+        loop {
+            let Some(&c) = self.bytes.get(i) else {
+                return Err(self.err(start, "unterminated string"));
+            };
+            if c == q {
+                self.at = i + 1;
+                return Ok((Tok::Lit(Literal::Str(out)), start));
+            }
+            if c == b'\\' {
+                let e = self
+                    .bytes
+                    .get(i + 1)
+                    .copied()
+                    .ok_or_else(|| self.err(i, "unterminated string"))?;
+                match e {
+                    b'n' => out.push(b'\n'),
+                    b't' => out.push(b'\t'),
+                    b'r' => out.push(b'\r'),
+                    b'0' => out.push(0),
+                    b'\\' | b'\'' | b'"' => out.push(e),
+                    b'x' => {
+                        let h = self
+                            .text
+                            .get(i + 2..i + 4)
+                            .and_then(|h| u8::from_str_radix(h, 16).ok())
+                            .ok_or_else(|| self.err(i, "\\x needs two hex digits"))?;
+                        if bytes || h < 0x80 {
+                            out.push(h);
+                        } else {
+                            out.extend(char::from(h).to_string().bytes());
+                        }
+                        i += 4;
+                        continue;
+                    }
+                    _ => return Err(self.err(i, format!("unknown escape \\{}", e as char))),
+                }
+                i += 2;
+                continue;
+            }
+            if bytes && c >= 0x80 {
+                return Err(self.err(i, "a byte string holds ASCII characters only"));
+            }
+            out.push(c);
+            i += 1;
+        }
+    }
+}
+
+struct Parser<'a> {
+    lex: Lexer<'a>,
+    tok: Tok,
+    pos: usize,
+    depth: usize,
+}
+
+/// Deepest nesting of parentheses and unary operators accepted (the parser recurses).
+const MAX_DEPTH: usize = 200;
+
+impl<'a> Parser<'a> {
+    fn bump(&mut self) -> Result<()> {
+        let (t, p) = self.lex.next()?;
+        self.tok = t;
+        self.pos = p;
+        Ok(())
+    }
+
+    fn err(&self, pos: usize, reason: impl Into<String>) -> Error {
+        error(self.lex.text, pos, reason)
+    }
+
+    fn is_op(&self, op: &str) -> bool {
+        matches!(&self.tok, Tok::Op(o) if *o == op)
+    }
+
+    fn expr(&mut self) -> Result<Expr> {
+        self.depth += 1;
+        if self.depth > MAX_DEPTH {
+            return Err(self.err(self.pos, "expression nested too deeply"));
+        }
+        let left = self.or()?;
+        let ops = [
+            ("<", BinOp::Lt),
+            ("<=", BinOp::Le),
+            (">", BinOp::Gt),
+            (">=", BinOp::Ge),
+            ("==", BinOp::Eq),
+            ("!=", BinOp::Ne),
+        ];
+        let r = if let Some(&(_, op)) = ops.iter().find(|(s, _)| self.is_op(s)) {
+            let pos = self.pos;
+            self.bump()?;
+            let right = self.or()?;
+            if ops.iter().any(|(s, _)| self.is_op(s)) {
+                return Err(self.err(self.pos, "chained comparison: write `(a < b) & (b < c)`"));
+            }
+            Expr::Bin {
+                op,
+                left: Box::new(left),
+                right: Box::new(right),
+                pos,
+            }
+        } else {
+            left
+        };
+        self.depth -= 1;
+        Ok(r)
+    }
+
+    fn binary(
+        &mut self,
+        ops: &[(&str, BinOp)],
+        next: fn(&mut Self) -> Result<Expr>,
+    ) -> Result<Expr> {
+        let mut left = next(self)?;
+        while let Some(&(_, op)) = ops.iter().find(|(s, _)| self.is_op(s)) {
+            let pos = self.pos;
+            self.bump()?;
+            let right = next(self)?;
+            left = Expr::Bin {
+                op,
+                left: Box::new(left),
+                right: Box::new(right),
+                pos,
+            };
+        }
+        Ok(left)
+    }
+
+    fn or(&mut self) -> Result<Expr> {
+        self.binary(&[("|", BinOp::Or)], Self::and)
+    }
+
+    fn and(&mut self) -> Result<Expr> {
+        self.binary(&[("&", BinOp::And)], Self::sum)
+    }
+
+    fn sum(&mut self) -> Result<Expr> {
+        self.binary(&[("+", BinOp::Add), ("-", BinOp::Sub)], Self::product)
+    }
+
+    fn product(&mut self) -> Result<Expr> {
+        self.binary(
+            &[("*", BinOp::Mul), ("/", BinOp::Div), ("%", BinOp::Rem)],
+            Self::unary,
+        )
+    }
+
+    fn unary(&mut self) -> Result<Expr> {
+        let pos = self.pos;
+        if self.is_op("-") || self.is_op("~") {
+            let neg = self.is_op("-");
+            self.depth += 1;
+            if self.depth > MAX_DEPTH {
+                return Err(self.err(pos, "expression nested too deeply"));
+            }
+            self.bump()?;
+            let arg = Box::new(self.unary()?);
+            self.depth -= 1;
+            // `-5` is the literal -5 (an integer past i64 is a float, as in numexpr).
+            if let (true, Expr::Lit { value, .. }) = (neg, arg.as_ref()) {
+                match value {
+                    Literal::Int(i) => {
+                        if let Some(n) = i.checked_neg() {
+                            return Ok(Expr::Lit {
+                                value: Literal::Int(n),
+                                pos,
+                            });
+                        }
+                    }
+                    Literal::Float(f) => {
+                        return Ok(Expr::Lit {
+                            value: Literal::Float(-f),
+                            pos,
+                        })
+                    }
+                    _ => {}
+                }
+            }
+            return Ok(if neg {
+                Expr::Neg { arg, pos }
+            } else {
+                Expr::Not { arg, pos }
+            });
+        }
+        if self.is_op("+") {
+            return Err(self.err(pos, "unary `+` is not supported"));
+        }
+        self.atom()
+    }
+
+    fn atom(&mut self) -> Result<Expr> {
+        let pos = self.pos;
+        match std::mem::replace(&mut self.tok, Tok::End) {
+            Tok::Name(name) => {
+                if !self.lex.names.iter().any(|n| *n == name) {
+                    return Err(self.err(
+                        pos,
+                        format!(
+                            "unknown name {name:?} (columns: {})",
+                            self.lex.names.join(", ")
+                        ),
+                    ));
+                }
+                self.bump()?;
+                Ok(Expr::Column { name, pos })
+            }
+            Tok::Lit(value) => {
+                self.bump()?;
+                Ok(Expr::Lit { value, pos })
+            }
+            Tok::LParen => {
+                self.bump()?;
+                let e = self.expr()?;
+                if self.tok != Tok::RParen {
+                    return Err(self.err(self.pos, "expected `)`"));
+                }
+                self.bump()?;
+                Ok(e)
+            }
+            Tok::RParen => Err(self.err(pos, "unexpected `)`")),
+            Tok::End => Err(self.err(pos, "unexpected end of expression")),
+            Tok::Op(o) => Err(self.err(pos, format!("unexpected `{o}`"))),
+        }
+    }
+}
+
+/// Parses `text`, whose names must be among `names` (column paths).
+///
+/// # Errors
+/// [`Error::InvalidExpression`] with the byte position of the fault.
+pub fn parse(text: &str, names: &[&str]) -> Result<Expr> {
+    let mut p = Parser {
+        lex: Lexer {
+            text,
+            bytes: text.as_bytes(),
+            at: 0,
+            names,
+        },
+        tok: Tok::End,
+        pos: 0,
+        depth: 0,
+    };
+    p.bump()?;
+    let e = p.expr()?;
+    match &p.tok {
+        Tok::End => Ok(e),
+        Tok::RParen => Err(p.err(p.pos, "unbalanced `)`")),
+        _ => Err(p.err(p.pos, "expected an operator or the end of the expression")),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn pos_of(text: &str, names: &[&str]) -> (usize, String) {
+        match parse(text, names) {
+            Err(Error::InvalidExpression {
+                position, reason, ..
+            }) => (position, reason),
+            other => panic!("{other:?}"),
+        }
+    }
+
+    #[test]
+    fn precedence_follows_python() {
+        let names = ["a", "b", "p/x"];
+        let e = parse("(a > 1) & (b < 2) | ~(p/x == 3)", &names).unwrap();
+        assert_eq!(e.to_string(), "(((`a` > 1) & (`b` < 2)) | (~(`p/x` == 3)))");
+        let e = parse("a + b * 2 - -3 % b", &names).unwrap();
+        assert_eq!(e.to_string(), "((`a` + (`b` * 2)) - (-3 % `b`))");
+        // Not a column: `a / b`.
+        assert_eq!(parse("a/b", &names).unwrap().to_string(), "(`a` / `b`)");
+        assert_eq!(e.columns(), vec!["a", "b"]);
+        assert_eq!(
+            parse("b'x\\'y' == \"z\"", &names).unwrap().to_string(),
+            "(b'x\\'y' == b'z')"
+        );
+        assert_eq!(
+            parse("-9223372036854775807 < a", &names)
+                .unwrap()
+                .to_string(),
+            "(-9223372036854775807 < `a`)"
+        );
+    }
+
+    #[test]
+    fn errors_point_at_the_fault() {
+        let names = ["a", "b"];
+        assert_eq!(pos_of("a > 1 & c", &names).0, 8);
+        assert_eq!(pos_of("a = 1", &names).0, 2);
+        assert_eq!(pos_of("(a > 1", &names).0, 6);
+        assert_eq!(pos_of("a < b < 3", &names).0, 6);
+        assert_eq!(pos_of("a > 'x", &names).0, 4);
+        assert_eq!(pos_of("a > 1)", &names).0, 5);
+        assert_eq!(pos_of("a $ 1", &names).0, 2);
+        assert_eq!(pos_of("", &names).0, 0);
+        assert_eq!(pos_of("1.2.3", &names).0, 3);
+        let deep = "(".repeat(1000) + "a" + &")".repeat(1000);
+        assert!(parse(&deep, &names).is_err());
+    }
+}

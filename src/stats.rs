@@ -1,0 +1,616 @@
+//! Per-chunk statistics: the minimum, maximum and NaN count of the values a reader can see in
+//! each chunk of an N-d array or a fixed-size numeric (or bool) table column, written with
+//! the chunk in the same commit (`spec/dataset.md` §14). Reading them decodes nothing: they
+//! live in the metadata section of the superchunk files, which opening a file reads anyway.
+//!
+//! Statistics *bound* the visible values: every value a reader can see in chunk `k` lies in
+//! `[min, max]` and at most `nan_count` of them are NaN. They are exact when the chunk was
+//! last written (an append, a grow, a modification touching it); a shrink that cuts into a
+//! chunk leaves its statistics as they were, a bound of what remains.
+
+use crate::dtype::DType;
+use crate::engine::ArrayCore;
+use crate::error::{Error, Result};
+use crate::table::LeafKind;
+use crate::{Dataset, Table};
+
+/// One statistic value, in the widest type of the column's kind.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum StatValue {
+    /// A bool column's value.
+    Bool(bool),
+    /// A signed integer column's value (`int8` .. `int64`).
+    Int(i64),
+    /// An unsigned integer column's value (`uint8` .. `uint64`).
+    UInt(u64),
+    /// A float column's value (`float32` widened exactly, or `float64`); never NaN.
+    Float(f64),
+}
+
+/// What is known of the values of one chunk.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct ChunkStats {
+    /// The smallest non-NaN value; `None` when the chunk holds no non-NaN value.
+    pub min: Option<StatValue>,
+    /// The largest non-NaN value; `None` when the chunk holds no non-NaN value.
+    pub max: Option<StatValue>,
+    /// How many values are NaN (always 0 for integers and bools).
+    pub nan_count: u64,
+}
+
+/// The dtypes that have statistics, by the type their values are widened to.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum StatKind {
+    Bool,
+    Int,
+    UInt,
+    Float,
+}
+
+impl StatKind {
+    /// The kind of `dtype`'s statistics; `None` for dtypes without (complex, strings).
+    pub(crate) fn of(dtype: DType) -> Option<StatKind> {
+        Some(match dtype {
+            DType::Bool => StatKind::Bool,
+            DType::I8 | DType::I16 | DType::I32 | DType::I64 => StatKind::Int,
+            DType::U8 | DType::U16 | DType::U32 | DType::U64 => StatKind::UInt,
+            DType::F32 | DType::F64 => StatKind::Float,
+            _ => return None,
+        })
+    }
+
+    fn value(self, bits: u64) -> StatValue {
+        match self {
+            StatKind::Bool => StatValue::Bool(bits != 0),
+            StatKind::Int => StatValue::Int(bits as i64),
+            StatKind::UInt => StatValue::UInt(bits),
+            StatKind::Float => StatValue::Float(f64::from_bits(bits)),
+        }
+    }
+}
+
+impl StatValue {
+    fn bits(self) -> u64 {
+        match self {
+            StatValue::Bool(b) => u64::from(b),
+            StatValue::Int(i) => i as u64,
+            StatValue::UInt(u) => u,
+            StatValue::Float(f) => f.to_bits(),
+        }
+    }
+
+    /// The value as a float (for comparisons across kinds).
+    pub fn as_f64(self) -> f64 {
+        match self {
+            StatValue::Bool(b) => f64::from(u8::from(b)),
+            StatValue::Int(i) => i as f64,
+            StatValue::UInt(u) => u as f64,
+            StatValue::Float(f) => f,
+        }
+    }
+}
+
+/// The key, inside the `blz` object of a superchunk file's metadata document, of the file's
+/// statistics records.
+pub(crate) const STATS_KEY: &str = "stats";
+/// Hex digits of one chunk's record: flags (1 byte), min (8), max (8), NaN count (8).
+pub(crate) const RECORD_HEX: usize = 50;
+
+/// The record of a chunk whose statistics are unknown.
+pub(crate) fn unknown_records(n: u64) -> String {
+    "0".repeat(RECORD_HEX * n as usize)
+}
+
+/// Encodes a chunk's statistics as its record (`spec/dataset.md` §14): 25 bytes written as
+/// 50 lowercase hex digits; flags bit 0 = known, bit 1 = min and max present.
+pub(crate) fn encode_record(stats: Option<&ChunkStats>) -> String {
+    let mut b = [0u8; 25];
+    if let Some(s) = stats {
+        b[0] = 1;
+        if let (Some(lo), Some(hi)) = (s.min, s.max) {
+            b[0] |= 2;
+            b[1..9].copy_from_slice(&lo.bits().to_le_bytes());
+            b[9..17].copy_from_slice(&hi.bits().to_le_bytes());
+        }
+        b[17..25].copy_from_slice(&s.nan_count.to_le_bytes());
+    }
+    b.iter().map(|x| format!("{x:02x}")).collect()
+}
+
+/// Decodes one record; `None` for an unknown or malformed one.
+pub(crate) fn decode_record(kind: StatKind, hex: &str) -> Option<ChunkStats> {
+    if hex.len() != RECORD_HEX || !hex.is_ascii() {
+        return None;
+    }
+    let mut b = [0u8; 25];
+    for (i, x) in b.iter_mut().enumerate() {
+        *x = u8::from_str_radix(hex.get(2 * i..2 * i + 2)?, 16).ok()?;
+    }
+    if b[0] & 1 == 0 || b[0] & !3 != 0 {
+        return None;
+    }
+    let word = |r: std::ops::Range<usize>| {
+        let mut w = [0u8; 8];
+        w.copy_from_slice(&b[r]);
+        u64::from_le_bytes(w)
+    };
+    let (min, max) = if b[0] & 2 != 0 {
+        let (lo, hi) = (kind.value(word(1..9)), kind.value(word(9..17)));
+        if let (StatValue::Float(l), StatValue::Float(h)) = (lo, hi) {
+            if l.is_nan() || h.is_nan() {
+                return None;
+            }
+        }
+        (Some(lo), Some(hi))
+    } else {
+        (None, None)
+    };
+    Some(ChunkStats {
+        min,
+        max,
+        nan_count: word(17..25),
+    })
+}
+
+/// The records of a file's first `n` chunks from its metadata document; `None` when the
+/// document has none (a file written before statistics existed).
+pub(crate) fn file_records(
+    kind: StatKind,
+    doc: Option<&serde_json::Value>,
+    n: u64,
+) -> Option<Vec<Option<ChunkStats>>> {
+    let s = doc?.get("blz")?.get(STATS_KEY)?.as_str()?;
+    Some(
+        (0..n as usize)
+            .map(|j| {
+                s.get(j * RECORD_HEX..(j + 1) * RECORD_HEX)
+                    .and_then(|h| decode_record(kind, h))
+            })
+            .collect(),
+    )
+}
+
+/// Replaces record `j` in a metadata document holding records; false if it holds none (or
+/// too few).
+pub(crate) fn set_record(doc: &mut serde_json::Value, j: u64, record: &str) -> bool {
+    let Some(serde_json::Value::String(s)) = doc.get_mut("blz").and_then(|b| b.get_mut(STATS_KEY))
+    else {
+        return false;
+    };
+    let at = j as usize * RECORD_HEX;
+    if at + RECORD_HEX > s.len() || !s.is_char_boundary(at) || !s.is_char_boundary(at + RECORD_HEX)
+    {
+        return false;
+    }
+    s.replace_range(at..at + RECORD_HEX, record);
+    true
+}
+
+/// Running statistics over values of one kind.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Acc<T> {
+    min: T,
+    max: T,
+    any: bool,
+    nan: u64,
+}
+
+macro_rules! int_stats {
+    ($name:ident, $t:ty, $wt:ty) => {
+        fn $name(bytes: &[u8], acc: &mut Acc<$wt>) {
+            let mut lo = <$t>::MAX;
+            let mut hi = <$t>::MIN;
+            let mut any = false;
+            for c in bytes.chunks_exact(std::mem::size_of::<$t>()) {
+                let mut a = [0u8; std::mem::size_of::<$t>()];
+                a.copy_from_slice(c);
+                let v = <$t>::from_ne_bytes(a);
+                lo = lo.min(v);
+                hi = hi.max(v);
+                any = true;
+            }
+            if any {
+                let (lo, hi) = (lo as $wt, hi as $wt);
+                if !acc.any || lo < acc.min {
+                    acc.min = lo;
+                }
+                if !acc.any || hi > acc.max {
+                    acc.max = hi;
+                }
+                acc.any = true;
+            }
+        }
+    };
+}
+int_stats!(stats_i8, i8, i64);
+int_stats!(stats_i16, i16, i64);
+int_stats!(stats_i32, i32, i64);
+int_stats!(stats_i64, i64, i64);
+int_stats!(stats_u8, u8, u64);
+int_stats!(stats_u16, u16, u64);
+int_stats!(stats_u32, u32, u64);
+int_stats!(stats_u64, u64, u64);
+
+macro_rules! float_stats {
+    ($name:ident, $t:ty) => {
+        fn $name(bytes: &[u8], acc: &mut Acc<f64>) {
+            let mut lo = <$t>::INFINITY;
+            let mut hi = <$t>::NEG_INFINITY;
+            let mut nan = 0u64;
+            let mut n = 0u64;
+            for c in bytes.chunks_exact(std::mem::size_of::<$t>()) {
+                let mut a = [0u8; std::mem::size_of::<$t>()];
+                a.copy_from_slice(c);
+                let v = <$t>::from_ne_bytes(a);
+                // `min`/`max` ignore a NaN operand, so NaNs leave the bounds alone.
+                lo = lo.min(v);
+                hi = hi.max(v);
+                nan += u64::from(v.is_nan());
+                n += 1;
+            }
+            acc.nan += nan;
+            if n > nan {
+                let (lo, hi) = (f64::from(lo), f64::from(hi));
+                if !acc.any || lo < acc.min {
+                    acc.min = lo;
+                }
+                if !acc.any || hi > acc.max {
+                    acc.max = hi;
+                }
+                acc.any = true;
+            }
+        }
+    };
+}
+float_stats!(stats_f32, f32);
+float_stats!(stats_f64, f64);
+
+/// Accumulates statistics over runs of native-order elements of one dtype.
+#[derive(Debug, Clone, Copy)]
+pub(crate) enum Stats {
+    /// Signed integers (and bools, as 0/1).
+    Int(Acc<i64>, bool),
+    /// Unsigned integers.
+    UInt(Acc<u64>),
+    /// Floats.
+    Float(Acc<f64>),
+}
+
+impl Stats {
+    /// An empty accumulator for `dtype`; `None` for dtypes without statistics.
+    pub(crate) fn new(dtype: DType) -> Option<Stats> {
+        Some(match StatKind::of(dtype)? {
+            StatKind::Bool => Stats::Int(acc(0), true),
+            StatKind::Int => Stats::Int(acc(0), false),
+            StatKind::UInt => Stats::UInt(acc(0)),
+            StatKind::Float => Stats::Float(acc(0.0)),
+        })
+    }
+
+    /// Adds a run of native-order elements of `dtype` (the dtype this was made for).
+    pub(crate) fn add(&mut self, dtype: DType, bytes: &[u8]) {
+        match (self, dtype) {
+            (Stats::Int(a, _), DType::Bool) => {
+                // Any non-zero byte reads as true.
+                let mut any = [false; 2];
+                for &b in bytes {
+                    any[usize::from(b != 0)] = true;
+                }
+                let mut one = |v: i64| {
+                    if !a.any || v < a.min {
+                        a.min = v;
+                    }
+                    if !a.any || v > a.max {
+                        a.max = v;
+                    }
+                    a.any = true;
+                };
+                if any[0] {
+                    one(0);
+                }
+                if any[1] {
+                    one(1);
+                }
+            }
+            (Stats::Int(a, _), DType::I8) => stats_i8(bytes, a),
+            (Stats::Int(a, _), DType::I16) => stats_i16(bytes, a),
+            (Stats::Int(a, _), DType::I32) => stats_i32(bytes, a),
+            (Stats::Int(a, _), DType::I64) => stats_i64(bytes, a),
+            (Stats::UInt(a), DType::U8) => stats_u8(bytes, a),
+            (Stats::UInt(a), DType::U16) => stats_u16(bytes, a),
+            (Stats::UInt(a), DType::U32) => stats_u32(bytes, a),
+            (Stats::UInt(a), DType::U64) => stats_u64(bytes, a),
+            (Stats::Float(a), DType::F32) => stats_f32(bytes, a),
+            (Stats::Float(a), DType::F64) => stats_f64(bytes, a),
+            _ => {}
+        }
+    }
+
+    /// Adds `n` copies of one element (a fill value).
+    pub(crate) fn add_repeated(&mut self, dtype: DType, element: &[u8], n: u64) {
+        if n == 0 {
+            return;
+        }
+        self.add(dtype, element);
+        if let Stats::Float(a) = self {
+            if a.nan > 0 {
+                a.nan = n;
+            }
+        }
+    }
+
+    /// The statistics gathered.
+    pub(crate) fn finish(self) -> ChunkStats {
+        fn mm<T: Copy>(
+            a: &Acc<T>,
+            f: impl Fn(T) -> StatValue,
+        ) -> (Option<StatValue>, Option<StatValue>) {
+            if a.any {
+                (Some(f(a.min)), Some(f(a.max)))
+            } else {
+                (None, None)
+            }
+        }
+        let ((min, max), nan_count) = match self {
+            Stats::Int(a, true) => (mm(&a, |v| StatValue::Bool(v != 0)), 0),
+            Stats::Int(a, false) => (mm(&a, StatValue::Int), 0),
+            Stats::UInt(a) => (mm(&a, StatValue::UInt), 0),
+            Stats::Float(a) => (mm(&a, StatValue::Float), a.nan),
+        };
+        ChunkStats {
+            min,
+            max,
+            nan_count,
+        }
+    }
+}
+
+fn acc<T: Copy>(zero: T) -> Acc<T> {
+    Acc {
+        min: zero,
+        max: zero,
+        any: false,
+        nan: 0,
+    }
+}
+
+/// The statistics of the elements of a whole chunk (native order, C order over `chunkshape`)
+/// that lie inside its `valid` extents; `None` for dtypes without statistics.
+pub(crate) fn chunk_stats(
+    dtype: DType,
+    chunk: &[u8],
+    chunkshape: &[u64],
+    valid: &[u64],
+) -> Option<ChunkStats> {
+    let mut s = Stats::new(dtype)?;
+    let isz = dtype.itemsize();
+    let nd = chunkshape.len();
+    if nd == 0 || valid.contains(&0) {
+        return Some(s.finish());
+    }
+    let row = chunkshape[nd - 1] as usize * isz;
+    let valid_row = valid[nd - 1] as usize * isz;
+    if valid[1..] == chunkshape[1..] {
+        // Only rows along axis 0 are cut: the visible elements are a prefix of the chunk.
+        let n: u64 = valid.iter().product();
+        s.add(dtype, chunk.get(..n as usize * isz).unwrap_or(chunk));
+        return Some(s.finish());
+    }
+    if row == 0 {
+        return Some(s.finish());
+    }
+    for (r, bytes) in chunk.chunks_exact(row).enumerate() {
+        let mut rem = r as u64;
+        let mut inside = true;
+        for ax in (0..nd - 1).rev() {
+            let c = rem % chunkshape[ax];
+            rem /= chunkshape[ax];
+            inside &= c < valid[ax];
+        }
+        if inside {
+            s.add(dtype, &bytes[..valid_row]);
+        }
+    }
+    Some(s.finish())
+}
+
+/// The statistics of a chunk whose `n` visible elements all hold `fill` (native order).
+pub(crate) fn fill_stats(dtype: DType, fill: &[u8], n: u64) -> Option<ChunkStats> {
+    let mut s = Stats::new(dtype)?;
+    s.add_repeated(dtype, fill, n);
+    Some(s.finish())
+}
+
+fn le(a: StatValue, b: StatValue) -> bool {
+    match (a, b) {
+        (StatValue::Bool(x), StatValue::Bool(y)) => x <= y,
+        (StatValue::Int(x), StatValue::Int(y)) => x <= y,
+        (StatValue::UInt(x), StatValue::UInt(y)) => x <= y,
+        _ => a.as_f64() <= b.as_f64(),
+    }
+}
+
+/// Whether `recorded` bounds the statistics `actual` computed from a chunk's values.
+pub(crate) fn bounds(recorded: &ChunkStats, actual: &ChunkStats) -> bool {
+    let lo = match (recorded.min, actual.min) {
+        (_, None) => true,
+        (Some(r), Some(a)) => le(r, a),
+        (None, Some(_)) => false,
+    };
+    let hi = match (recorded.max, actual.max) {
+        (_, None) => true,
+        (Some(r), Some(a)) => le(a, r),
+        (None, Some(_)) => false,
+    };
+    lo && hi && recorded.nan_count >= actual.nan_count
+}
+
+/// The statistics of a store's first `n` chunks, file by file; all unknown when the dataset's
+/// `meta/sizes` does not vouch for them (`trusted` false).
+pub(crate) fn store_stats(
+    core: &ArrayCore,
+    n: u64,
+    trusted: bool,
+) -> Result<Vec<Option<ChunkStats>>> {
+    let mut out = vec![None; n as usize];
+    if !trusted || core.store.stats_kind().is_none() {
+        return Ok(out);
+    }
+    let ss = core.store.superchunksize();
+    for f in 0..core.store.nfiles(n) {
+        let first = f * ss;
+        let count = ss.min(n - first);
+        if let Some(recs) = core.store.file_stats(f, count)? {
+            for (j, r) in recs.into_iter().enumerate() {
+                if let Some(slot) = out.get_mut(first as usize + j) {
+                    *slot = r;
+                }
+            }
+        }
+    }
+    Ok(out)
+}
+
+impl Dataset {
+    /// The statistics of every chunk, in linear chunk order (C order over the chunk grid,
+    /// `spec/dataset.md` §6.1); `None` where unknown (a dtype without statistics, a chunk
+    /// written by a blz that predates them, or a dataset an older blz has written to since).
+    /// Nothing is decoded: the records come from the superchunk files' metadata sections,
+    /// which opening a file reads.
+    ///
+    /// # Errors
+    /// Opening a superchunk file (I/O, damage, a file that belongs elsewhere).
+    pub fn chunk_stats(&self) -> Result<Vec<Option<ChunkStats>>> {
+        store_stats(self.core(), self.nchunks(), self.sizes().stats_current())
+    }
+}
+
+impl Table {
+    /// The statistics of every chunk of leaf column `column` (its path, as
+    /// [`Table::column_names`] gives it): entry `k` covers rows `[k * chunklen, (k + 1) *
+    /// chunklen)` ([`Table::column_chunklen`]). `None` where unknown, and for every chunk of
+    /// a variable-length, string or complex column.
+    ///
+    /// # Errors
+    /// An unknown column; opening a superchunk file.
+    pub fn column_stats(&self, column: &str) -> Result<Vec<Option<ChunkStats>>> {
+        let chunklen = self.column_chunklen(column)?;
+        let n = self.nrows().div_ceil(chunklen);
+        match self.leaf(column)?.kind {
+            LeafKind::Fixed(_) => {
+                store_stats(self.fixed_core(column)?, n, self.sizes().stats_current())
+            }
+            _ => Ok(vec![None; n as usize]),
+        }
+    }
+
+    /// Rows per chunk of leaf column `column`.
+    ///
+    /// # Errors
+    /// An unknown column.
+    pub fn column_chunklen(&self, column: &str) -> Result<u64> {
+        Ok(self.leaf(column)?.storage.chunklen)
+    }
+
+    fn leaf(&self, column: &str) -> Result<&crate::table::Leaf> {
+        self.leaves()
+            .into_iter()
+            .find(|l| l.path == column)
+            .ok_or_else(|| {
+                Error::InvalidArgument(format!(
+                    "no column {column:?} in {} (columns: {})",
+                    self.path().display(),
+                    self.column_names().join(", ")
+                ))
+            })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn records_round_trip() {
+        let s = ChunkStats {
+            min: Some(StatValue::Float(-1.5)),
+            max: Some(StatValue::Float(f64::INFINITY)),
+            nan_count: 3,
+        };
+        let r = encode_record(Some(&s));
+        assert_eq!(r.len(), RECORD_HEX);
+        assert_eq!(decode_record(StatKind::Float, &r), Some(s));
+        assert_eq!(decode_record(StatKind::Float, &encode_record(None)), None);
+        let e = ChunkStats {
+            min: None,
+            max: None,
+            nan_count: 7,
+        };
+        assert_eq!(
+            decode_record(StatKind::Float, &encode_record(Some(&e))),
+            Some(e)
+        );
+        let i = ChunkStats {
+            min: Some(StatValue::Int(-5)),
+            max: Some(StatValue::Int(i64::MAX)),
+            nan_count: 0,
+        };
+        assert_eq!(
+            decode_record(StatKind::Int, &encode_record(Some(&i))),
+            Some(i)
+        );
+    }
+
+    #[test]
+    fn partial_chunk_ignores_padding() {
+        // 2 x 3 chunk of i32, valid 2 x 2: the last column is padding.
+        let v: Vec<i32> = vec![1, 2, 100, 3, 4, -100];
+        let bytes: Vec<u8> = v.iter().flat_map(|x| x.to_ne_bytes()).collect();
+        let s = chunk_stats(DType::I32, &bytes, &[2, 3], &[2, 2]).unwrap();
+        assert_eq!(s.min, Some(StatValue::Int(1)));
+        assert_eq!(s.max, Some(StatValue::Int(4)));
+        let s = chunk_stats(DType::I32, &bytes, &[2, 3], &[1, 3]).unwrap();
+        assert_eq!(s.max, Some(StatValue::Int(100)));
+        assert_eq!(s.min, Some(StatValue::Int(1)));
+    }
+
+    #[test]
+    fn bounds_compare_within_a_kind() {
+        let r = ChunkStats {
+            min: Some(StatValue::Int(-3)),
+            max: Some(StatValue::Int(i64::MAX)),
+            nan_count: 0,
+        };
+        let inside = ChunkStats {
+            min: Some(StatValue::Int(-3)),
+            max: Some(StatValue::Int(i64::MAX - 1)),
+            nan_count: 0,
+        };
+        assert!(bounds(&r, &inside));
+        assert!(!bounds(&inside, &r));
+        let none = ChunkStats {
+            min: None,
+            max: None,
+            nan_count: 2,
+        };
+        assert!(!bounds(&r, &none), "NaNs the record does not count");
+        assert!(bounds(
+            &none,
+            &ChunkStats {
+                nan_count: 1,
+                ..none
+            }
+        ));
+    }
+
+    #[test]
+    fn floats_count_nans() {
+        let v = [f64::NAN, 2.0, -0.5, f64::NAN];
+        let bytes: Vec<u8> = v.iter().flat_map(|x| x.to_ne_bytes()).collect();
+        let s = chunk_stats(DType::F64, &bytes, &[4], &[4]).unwrap();
+        assert_eq!(s.nan_count, 2);
+        assert_eq!(s.min, Some(StatValue::Float(-0.5)));
+        let s = fill_stats(DType::F64, &f64::NAN.to_ne_bytes(), 9).unwrap();
+        assert_eq!((s.min, s.nan_count), (None, 9));
+    }
+}
