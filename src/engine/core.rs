@@ -108,7 +108,7 @@ impl ArrayCore {
         k
     }
 
-    fn blosc_params(&self) -> CompressParams {
+    pub(super) fn blosc_params(&self) -> CompressParams {
         CompressParams {
             codec: self.compression.codec,
             clevel: self.compression.clevel,
@@ -119,7 +119,7 @@ impl ArrayCore {
         }
     }
 
-    fn swap_needed(&self) -> bool {
+    pub(super) fn swap_needed(&self) -> bool {
         self.endian != Endianness::native() && self.dtype.swap_unit() > 1
     }
 
@@ -222,13 +222,6 @@ impl ArrayCore {
             Some(p) => p.install(read_all),
             None => read_all(),
         }
-    }
-
-    /// Decodes chunk `k` into native byte order.
-    pub(crate) fn decode_chunk(&self, k: u64, scratch: &mut Vec<u8>) -> Result<Vec<u8>> {
-        let mut chunk = vec![0u8; self.chunk_len() * self.itemsize()];
-        self.decode_chunk_into(k, &mut chunk, scratch)?;
-        Ok(chunk)
     }
 
     /// Decodes chunk `k` into `dst` (exactly a chunk's bytes), native byte order.
@@ -515,7 +508,12 @@ impl ArrayCore {
 
     /// Applies the lossy filter, converts to the stored byte order and compresses into
     /// `out`.
-    fn encode(&self, chunk: &mut [u8], params: &CompressParams, out: &mut Vec<u8>) -> Result<()> {
+    pub(super) fn encode(
+        &self,
+        chunk: &mut [u8],
+        params: &CompressParams,
+        out: &mut Vec<u8>,
+    ) -> Result<()> {
         if let (true, Some(bits)) = (
             self.compression.filters.contains(&FilterName::Truncate),
             self.compression.mantissa_bits,
