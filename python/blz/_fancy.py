@@ -204,17 +204,46 @@ class NumpyKey:
         point_axes = [ax for axes, _ in fancy for ax in axes]
         self.points = int(np.prod(self.bshape, dtype=np.int64))
         self.groups: list[tuple[Any, ...]] = []
-        if point_axes:
+        lib_shape: tuple[int, ...] = ()
+        ortho = self._orthogonal(fancy) if point_axes and self.points else None
+        if ortho is not None:
+            # Each index array spans its own broadcast axis (np.ix_'s form): index lists,
+            # with no point coordinates broadcast to the whole result.
+            self.groups.extend(ortho)
+            lib_shape = tuple(len(g[2]) for g in ortho if g[0] == "l")
+        elif point_axes:
             coords = []
             for axes, arrs in fancy:
                 for a in arrs:
                     if axes:
                         coords.append(_positions(np.broadcast_to(a, self.bshape)))
             self.groups.append(("p", point_axes, coords))
+            lib_shape = (self.points,)
         self.groups.extend(strided)
-        self.lib_shape = ((self.points,) if point_axes else ()) + tuple(g[2][2] for g in strided)
+        self.lib_shape = lib_shape + tuple(g[2][2] for g in strided)
         self._nb = nb
         self._has_points = bool(point_axes)
+
+    def _orthogonal(self, fancy: list[tuple[list[int], list[np.ndarray]]]) -> list[Any] | None:
+        """The advanced indices as index lists, one per broadcast axis in order, when each
+        spans a broadcast axis of its own (and single positions); ``None`` otherwise."""
+        nb = len(self.bshape)
+        lists: dict[int, tuple[Any, ...]] = {}
+        singles = []
+        for axes, arrs in fancy:
+            if not axes:
+                continue  # a boolean scalar: a broadcast axis of one, and no dataset axis
+            if len(axes) != 1:
+                return None  # a mask of several dimensions: points
+            a = arrs[0]
+            big = [d + nb - a.ndim for d in range(a.ndim) if a.shape[d] != 1]
+            if len(big) > 1 or (big and big[0] in lists):
+                return None
+            if big:
+                lists[big[0]] = ("l", axes[0], _positions(a))
+            else:
+                singles.append(("s", axes[0], (int(a.reshape(-1)[0]), 1, 1, False, False)))
+        return [lists[d] for d in sorted(lists)] + singles
 
     @property
     def size(self) -> int:

@@ -228,8 +228,16 @@ def test_result_layout_follows_numpy(tmp_path):
         (False, 0),
         ([],),
         (np.array([], dtype=np.int64), [[]]),
+        np.ix_([1, 0], [2, 2, 0], [3, 0]),  # each array on its own broadcast axis
+        (np.array([[1], [0]]), slice(None), np.array([2, 2, 0])),
+        (1, np.array([[2], [0]]), slice(1, 3), np.array([[4, 0, 1]])),
+        (np.array([[[1]]]), 0, np.array([3])),
     ]:
         same(a[key], model[key])
+        v = np.arange(np.prod(model[key].shape)).reshape(model[key].shape) + 1000
+        a[key] = v
+        model[key] = v
+        same(a[...], model)
 
 
 def test_duplicates_write_the_last_value(tmp_path):

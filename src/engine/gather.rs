@@ -21,10 +21,13 @@ use rayon::prelude::*;
 struct Bucket {
     /// The chunk's contribution to the linear chunk index.
     k: u64,
+    /// Number of positions.
+    count: u64,
     /// Per position, in selection order: its element offset in the output (C order over
-    /// the groups' counts) and in the chunk.
+    /// the groups' counts) and in the chunk. Kept for all groups but the last.
     entries: Vec<(u64, u64)>,
-    /// The same positions merged into runs contiguous in both: `(out, in, len)`.
+    /// For the last group, the positions merged into runs contiguous in both: `(out, in,
+    /// len)` (a dense selection gives few).
     runs: Vec<(u64, u64, u64)>,
 }
 
@@ -98,13 +101,19 @@ impl GatherPlan {
                     Some(b) if b.k == k => b.entries.push((o, i)),
                     _ => buckets.push(Bucket {
                         k,
+                        count: 0,
                         entries: vec![(o, i)],
                         runs: Vec::new(),
                     }),
                 }
             }
+            let last = groups.len() + 1 == counts.len();
             for b in &mut buckets {
-                b.runs = runs(&b.entries);
+                b.count = b.entries.len() as u64;
+                if last {
+                    b.runs = runs(&b.entries);
+                    b.entries = Vec::new();
+                }
             }
             groups.push(buckets);
         }
@@ -180,7 +189,7 @@ impl GatherPlan {
         let (mut runs, mut elems) = (1u64, 1u64);
         for (d, (b, &i)) in self.groups.iter().zip(c).enumerate() {
             let b = &b[i as usize];
-            elems *= b.entries.len() as u64;
+            elems *= b.count;
             runs *= if d + 1 == self.groups.len() {
                 b.runs.len()
             } else {
@@ -368,6 +377,7 @@ mod tests {
         assert_eq!(b.entries, vec![(3, 0), (9, 3)]);
         // Reversed: column 5 is output column 0.
         let b = &plan.groups[1][1];
-        assert_eq!(b.entries, vec![(1, 0), (0, 2)]);
+        assert_eq!(b.runs, vec![(1, 0, 1), (0, 2, 1)]);
+        assert_eq!(b.count, 2);
     }
 }
