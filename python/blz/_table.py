@@ -300,7 +300,10 @@ class Table:
     """A table of (nested, variable-length) columns, stored column-wise.
 
     ``t["pos/x"]`` is one column (:class:`Column`); ``t[10:20]`` rows as a numpy structured
-    array (nested fields as nested records, variable-length columns as objects).
+    array (nested fields as nested records, variable-length columns as objects); so are
+    ``t[[3, 0, 7]]`` (integer arrays, negative counting from the end, repeats allowed) and
+    ``t[mask]`` (a boolean mask of the table's length), which decode only the chunks holding
+    those rows. ``t[idx] = records`` writes rows by index, one transaction.
 
     A table opened with mode ``"r"`` follows writers' commits as an :class:`~blz.Array`
     does: each call shows the latest commit (rows, columns), one call one commit.
