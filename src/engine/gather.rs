@@ -216,18 +216,15 @@ fn runs(entries: &[(u64, u64)]) -> Vec<(u64, u64, u64)> {
 #[derive(Clone, Copy)]
 struct SharedMut(*mut u8, usize);
 
-impl SharedMut {
-    /// `len` bytes at byte `at`.
-    ///
-    /// # Safety
-    /// `at + len` must lie inside the buffer, and no other thread may touch those bytes
-    /// while the slice lives.
-    #[expect(clippy::mut_from_ref, reason = "disjoint regions of a caller's buffer")]
-    unsafe fn region(&self, at: usize, len: usize) -> &mut [u8] {
-        debug_assert!(at + len <= self.1);
-        // SAFETY: the caller's contract.
-        unsafe { std::slice::from_raw_parts_mut(self.0.add(at), len) }
-    }
+/// `len` bytes at byte `at` of the buffer behind `p`.
+///
+/// # Safety
+/// `at + len` must lie inside the buffer, which must outlive the slice, and no other
+/// thread may touch those bytes while the slice lives.
+unsafe fn region<'a>(p: SharedMut, at: usize, len: usize) -> &'a mut [u8] {
+    debug_assert!(at + len <= p.1);
+    // SAFETY: the caller's contract.
+    unsafe { std::slice::from_raw_parts_mut(p.0.add(at), len) }
 }
 // SAFETY: only disjoint regions (one per touched chunk) of a buffer that outlives the
 // parallel loop are written through it.
@@ -267,7 +264,7 @@ impl ArrayCore {
                             let len = n as usize * isz;
                             // SAFETY: the run lies inside the selection's output, and each
                             // output element belongs to one run of one chunk.
-                            let dst = unsafe { shared.region(o as usize * isz, len) };
+                            let dst = unsafe { region(shared, o as usize * isz, len) };
                             r = self.store.getitem(*k, i as usize * isz, dst, scratch);
                             if swap {
                                 swap_bytes(dst, unit);
@@ -281,7 +278,7 @@ impl ArrayCore {
                         let len = n as usize * isz;
                         let from = i as usize * isz;
                         // SAFETY: as above.
-                        let dst = unsafe { shared.region(o as usize * isz, len) };
+                        let dst = unsafe { region(shared, o as usize * isz, len) };
                         dst.copy_from_slice(&chunk[from..from + len]);
                     });
                     Ok(())
