@@ -20,6 +20,7 @@ use blz::table::{
 use blz::{CreateOptions, DType, Dataset, Endianness};
 mod arrow;
 mod buffers;
+mod fancy;
 mod query;
 
 use pyo3::buffer::PyUntypedBuffer;
@@ -2029,6 +2030,7 @@ fn _blz(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(select, m)?)?;
     m.add_function(wrap_pyfunction!(locate, m)?)?;
     m.add_function(wrap_pyfunction!(finish_removals, m)?)?;
+    fancy::register(m)?;
     query::register(m)?;
     m.add("__version__", env!("CARGO_PKG_VERSION"))?;
     Ok(())
