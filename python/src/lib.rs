@@ -20,6 +20,7 @@ use blz::table::{
 use blz::{CreateOptions, DType, Dataset, Endianness};
 mod arrow;
 mod buffers;
+mod reduce;
 
 use pyo3::buffer::PyUntypedBuffer;
 use pyo3::exceptions::{PyIndexError, PyOverflowError, PyTypeError, PyValueError};
@@ -2028,6 +2029,7 @@ fn _blz(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(select, m)?)?;
     m.add_function(wrap_pyfunction!(locate, m)?)?;
     m.add_function(wrap_pyfunction!(finish_removals, m)?)?;
+    reduce::register(m)?;
     m.add("__version__", env!("CARGO_PKG_VERSION"))?;
     Ok(())
 }
