@@ -688,14 +688,20 @@ fn fold_chunk<K: Kernel>(
     coords: &[u64],
     buf: &[K::T],
     tile: &mut [K::Acc],
+    work: &mut Vec<u64>,
 ) -> Result<()> {
     let nd = g.shape.len();
-    let valid: Vec<u64> = (0..nd)
-        .map(|i| (g.shape[i] - coords[i] * g.cs[i]).min(g.cs[i]))
-        .collect();
-    let origin: Vec<u64> = (0..nd).map(|i| coords[i] * g.cs[i]).collect();
+    // Four vectors of `nd` in the thread's work area: no allocation per chunk.
+    work.clear();
+    work.resize(4 * nd, 0);
+    let (valid, rest) = work.split_at_mut(nd);
+    let (origin, rest) = rest.split_at_mut(nd);
+    let (tstr, c) = rest.split_at_mut(nd);
+    for i in 0..nd {
+        valid[i] = (g.shape[i] - coords[i] * g.cs[i]).min(g.cs[i]);
+        origin[i] = coords[i] * g.cs[i];
+    }
     // Tile strides over the array's axes (0 for reduced ones).
-    let mut tstr = vec![0u64; nd];
     let mut acc = 1u64;
     for &i in g.kept.iter().rev() {
         tstr[i] = acc;
@@ -710,7 +716,7 @@ fn fold_chunk<K: Kernel>(
         }
     }
     let run_len = (valid[j] * g.chunk_strides[j]) as usize;
-    let mut c = vec![0u64; j];
+    let c = &mut c[..j];
     let bad = || Error::InvalidArgument("reduction: a run outside its chunk".into());
     loop {
         let src: u64 = (0..j).map(|i| c[i] * g.chunk_strides[i]).sum();
@@ -749,10 +755,11 @@ fn fold_chunk<K: Kernel>(
     }
 }
 
-/// Per-thread buffers: one decoded chunk and the codec's scratch.
+/// Per-thread buffers: one decoded chunk, the codec's scratch and the chunk walk's indices.
 struct Bufs<T> {
     elems: Vec<T>,
     scratch: Vec<u8>,
+    work: Vec<u64>,
 }
 
 /// Decodes chunk `k` into `b.elems` (native byte order).
@@ -805,6 +812,7 @@ fn drive<K: Kernel>(core: &ArrayCore, g: &Geom, opts: &ScanOptions, k: &K) -> Re
     let new_bufs = || Bufs::<K::T> {
         elems: vec![K::T::default(); chunk_len],
         scratch: Vec::new(),
+        work: Vec::new(),
     };
     let chunk_grid_strides = c_strides(&g.grid);
     let run = || -> Result<Vec<(Unit, Vec<K::Acc>)>> {
@@ -827,7 +835,7 @@ fn drive<K: Kernel>(core: &ArrayCore, g: &Geom, opts: &ScanOptions, k: &K) -> Re
                         .map(|(c, s)| c * s)
                         .sum();
                     decode(core, kk, b)?;
-                    fold_chunk(k, g, &coords, &b.elems, &mut tile)?;
+                    fold_chunk(k, g, &coords, &b.elems, &mut tile, &mut b.work)?;
                 }
                 Ok((*u, tile))
             })
