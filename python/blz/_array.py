@@ -11,6 +11,7 @@ import numpy as np
 from . import _blz, _fancy
 from ._errors import CorruptionError, Error, one_commit
 from ._index import empty, native
+from ._reduce import Reductions
 
 
 def _json_default(o: Any) -> Any:
@@ -81,7 +82,7 @@ def raise_problems(problems: list[tuple[str, str, str | None, int | None]]) -> N
     raise first
 
 
-class Array:
+class Array(Reductions):
     """An N-d dataset, indexed like a numpy array.
 
     Reads (``a[key]``, ``np.asarray(a)``) decode only the chunks they touch, in parallel with
@@ -264,6 +265,11 @@ class Array:
             _fancy.write(self._raw, k.groups, lib)
         finally:
             self._refresh()
+    def _blz_reduce(self, op: str, axes: Any, ddof: float) -> Any:
+        # Reductions (``a.sum()``, ``np.mean(a, axis=1)``: blz/_reduce.py) run in Rust.
+        return one_commit(
+            self._mode == "r", self._follow, lambda: _blz.reduce_array(self._raw, op, axes, ddof)
+        )
 
     def __array__(self, dtype: Any = None, copy: bool | None = None) -> np.ndarray:
         if copy is False:

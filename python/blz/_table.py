@@ -12,6 +12,7 @@ from . import _blz, _fancy
 from ._array import Attributes, raise_problems
 from ._errors import InvalidArgumentError, one_commit
 from ._index import ascending, empty, native
+from ._reduce import Reductions
 
 VAR_KINDS = ("varstr", "varbytes")
 
@@ -220,7 +221,7 @@ def _field_spec(name: str, dtype: Any) -> Any:
 # -- columns ------------------------------------------------------------------------------
 
 
-class Column:
+class Column(Reductions):
     """One column of a table, indexed like a 1-d numpy array: a leaf (``t["pos/x"]``), or a
     nested record (``t["pos"]``, records of its fields). Reading it opens no other column's
     files."""
@@ -268,6 +269,12 @@ class Column:
         rows = ascending(r.axes[0])
         buf = self._rows(rows.start, rows.stop)[:: rows.step]
         return buf[r.view]
+
+    def _blz_reduce(self, op: str, axes: Any, ddof: float) -> Any:
+        # Reductions (``c.sum()``, ``np.max(c)``: blz/_reduce.py) run in Rust.
+        return self._table._fresh(
+            lambda: _blz.reduce_column(self._table._raw, self.path, op, axes, ddof)
+        )
 
     def __array__(self, dtype: Any = None, copy: bool | None = None) -> np.ndarray:
         if copy is False:

@@ -22,6 +22,7 @@ mod arrow;
 mod buffers;
 mod fancy;
 mod query;
+mod reduce;
 
 use pyo3::buffer::PyUntypedBuffer;
 use pyo3::exceptions::{PyIndexError, PyOverflowError, PyTypeError, PyValueError};
@@ -2032,6 +2033,7 @@ fn _blz(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(finish_removals, m)?)?;
     fancy::register(m)?;
     query::register(m)?;
+    reduce::register(m)?;
     m.add("__version__", env!("CARGO_PKG_VERSION"))?;
     Ok(())
 }
