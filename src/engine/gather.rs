@@ -320,36 +320,39 @@ impl ArrayCore {
         for part in plan.chunks.chunks(batch) {
             let encoded: Vec<(u64, Vec<u8>, Option<ChunkStats>)> = part
                 .par_iter()
-                .map_init(Vec::new, |scratch, (k, c)| -> Result<(u64, Vec<u8>, Option<ChunkStats>)> {
-                    let mut chunk = vec![0u8; chunk_bytes];
-                    self.decode_chunk_into(*k, &mut chunk, scratch)?;
-                    plan.for_each_run(c, &mut |o, i, n| {
-                        let len = n as usize * isz;
-                        let (from, to) = (o as usize * isz, i as usize * isz);
-                        chunk[to..to + len].copy_from_slice(&src[from..from + len]);
-                    });
-                    // The chunk's visible extents (its statistics cover only those).
-                    let mut rest = *k;
-                    let mut valid = vec![0u64; grid.len()];
-                    for (a, (&g, (&n, &cs))) in grid
-                        .iter()
-                        .zip(shape.iter().zip(&self.chunkshape))
-                        .enumerate()
-                        .rev()
-                    {
-                        let coord = rest % g.max(1);
-                        rest /= g.max(1);
-                        valid[a] = (n - coord * cs).min(cs);
-                    }
-                    let mut out = Vec::new();
-                    let st = self.encode(
-                        &mut chunk,
-                        &params,
-                        &mut out,
-                        want_stats.then_some(&valid[..]),
-                    )?;
-                    Ok((*k, out, st))
-                })
+                .map_init(
+                    Vec::new,
+                    |scratch, (k, c)| -> Result<(u64, Vec<u8>, Option<ChunkStats>)> {
+                        let mut chunk = vec![0u8; chunk_bytes];
+                        self.decode_chunk_into(*k, &mut chunk, scratch)?;
+                        plan.for_each_run(c, &mut |o, i, n| {
+                            let len = n as usize * isz;
+                            let (from, to) = (o as usize * isz, i as usize * isz);
+                            chunk[to..to + len].copy_from_slice(&src[from..from + len]);
+                        });
+                        // The chunk's visible extents (its statistics cover only those).
+                        let mut rest = *k;
+                        let mut valid = vec![0u64; grid.len()];
+                        for (a, (&g, (&n, &cs))) in grid
+                            .iter()
+                            .zip(shape.iter().zip(&self.chunkshape))
+                            .enumerate()
+                            .rev()
+                        {
+                            let coord = rest % g.max(1);
+                            rest /= g.max(1);
+                            valid[a] = (n - coord * cs).min(cs);
+                        }
+                        let mut out = Vec::new();
+                        let st = self.encode(
+                            &mut chunk,
+                            &params,
+                            &mut out,
+                            want_stats.then_some(&valid[..]),
+                        )?;
+                        Ok((*k, out, st))
+                    },
+                )
                 .collect::<Result<_>>()?;
             for (k, c, st) in encoded {
                 writes.put(txn, k, c, st.as_ref())?;
