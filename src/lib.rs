@@ -26,6 +26,7 @@ pub mod copy;
 pub mod csv;
 pub mod dtype;
 mod engine;
+pub mod fancy;
 pub mod ingest;
 pub mod layer;
 pub mod locate;

@@ -37,6 +37,9 @@ use rayon::prelude::*;
 use std::collections::BTreeMap;
 use std::path::Path;
 
+mod axis;
+pub use axis::{reduce_axis, reduce_axis_column, ReduceOutput};
+
 /// How a scan runs.
 #[derive(Debug, Clone)]
 pub struct ScanOptions {
@@ -399,35 +402,77 @@ pub enum Reduction {
     Max,
     /// Arithmetic mean.
     Mean,
+    /// Variance (divisor `n - ddof`; [`reduce`] uses `ddof` 0).
+    Var,
+    /// Standard deviation (the square root of [`Reduction::Var`]).
+    Std,
+    /// Index of the first smallest element (the first NaN, if any).
+    ArgMin,
+    /// Index of the first largest element (the first NaN, if any).
+    ArgMax,
+    /// Whether any element is nonzero.
+    Any,
+    /// Whether every element is nonzero.
+    All,
+    /// Number of nonzero elements.
+    #[serde(rename = "count_nonzero")]
+    CountNonzero,
+}
+
+impl Reduction {
+    /// Every reduction, in the order of their names in [`Reduction::NAMES`].
+    pub const ALL: [Reduction; 12] = [
+        Reduction::Count,
+        Reduction::Sum,
+        Reduction::Min,
+        Reduction::Max,
+        Reduction::Mean,
+        Reduction::Var,
+        Reduction::Std,
+        Reduction::ArgMin,
+        Reduction::ArgMax,
+        Reduction::Any,
+        Reduction::All,
+        Reduction::CountNonzero,
+    ];
+    /// The names [`Reduction`] parses from and prints as (numpy's function names).
+    pub const NAMES: [&'static str; 12] = [
+        "count",
+        "sum",
+        "min",
+        "max",
+        "mean",
+        "var",
+        "std",
+        "argmin",
+        "argmax",
+        "any",
+        "all",
+        "count_nonzero",
+    ];
 }
 
 impl std::str::FromStr for Reduction {
     type Err = Error;
     fn from_str(s: &str) -> Result<Self> {
-        Ok(match s.to_ascii_lowercase().as_str() {
-            "count" => Reduction::Count,
-            "sum" => Reduction::Sum,
-            "min" => Reduction::Min,
-            "max" => Reduction::Max,
-            "mean" => Reduction::Mean,
-            _ => {
-                return Err(Error::InvalidArgument(format!(
-                    "unknown reduction {s:?} (count, sum, min, max, mean)"
-                )))
-            }
-        })
+        let lower = s.to_ascii_lowercase().replace('-', "_");
+        Reduction::NAMES
+            .iter()
+            .position(|n| *n == lower)
+            .and_then(|i| Reduction::ALL.get(i).copied())
+            .ok_or_else(|| {
+                Error::InvalidArgument(format!(
+                    "unknown reduction {s:?} ({})",
+                    Reduction::NAMES.join(", ")
+                ))
+            })
     }
 }
 
 impl std::fmt::Display for Reduction {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(match self {
-            Reduction::Count => "count",
-            Reduction::Sum => "sum",
-            Reduction::Min => "min",
-            Reduction::Max => "max",
-            Reduction::Mean => "mean",
-        })
+        let i = Reduction::ALL.iter().position(|r| r == self).unwrap_or(0);
+        f.write_str(Reduction::NAMES.get(i).copied().unwrap_or("count"))
     }
 }
 
@@ -516,6 +561,19 @@ impl Reduced {
                     (a.as_f64() * self.count as f64 + b.as_f64() * other.count as f64)
                         / count as f64,
                 ),
+                Reduction::Any => Scalar::UInt(u128::from(a.as_f64() != 0.0 || b.as_f64() != 0.0)),
+                Reduction::All => Scalar::UInt(u128::from(a.as_f64() != 0.0 && b.as_f64() != 0.0)),
+                Reduction::CountNonzero => match (a, b) {
+                    (Scalar::Int(x), Scalar::Int(y)) => Scalar::Int(x + y),
+                    _ => Scalar::Float(a.as_f64() + b.as_f64()),
+                },
+                Reduction::Var | Reduction::Std | Reduction::ArgMin | Reduction::ArgMax => {
+                    return Err(Error::InvalidArgument(format!(
+                        "results of {} over parts cannot be combined (their values alone do \
+                         not determine the whole's)",
+                        self.op
+                    )))
+                }
             }),
         };
         Ok(Reduced {
@@ -661,7 +719,6 @@ fn reduce_typed<T: Num>(
     let fold = move |mut a: Acc<T>, v: &[T]| {
         a.count += v.len() as u64;
         match op {
-            Reduction::Count => {}
             Reduction::Sum | Reduction::Mean => a.sum = a.sum + T::sum_slice(v),
             Reduction::Min | Reduction::Max => {
                 for &x in v {
@@ -672,6 +729,8 @@ fn reduce_typed<T: Num>(
                     }
                 }
             }
+            // The others go through `axis::reduce_core` (see `reduce_core`).
+            _ => {}
         }
         a
     };
@@ -686,7 +745,6 @@ fn reduce_typed<T: Num>(
     };
     let a = scan_core(core, shape, path, opts, &init, &fold, &combine)?;
     let value = match op {
-        Reduction::Count => Some(Scalar::UInt(u128::from(a.count))),
         Reduction::Sum => Some(T::sum_scalar(a.sum)),
         Reduction::Mean => {
             (a.count > 0).then(|| Scalar::Float(T::sum_scalar(a.sum).as_f64() / a.count as f64))
@@ -698,6 +756,7 @@ fn reduce_typed<T: Num>(
                 a.best.map(T::scalar)
             }
         }
+        _ => Some(Scalar::UInt(u128::from(a.count))),
     };
     Ok(Reduced {
         op,
@@ -714,6 +773,24 @@ fn reduce_core(
     opts: &ScanOptions,
     op: Reduction,
 ) -> Result<Reduced> {
+    if matches!(
+        op,
+        Reduction::Var
+            | Reduction::Std
+            | Reduction::ArgMin
+            | Reduction::ArgMax
+            | Reduction::Any
+            | Reduction::All
+            | Reduction::CountNonzero
+    ) {
+        let out = axis::reduce_core(core, shape, path, opts, op, None, 0.0)?;
+        return Ok(Reduced {
+            op,
+            dtype: core.dtype,
+            count: shape.iter().product(),
+            value: out.scalar(),
+        });
+    }
     match core.dtype {
         DType::I8 => reduce_typed::<i8>(core, shape, path, opts, op),
         DType::I16 => reduce_typed::<i16>(core, shape, path, opts, op),

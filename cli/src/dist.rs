@@ -3,7 +3,9 @@
 
 use crate::failure::Failure;
 use blz::locate::{group_by_location, locate_dataset};
-use blz::scan::{reduce, reduce_column, Reduction, ScanOptions};
+use blz::scan::{
+    reduce, reduce_axis, reduce_axis_column, reduce_column, ReduceOutput, Reduction, ScanOptions,
+};
 use std::path::{Path, PathBuf};
 use std::time::Instant;
 
@@ -30,6 +32,20 @@ pub enum OpArg {
     Max,
     /// Arithmetic mean.
     Mean,
+    /// Variance (divisor n - ddof).
+    Var,
+    /// Standard deviation (divisor n - ddof).
+    Std,
+    /// Index of the first smallest element (flat C-order index without --axis).
+    Argmin,
+    /// Index of the first largest element (flat C-order index without --axis).
+    Argmax,
+    /// Whether any element is nonzero.
+    Any,
+    /// Whether every element is nonzero.
+    All,
+    /// Number of nonzero elements.
+    CountNonzero,
 }
 
 impl From<OpArg> for Reduction {
@@ -40,6 +56,13 @@ impl From<OpArg> for Reduction {
             OpArg::Min => Reduction::Min,
             OpArg::Max => Reduction::Max,
             OpArg::Mean => Reduction::Mean,
+            OpArg::Var => Reduction::Var,
+            OpArg::Std => Reduction::Std,
+            OpArg::Argmin => Reduction::ArgMin,
+            OpArg::Argmax => Reduction::ArgMax,
+            OpArg::Any => Reduction::Any,
+            OpArg::All => Reduction::All,
+            OpArg::CountNonzero => Reduction::CountNonzero,
         }
     }
 }
@@ -61,6 +84,13 @@ pub struct ScanArgs {
     /// Only scan the files stored on this host (repeatable); for one worker per host.
     #[arg(long = "host")]
     pub hosts: Vec<String>,
+    /// Reduce along this axis only (repeatable: several axes); prints an array of the
+    /// other axes' shape, numpy's result type (sum of int32 is int64).
+    #[arg(long = "axis", conflicts_with = "hosts")]
+    pub axes: Vec<usize>,
+    /// Delta degrees of freedom of var and std (divisor n - ddof).
+    #[arg(long, default_value_t = 0.0)]
+    pub ddof: f64,
     /// Print JSON instead of text.
     #[arg(long)]
     pub json: bool,
@@ -148,6 +178,9 @@ pub fn scan(a: &ScanArgs) -> Result<(), Failure> {
     }
     let op = Reduction::from(a.op);
     let t0 = Instant::now();
+    if !a.axes.is_empty() || a.ddof != 0.0 {
+        return scan_axes(a, &opts, op, t0);
+    }
     let r = match &a.column {
         Some(c) => {
             let t = blz::table::Table::open(&a.path)?;
@@ -186,4 +219,74 @@ pub fn scan(a: &ScanArgs) -> Result<(), Failure> {
     // A reader that stops early (`| head`) is not an error.
     std::io::Write::write_all(&mut std::io::stdout(), text.as_bytes())
         .map_err(crate::failure::out_err)
+}
+
+/// `blz scan PATH --op OP --axis N...`: a reduction along axes, through
+/// `blz::scan::reduce_axis`.
+fn scan_axes(a: &ScanArgs, opts: &ScanOptions, op: Reduction, t0: Instant) -> Result<(), Failure> {
+    let axes = (!a.axes.is_empty()).then_some(a.axes.as_slice());
+    let r = match &a.column {
+        Some(c) => {
+            let t = blz::table::Table::open(&a.path)?;
+            reduce_axis_column(&t, c, opts, op, axes, a.ddof)?
+        }
+        None => {
+            let ds = blz::Dataset::open(&a.path)?;
+            reduce_axis(&ds, opts, op, axes, a.ddof)?
+        }
+    };
+    let secs = t0.elapsed().as_secs_f64();
+    let text = if a.json {
+        let out = serde_json::json!({
+            "op": op.to_string(),
+            "axis": a.axes,
+            "dtype": r.dtype().to_string(),
+            "shape": r.shape(),
+            "values": json_values(&r),
+            "seconds": secs,
+            "threads": opts.thread_count(),
+        });
+        format!("{out}\n")
+    } else {
+        let body = match &r {
+            ReduceOutput::Bool(x) => format!("{x}"),
+            ReduceOutput::I8(x) => format!("{x}"),
+            ReduceOutput::I16(x) => format!("{x}"),
+            ReduceOutput::I32(x) => format!("{x}"),
+            ReduceOutput::I64(x) => format!("{x}"),
+            ReduceOutput::U8(x) => format!("{x}"),
+            ReduceOutput::U16(x) => format!("{x}"),
+            ReduceOutput::U32(x) => format!("{x}"),
+            ReduceOutput::U64(x) => format!("{x}"),
+            ReduceOutput::F32(x) => format!("{x}"),
+            ReduceOutput::F64(x) => format!("{x}"),
+        };
+        format!(
+            "{op} along axis {:?}: {} {:?}\n{body}\nelapsed: {secs:.3} s, {} threads\n",
+            a.axes,
+            r.dtype(),
+            r.shape(),
+            opts.thread_count()
+        )
+    };
+    std::io::Write::write_all(&mut std::io::stdout(), text.as_bytes())
+        .map_err(crate::failure::out_err)
+}
+
+/// The values of a reduction in C order (NaN and infinities as null).
+fn json_values(r: &ReduceOutput) -> Vec<serde_json::Value> {
+    use serde_json::Value as V;
+    match r {
+        ReduceOutput::Bool(x) => x.iter().map(|&v| V::from(v)).collect(),
+        ReduceOutput::I8(x) => x.iter().map(|&v| V::from(v)).collect(),
+        ReduceOutput::I16(x) => x.iter().map(|&v| V::from(v)).collect(),
+        ReduceOutput::I32(x) => x.iter().map(|&v| V::from(v)).collect(),
+        ReduceOutput::I64(x) => x.iter().map(|&v| V::from(v)).collect(),
+        ReduceOutput::U8(x) => x.iter().map(|&v| V::from(v)).collect(),
+        ReduceOutput::U16(x) => x.iter().map(|&v| V::from(v)).collect(),
+        ReduceOutput::U32(x) => x.iter().map(|&v| V::from(v)).collect(),
+        ReduceOutput::U64(x) => x.iter().map(|&v| V::from(v)).collect(),
+        ReduceOutput::F32(x) => x.iter().map(|&v| V::from(f64::from(v))).collect(),
+        ReduceOutput::F64(x) => x.iter().map(|&v| V::from(v)).collect(),
+    }
 }

@@ -8,9 +8,10 @@ from typing import Any
 
 import numpy as np
 
-from . import _blz
+from . import _blz, _fancy
 from ._errors import CorruptionError, Error, one_commit
 from ._index import empty, native
+from ._reduce import Reductions
 
 
 def _json_default(o: Any) -> Any:
@@ -81,7 +82,7 @@ def raise_problems(problems: list[tuple[str, str, str | None, int | None]]) -> N
     raise first
 
 
-class Array:
+class Array(Reductions):
     """An N-d dataset, indexed like a numpy array.
 
     Reads (``a[key]``, ``np.asarray(a)``) decode only the chunks they touch, in parallel with
@@ -222,7 +223,53 @@ class Array:
         return buf[r.view]
 
     def __getitem__(self, key: Any) -> Any:
+        """numpy's indexing: basic (integers, slices, ``...``, ``None``) and advanced
+        (integer arrays or lists, negative counting from the end; boolean masks of any
+        number of dimensions), with numpy's result layout. Only the chunks the key touches
+        are decoded, in parallel, each once."""
+        if _fancy.is_advanced(key):
+            return self._fancy_read(lambda shape: _fancy.NumpyKey(key, shape))
         return self._read(key)
+
+    @property
+    def oindex(self) -> _fancy.OIndex:
+        """zarr's orthogonal indexing: ``a.oindex[[0, 5], :, mask]`` applies each integer
+        array or boolean mask to its own axis (the outer product), for reads and writes."""
+        return _fancy.OIndex(self)
+
+    @property
+    def vindex(self) -> _fancy.VIndex:
+        """zarr's vectorised indexing: ``a.vindex[rows, cols]`` selects the points
+        ``(rows[i], cols[i])`` (integer arrays broadcast together), or ``a.vindex[mask]``
+        with a boolean mask of the array's shape; reads and writes."""
+        return _fancy.VIndex(self)
+
+    def _fancy_read(self, resolve: Any, scalar: bool = False) -> Any:
+        def now() -> Any:
+            k = resolve(self._shape)
+            if int(np.prod(k.shape, dtype=np.int64)) == 0:
+                return np.empty(k.shape, dtype=self._dtype)
+            out = _fancy.read(self._raw, k.groups, k.lib_shape, self._dtype)
+            out = k.to_numpy(out) if hasattr(k, "to_numpy") else out.reshape(k.shape)
+            return out[()] if scalar and out.ndim == 0 else out
+
+        return one_commit(self._mode == "r", self._follow, now)
+
+    def _fancy_write(self, resolve: Any, values: Any) -> None:
+        k = resolve(self._shape)
+        buf = _fancy.broadcast_value(values, k.shape, self._dtype)
+        if buf.size == 0:
+            return
+        lib = k.to_library(buf) if hasattr(k, "to_library") else buf.reshape(k.lib_shape)
+        try:
+            _fancy.write(self._raw, k.groups, lib)
+        finally:
+            self._refresh()
+    def _blz_reduce(self, op: str, axes: Any, ddof: float) -> Any:
+        # Reductions (``a.sum()``, ``np.mean(a, axis=1)``: blz/_reduce.py) run in Rust.
+        return one_commit(
+            self._mode == "r", self._follow, lambda: _blz.reduce_array(self._raw, op, axes, ddof)
+        )
 
     def __array__(self, dtype: Any = None, copy: bool | None = None) -> np.ndarray:
         if copy is False:
@@ -247,6 +294,11 @@ class Array:
     # -- writing ----------------------------------------------------------------------
 
     def __setitem__(self, key: Any, values: Any) -> None:
+        """numpy's assignment (basic or advanced keys, values broadcast and cast as numpy
+        does; of repeated indices the last value wins), in one transaction."""
+        if _fancy.is_advanced(key):
+            self._fancy_write(lambda shape: _fancy.NumpyKey(key, shape), values)
+            return
         r = self._raw.select(key)
         buf = np.empty(r.counts, dtype=native(self._dtype))
         buf[r.view] = values  # numpy's broadcasting and casting

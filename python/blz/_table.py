@@ -8,9 +8,11 @@ from typing import Any
 
 import numpy as np
 
+from . import _blz, _fancy
 from ._array import Attributes, raise_problems
 from ._errors import InvalidArgumentError, one_commit
 from ._index import ascending, empty, native
+from ._reduce import Reductions
 
 VAR_KINDS = ("varstr", "varbytes")
 
@@ -219,7 +221,7 @@ def _field_spec(name: str, dtype: Any) -> Any:
 # -- columns ------------------------------------------------------------------------------
 
 
-class Column:
+class Column(Reductions):
     """One column of a table, indexed like a 1-d numpy array: a leaf (``t["pos/x"]``), or a
     nested record (``t["pos"]``, records of its fields). Reading it opens no other column's
     files."""
@@ -258,10 +260,21 @@ class Column:
         return self._table._fresh(lambda: self._get(key))
 
     def _get(self, key: Any) -> Any:
+        idx = _fancy.row_indices(key, len(self._table))
+        if idx is not None:  # rows by index or mask: only their chunks are decoded
+            if self._kind is None:
+                return self._table._read_rows(0, 0, prefix=self.path, indices=idx)
+            return self._table._read_leaves([(self.path, self._kind)], 0, 0, idx)[self.path]
         r = self._table._raw.select(key)
         rows = ascending(r.axes[0])
         buf = self._rows(rows.start, rows.stop)[:: rows.step]
         return buf[r.view]
+
+    def _blz_reduce(self, op: str, axes: Any, ddof: float) -> Any:
+        # Reductions (``c.sum()``, ``np.max(c)``: blz/_reduce.py) run in Rust.
+        return self._table._fresh(
+            lambda: _blz.reduce_column(self._table._raw, self.path, op, axes, ddof)
+        )
 
     def __array__(self, dtype: Any = None, copy: bool | None = None) -> np.ndarray:
         if copy is False:
@@ -294,7 +307,10 @@ class Table:
     """A table of (nested, variable-length) columns, stored column-wise.
 
     ``t["pos/x"]`` is one column (:class:`Column`); ``t[10:20]`` rows as a numpy structured
-    array (nested fields as nested records, variable-length columns as objects).
+    array (nested fields as nested records, variable-length columns as objects); so are
+    ``t[[3, 0, 7]]`` (integer arrays, negative counting from the end, repeats allowed) and
+    ``t[mask]`` (a boolean mask of the table's length), which decode only the chunks holding
+    those rows. ``t[idx] = records`` writes rows by index, one transaction.
 
     A table opened with mode ``"r"`` follows writers' commits as an :class:`~blz.Array`
     does: each call shows the latest commit (rows, columns), one call one commit.
@@ -389,9 +405,13 @@ class Table:
             self._raw.read_column_into(path, start, end, out)
         return out
 
-    def _read_leaves(self, leaves: list[tuple[str, str]], start: int, end: int) -> dict[str, np.ndarray]:
-        """Rows ``start..end`` of several leaf columns, decoded in one parallel pass (each
-        fixed-size column into a numpy array allocated once)."""
+    def _read_leaves(
+        self, leaves: list[tuple[str, str]], start: int, end: int, indices: np.ndarray | None = None
+    ) -> dict[str, np.ndarray]:
+        """Rows ``start..end`` (or the rows at ``indices``) of several leaf columns, decoded
+        in one parallel pass (each fixed-size column into a numpy array allocated once)."""
+        if indices is not None:
+            start, end = 0, len(indices)
         out: dict[str, np.ndarray] = {}
         fixed = []
         var = []
@@ -401,7 +421,9 @@ class Table:
             else:
                 out[path] = empty(end - start, np.dtype(kind))
                 fixed.append((path, out[path]))
-        if end > start:
+        if indices is not None and end > start:
+            lists = _blz.table_take(self._raw, indices, fixed, var)
+        elif end > start:
             lists = self._raw.read_columns(start, end, fixed, var)
         else:
             lists = [[] for _ in var]
@@ -411,9 +433,13 @@ class Table:
             out[path] = a
         return {p: out[p] for p, _ in leaves}
 
-    def _read_rows(self, start: int, end: int, prefix: str | None = None) -> np.ndarray:
-        """Rows ``start..end`` as records: all fields, or those of the nested record
-        ``prefix`` (only its columns are read)."""
+    def _read_rows(
+        self, start: int, end: int, prefix: str | None = None, indices: np.ndarray | None = None
+    ) -> np.ndarray:
+        """Rows ``start..end`` (or the rows at ``indices``) as records: all fields, or those
+        of the nested record ``prefix`` (only its columns are read)."""
+        if indices is not None:
+            start, end = 0, len(indices)
         dtype = self._dtype
         skip = 0
         if prefix is not None:
@@ -422,7 +448,7 @@ class Table:
             skip = len(prefix.split("/"))
         out = empty(end - start, dtype)
         wanted = [(p, k) for p, k in self._leaves if prefix is None or p.startswith(prefix + "/")]
-        for path, values in self._read_leaves(wanted, start, end).items():
+        for path, values in self._read_leaves(wanted, start, end, indices).items():
             target = out
             parts = path.split("/")[skip:]
             for p in parts[:-1]:
@@ -441,6 +467,9 @@ class Table:
         return self._fresh(lambda: self._get_rows(key))
 
     def _get_rows(self, key: Any) -> Any:
+        idx = _fancy.row_indices(key, self._nrows)
+        if idx is not None:  # rows by index or mask: only their chunks are decoded
+            return self._read_rows(0, 0, indices=idx)
         r = self._raw.select(key)
         rows = ascending(r.axes[0])
         return self._read_rows(rows.start, rows.stop)[:: rows.step][r.view]
@@ -488,7 +517,22 @@ class Table:
             self._refresh()
 
     def __setitem__(self, key: Any, rows: Any) -> None:
-        """Overwrites a contiguous range of rows (``t[10:20] = records``)."""
+        """Overwrites a contiguous range of rows (``t[10:20] = records``), or rows by index
+        (``t[[3, 0, 7]] = records``, ``t[mask] = records``; of repeated rows the last record
+        wins). One transaction across all columns."""
+        idx = _fancy.row_indices(key, self._nrows)
+        if idx is not None:
+            if isinstance(rows, list):
+                rows = np.array([tuple(r) for r in rows], dtype=self._dtype)
+            payload = columns_payload(self._leaves, rows)
+            for p, v in payload:
+                if len(v) != len(idx):
+                    raise ValueError(f"column {p}: {len(v)} values given for {len(idx)} rows")
+            try:
+                _blz.table_put(self._raw, idx, payload)
+            finally:
+                self._refresh()
+            return
         if not isinstance(key, (int, slice)) or isinstance(key, slice) and key.step not in (None, 1):
             raise TypeError("table rows are written by an integer or a slice with step 1")
         start, _step, n, _reversed, _keep = self._raw.select(key).axes[0]

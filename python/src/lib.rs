@@ -20,8 +20,10 @@ use blz::table::{
 use blz::{CreateOptions, DType, Dataset, Endianness};
 mod arrow;
 mod buffers;
+mod fancy;
 mod query;
 mod sql;
+mod reduce;
 
 use pyo3::buffer::PyUntypedBuffer;
 use pyo3::exceptions::{PyIndexError, PyOverflowError, PyTypeError, PyValueError};
@@ -2033,7 +2035,9 @@ fn _blz(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(finish_removals, m)?)?;
     m.add_class::<sql::RawQuery>()?;
     m.add_function(wrap_pyfunction!(sql::sql, m)?)?;
+    fancy::register(m)?;
     query::register(m)?;
+    reduce::register(m)?;
     m.add("__version__", env!("CARGO_PKG_VERSION"))?;
     Ok(())
 }

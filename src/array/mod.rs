@@ -13,6 +13,7 @@
 //! ```
 
 mod buffer;
+mod fancy;
 pub mod staged;
 
 pub use crate::engine::{

@@ -109,7 +109,7 @@ impl ArrayCore {
         k
     }
 
-    fn blosc_params(&self) -> CompressParams {
+    pub(super) fn blosc_params(&self) -> CompressParams {
         CompressParams {
             codec: self.compression.codec,
             clevel: self.compression.clevel,
@@ -120,7 +120,7 @@ impl ArrayCore {
         }
     }
 
-    fn swap_needed(&self) -> bool {
+    pub(super) fn swap_needed(&self) -> bool {
         self.endian != Endianness::native() && self.dtype.swap_unit() > 1
     }
 
@@ -223,13 +223,6 @@ impl ArrayCore {
             Some(p) => p.install(read_all),
             None => read_all(),
         }
-    }
-
-    /// Decodes chunk `k` into native byte order.
-    pub(crate) fn decode_chunk(&self, k: u64, scratch: &mut Vec<u8>) -> Result<Vec<u8>> {
-        let mut chunk = vec![0u8; self.chunk_len() * self.itemsize()];
-        self.decode_chunk_into(k, &mut chunk, scratch)?;
-        Ok(chunk)
     }
 
     /// Decodes chunk `k` into `dst` (exactly a chunk's bytes), native byte order.
@@ -527,7 +520,7 @@ impl ArrayCore {
     /// Applies the lossy filter, converts to the stored byte order and compresses into
     /// `out`. With `valid` (the chunk's visible extents), returns the statistics of the visible
     /// elements as stored (after the lossy filter).
-    fn encode(
+    pub(super) fn encode(
         &self,
         chunk: &mut [u8],
         params: &CompressParams,

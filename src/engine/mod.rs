@@ -10,6 +10,7 @@
 mod chunks;
 mod core;
 mod elements;
+mod gather;
 mod layout;
 mod lock;
 mod root;
@@ -20,6 +21,7 @@ pub(crate) use self::chunks::{identity_doc, identity_params, superchunk_name};
 pub(crate) use self::chunks::{ChunkStore, ChunkWrites};
 pub(crate) use self::core::{ArrayCore, Source};
 pub(crate) use self::elements::{as_bytes, as_bytes_mut, elements_to_bytes};
+pub(crate) use self::gather::GatherPlan;
 pub(crate) use self::layout::{
     build_storage_meta, make_core, validate_storage_meta, verify_files, verify_store,
 };

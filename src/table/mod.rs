@@ -18,6 +18,7 @@
 //! # Ok(()) }
 //! ```
 
+mod fancy;
 mod schema;
 
 pub use schema::{
@@ -1097,7 +1098,9 @@ impl Table {
         Ok(names.iter().map(|n| n.to_string()).zip(values).collect())
     }
 
-    /// Reads the rows at `indices` (any order, repeats allowed) of several columns.
+    /// Reads the rows at `indices` (any order, repeats allowed) of several columns. A
+    /// fixed-size column decodes only the chunks holding them, in parallel, straight into
+    /// its result; [`Table::put`] writes rows by index.
     ///
     /// # Errors
     /// As [`Table::column_rows`].
@@ -1115,28 +1118,10 @@ impl Table {
             .map(|name| {
                 let c = self.col(name)?;
                 let v = match &c.engine {
-                    Engine::Fixed(core) => {
-                        let cl = core.chunkshape[0];
-                        let mut ks: Vec<u64> = indices.iter().map(|i| i / cl).collect();
-                        ks.sort_unstable();
-                        ks.dedup();
-                        use rayon::prelude::*;
-                        let decoded: std::collections::HashMap<u64, Vec<u8>> = ks
-                            .par_iter()
-                            .map_init(Vec::new, |s, &k| core.decode_chunk(k, s).map(|c| (k, c)))
-                            .collect::<Result<_>>()?;
-                        let isz = core.itemsize();
-                        let mut data = Vec::with_capacity(indices.len() * isz);
-                        for &i in indices {
-                            let c = &decoded[&(i / cl)];
-                            let o = (i % cl) as usize * isz;
-                            data.extend_from_slice(&c[o..o + isz]);
-                        }
-                        Values::Fixed {
-                            dtype: core.dtype,
-                            data,
-                        }
-                    }
+                    Engine::Fixed(core) => Values::Fixed {
+                        dtype: core.dtype,
+                        data: fancy::take_fixed(core, n, indices)?,
+                    },
                     Engine::Var(v) => Values::Var(v.take(n, indices)?),
                 };
                 Ok((name.to_string(), v))
