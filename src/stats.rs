@@ -447,27 +447,30 @@ pub(crate) fn bounds(recorded: &ChunkStats, actual: &ChunkStats) -> bool {
 
 /// The statistics of a store's first `n` chunks, file by file; all unknown when the dataset's
 /// `meta/sizes` does not vouch for them (`trusted` false).
+///
+/// The records are gathered file by file, and a file that cannot be opened ends it with its
+/// error before anything is sized by `n`: a `meta/sizes` claiming more chunks than its
+/// files hold (what `verify` is given to examine) never sizes an allocation.
 pub(crate) fn store_stats(
     core: &ArrayCore,
     n: u64,
     trusted: bool,
 ) -> Result<Vec<Option<ChunkStats>>> {
-    let mut out = vec![None; n as usize];
-    if !trusted || core.store.stats_kind().is_none() {
-        return Ok(out);
-    }
-    let ss = core.store.superchunksize();
-    for f in 0..core.store.nfiles(n) {
-        let first = f * ss;
-        let count = ss.min(n - first);
-        if let Some(recs) = core.store.file_stats(f, count)? {
-            for (j, r) in recs.into_iter().enumerate() {
-                if let Some(slot) = out.get_mut(first as usize + j) {
-                    *slot = r;
-                }
+    let mut out: Vec<Option<ChunkStats>> = Vec::new();
+    if trusted && core.store.stats_kind().is_some() {
+        let ss = core.store.superchunksize();
+        for f in 0..core.store.nfiles(n) {
+            let first = f * ss;
+            let count = ss.min(n - first);
+            let recs = core.store.file_stats(f, count)?;
+            let end = (first + count) as usize;
+            if let Some(recs) = recs {
+                out.extend(recs.into_iter().take(count as usize));
             }
+            out.resize(end, None);
         }
     }
+    out.resize(n as usize, None);
     Ok(out)
 }
 

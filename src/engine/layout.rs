@@ -327,12 +327,14 @@ pub(crate) fn verify_store(
     stats: Option<&[u64]>,
     progress: &mut dyn FnMut(u64, u64),
 ) -> Vec<Error> {
-    let recorded = stats.map(|shape| {
-        (
-            shape,
-            crate::stats::store_stats(core, n, true).unwrap_or_default(),
-        )
-    });
+    let recorded = stats
+        .filter(|_| core.store.stats_kind().is_some())
+        .map(|shape| {
+            (
+                shape,
+                crate::stats::store_stats(core, n, true).unwrap_or_default(),
+            )
+        });
     verify_files(&core.store, n, progress, &mut |chunks, errors, progress| {
         verify_chunks(core, chunks, n, recorded.as_ref(), errors, progress)
     })
