@@ -76,14 +76,26 @@ fn aggregates_filters_and_groups_match_the_rows() {
 
     let got = one_f64(&ctx.collect("SELECT sum(x) FROM t").unwrap());
     let want: f64 = r.x.iter().sum();
-    assert!((got - want).abs() < 1e-6 * want.abs().max(1.0), "{got} vs {want}");
+    assert!(
+        (got - want).abs() < 1e-6 * want.abs().max(1.0),
+        "{got} vs {want}"
+    );
 
-    for (a, b) in [(0, 0), (10, 400), (299, 301), (1500, 7000), (7000, 8000), (-50, 2)] {
+    for (a, b) in [
+        (0, 0),
+        (10, 400),
+        (299, 301),
+        (1500, 7000),
+        (7000, 8000),
+        (-50, 2),
+    ] {
         let q = format!("SELECT sum(x), count(*) FROM t WHERE k BETWEEN {a} AND {b}");
         let out = ctx.collect(&q).unwrap();
         let b0 = out.iter().find(|b| b.num_rows() > 0).unwrap();
         let count = b0.column(1).as_primitive::<Int64Type>().value(0);
-        let sel: Vec<usize> = (0..r.k.len()).filter(|&i| r.k[i] >= a && r.k[i] <= b).collect();
+        let sel: Vec<usize> = (0..r.k.len())
+            .filter(|&i| r.k[i] >= a && r.k[i] <= b)
+            .collect();
         assert_eq!(count as usize, sel.len(), "{q}");
         if !sel.is_empty() {
             let s = b0.column(0).as_primitive::<Float64Type>().value(0);
@@ -111,7 +123,10 @@ fn aggregates_filters_and_groups_match_the_rows() {
     assert_eq!(seen, 7);
 
     // Strings compare, and a LIMIT returns that many rows.
-    let n = one_i64(&ctx.collect("SELECT count(*) FROM t WHERE s = 's3'").unwrap());
+    let n = one_i64(
+        &ctx.collect("SELECT count(*) FROM t WHERE s = 's3'")
+            .unwrap(),
+    );
     assert_eq!(n as usize, r.s.iter().filter(|s| *s == "s3").count());
     let out = ctx.collect("SELECT k, s FROM t LIMIT 5").unwrap();
     assert_eq!(total_rows(&out), 5);
@@ -140,7 +155,10 @@ fn a_range_query_decodes_only_the_chunks_its_range_needs() {
     // The whole column does reach the corrupt chunk, and says where it is.
     let err = ctx.collect("SELECT sum(x) FROM t").unwrap_err();
     assert!(
-        matches!(err, Error::ChecksumMismatch { .. } | Error::InvalidChunk { .. }),
+        matches!(
+            err,
+            Error::ChecksumMismatch { .. } | Error::InvalidChunk { .. }
+        ),
         "{err:?}"
     );
 }
@@ -160,10 +178,7 @@ fn tables_are_named_by_path_and_errors_are_typed() {
         ctx.collect("SELECT * FROM nowhere").unwrap_err(),
         Error::Sql(_)
     ));
-    assert!(matches!(
-        ctx.collect("SELEC 1").unwrap_err(),
-        Error::Sql(_)
-    ));
+    assert!(matches!(ctx.collect("SELEC 1").unwrap_err(), Error::Sql(_)));
     ctx.register_path("t", p.to_str().unwrap()).unwrap();
     assert!(matches!(
         ctx.collect("SELECT nope FROM t").unwrap_err(),
@@ -195,7 +210,10 @@ fn a_query_sees_the_last_commit() {
     let mut t = make_table(&p, &r);
     let ctx = SqlContext::new().unwrap();
     ctx.register_path("t", p.to_str().unwrap()).unwrap();
-    assert_eq!(one_i64(&ctx.collect("SELECT count(*) FROM t").unwrap()), 300);
+    assert_eq!(
+        one_i64(&ctx.collect("SELECT count(*) FROM t").unwrap()),
+        300
+    );
     let more = rows(50);
     t.append(&[
         ("k", Values::from_slice(&more.k)),
@@ -204,7 +222,10 @@ fn a_query_sees_the_last_commit() {
         ("s", Values::strings(&more.s)),
     ])
     .unwrap();
-    assert_eq!(one_i64(&ctx.collect("SELECT count(*) FROM t").unwrap()), 350);
+    assert_eq!(
+        one_i64(&ctx.collect("SELECT count(*) FROM t").unwrap()),
+        350
+    );
 }
 
 /// A layer: key `a` (0..40), each with `a % 5 + 1` values of `b`, weight `a * 10 + b`.
@@ -220,8 +241,11 @@ fn make_layer(path: &Path) -> Vec<(i64, String, i64)> {
         for j in 0..(a % 5 + 1) {
             let b = format!("v{j:02}");
             let weight = a * 10 + j;
-            w.push(&[Value::Int(a), Value::Str(b.clone())], Some(Value::Int(weight)))
-                .unwrap();
+            w.push(
+                &[Value::Int(a), Value::Str(b.clone())],
+                Some(Value::Int(weight)),
+            )
+            .unwrap();
             model.push((a, b, weight));
         }
     }
@@ -250,9 +274,15 @@ fn layers_are_tables_of_their_paths_in_key_order() {
     let ctx = SqlContext::new().unwrap();
     ctx.register_path("l", p.to_str().unwrap()).unwrap();
 
-    assert_eq!(layer_rows(&ctx.collect("SELECT a, b, w FROM l").unwrap()), model);
+    assert_eq!(
+        layer_rows(&ctx.collect("SELECT a, b, w FROM l").unwrap()),
+        model
+    );
     for q in [
-        ("a = 17", Box::new(|a: i64| a == 17) as Box<dyn Fn(i64) -> bool>),
+        (
+            "a = 17",
+            Box::new(|a: i64| a == 17) as Box<dyn Fn(i64) -> bool>,
+        ),
         ("a BETWEEN 5 AND 9", Box::new(|a| (5..=9).contains(&a))),
         ("a > 30", Box::new(|a| a > 30)),
         ("a < 3", Box::new(|a| a < 3)),

@@ -22,8 +22,8 @@ mod arrow;
 mod buffers;
 mod fancy;
 mod query;
-mod sql;
 mod reduce;
+mod sql;
 
 use pyo3::buffer::PyUntypedBuffer;
 use pyo3::exceptions::{PyIndexError, PyOverflowError, PyTypeError, PyValueError};
