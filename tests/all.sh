@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # The whole test suite, Rust and Python, in one command: `bash tests/all.sh`.
 #
-# Runs `cargo test`, then builds the Python package (`./python`, through pip and maturin) into
+# Runs `cargo test --release`, then builds the Python package (`./python`, through pip and maturin) into
 # a virtual environment under target/py-venv (made on first use, reused after) with numpy,
 # pytest, hypothesis, pandas, pyarrow, polars, duckdb, dask and distributed, and runs its tests. Needs only the Rust toolchain
 # and Python 3 (>= 3.11) with `venv`; pip fetches the rest from PyPI.
@@ -23,8 +23,11 @@ fi
 step() { printf '\n== %s ==\n' "$*"; }
 
 if [ "${BLZ_SKIP_CARGO_TEST:-0}" != 1 ]; then
-    step "cargo test"
-    cargo test
+    # In the release profile, like the Python package and the `blz` binary that the later
+    # steps build: with the same features in each build (serde's are aligned on purpose,
+    # crates/blz-format/Cargo.toml), the dependencies (DataFusion above all) compile once.
+    step "cargo test --release"
+    cargo test --release
 fi
 
 venv=target/py-venv
