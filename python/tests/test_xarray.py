@@ -315,3 +315,20 @@ def test_random_shapes_and_chunks(tmp_path_factory, shape, data):
     np.testing.assert_array_equal(
         xr.open_dataset(p, engine="blz")["v"].isel(key).values, ds["v"].isel(key).values
     )
+
+
+def test_replace_without_exchange(tmp_path, monkeypatch):
+    """Where the filesystem cannot swap directories, the replacement renames the old group
+    aside, the new one in, and removes the old one."""
+    ds = sample()
+    p = write(ds, tmp_path / "g")
+
+    def unsupported(a, b):
+        raise blz.UnsupportedError(f"{a}: cannot swap (injected)")
+
+    monkeypatch.setattr(bx._blz, "exchange_paths", unsupported)
+    new = ds.assign_attrs(title="replaced")
+    bx.to_blz(new, p, mode="w")
+    assert os.listdir(tmp_path) == ["g"]
+    with xr.open_dataset(p, engine="blz") as got:
+        xr.testing.assert_identical(got.load(), new)
