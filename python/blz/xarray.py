@@ -215,7 +215,7 @@ class BlzDataStore(AbstractDataStore):
     def _variable(self, name: str) -> xr.Variable:
         vpath = os.path.join(self.path, name)
         a = _open_array(vpath)
-        attrs = dict(a.attrs)
+        attrs = a.attrs._load()  # one read of meta/attributes
         dims = attrs.pop(DIMS_KEY, None)
         if not isinstance(dims, list) or not all(isinstance(d, str) for d in dims):
             e = InvalidArgumentError(f"{vpath}: no {DIMS_KEY} attribute (a list of dimension names)")
