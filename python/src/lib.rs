@@ -21,6 +21,7 @@ use blz::{CreateOptions, DType, Dataset, Endianness};
 mod arrow;
 mod buffers;
 mod fancy;
+mod paths;
 mod query;
 mod reduce;
 
@@ -2032,6 +2033,7 @@ fn _blz(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(locate, m)?)?;
     m.add_function(wrap_pyfunction!(finish_removals, m)?)?;
     fancy::register(m)?;
+    paths::register(m)?;
     query::register(m)?;
     reduce::register(m)?;
     m.add("__version__", env!("CARGO_PKG_VERSION"))?;
