@@ -1,10 +1,13 @@
 #!/usr/bin/env bash
 # The whole test suite, Rust and Python, in one command: `bash tests/all.sh`.
 #
-# Runs `cargo test --release`, then builds the Python package (`./python`, through pip and maturin) into
-# a virtual environment under target/py-venv (made on first use, reused after) with numpy,
-# pytest, hypothesis, pandas, pyarrow, polars, duckdb, dask and distributed, and runs its tests. Needs only the Rust toolchain
-# and Python 3 (>= 3.11) with `venv`; pip fetches the rest from PyPI.
+# Runs `cargo test --release`, then builds the Python package's release wheel (`maturin build --release`:
+# one abi3 wheel for CPython >= 3.11, into target/wheels, cargo's target dir the workspace's
+# target/), installs that wheel into a virtual environment under target/py-venv (made on first
+# use, reused after) with numpy, pytest, hypothesis, pandas, pyarrow, polars, duckdb, dask,
+# distributed and xarray, and runs its tests. The install and the tests run with a PATH that
+# has no cargo or rustc: the wheel must install and work without Rust. Needs only the Rust
+# toolchain and Python 3 (>= 3.11) with `venv`; pip fetches the rest from PyPI.
 #
 # BLZ_PYTHON: the interpreter to make the venv with (default python3).
 # BLZ_SKIP_CARGO_TEST=1: only the Python half (when `cargo test` just ran).
@@ -41,17 +44,35 @@ fi
 step "python dependencies"
 "$venv/bin/python" -m pip install --quiet --upgrade-strategy only-if-needed \
     "maturin>=1.5,<2" "numpy>=2" pytest hypothesis pandas pyarrow polars duckdb \
-    "dask[array,dataframe]>=2026" "distributed>=2026"
+    "dask[array,dataframe]>=2026" "distributed>=2026" "xarray>=2025.1"
 
-step "pip install ./python"
-# Reinstalled every run so the tests see this checkout's code.
-"$venv/bin/python" -m pip install --quiet --force-reinstall --no-deps ./python
+step "maturin build --release (the abi3 wheel, into target/wheels)"
+# The one build of the extension (the release wheel a user installs); rebuilt every run so
+# the tests see this checkout's code. CARGO_TARGET_DIR stays unset: maturin builds in the
+# workspace's target/, next to cargo test's artifacts.
+rm -f target/wheels/blz-*.whl
+"$venv/bin/maturin" build --release --quiet --out target/wheels -m python/Cargo.toml \
+    --interpreter "$venv/bin/python"
+wheels=(target/wheels/blz-*.whl)
+if [ "${#wheels[@]}" -ne 1 ]; then
+    echo "expected one wheel in target/wheels, found: ${wheels[*]}" >&2
+    exit 1
+fi
 
-step "pytest python/tests"
+# From here on, no Rust: a PATH with the venv and the system's directories only.
+norust=(env PATH="$PWD/$venv/bin:/usr/bin:/bin")
+step "pip install ${wheels[0]} (PATH without cargo or rustc)"
+if "${norust[@]}" bash -c 'command -v cargo || command -v rustc'; then
+    echo "cargo or rustc is still on the PATH of the no-Rust step" >&2
+    exit 1
+fi
+"${norust[@]}" "$venv/bin/python" -m pip install --quiet --force-reinstall --no-deps "${wheels[0]}"
+
+step "pytest python/tests (PATH without cargo or rustc)"
 # Hypothesis runs its deterministic profile (python/tests/conftest.py); pytest's exit 5
 # ("no tests collected") is a failure here like any other non-zero exit.
 set +e
-"$venv/bin/python" -m pytest python/tests -q -p no:cacheprovider "$@"
+"${norust[@]}" "$venv/bin/python" -m pytest python/tests -q -p no:cacheprovider "$@"
 rc=$?
 set -e
 if [ "$rc" -eq 5 ]; then

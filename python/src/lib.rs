@@ -21,6 +21,7 @@ use blz::{CreateOptions, DType, Dataset, Endianness};
 mod arrow;
 mod buffers;
 mod fancy;
+mod paths;
 mod query;
 mod reduce;
 mod sql;
@@ -2036,6 +2037,7 @@ fn _blz(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<sql::RawQuery>()?;
     m.add_function(wrap_pyfunction!(sql::sql, m)?)?;
     fancy::register(m)?;
+    paths::register(m)?;
     query::register(m)?;
     reduce::register(m)?;
     m.add("__version__", env!("CARGO_PKG_VERSION"))?;
