@@ -37,6 +37,7 @@ pub mod query;
 pub mod scan;
 pub mod selection;
 pub mod stats;
+mod sums;
 use engine::staging;
 pub mod table;
 pub(crate) mod txn;
@@ -83,6 +84,7 @@ pub use open::{open, open_in, open_rw, AnyDataset, BcolzDataset};
 pub use selection::Selection;
 pub use staging::finish_removals;
 pub use stats::{ChunkStats, StatValue};
+pub use sums::ChunkSum;
 pub use storage::Storage;
 pub use table::Table;
 

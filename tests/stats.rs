@@ -36,6 +36,7 @@ fn float_stats(v: impl IntoIterator<Item = f64>) -> ChunkStats {
         min: any.then_some(StatValue::Float(lo)),
         max: any.then_some(StatValue::Float(hi)),
         nan_count: nan,
+        sum: None,
     }
 }
 
