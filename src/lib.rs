@@ -84,8 +84,8 @@ pub use open::{open, open_in, open_rw, AnyDataset, BcolzDataset};
 pub use selection::Selection;
 pub use staging::finish_removals;
 pub use stats::{ChunkStats, StatValue};
-pub use sums::ChunkSum;
 pub use storage::Storage;
+pub use sums::ChunkSum;
 pub use table::Table;
 
 /// The parsers of on-disk bytes that are otherwise internal (the journal, variable-length

@@ -233,7 +233,11 @@ fn typed_sum<T: Summand + crate::dtype::Element>(
             let mut t = T::default();
             // SAFETY: as above; `c` holds exactly `size_of::<T>()` bytes.
             unsafe {
-                std::ptr::copy_nonoverlapping(c.as_ptr(), std::ptr::addr_of_mut!(t).cast::<u8>(), isz);
+                std::ptr::copy_nonoverlapping(
+                    c.as_ptr(),
+                    std::ptr::addr_of_mut!(t).cast::<u8>(),
+                    isz,
+                );
             }
             t
         })

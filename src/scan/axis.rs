@@ -982,7 +982,10 @@ fn typed<T: chunkwise::FromStat + Wrap>(
 }
 
 /// `trusted`: whether the store's statistics are current (`meta/sizes`, §14.4).
-#[expect(clippy::too_many_arguments, reason = "the reduction's parameters, passed through")]
+#[expect(
+    clippy::too_many_arguments,
+    reason = "the reduction's parameters, passed through"
+)]
 pub(super) fn reduce_core(
     core: &ArrayCore,
     shape: &[u64],
@@ -1080,9 +1083,8 @@ pub fn reduce_axis(
     ddof: f64,
 ) -> Result<ReduceOutput> {
     let trusted = ds.sizes().stats_current();
-    Target::Dataset(ds).run(|core, shape, path| {
-        reduce_core(core, shape, path, opts, op, axes, ddof, trusted)
-    })
+    Target::Dataset(ds)
+        .run(|core, shape, path| reduce_core(core, shape, path, opts, op, axes, ddof, trusted))
 }
 
 /// As [`reduce_axis`], over one fixed-size column of a table (1-d: `axes` is `None` or
@@ -1099,9 +1101,8 @@ pub fn reduce_axis_column(
     ddof: f64,
 ) -> Result<ReduceOutput> {
     let trusted = table.sizes().stats_current();
-    Target::Column(table, column).run(|core, shape, path| {
-        reduce_core(core, shape, path, opts, op, axes, ddof, trusted)
-    })
+    Target::Column(table, column)
+        .run(|core, shape, path| reduce_core(core, shape, path, opts, op, axes, ddof, trusted))
 }
 
 #[cfg(test)]

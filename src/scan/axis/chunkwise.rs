@@ -16,8 +16,8 @@
 //! the result is the same.
 
 use super::{
-    arr, decode, fold_chunk, Arg, Best, Bufs, Extreme, Geom, Kernel, Num, NonZero, Reduction,
-    ReduceOutput, ScanOptions, Wrap,
+    arr, decode, fold_chunk, Arg, Best, Bufs, Extreme, Geom, Kernel, NonZero, Num, ReduceOutput,
+    Reduction, ScanOptions, Wrap,
 };
 use crate::dtype::DType;
 use crate::engine::ArrayCore;
@@ -200,7 +200,9 @@ pub(super) fn reduce<T: FromStat + Wrap>(
         }
         Reduction::Min => T::wrap_out(arr(g, vec![extreme::<T, false>(core, g, opts, recs)?])?, dt),
         Reduction::Max => T::wrap_out(arr(g, vec![extreme::<T, true>(core, g, opts, recs)?])?, dt),
-        Reduction::ArgMin => ReduceOutput::I64(arr(g, vec![arg::<T, false>(core, g, opts, recs)?])?),
+        Reduction::ArgMin => {
+            ReduceOutput::I64(arr(g, vec![arg::<T, false>(core, g, opts, recs)?])?)
+        }
         Reduction::ArgMax => ReduceOutput::I64(arr(g, vec![arg::<T, true>(core, g, opts, recs)?])?),
         Reduction::Any | Reduction::All | Reduction::CountNonzero => {
             let mut decided = 0u64;
@@ -229,9 +231,7 @@ pub(super) fn reduce<T: FromStat + Wrap>(
             let total = decided as i64 + got.iter().sum::<i64>();
             match op {
                 Reduction::Any => ReduceOutput::Bool(arr(g, vec![total > 0])?),
-                Reduction::All => {
-                    ReduceOutput::Bool(arr(g, vec![total as u64 == g.n_reduced])?)
-                }
+                Reduction::All => ReduceOutput::Bool(arr(g, vec![total as u64 == g.n_reduced])?),
                 _ => ReduceOutput::I64(arr(g, vec![total])?),
             }
         }
@@ -314,7 +314,8 @@ fn arg<T: FromStat, const MAX: bool>(
             .collect()
     };
     let mut acc = kern.init();
-    let decoded_more = decode_each::<T, Best<T>>(core, g, opts, &more, |c, b| fold_one(&kern, g, c, b))?;
+    let decoded_more =
+        decode_each::<T, Best<T>>(core, g, opts, &more, |c, b| fold_one(&kern, g, c, b))?;
     for b in decoded.iter().chain(&decoded_more) {
         kern.merge(&mut acc, b);
     }
