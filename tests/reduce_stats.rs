@@ -67,7 +67,7 @@ impl Val for f64 {
 impl Val for i32 {
     const DT: DType = DType::I32;
     fn make(r: u64) -> i32 {
-        if r % 3 == 0 {
+        if r.is_multiple_of(3) {
             0
         } else {
             (r >> 4) as i32
@@ -83,7 +83,7 @@ impl Val for i32 {
 impl Val for u64 {
     const DT: DType = DType::U64;
     fn make(r: u64) -> u64 {
-        if r % 3 == 0 {
+        if r.is_multiple_of(3) {
             0
         } else {
             r.wrapping_mul(0x9e37_79b9_7f4a_7c15)
@@ -99,7 +99,7 @@ impl Val for u64 {
 impl Val for bool {
     const DT: DType = DType::Bool;
     fn make(r: u64) -> bool {
-        r % 3 != 0
+        !r.is_multiple_of(3)
     }
     fn f(self) -> f64 {
         f64::from(u8::from(self))

@@ -34,7 +34,7 @@ pub(super) trait FromStat: Num {
     fn nan_value() -> Self;
 }
 macro_rules! from_stat {
-    ($($t:ty),*) => {$(
+    ($nan:ident; $($t:ty),*) => {$(
         impl FromStat for $t {
             #[inline]
             fn from_stat(v: StatValue) -> Self {
@@ -47,12 +47,20 @@ macro_rules! from_stat {
             }
             #[inline]
             fn nan_value() -> Self {
-                f64::NAN as $t
+                $nan::<$t>()
             }
         }
     )*};
 }
-from_stat!(i8, i16, i32, i64, u8, u16, u32, u64, f32, f64);
+/// Integers have no NaN (never asked for: their records count none).
+fn no_nan<T: Default>() -> T {
+    T::default()
+}
+fn float_nan<T: From<f32>>() -> T {
+    T::from(f32::NAN)
+}
+from_stat!(no_nan; i8, i16, i32, i64, u8, u16, u32, u64);
+from_stat!(float_nan; f32, f64);
 
 /// One chunk of the grid: its coordinates and how many of its elements are visible.
 struct Chunk {
