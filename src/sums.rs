@@ -318,9 +318,9 @@ mod tests {
         let r = encode_sum(Some(&s));
         assert_eq!(r.len(), SUM_HEX);
         assert_eq!(
-            &r[..18],
-            "01070000000000000f",
-            "flags, then count 7 LE, then int"
+            &r[..34],
+            "010700000000000000fdffffffffffffff",
+            "flags, then count 7 LE, then int -3 LE"
         );
         assert_eq!(decode_sum(&r), Some(s));
         assert_eq!(decode_sum(&encode_sum(None)), None);
