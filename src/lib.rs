@@ -37,6 +37,7 @@ pub mod query;
 pub mod scan;
 pub mod selection;
 pub mod stats;
+mod sums;
 use engine::staging;
 pub mod table;
 pub(crate) mod txn;
@@ -84,6 +85,7 @@ pub use selection::Selection;
 pub use staging::finish_removals;
 pub use stats::{ChunkStats, StatValue};
 pub use storage::Storage;
+pub use sums::ChunkSum;
 pub use table::Table;
 
 /// The parsers of on-disk bytes that are otherwise internal (the journal, variable-length
