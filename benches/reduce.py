@@ -30,7 +30,8 @@ from compare_python import generate  # noqa: E402
 
 import blz  # noqa: E402
 
-OPS = ["sum", "min", "max", "mean", "std"]
+OPS = ["sum", "min", "max", "mean", "std", "var", "argmin", "argmax", "any", "all",
+       "count_nonzero"]
 
 
 def timed(f):
@@ -49,7 +50,7 @@ def main() -> None:
     n = int(args.n)
     print(f"n={n:,} float64 ({n * 8 / 1e9:.2f} GB), blz threads {blz.num_threads()}, "
           f"numpy {np.__version__}, {os.cpu_count()} cores")
-    print(f"{'data':9} {'op':5} {'numpy s':>9} {'blz s':>9} {'blz GB/s':>9} {'numpy/blz':>10}")
+    print(f"{'data':9} {'op':13} {'numpy s':>9} {'blz s':>9} {'blz GB/s':>9} {'numpy/blz':>10}")
     with tempfile.TemporaryDirectory(dir=os.environ.get("BLZ_BENCH_DIR")) as d:
         for kind in args.kinds.split(","):
             data = generate(kind, n)
@@ -66,7 +67,7 @@ def main() -> None:
                     tb.append(t)
                 np.testing.assert_allclose(got, want, rtol=1e-9)
                 mn, mb = statistics.median(tn), statistics.median(tb)
-                print(f"{kind:9} {op:5} {mn:9.4f} {mb:9.4f} {n * 8 / mb / 1e9:9.2f} "
+                print(f"{kind:9} {op:13} {mn:9.4f} {mb:9.4f} {n * 8 / mb / 1e9:9.2f} "
                       f"{mn / mb:10.2f}   (ratio {ratio:.1f}x)", flush=True)
             del data, a
 

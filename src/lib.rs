@@ -41,6 +41,7 @@ pub mod selection;
 #[cfg(feature = "sql")]
 pub mod sql;
 pub mod stats;
+mod sums;
 use engine::staging;
 pub mod table;
 pub(crate) mod txn;
@@ -88,6 +89,7 @@ pub use selection::Selection;
 pub use staging::finish_removals;
 pub use stats::{ChunkStats, StatValue};
 pub use storage::Storage;
+pub use sums::ChunkSum;
 pub use table::Table;
 
 /// The parsers of on-disk bytes that are otherwise internal (the journal, variable-length

@@ -50,6 +50,9 @@ pub struct ScanOptions {
     pub group_by_location: bool,
     /// Only scan files stored on these hosts (host names as [`crate::locate`] reports them).
     pub hosts: Option<Vec<String>>,
+    /// Let [`reduce_axis`] answer from the per-chunk statistics and sums where they decide
+    /// the result (default true); false decodes every chunk (the same result, slower).
+    pub statistics: bool,
 }
 
 impl Default for ScanOptions {
@@ -58,6 +61,7 @@ impl Default for ScanOptions {
             threads: None,
             group_by_location: true,
             hosts: None,
+            statistics: true,
         }
     }
 }
@@ -783,7 +787,7 @@ fn reduce_core(
             | Reduction::All
             | Reduction::CountNonzero
     ) {
-        let out = axis::reduce_core(core, shape, path, opts, op, None, 0.0)?;
+        let out = axis::reduce_core(core, shape, path, opts, op, None, 0.0, false)?;
         return Ok(Reduced {
             op,
             dtype: core.dtype,

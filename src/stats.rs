@@ -11,6 +11,7 @@
 use crate::dtype::DType;
 use crate::engine::ArrayCore;
 use crate::error::{Error, Result};
+use crate::sums::{self, ChunkSum};
 use crate::table::LeafKind;
 use crate::{Dataset, Table};
 
@@ -36,6 +37,10 @@ pub struct ChunkStats {
     pub max: Option<StatValue>,
     /// How many values are NaN (always 0 for integers and bools).
     pub nan_count: u64,
+    /// The chunk's sums (`spec/dataset.md` §14.5); `None` when unknown (a file written
+    /// before sums were recorded). A sum describes the visible values only while its
+    /// `count` equals the chunk's visible element count (a shrink leaves it as it was).
+    pub sum: Option<ChunkSum>,
 }
 
 /// The dtypes that have statistics, by the type their values are widened to.
@@ -149,6 +154,7 @@ pub(crate) fn decode_record(kind: StatKind, hex: &str) -> Option<ChunkStats> {
         min,
         max,
         nan_count: word(17..25),
+        sum: None,
     })
 }
 
@@ -165,6 +171,10 @@ pub(crate) fn file_records(
             .map(|j| {
                 s.get(j * RECORD_HEX..(j + 1) * RECORD_HEX)
                     .and_then(|h| decode_record(kind, h))
+                    .map(|r| ChunkStats {
+                        sum: sums::doc_sum(doc, j),
+                        ..r
+                    })
             })
             .collect(),
     )
@@ -361,6 +371,7 @@ impl Stats {
             min,
             max,
             nan_count,
+            sum: None,
         }
     }
 }
@@ -377,6 +388,17 @@ fn acc<T: Copy>(zero: T) -> Acc<T> {
 /// The statistics of the elements of a whole chunk (native order, C order over `chunkshape`)
 /// that lie inside its `valid` extents; `None` for dtypes without statistics.
 pub(crate) fn chunk_stats(
+    dtype: DType,
+    chunk: &[u8],
+    chunkshape: &[u64],
+    valid: &[u64],
+) -> Option<ChunkStats> {
+    let sum = sums::chunk_sum_bytes(dtype, chunk, chunkshape, valid);
+    chunk_minmax(dtype, chunk, chunkshape, valid).map(|s| ChunkStats { sum, ..s })
+}
+
+/// [`chunk_stats`] without the sums.
+fn chunk_minmax(
     dtype: DType,
     chunk: &[u8],
     chunkshape: &[u64],
@@ -418,7 +440,10 @@ pub(crate) fn chunk_stats(
 pub(crate) fn fill_stats(dtype: DType, fill: &[u8], n: u64) -> Option<ChunkStats> {
     let mut s = Stats::new(dtype)?;
     s.add_repeated(dtype, fill, n);
-    Some(s.finish())
+    Some(ChunkStats {
+        sum: sums::fill_sum(dtype, fill, n),
+        ..s.finish()
+    })
 }
 
 fn le(a: StatValue, b: StatValue) -> bool {
@@ -442,7 +467,13 @@ pub(crate) fn bounds(recorded: &ChunkStats, actual: &ChunkStats) -> bool {
         (Some(r), Some(a)) => le(a, r),
         (None, Some(_)) => false,
     };
-    lo && hi && recorded.nan_count >= actual.nan_count
+    // A sum that covers as many values as the chunk shows must be theirs, bit for bit (one
+    // covering another count is left by a shrink and never used).
+    let sum = match (recorded.sum, actual.sum) {
+        (Some(r), Some(a)) if r.count == a.count => r.same(&a),
+        _ => true,
+    };
+    lo && hi && sum && recorded.nan_count >= actual.nan_count
 }
 
 /// The statistics of a store's first `n` chunks, file by file; all unknown when the dataset's
@@ -539,6 +570,7 @@ mod tests {
             min: Some(StatValue::Float(-1.5)),
             max: Some(StatValue::Float(f64::INFINITY)),
             nan_count: 3,
+            sum: None,
         };
         let r = encode_record(Some(&s));
         assert_eq!(r.len(), RECORD_HEX);
@@ -548,6 +580,7 @@ mod tests {
             min: None,
             max: None,
             nan_count: 7,
+            sum: None,
         };
         assert_eq!(
             decode_record(StatKind::Float, &encode_record(Some(&e))),
@@ -557,6 +590,7 @@ mod tests {
             min: Some(StatValue::Int(-5)),
             max: Some(StatValue::Int(i64::MAX)),
             nan_count: 0,
+            sum: None,
         };
         assert_eq!(
             decode_record(StatKind::Int, &encode_record(Some(&i))),
@@ -583,11 +617,13 @@ mod tests {
             min: Some(StatValue::Int(-3)),
             max: Some(StatValue::Int(i64::MAX)),
             nan_count: 0,
+            sum: None,
         };
         let inside = ChunkStats {
             min: Some(StatValue::Int(-3)),
             max: Some(StatValue::Int(i64::MAX - 1)),
             nan_count: 0,
+            sum: None,
         };
         assert!(bounds(&r, &inside));
         assert!(!bounds(&inside, &r));
@@ -595,6 +631,7 @@ mod tests {
             min: None,
             max: None,
             nan_count: 2,
+            sum: None,
         };
         assert!(!bounds(&r, &none), "NaNs the record does not count");
         assert!(bounds(

@@ -172,6 +172,7 @@ pub fn scan(a: &ScanArgs) -> Result<(), Failure> {
         threads: a.threads,
         group_by_location: true,
         hosts: (!a.hosts.is_empty()).then(|| a.hosts.clone()),
+        ..ScanOptions::default()
     };
     if opts.thread_count() == 0 {
         return Err(Failure::new("--threads must be at least 1"));

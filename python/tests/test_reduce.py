@@ -165,3 +165,47 @@ def test_columns_reduce_in_rust(tmp_path):
     np.testing.assert_allclose(np.std(col, ddof=1), x.std(ddof=1), rtol=1e-12)
     assert np.sum(t["id"]) == ids.sum() and np.sum(t["id"]).dtype == np.int64
     assert t["id"].count_nonzero() == 1000
+
+
+@st.composite
+def edits(draw):
+    dt = draw(st.sampled_from(["bool", "int32", "uint64", "float64", ">f8"]))
+    data = draw(hnp.arrays(np.dtype(dt), (draw(st.integers(1, 20)),), elements=elements(dt)))
+    steps = draw(st.lists(st.tuples(st.sampled_from(["append", "resize", "set"]),
+                                    st.integers(0, 20), st.integers(0, 2**32)), max_size=5))
+    return data, draw(st.integers(1, 6)), steps
+
+
+@given(edits())
+def test_whole_array_reductions_after_edits_match_numpy(tmp_path_factory, case):
+    # Reductions with axis=None answer from the per-chunk statistics and sums where they are
+    # current; appends, grows, shrinks that cut a chunk and writes must keep them right.
+    data, chunk, steps = case
+    path = tmp_path_factory.mktemp("e") / "a.blz"
+    a = blz.create(path, data, chunks=(chunk,))
+    model = data.copy()
+    for kind, n, seed in steps:
+        rng = np.random.default_rng(seed)
+        if kind == "append":
+            v = rng.integers(-3, 4, n).astype(model.dtype)
+            a.append(v)
+            model = np.concatenate([model, v])
+        elif kind == "resize":
+            a.resize(n)
+            model = np.concatenate([model[:n], np.zeros(max(0, n - len(model)), model.dtype)])
+        elif len(model):
+            i = n % len(model)
+            v = np.array([rng.integers(-3, 4)]).astype(model.dtype)[0]
+            a[i] = v
+            model[i] = v
+    a = blz.open(path)
+    for func in FUNCS:
+        want, err = numpy_result(func, model)
+        if err is not None:
+            with pytest.raises(Exception):
+                getattr(np, func)(a)
+            continue
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", RuntimeWarning)
+            got = getattr(np, func)(a)
+        check(func, got, want, model.dtype)

@@ -145,6 +145,10 @@ impl ChunkStore {
                     stats::STATS_KEY.into(),
                     stats::unknown_records(self.superchunksize).into(),
                 );
+                b.insert(
+                    crate::sums::SUMS_KEY.into(),
+                    crate::sums::unknown_sums(self.superchunksize).into(),
+                );
             }
             doc
         })
@@ -555,6 +559,11 @@ impl<'s> ChunkWrites<'s> {
         {
             let record = stats::encode_record(stats);
             w.update_document(|d| stats::set_record(d, j, &record));
+            // Files made before sums existed have no room for them (§14.5).
+            if crate::sums::has_sums(w.document()) {
+                let sum = crate::sums::encode_sum(stats.and_then(|s| s.sum.as_ref()));
+                w.update_document(|d| crate::sums::set_sum(d, j, &sum));
+            }
         }
         let mut spare = Vec::new();
         for wr in writes {

@@ -739,6 +739,7 @@ pub(crate) fn merge(stats: &[Option<ChunkStats>]) -> Option<ChunkStats> {
                     min: pick(o.min, s.min, true),
                     max: pick(o.max, s.max, false),
                     nan_count: o.nan_count + s.nan_count,
+                    sum: None,
                 }
             }
         });

@@ -32,10 +32,13 @@ use crate::array::Dataset;
 use crate::dtype::{DType, Element};
 use crate::engine::ArrayCore;
 use crate::error::{Error, Result};
+use crate::stats::ChunkStats;
 use crate::table::Table;
 use ndarray::{ArrayD, IxDyn};
 use rayon::prelude::*;
 use std::path::Path;
+
+mod chunkwise;
 
 /// The result of [`reduce_axis`]: an array of the reduction's result type, shaped as the
 /// input without the reduced axes (0-d for `axis = None`).
@@ -159,13 +162,10 @@ impl ReduceOutput {
 // Element types
 
 /// The element types reductions run on (booleans are read as `u8` 0/1).
-trait Num: Element + Copy + PartialOrd + Default + Send + Sync + 'static {
+trait Num: Element + Summand + Copy + PartialOrd + Default + Send + Sync + 'static {
     /// Smallest and largest values: the identities of max and min.
     const LOWEST: Self;
     const HIGHEST: Self;
-    fn f(self) -> f64;
-    /// Wrapping conversion for integer sums (the bits of an `u64` sum are the same).
-    fn wrap(self) -> i64;
     #[inline(always)]
     #[expect(clippy::eq_op, reason = "x != x is the NaN test; false for integers")]
     fn nan(self) -> bool {
@@ -182,10 +182,6 @@ macro_rules! num_int {
         impl Num for $t {
             const LOWEST: Self = <$t>::MIN;
             const HIGHEST: Self = <$t>::MAX;
-            #[inline(always)]
-            fn f(self) -> f64 { self as f64 }
-            #[inline(always)]
-            fn wrap(self) -> i64 { self as i64 }
         }
     )*};
 }
@@ -196,39 +192,12 @@ macro_rules! num_float {
         impl Num for $t {
             const LOWEST: Self = <$t>::NEG_INFINITY;
             const HIGHEST: Self = <$t>::INFINITY;
-            #[inline(always)]
-            fn f(self) -> f64 { self as f64 }
-            #[inline(always)]
-            fn wrap(self) -> i64 { self as i64 }
         }
     )*};
 }
 num_float!(f32, f64);
 
-/// Pairwise sum in `f64` (numpy's scheme: blocks of up to 128 summed in eight lanes, halves
-/// added recursively), so the error grows with the log of the length.
-fn pairwise<T: Num>(v: &[T]) -> f64 {
-    if v.len() <= 128 {
-        let mut lanes = [0.0f64; 8];
-        let mut chunks = v.chunks_exact(8);
-        for c in &mut chunks {
-            for (l, &x) in lanes.iter_mut().zip(c) {
-                *l += x.f();
-            }
-        }
-        let mut tail = 0.0;
-        for &x in chunks.remainder() {
-            tail += x.f();
-        }
-        ((lanes[0] + lanes[1]) + (lanes[2] + lanes[3]))
-            + ((lanes[4] + lanes[5]) + (lanes[6] + lanes[7]))
-            + tail
-    } else {
-        let half = (v.len() / 2) & !7;
-        let (a, b) = v.split_at(half);
-        pairwise(a) + pairwise(b)
-    }
-}
+use crate::sums::{pairwise, Summand};
 
 /// Sum of squared deviations from `m`, in eight lanes.
 fn sq_dev<T: Num>(v: &[T], m: f64) -> f64 {
@@ -928,14 +897,18 @@ impl Wrap for u8 {
     }
 }
 
-fn typed<T: Num + Wrap>(
+fn typed<T: chunkwise::FromStat + Wrap>(
     core: &ArrayCore,
     g: &Geom,
     opts: &ScanOptions,
     op: Reduction,
     ddof: f64,
+    recs: &[Option<ChunkStats>],
 ) -> Result<ReduceOutput> {
     use std::marker::PhantomData as P;
+    if chunkwise::applies(g, op) {
+        return chunkwise::reduce::<T>(core, g, opts, op, recs);
+    }
     let dt = core.dtype;
     let float = matches!(dt, DType::F32 | DType::F64);
     let signed = matches!(
@@ -1008,6 +981,11 @@ fn typed<T: Num + Wrap>(
     })
 }
 
+/// `trusted`: whether the store's statistics are current (`meta/sizes`, §14.4).
+#[expect(
+    clippy::too_many_arguments,
+    reason = "the reduction's parameters, passed through"
+)]
 pub(super) fn reduce_core(
     core: &ArrayCore,
     shape: &[u64],
@@ -1016,6 +994,7 @@ pub(super) fn reduce_core(
     op: Reduction,
     axes: Option<&[usize]>,
     ddof: f64,
+    trusted: bool,
 ) -> Result<ReduceOutput> {
     if opts.hosts.is_some() {
         return Err(Error::InvalidArgument(format!(
@@ -1050,17 +1029,24 @@ pub(super) fn reduce_core(
             path.display()
         )));
     }
+    // The records, when this reduction can use them (nothing is decoded to read them).
+    let recs = if opts.statistics && trusted && chunkwise::applies(&g, op) {
+        crate::stats::store_stats(core, g.grid.iter().product(), true)?
+    } else {
+        Vec::new()
+    };
+    let r = &recs;
     match core.dtype {
-        DType::Bool | DType::U8 => typed::<u8>(core, &g, opts, op, ddof),
-        DType::I8 => typed::<i8>(core, &g, opts, op, ddof),
-        DType::I16 => typed::<i16>(core, &g, opts, op, ddof),
-        DType::I32 => typed::<i32>(core, &g, opts, op, ddof),
-        DType::I64 => typed::<i64>(core, &g, opts, op, ddof),
-        DType::U16 => typed::<u16>(core, &g, opts, op, ddof),
-        DType::U32 => typed::<u32>(core, &g, opts, op, ddof),
-        DType::U64 => typed::<u64>(core, &g, opts, op, ddof),
-        DType::F32 => typed::<f32>(core, &g, opts, op, ddof),
-        DType::F64 => typed::<f64>(core, &g, opts, op, ddof),
+        DType::Bool | DType::U8 => typed::<u8>(core, &g, opts, op, ddof, r),
+        DType::I8 => typed::<i8>(core, &g, opts, op, ddof, r),
+        DType::I16 => typed::<i16>(core, &g, opts, op, ddof, r),
+        DType::I32 => typed::<i32>(core, &g, opts, op, ddof, r),
+        DType::I64 => typed::<i64>(core, &g, opts, op, ddof, r),
+        DType::U16 => typed::<u16>(core, &g, opts, op, ddof, r),
+        DType::U32 => typed::<u32>(core, &g, opts, op, ddof, r),
+        DType::U64 => typed::<u64>(core, &g, opts, op, ddof, r),
+        DType::F32 => typed::<f32>(core, &g, opts, op, ddof, r),
+        DType::F64 => typed::<f64>(core, &g, opts, op, ddof, r),
         other => Err(Error::InvalidArgument(format!(
             "{op} needs a numeric or boolean dtype, {} holds {other}",
             path.display()
@@ -1096,8 +1082,9 @@ pub fn reduce_axis(
     axes: Option<&[usize]>,
     ddof: f64,
 ) -> Result<ReduceOutput> {
+    let trusted = ds.sizes().stats_current();
     Target::Dataset(ds)
-        .run(|core, shape, path| reduce_core(core, shape, path, opts, op, axes, ddof))
+        .run(|core, shape, path| reduce_core(core, shape, path, opts, op, axes, ddof, trusted))
 }
 
 /// As [`reduce_axis`], over one fixed-size column of a table (1-d: `axes` is `None` or
@@ -1113,8 +1100,9 @@ pub fn reduce_axis_column(
     axes: Option<&[usize]>,
     ddof: f64,
 ) -> Result<ReduceOutput> {
+    let trusted = table.sizes().stats_current();
     Target::Column(table, column)
-        .run(|core, shape, path| reduce_core(core, shape, path, opts, op, axes, ddof))
+        .run(|core, shape, path| reduce_core(core, shape, path, opts, op, axes, ddof, trusted))
 }
 
 #[cfg(test)]
