@@ -83,7 +83,8 @@ pub fn run(a: &SqlArgs) -> Result<(), Failure> {
             for b in batches {
                 w.write(&b?).map_err(|e| Failure::new(e.to_string()))?;
             }
-            w.finish().map_err(|e| Failure::new(e.to_string()))
+            w.finish().map_err(|e| Failure::new(e.to_string()))?;
+            Ok(())
         }
     };
     match written {

@@ -52,8 +52,7 @@ fi
 
 step() { printf '\n== %s ==\n' "$*"; }
 step "cargo test: the storage conformance suite and datasets on s3:// (moto)"
-# --release: the build tests/all.sh made (one profile for every build, see there).
-cargo test --release --test storage_conformance --test object_store
+cargo test --test storage_conformance --test object_store
 if [ -x target/py-venv/bin/python ]; then
     step "pytest python/tests/test_s3.py (moto)"
     target/py-venv/bin/python -m pytest python/tests/test_s3.py -q -p no:cacheprovider
