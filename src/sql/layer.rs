@@ -452,8 +452,7 @@ impl Walk {
         if !child.first() {
             return Ok(true);
         }
-        loop {
-            let Some(v) = child.value()? else { break };
+        while let Some(v) = child.value()? {
             prefix.push(v);
             let go_on = self.descend(&mut child, prefix, pending, tx)?;
             prefix.pop();

@@ -116,7 +116,7 @@ impl datafusion::catalog::TableProvider for TableSource {
         let step = table
             .leaves()
             .iter()
-            .filter(|l| paths.iter().any(|p| *p == l.path))
+            .filter(|l| paths.contains(&l.path))
             .map(|l| l.storage.chunklen)
             .max()
             .unwrap_or(ROWS_WITHOUT_COLUMNS)
