@@ -8,9 +8,13 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 work=${1:-$(mktemp -d "${TMPDIR:-/tmp}/blz-demo.XXXXXX")}
 mkdir -p "$work"
-echo "== building blz (release)"
-cargo build --release --quiet --bin blz
-blz() { echo; echo "\$ blz $*"; target/release/blz "$@"; }
+# BLZ_PROFILE: the cargo profile to build with (default release; CI passes `test`, the build
+# tests/all.sh made). Its binaries lie in target/debug for dev and test, else target/<name>.
+profile=${BLZ_PROFILE:-release}
+case $profile in dev | test) dir=debug ;; *) dir=$profile ;; esac
+echo "== building blz ($profile)"
+cargo build --profile "$profile" --quiet --bin blz
+blz() { echo; echo "\$ blz $*"; "target/$dir/blz" "$@"; }
 
 ds=$work/walk.blz
 blz create "$ds" --random-walk 20000000 --seed 42 --overwrite --attr 'units="m"'

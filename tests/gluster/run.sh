@@ -80,8 +80,9 @@ export BLZ_GLUSTER_MOUNT2=$mount2
 
 say "running the tests on $BLZ_GLUSTER_MOUNT (second client: $BLZ_GLUSTER_MOUNT2)"
 cd "$repo"
-cargo test --release --test distributed -- --nocapture --test-threads=1 ||
-    fail "cargo test --release --test distributed"
+# BLZ_PROFILE: the cargo profile (default release; CI passes `test`, tests/all.sh's build).
+cargo test --profile "${BLZ_PROFILE:-release}" --test distributed -- --nocapture --test-threads=1 ||
+    fail "cargo test --test distributed"
 
 # blz.dask on the volume: the Python package's dask tests with every dataset on the mount
 # (pytest's temporary directories there), the real placement included. The package and its

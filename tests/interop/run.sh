@@ -21,13 +21,16 @@ fi
 PY=$("$setup") || { echo "run.sh: $setup failed" >&2; exit 2; }
 checker=$root/tests/interop/peer_check.py
 
-echo "== building the interop example and the blz command (release)"
-(cd "$root" && cargo build --release --quiet --example interop --bin blz) || exit 2
+# BLZ_PROFILE: the cargo profile (default release; CI passes `test`, tests/all.sh's build).
+profile=${BLZ_PROFILE:-release}
+case $profile in dev | test) dir=debug ;; *) dir=$profile ;; esac
+echo "== building the interop example and the blz command ($profile)"
+(cd "$root" && cargo build --profile "$profile" --quiet --example interop --bin blz) || exit 2
 target=$(cd "$root" && cargo metadata --format-version 1 --no-deps \
   | "$PY" -c 'import json, sys; print(json.load(sys.stdin)["target_directory"])') || exit 2
-interop=$target/release/examples/interop
+interop=$target/$dir/examples/interop
 [[ -x $interop ]] || { echo "run.sh: $interop was not built" >&2; exit 2; }
-blz=$target/release/blz
+blz=$target/$dir/blz
 [[ -x $blz ]] || { echo "run.sh: $blz was not built" >&2; exit 2; }
 bcolz_checker=$root/tests/interop/bcolz_check.py
 
