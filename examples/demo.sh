@@ -8,8 +8,8 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 work=${1:-$(mktemp -d "${TMPDIR:-/tmp}/blz-demo.XXXXXX")}
 mkdir -p "$work"
-# BLZ_PROFILE: the cargo profile to build with (default release; CI passes `test`, the build
-# tests/all.sh made). Its binaries lie in target/debug for dev and test, else target/<name>.
+# BLZ_PROFILE: the cargo profile to build with (default release; CI passes `dev`, which shares
+# the build tests/all.sh made). Its binaries lie in target/debug for dev and test, else target/<name>.
 profile=${BLZ_PROFILE:-release}
 case $profile in dev | test) dir=debug ;; *) dir=$profile ;; esac
 echo "== building blz ($profile)"

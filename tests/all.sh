@@ -1,16 +1,16 @@
 #!/usr/bin/env bash
 # The whole test suite, Rust and Python, in one command: `bash tests/all.sh`.
 #
-# Runs `cargo test`, then builds the Python package's wheel (`maturin build --profile test`:
-# one abi3 wheel for CPython >= 3.11, into target/wheels, in cargo's profile `test` and the
-# workspace's target/, so that it reuses the dependencies `cargo test` compiled: DataFusion,
-# behind `blz.sql`, is most of the build and compiles once), installs that wheel into a virtual environment under target/py-venv (made on first
+# Runs `cargo test`, then builds the Python package's wheel (`maturin build --profile dev`:
+# one abi3 wheel for CPython >= 3.11, into target/wheels, in cargo's dev profile, which has
+# the test profile's settings (Cargo.toml), in the workspace's target/, so that it reuses the
+# dependencies `cargo test` compiled: they compile once), installs that wheel into a virtual environment under target/py-venv (made on first
 # use, reused after) with numpy, pytest, hypothesis, pandas, pyarrow, polars, duckdb, dask,
 # distributed and xarray, and runs its tests. The install and the tests run with a PATH that
 # has no cargo or rustc: the wheel must install and work without Rust. Needs only the Rust
 # toolchain and Python 3 (>= 3.11) with `venv`; pip fetches the rest from PyPI.
 #
-# BLZ_PROFILE: the cargo profile of the wheel (default test; `release` builds the optimised
+# BLZ_PROFILE: the cargo profile of the wheel (default dev; `release` builds the optimised
 #   wheel a user installs, at the cost of a second build of every dependency).
 # BLZ_PYTHON: the interpreter to make the venv with (default python3).
 # BLZ_SKIP_CARGO_TEST=1: only the Python half (when `cargo test` just ran).
@@ -46,7 +46,7 @@ step "python dependencies"
     "maturin>=1.5,<2" "numpy>=2" pytest hypothesis pandas pyarrow polars duckdb \
     "dask[array,dataframe]>=2026" "distributed>=2026" "xarray>=2025.1"
 
-profile=${BLZ_PROFILE:-test}
+profile=${BLZ_PROFILE:-dev}
 step "maturin build --profile $profile (the abi3 wheel, into target/wheels)"
 # Rebuilt every run so the tests see this checkout's code. CARGO_TARGET_DIR stays unset:
 # maturin builds in the workspace's target/, next to cargo test's artifacts.

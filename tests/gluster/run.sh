@@ -80,7 +80,7 @@ export BLZ_GLUSTER_MOUNT2=$mount2
 
 say "running the tests on $BLZ_GLUSTER_MOUNT (second client: $BLZ_GLUSTER_MOUNT2)"
 cd "$repo"
-# BLZ_PROFILE: the cargo profile (default release; CI passes `test`, tests/all.sh's build).
+# BLZ_PROFILE: the cargo profile (default release; CI passes `dev`, sharing tests/all.sh's build).
 cargo test --profile "${BLZ_PROFILE:-release}" --test distributed -- --nocapture --test-threads=1 ||
     fail "cargo test --test distributed"
 

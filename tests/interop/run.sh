@@ -21,7 +21,7 @@ fi
 PY=$("$setup") || { echo "run.sh: $setup failed" >&2; exit 2; }
 checker=$root/tests/interop/peer_check.py
 
-# BLZ_PROFILE: the cargo profile (default release; CI passes `test`, tests/all.sh's build).
+# BLZ_PROFILE: the cargo profile (default release; CI passes `dev`, sharing tests/all.sh's build).
 profile=${BLZ_PROFILE:-release}
 case $profile in dev | test) dir=debug ;; *) dir=$profile ;; esac
 echo "== building the interop example and the blz command ($profile)"
