@@ -12,12 +12,17 @@ class SqlResult:
     """The rows of a query, computed as they are read.
 
     It speaks the Arrow PyCapsule protocol (``__arrow_c_stream__``): ``pyarrow.table(r)``,
-    ``polars.from_arrow(r)`` and duckdb read it directly. The rows can be taken once, like a
-    database cursor's; run the query again to read them again.
+    ``polars.from_arrow(r)`` and duckdb read it directly. Like a duckdb relation, it can be
+    read any number of times: the first read takes the rows of the query planned by
+    :func:`sql`, and each later one runs the query again (duckdb asks for the stream once
+    for its schema and again for the rows), seeing the datasets' last commit then.
     """
 
-    def __init__(self, raw: Any) -> None:
+    def __init__(self, raw: Any, query: str, tables: list[tuple[str, str]]) -> None:
         self._raw = raw
+        self._query = query
+        self._tables = tables
+        self._taken = False
 
     @property
     def columns(self) -> list[str]:
@@ -25,6 +30,9 @@ class SqlResult:
         return list(self._raw.columns)
 
     def __arrow_c_stream__(self, requested_schema: Any = None) -> Any:
+        if self._taken:
+            self._raw = _blz.sql(self._query, self._tables)
+        self._taken = True
         return self._raw.arrow_stream(requested_schema)
 
     def to_arrow(self) -> Any:
@@ -67,4 +75,4 @@ def sql(query: str, **tables: Any) -> SqlResult:
     that does not parse or plan, and blz's own errors for data that cannot be read.
     """
     pairs = [(name, _location(name, value)) for name, value in tables.items()]
-    return SqlResult(_blz.sql(query, pairs))
+    return SqlResult(_blz.sql(query, pairs), query, pairs)
