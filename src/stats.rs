@@ -98,10 +98,11 @@ impl StatValue {
 /// The key, inside the `blz` object of a superchunk file's metadata document, of the file's
 /// statistics records.
 pub(crate) const STATS_KEY: &str = "stats";
-/// Hex digits of one chunk's record: flags (1 byte), min (8), max (8), NaN count (8).
+/// Hex digits of one chunk's record, of either kind: 25 bytes (statistics: flags, min, max,
+/// NaN count; sums: flags, count, int, float).
 pub(crate) const RECORD_HEX: usize = 50;
 
-/// The record of a chunk whose statistics are unknown.
+/// The records (of either kind) of `n` chunks whose statistics or sums are unknown.
 pub(crate) fn unknown_records(n: u64) -> String {
     "0".repeat(RECORD_HEX * n as usize)
 }
@@ -119,28 +120,17 @@ pub(crate) fn encode_record(stats: Option<&ChunkStats>) -> String {
         }
         b[17..25].copy_from_slice(&s.nan_count.to_le_bytes());
     }
-    b.iter().map(|x| format!("{x:02x}")).collect()
+    record_hex(&b)
 }
 
 /// Decodes one record; `None` for an unknown or malformed one.
 pub(crate) fn decode_record(kind: StatKind, hex: &str) -> Option<ChunkStats> {
-    if hex.len() != RECORD_HEX || !hex.is_ascii() {
-        return None;
-    }
-    let mut b = [0u8; 25];
-    for (i, x) in b.iter_mut().enumerate() {
-        *x = u8::from_str_radix(hex.get(2 * i..2 * i + 2)?, 16).ok()?;
-    }
+    let b = record_bytes(hex)?;
     if b[0] & 1 == 0 || b[0] & !3 != 0 {
         return None;
     }
-    let word = |r: std::ops::Range<usize>| {
-        let mut w = [0u8; 8];
-        w.copy_from_slice(&b[r]);
-        u64::from_le_bytes(w)
-    };
     let (min, max) = if b[0] & 2 != 0 {
-        let (lo, hi) = (kind.value(word(1..9)), kind.value(word(9..17)));
+        let (lo, hi) = (kind.value(le_word(&b, 1)), kind.value(le_word(&b, 9)));
         if let (StatValue::Float(l), StatValue::Float(h)) = (lo, hi) {
             if l.is_nan() || h.is_nan() {
                 return None;
@@ -153,7 +143,7 @@ pub(crate) fn decode_record(kind: StatKind, hex: &str) -> Option<ChunkStats> {
     Some(ChunkStats {
         min,
         max,
-        nan_count: word(17..25),
+        nan_count: le_word(&b, 17),
         sum: None,
     })
 }
@@ -165,11 +155,12 @@ pub(crate) fn file_records(
     doc: Option<&serde_json::Value>,
     n: u64,
 ) -> Option<Vec<Option<ChunkStats>>> {
-    let s = doc?.get("blz")?.get(STATS_KEY)?.as_str()?;
+    // No records at all (rather than unknown ones) when the document has no `stats` string.
+    doc?.get("blz")?.get(STATS_KEY)?.as_str()?;
     Some(
         (0..n as usize)
             .map(|j| {
-                s.get(j * RECORD_HEX..(j + 1) * RECORD_HEX)
+                slot(doc, STATS_KEY, j)
                     .and_then(|h| decode_record(kind, h))
                     .map(|r| ChunkStats {
                         sum: sums::doc_sum(doc, j),
@@ -180,11 +171,44 @@ pub(crate) fn file_records(
     )
 }
 
-/// Replaces record `j` in a metadata document holding records; false if it holds none (or
-/// too few).
-pub(crate) fn set_record(doc: &mut serde_json::Value, j: u64, record: &str) -> bool {
-    let Some(serde_json::Value::String(s)) = doc.get_mut("blz").and_then(|b| b.get_mut(STATS_KEY))
-    else {
+// The records of both kinds (statistics here, sums in `crate::sums`) are strings of 25-byte
+// records in hex under a key of the `blz` object, one per offsets slot: one set of helpers
+// reads and writes them.
+
+/// A record's 25 bytes as 50 lowercase hex digits.
+pub(crate) fn record_hex(b: &[u8; 25]) -> String {
+    b.iter().map(|x| format!("{x:02x}")).collect()
+}
+
+/// The 25 bytes of a record in hex; `None` when malformed.
+pub(crate) fn record_bytes(hex: &str) -> Option<[u8; 25]> {
+    if hex.len() != RECORD_HEX || !hex.is_ascii() {
+        return None;
+    }
+    let mut b = [0u8; 25];
+    for (i, x) in b.iter_mut().enumerate() {
+        *x = u8::from_str_radix(hex.get(2 * i..2 * i + 2)?, 16).ok()?;
+    }
+    Some(b)
+}
+
+/// The little-endian `u64` at `b[at..at + 8]`.
+pub(crate) fn le_word(b: &[u8; 25], at: usize) -> u64 {
+    let mut w = [0u8; 8];
+    w.copy_from_slice(&b[at..at + 8]);
+    u64::from_le_bytes(w)
+}
+
+/// Record `j` of the records under `key` in a metadata document; `None` when it has none.
+pub(crate) fn slot<'a>(doc: Option<&'a serde_json::Value>, key: &str, j: usize) -> Option<&'a str> {
+    let s = doc?.get("blz")?.get(key)?.as_str()?;
+    s.get(j * RECORD_HEX..(j + 1) * RECORD_HEX)
+}
+
+/// Replaces record `j` of the records under `key` in a metadata document; false if it holds
+/// none (or too few).
+pub(crate) fn set_slot(doc: &mut serde_json::Value, key: &str, j: u64, record: &str) -> bool {
+    let Some(serde_json::Value::String(s)) = doc.get_mut("blz").and_then(|b| b.get_mut(key)) else {
         return false;
     };
     let at = j as usize * RECORD_HEX;

@@ -8,6 +8,7 @@
 //! the chunk's visible element count.
 
 use crate::dtype::DType;
+use crate::stats::{le_word, record_bytes, record_hex, slot};
 
 /// The sums of the values a reader can see in one chunk.
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -35,14 +36,6 @@ impl ChunkSum {
 /// The key, inside the `blz` object of a superchunk file's metadata document, of the file's
 /// sum records.
 pub(crate) const SUMS_KEY: &str = "sums";
-/// Hex digits of one chunk's sum record: flags (1 byte), count (8), int (8), float (8).
-pub(crate) const SUM_HEX: usize = 50;
-
-/// The records of chunks whose sums are unknown.
-pub(crate) fn unknown_sums(n: u64) -> String {
-    "0".repeat(SUM_HEX * n as usize)
-}
-
 /// Encodes a chunk's sums as its record: 25 bytes as 50 lowercase hex digits.
 pub(crate) fn encode_sum(sum: Option<&ChunkSum>) -> String {
     let mut b = [0u8; 25];
@@ -52,57 +45,31 @@ pub(crate) fn encode_sum(sum: Option<&ChunkSum>) -> String {
         b[9..17].copy_from_slice(&s.int.to_le_bytes());
         b[17..25].copy_from_slice(&s.float.to_bits().to_le_bytes());
     }
-    b.iter().map(|x| format!("{x:02x}")).collect()
+    record_hex(&b)
 }
 
 /// Decodes one sum record; `None` for an unknown or malformed one.
 pub(crate) fn decode_sum(hex: &str) -> Option<ChunkSum> {
-    if hex.len() != SUM_HEX || !hex.is_ascii() {
-        return None;
-    }
-    let mut b = [0u8; 25];
-    for (i, x) in b.iter_mut().enumerate() {
-        *x = u8::from_str_radix(hex.get(2 * i..2 * i + 2)?, 16).ok()?;
-    }
+    let b = record_bytes(hex)?;
     if b[0] != 1 {
         return None;
     }
-    let word = |r: std::ops::Range<usize>| {
-        let mut w = [0u8; 8];
-        w.copy_from_slice(&b[r]);
-        u64::from_le_bytes(w)
-    };
     Some(ChunkSum {
-        count: word(1..9),
-        int: word(9..17) as i64,
-        float: f64::from_bits(word(17..25)),
+        count: le_word(&b, 1),
+        int: le_word(&b, 9) as i64,
+        float: f64::from_bits(le_word(&b, 17)),
     })
 }
 
 /// The sum record of slot `j` in a metadata document; `None` when it has none.
 pub(crate) fn doc_sum(doc: Option<&serde_json::Value>, j: usize) -> Option<ChunkSum> {
-    let s = doc?.get("blz")?.get(SUMS_KEY)?.as_str()?;
-    decode_sum(s.get(j * SUM_HEX..(j + 1) * SUM_HEX)?)
+    decode_sum(slot(doc, SUMS_KEY, j)?)
 }
 
 /// Whether a metadata document has room for sum records.
 pub(crate) fn has_sums(doc: Option<&serde_json::Value>) -> bool {
     doc.and_then(|d| d.get("blz"))
         .is_some_and(|b| b.get(SUMS_KEY).is_some())
-}
-
-/// Replaces sum record `j` in a metadata document; false if it holds none (or too few).
-pub(crate) fn set_sum(doc: &mut serde_json::Value, j: u64, record: &str) -> bool {
-    let Some(serde_json::Value::String(s)) = doc.get_mut("blz").and_then(|b| b.get_mut(SUMS_KEY))
-    else {
-        return false;
-    };
-    let at = j as usize * SUM_HEX;
-    if at + SUM_HEX > s.len() || !s.is_char_boundary(at) || !s.is_char_boundary(at + SUM_HEX) {
-        return false;
-    }
-    s.replace_range(at..at + SUM_HEX, record);
-    true
 }
 
 /// Element types a sum folds.
@@ -316,7 +283,7 @@ mod tests {
             float: -0.25,
         };
         let r = encode_sum(Some(&s));
-        assert_eq!(r.len(), SUM_HEX);
+        assert_eq!(r.len(), crate::stats::RECORD_HEX);
         assert_eq!(
             &r[..34],
             "010700000000000000fdffffffffffffff",

@@ -147,7 +147,7 @@ impl ChunkStore {
                 );
                 b.insert(
                     crate::sums::SUMS_KEY.into(),
-                    crate::sums::unknown_sums(self.superchunksize).into(),
+                    stats::unknown_records(self.superchunksize).into(),
                 );
             }
             doc
@@ -558,11 +558,11 @@ impl<'s> ChunkWrites<'s> {
                 .is_some_and(|b| b.get(stats::STATS_KEY).is_some())
         {
             let record = stats::encode_record(stats);
-            w.update_document(|d| stats::set_record(d, j, &record));
+            w.update_document(|d| stats::set_slot(d, stats::STATS_KEY, j, &record));
             // Files made before sums existed have no room for them (§14.5).
             if crate::sums::has_sums(w.document()) {
                 let sum = crate::sums::encode_sum(stats.and_then(|s| s.sum.as_ref()));
-                w.update_document(|d| crate::sums::set_sum(d, j, &sum));
+                w.update_document(|d| stats::set_slot(d, crate::sums::SUMS_KEY, j, &sum));
             }
         }
         let mut spare = Vec::new();
