@@ -8,12 +8,23 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 work=${1:-$(mktemp -d "${TMPDIR:-/tmp}/blz-demo.XXXXXX")}
 mkdir -p "$work"
-# BLZ_PROFILE: the cargo profile to build with (default release; CI passes `dev`, which shares
+# BLZ_PROFILE: the cargo profile to build with (default release; CI passes `dev`, which reuses
 # the build tests/all.sh made). Its binaries lie in target/debug for dev and test, else target/<name>.
 profile=${BLZ_PROFILE:-release}
-case $profile in dev | test) dir=debug ;; *) dir=$profile ;; esac
 echo "== building blz ($profile)"
-cargo build --profile "$profile" --quiet --bin blz
+case $profile in
+dev | test)
+    # `cargo test` builds the `blz` binary too (the command line's tests run it), with the
+    # features `cargo test` resolves; a `cargo build` would resolve other features and
+    # recompile the library. After tests/all.sh this is a no-op.
+    dir=debug
+    cargo test --profile "$profile" --no-run --quiet
+    ;;
+*)
+    dir=$profile
+    cargo build --profile "$profile" --quiet --bin blz
+    ;;
+esac
 blz() { echo; echo "\$ blz $*"; "target/$dir/blz" "$@"; }
 
 ds=$work/walk.blz

@@ -25,7 +25,12 @@ checker=$root/tests/interop/peer_check.py
 profile=${BLZ_PROFILE:-release}
 case $profile in dev | test) dir=debug ;; *) dir=$profile ;; esac
 echo "== building the interop example and the blz command ($profile)"
-(cd "$root" && cargo build --profile "$profile" --quiet --example interop --bin blz) || exit 2
+case $profile in
+# `cargo test` builds the examples and the `blz` binary with the features it resolves (a
+# `cargo build` would resolve others and recompile the library): a no-op after tests/all.sh.
+dev | test) (cd "$root" && cargo test --profile "$profile" --no-run --quiet) || exit 2 ;;
+*) (cd "$root" && cargo build --profile "$profile" --quiet --example interop --bin blz) || exit 2 ;;
+esac
 target=$(cd "$root" && cargo metadata --format-version 1 --no-deps \
   | "$PY" -c 'import json, sys; print(json.load(sys.stdin)["target_directory"])') || exit 2
 interop=$target/$dir/examples/interop
