@@ -7,7 +7,7 @@
 //! (`SELECT count(*) FROM "data/pts.blz"`): such names are opened when the query is planned.
 //!
 //! ```no_run
-//! # fn main() -> blz::Result<()> {
+//! # fn main() -> Result<(), Box<dyn std::error::Error>> {
 //! let ctx = blz::sql::SqlContext::new()?;
 //! ctx.register_path("t", "pts.blz")?;
 //! for batch in ctx.query("SELECT g, avg(x) FROM t GROUP BY g ORDER BY g")? {

@@ -15,7 +15,7 @@ use crate::stats::{ChunkStats, StatValue};
 use crate::table::{LeafKind, Table};
 use arrow_array::{
     ArrayRef, BooleanArray, Float32Array, Float64Array, Int16Array, Int32Array, Int64Array,
-    Int8Array, UInt16Array, UInt32Array, UInt64Array, UInt8Array,
+    Int8Array, RecordBatch, UInt16Array, UInt32Array, UInt64Array, UInt8Array,
 };
 use arrow_schema::SchemaRef;
 use async_trait::async_trait;
@@ -195,30 +195,55 @@ impl PartitionStream for RangeStream {
         self.export.schema_ref()
     }
 
-    fn execute(&self, _ctx: Arc<TaskContext>) -> SendableRecordBatchStream {
+    fn execute(&self, ctx: Arc<TaskContext>) -> SendableRecordBatchStream {
+        let schema = self.export.schema();
+        // The engine's operators work best on batches of its own size (8192 rows by default,
+        // small enough for the cache); a range is a chunk (often 128 Ki rows or more). Each
+        // range is read whole and handed over as zero-copy slices of that size.
+        let batch_rows = ctx.session_config().batch_size().max(1);
+        let per_range = usize::try_from(
+            self.ranges
+                .iter()
+                .map(|&(s, e)| e - s)
+                .max()
+                .unwrap_or(0)
+                .div_ceil(batch_rows as u64),
+        )
+        .unwrap_or(usize::MAX);
+        // Room for one range's slices: the reader decodes the next range while the engine
+        // works on this one (two ranges in memory per partition at most).
+        let (tx, rx) =
+            tokio::sync::mpsc::channel::<DfResult<RecordBatch>>(per_range.clamp(1, 1024));
         let table = Arc::clone(&self.table);
         let export = self.export.clone();
-        let schema = export.schema();
-        let ranges = self.ranges.clone().into_iter();
-        // Reading decodes chunks on blz's rayon pool and may wait on storage: it runs on
-        // tokio's blocking threads, one range at a time, never on the engine's workers.
-        let stream = futures::stream::unfold(
-            (table, export, ranges),
-            |(table, export, mut ranges)| async move {
-                let (start, end) = ranges.next()?;
-                let t = Arc::clone(&table);
-                let e = export.clone();
-                let batch = tokio::task::spawn_blocking(move || e.read(&t, start, end))
-                    .await
-                    .map_err(|e| datafusion::error::DataFusionError::External(Box::new(e)))
-                    .and_then(|r| {
-                        r.map_err(|e| {
-                            datafusion::error::DataFusionError::ArrowError(Box::new(e), None)
-                        })
-                    });
-                Some((batch, (table, export, ranges)))
-            },
-        );
+        let ranges = self.ranges.clone();
+        // Reading decodes chunks on blz's rayon pool and may wait on storage: on a blocking
+        // thread, never on the engine's workers. It stops when the consumer is gone (after a
+        // LIMIT).
+        tokio::task::spawn_blocking(move || {
+            for (start, end) in ranges {
+                let batch = match export.read(&table, start, end) {
+                    Ok(b) => b,
+                    Err(e) => {
+                        let _ = tx.blocking_send(Err(
+                            datafusion::error::DataFusionError::ArrowError(Box::new(e), None),
+                        ));
+                        return;
+                    }
+                };
+                let rows = batch.num_rows();
+                let mut offset = 0;
+                while offset < rows {
+                    let len = batch_rows.min(rows - offset);
+                    if tx.blocking_send(Ok(batch.slice(offset, len))).is_err() {
+                        return;
+                    }
+                    offset += len;
+                }
+            }
+        });
+        let stream =
+            futures::stream::unfold(rx, |mut rx| async move { rx.recv().await.map(|b| (b, rx)) });
         Box::pin(RecordBatchStreamAdapter::new(schema, stream))
     }
 }
