@@ -33,18 +33,9 @@ if [ "${BLZ_SKIP_CARGO_TEST:-0}" != 1 ]; then
     cargo test
 fi
 
+step "python dependencies (tests/py-env.sh)"
+bash tests/py-env.sh
 venv=target/py-venv
-py=${BLZ_PYTHON:-python3}
-if [ ! -x "$venv/bin/python" ]; then
-    step "python virtual environment ($venv)"
-    mkdir -p target
-    "$py" -m venv "$venv"
-    "$venv/bin/python" -m pip install --quiet --upgrade pip
-fi
-step "python dependencies"
-"$venv/bin/python" -m pip install --quiet --upgrade-strategy only-if-needed \
-    "maturin>=1.5,<2" "numpy>=2" pytest hypothesis pandas pyarrow polars duckdb \
-    "dask[array,dataframe]>=2026" "distributed>=2026" "xarray>=2025.1"
 
 profile=${BLZ_PROFILE:-dev}
 step "maturin build --profile $profile (the abi3 wheel, into target/wheels)"

@@ -9,11 +9,8 @@
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 
+bash tests/s3/venv.sh
 venv=target/s3-venv
-if [ ! -x "$venv/bin/moto_server" ]; then
-    python3 -m venv "$venv"
-    "$venv/bin/python" -m pip install --quiet "moto[server]>=5" boto3
-fi
 
 port=$("$venv/bin/python" -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
 log=$(mktemp)
