@@ -7,6 +7,7 @@
 //! Nothing here knows what a table or a layer is: they, and [`Dataset`](crate::Dataset),
 //! build on it.
 
+mod block_cache;
 mod chunks;
 mod core;
 mod elements;
@@ -18,6 +19,7 @@ pub(crate) mod select;
 pub(crate) mod staging;
 
 pub(crate) use self::chunks::{identity_doc, identity_params, superchunk_name};
+pub(crate) use self::block_cache::DEFAULT_BYTES as DEFAULT_BLOCK_CACHE_BYTES;
 pub(crate) use self::chunks::{ChunkStore, ChunkWrites};
 pub(crate) use self::core::{ArrayCore, Source};
 pub(crate) use self::elements::{as_bytes, as_bytes_mut, elements_to_bytes};
