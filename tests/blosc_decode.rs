@@ -264,3 +264,57 @@ proptest! {
         }
     }
 }
+
+/// Float64 data of the two kinds the small-read benchmark uses: a linspace (1 MiB blocks
+/// of streams that compress ~20:1, which short reads walk back through their matches
+/// instead of decoding) and a random walk (128 KiB blocks, raw and barely compressed
+/// streams, decoded).
+fn floats(kind: u8, n: usize) -> Vec<u8> {
+    let mut z = 0x1234_5678u64;
+    let mut acc = 0.0f64;
+    (0..n)
+        .flat_map(|i| {
+            let v = if kind == 0 {
+                (3_000_000 + i) as f64 * (1.0 / 19_999_999.0)
+            } else {
+                z = z
+                    .wrapping_mul(6_364_136_223_846_793_005)
+                    .wrapping_add(1_442_695_040_888_963_407);
+                acc += (z >> 11) as f64 / (1u64 << 53) as f64 - 0.5;
+                acc
+            };
+            v.to_le_bytes()
+        })
+        .collect()
+}
+
+#[test]
+fn short_reads_of_float_data_are_that_part_of_the_whole() {
+    for (kind, blocksize) in [(0u8, 1 << 20), (1, 128 << 10)] {
+        let src = floats(kind, 1_000_000);
+        let c = compress(&lz4(8, Filter::Shuffle), &src).unwrap();
+        assert_eq!(validate(&c).unwrap().blocksize, blocksize, "kind {kind}");
+        let mut x = 7u64 + u64::from(kind);
+        let mut starts: Vec<usize> = (0..400)
+            .map(|_| {
+                x = x
+                    .wrapping_mul(6_364_136_223_846_793_005)
+                    .wrapping_add(1_442_695_040_888_963_407);
+                (x >> 33) as usize % 1_000_000
+            })
+            .collect();
+        // The edges of blocks, where a read spans two of them, and the chunk's ends.
+        let per = blocksize as usize / 8;
+        starts.extend([0, per - 50, per - 1, per, 3 * per - 99, 999_900, 999_999]);
+        for start in starts {
+            for count in [1usize, 3, 100, 1000] {
+                let count = count.min(1_000_000 - start);
+                assert_eq!(
+                    items(&c, start, count).unwrap(),
+                    &src[start * 8..(start + count) * 8],
+                    "kind {kind}: items {start}+{count}"
+                );
+            }
+        }
+    }
+}

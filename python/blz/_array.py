@@ -176,6 +176,13 @@ class Array(Reductions):
         self._follow()
         return self._shape[0]
 
+    def block_cache(self, max_bytes: int | None = None) -> int:
+        """Bytes of decoded Blosc blocks this handle keeps for short reads near each other
+        (a loop of ``a[i:i + 100]``); sets it when ``max_bytes`` is given (0: off). 2 MiB
+        unless set; reads at random places keep nothing. Emptied by this handle's writes
+        and whenever it shows a new commit."""
+        return _blz.block_cache(self._raw, max_bytes)
+
     def info(self) -> dict[str, Any]:
         """Shape, dtype, chunking, compression, sizes and files."""
         self._follow()

@@ -19,6 +19,7 @@ use blz::table::{
 };
 use blz::{CreateOptions, DType, Dataset, Endianness};
 mod arrow;
+mod block_cache;
 mod buffers;
 mod fancy;
 mod paths;
@@ -2028,6 +2029,7 @@ fn _blz(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<RawSelection>()?;
     m.add_class::<buffers::ReadBuffer>()?;
     m.add_function(wrap_pyfunction!(buffers::buffer_pool, m)?)?;
+    m.add_function(wrap_pyfunction!(block_cache::block_cache, m)?)?;
     m.add_function(wrap_pyfunction!(staged_write_rows, m)?)?;
     m.add_function(wrap_pyfunction!(dataset_kind, m)?)?;
     m.add_function(wrap_pyfunction!(open, m)?)?;

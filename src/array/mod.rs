@@ -13,6 +13,7 @@
 //! ```
 
 mod buffer;
+mod cache;
 mod fancy;
 pub mod staged;
 
@@ -375,6 +376,7 @@ impl Dataset {
             sizes,
             core,
         };
+        ds.set_block_cache_bytes(crate::engine::DEFAULT_BLOCK_CACHE_BYTES);
         if mode == Mode::ReadWrite {
             ds.core.store.remove_strays(ds.nchunks())?;
         }
@@ -521,12 +523,14 @@ impl Dataset {
         let Some(stamp) = self.root.stale(self.sizes.generation, &self.meta.id) else {
             return Ok(false);
         };
+        let cache = self.block_cache_bytes();
         *self = Self::open_with(
             Arc::clone(&self.root.base),
             self.root.path(),
             Mode::ReadOnly,
             false,
         )?;
+        self.set_block_cache_bytes(cache);
         self.root.set_seen(stamp);
         Ok(true)
     }

@@ -1,6 +1,7 @@
 //! The chunks of one array (or one table column): which superchunk file holds chunk `k`,
 //! verified reads through cached [`SuperchunkReader`]s, and writes planned into a [`Txn`].
 
+use super::block_cache::BlockCache;
 use crate::blpk::{
     offsets_digest, Checksum, MetaCodec, MetadataParams, SuperchunkReader, SuperchunkWriter,
     WriterOptions, OFFSETS_KEY,
@@ -68,6 +69,9 @@ pub(crate) struct ChunkStore {
     /// §14); `None` for stores without (variable-length, complex, strings, layers).
     stats: Option<StatKind>,
     readers: Mutex<HashMap<u64, Arc<SuperchunkReader>>>,
+    /// Decoded blocks kept for short reads near each other (off unless the dataset kind
+    /// turns it on: an array does, a table's many columns do not).
+    blocks: BlockCache,
 }
 
 /// The key under which a superchunk file's metadata records what it belongs to.
@@ -114,6 +118,7 @@ impl ChunkStore {
             identity: None,
             stats: None,
             readers: Mutex::new(HashMap::new()),
+            blocks: BlockCache::new(0),
         }
     }
 
@@ -316,8 +321,9 @@ impl ChunkStore {
         Ok(saved)
     }
 
-    /// Drops cached readers (after a commit changed the files).
+    /// Drops cached readers and decoded blocks (after a commit changed the files).
     pub(crate) fn invalidate(&self) {
+        self.blocks.clear();
         if let Ok(mut r) = self.readers.lock() {
             uncache(r.len());
             r.clear();
@@ -421,7 +427,67 @@ impl ChunkStore {
         dst: &mut [u8],
         scratch: &mut Vec<u8>,
     ) -> Result<()> {
+        if self.cached_getitem(k, byte_start, dst, scratch)? {
+            return Ok(());
+        }
         self.with_reader(k, |r, j| r.getitem_into(j, byte_start, dst, scratch))
+    }
+
+    /// [`getitem`](Self::getitem) through the cache of decoded blocks, when the bytes lie in
+    /// one block: from the cache, or by decoding the block whole and keeping it when a
+    /// recent short read touched it too (`engine::block_cache`). `false` when the caller
+    /// should read the bytes straight from the chunk.
+    fn cached_getitem(
+        &self,
+        k: u64,
+        byte_start: usize,
+        dst: &mut [u8],
+        scratch: &mut Vec<u8>,
+    ) -> Result<bool> {
+        let cache = &self.blocks;
+        if dst.is_empty() || cache.max_bytes() == 0 {
+            return Ok(false);
+        }
+        let (bs, nbytes) = match cache.geometry(k) {
+            Some(g) => g,
+            None => {
+                let h = self.with_reader(k, |r, j| r.chunk_header(j))?;
+                let g = (h.blocksize as usize, h.nbytes as usize);
+                cache.set_geometry(k, g);
+                g
+            }
+        };
+        let end = byte_start + dst.len();
+        // The geometry only chooses which bytes to decode together: the bytes themselves
+        // always come from the chunk, checked, so a header read wrong cannot change them.
+        if bs == 0 || end > nbytes || (end - 1) / bs != byte_start / bs {
+            return Ok(false);
+        }
+        let j = byte_start / bs;
+        let first = j * bs;
+        if cache.get(k, j, byte_start - first, dst) {
+            return Ok(true);
+        }
+        let len = bs.min(nbytes - first);
+        if len > cache.max_bytes() || !cache.touch(k, j) {
+            return Ok(false);
+        }
+        let mut block = vec![0u8; len];
+        self.with_reader(k, |r, i| r.getitem_into(i, first, &mut block, scratch))?;
+        dst.copy_from_slice(&block[byte_start - first..end - first]);
+        cache.put(k, j, block);
+        Ok(true)
+    }
+
+    /// The bound of this store's cache of decoded blocks, in bytes (0: off).
+    pub(crate) fn block_cache_bytes(&self) -> usize {
+        self.blocks.max_bytes()
+    }
+
+    /// Sets the bound of this store's cache of decoded blocks (0 turns it off and empties
+    /// it).
+    pub(crate) fn set_block_cache_bytes(&self, max_bytes: usize) {
+        self.blocks.set_max_bytes(max_bytes);
     }
 
     fn writer_options(&self, f: u64) -> WriterOptions {

@@ -7,6 +7,7 @@
 //! Nothing here knows what a table or a layer is: they, and [`Dataset`](crate::Dataset),
 //! build on it.
 
+mod block_cache;
 mod chunks;
 mod core;
 mod elements;
@@ -17,6 +18,7 @@ mod root;
 pub(crate) mod select;
 pub(crate) mod staging;
 
+pub(crate) use self::block_cache::DEFAULT_BYTES as DEFAULT_BLOCK_CACHE_BYTES;
 pub(crate) use self::chunks::{identity_doc, identity_params, superchunk_name};
 pub(crate) use self::chunks::{ChunkStore, ChunkWrites};
 pub(crate) use self::core::{ArrayCore, Source};

@@ -10,12 +10,14 @@
 //! filter, and anything this decoder does not recognise, goes to c-blosc. Item reads
 //! (`getitem`) decode only the blocks they need, here too without c-blosc's three blocks of
 //! scratch per call; a short read of a split, shuffled block gathers its items' bytes
-//! straight from the decoded streams instead of unshuffling the whole block.
+//! straight from the streams instead of unshuffling the whole block, and takes them from a
+//! well-compressed stream without decoding it (`lz4_seek`).
 
 use std::cell::RefCell;
 use std::ffi::{c_char, c_int};
 
 use super::header::{ChunkHeader, FLAG_BITSHUFFLE, FLAG_MEMCPYED, FLAG_SHUFFLE, HEADER_LEN};
+use super::lz4_seek;
 use super::CodecError;
 
 /// Codec format of LZ4 and LZ4HC chunks (the flags' top three bits).
@@ -44,6 +46,10 @@ extern "C" {
 thread_local! {
     /// Per thread: the shuffled bytes of one block, and one decoded block for item reads.
     static SCRATCH: RefCell<(Vec<u8>, Vec<u8>)> = const { RefCell::new((Vec::new(), Vec::new())) };
+    /// Per thread: the sequence table of one stream and the work list of a walk through it
+    /// (short reads, `lz4_seek`).
+    static SEEK: RefCell<(Vec<lz4_seek::Seq>, Vec<lz4_seek::Work>)> =
+        const { RefCell::new((Vec::new(), Vec::new())) };
 }
 
 /// Whether this decoder takes the chunk: LZ4 with byte shuffle or no filter, blocks of
@@ -345,14 +351,23 @@ unsafe fn unshuffle8_planes(planes: &[*const u8; 8], n: usize, out: *mut u8) {
 /// decoded streams; longer reads unshuffle the whole block with c-blosc's SIMD code.
 const SHORT_READ: usize = 16 * 1024;
 
+/// A short read walks a stream's matches back (`lz4_seek`) instead of decoding the stream
+/// when the stream is at most 1/SEEK_RATIO of its decoded size.
+const SEEK_RATIO: usize = 4;
+
 /// Copies bytes `lo .. lo + out.len()` of block `j` to `out` when the block is split into
 /// one byte-shuffled stream per byte of the type (c-blosc's layout for LZ4 with shuffle)
 /// and the read is short: stream `s` holds byte `s` of every item, so the bytes read are
-/// gathered straight from the decoded streams, with no unshuffle of the whole block (a
-/// quarter of a short read's time). `Ok(false)` otherwise, for the caller to decode and
-/// unshuffle the whole block. Every stream is still decoded whole and checked as
-/// [`decode_block`] checks it: LZ4's partial decoder copies long overlapping matches byte
-/// by byte near its stopping point, which made short reads of compressible data slower.
+/// gathered straight from the streams' items, with no unshuffle of the whole block. A
+/// stream stored raw is read in place; a compressed one is parsed, and only the items read
+/// are fetched from it by following its matches back (`lz4_seek`: no stream is decoded
+/// whole, which for compressible data in 1 MiB blocks was most of a short read's time).
+/// Of a walked stream, the sequences up to the last item read are checked as LZ4's decoder
+/// checks them, the rest is not looked at (as c-blosc's `blosc_getitem` does not look at
+/// the blocks it does not need; blz reads a chunk this way once its digest was checked,
+/// `SuperchunkReader::getitem_into`). A stream that compresses less than [`SEEK_RATIO`]:1,
+/// or whose matches chain back too far for a walk, is decoded whole. `Ok(false)` otherwise,
+/// for the caller to decode and unshuffle the whole block.
 fn read_split_items(
     header: &ChunkHeader,
     chunk: &[u8],
@@ -370,25 +385,40 @@ fn read_split_items(
         return Ok(false);
     }
     let hi = lo + out.len();
-    // Stream positions (items) needed: up to the item holding the last byte read.
-    let need = hi.div_ceil(typesize);
+    // Stream positions (items) needed: from the item holding the first byte read up to the
+    // one holding the last.
+    let (first, need) = (lo / typesize, hi.div_ceil(typesize));
     if need > b.neblock {
         return Err(corrupt(format!("block {j} read past its end")));
     }
     if shuffled.len() < header.blocksize as usize {
         shuffled.resize(header.blocksize as usize, 0);
     }
-    let mut at = b.at;
-    for s in 0..typesize {
-        let src = Block::stream(chunk, &mut at, j, s)?;
-        let plane = &mut shuffled[s * b.neblock..(s + 1) * b.neblock];
-        if src.len() == b.neblock {
-            plane[..need].copy_from_slice(&src[..need]);
-        } else {
+    let budget = lz4_seek::step_budget(need - first, b.neblock);
+    SEEK.with(|seek| -> Result<(), CodecError> {
+        let (seqs, work) = &mut *seek.borrow_mut();
+        let mut at = b.at;
+        for s in 0..typesize {
+            let src = Block::stream(chunk, &mut at, j, s)?;
+            let plane = &mut shuffled[s * b.neblock..(s + 1) * b.neblock];
+            if src.len() == b.neblock {
+                plane[first..need].copy_from_slice(&src[first..need]);
+                continue;
+            }
+            // A walk costs in proportion to the stream's sequences, a decode to its output:
+            // only a stream that compresses well is walked.
+            if src.len() * SEEK_RATIO <= b.neblock {
+                lz4_seek::parse(src, b.neblock, need - 1, seqs)
+                    .map_err(|e| corrupt(format!("block {j} stream {s}: {}", e.0)))?;
+                if lz4_seek::read(src, seqs, first, &mut plane[first..need], budget, work) {
+                    continue;
+                }
+            }
             // SAFETY: `plane` holds neblock bytes.
             unsafe { decode_stream(src, plane.as_mut_ptr(), b.neblock, j, s)? };
         }
-    }
+        Ok(())
+    })?;
     for (k, o) in out.iter_mut().enumerate() {
         let byte = lo + k;
         *o = shuffled[(byte % typesize) * b.neblock + byte / typesize];

@@ -7,6 +7,7 @@
 
 mod header;
 mod lz4;
+mod lz4_seek;
 
 pub use header::{ChunkHeader, FLAG_BITSHUFFLE, FLAG_MEMCPYED, FLAG_SHUFFLE, HEADER_LEN};
 

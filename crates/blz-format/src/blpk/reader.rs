@@ -494,6 +494,23 @@ impl SuperchunkReader {
         blosc::getitem(scratch, byte_start, dst).map_err(|e| Error::chunk(&self.path, k, e.0))
     }
 
+    /// The Blosc header of chunk `k` (its first 16 bytes, one small read): its sizes and
+    /// block size, checked as far as 16 bytes allow. Nothing else of the chunk is read or
+    /// verified.
+    ///
+    /// # Errors
+    /// [`Error::ChunkOutOfRange`], a read error, or [`Error::InvalidChunk`] when the bytes
+    /// are no Blosc header.
+    pub fn chunk_header(&self, k: u64) -> Result<ChunkHeader> {
+        let (offset, extent) = self.offset(k)?;
+        if extent < blosc::HEADER_LEN as u64 {
+            return Err(Error::chunk(&self.path, k, "chunk shorter than its header"));
+        }
+        let mut head = [0u8; blosc::HEADER_LEN];
+        self.file.read_at(offset, &mut head)?;
+        ChunkHeader::parse(&head).map_err(|e| Error::chunk(&self.path, k, e.0))
+    }
+
     /// The short read of [`getitem_into`](Self::getitem_into) for a chunk already verified
     /// (or without digests): `false` when it does not apply and the whole chunk must be read.
     fn read_blocks(
