@@ -141,7 +141,13 @@ fn threads_with_their_own_handles_append() {
         }
     });
     drop(first);
-    let all: Vec<i64> = Dataset::open(&p).unwrap().read::<i64>().unwrap().iter().copied().collect();
+    let all: Vec<i64> = Dataset::open(&p)
+        .unwrap()
+        .read::<i64>()
+        .unwrap()
+        .iter()
+        .copied()
+        .collect();
     // Cut the result into batches: each starts at i == 0 and runs on consecutively.
     let mut seen = std::collections::BTreeSet::new();
     let mut i = 0;
@@ -178,8 +184,14 @@ fn two_table_handles_see_each_other() {
     ])
     .unwrap();
     b.refresh().unwrap();
-    assert_eq!(b.column("x").unwrap().to_vec::<i32>().unwrap(), [1, 2, 3, 4]);
-    assert_eq!(b.column("y").unwrap().to_vec::<i64>().unwrap(), [0, 0, 0, 7]);
+    assert_eq!(
+        b.column("x").unwrap().to_vec::<i32>().unwrap(),
+        [1, 2, 3, 4]
+    );
+    assert_eq!(
+        b.column("y").unwrap().to_vec::<i64>().unwrap(),
+        [0, 0, 0, 7]
+    );
     b.resize(2).unwrap();
     a.refresh().unwrap();
     assert_eq!(a.nrows(), 2);
@@ -228,7 +240,9 @@ fn lock_is_held_while_a_handle_lives() {
     let pid = format!("(process {})", std::process::id());
     let out = other_process(&p);
     assert!(
-        out.contains("CHILD refused") && out.contains("locked by another writer") && out.contains(&pid),
+        out.contains("CHILD refused")
+            && out.contains("locked by another writer")
+            && out.contains(&pid),
         "{out}"
     );
     drop(a);

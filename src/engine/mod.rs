@@ -15,8 +15,8 @@ mod gather;
 mod layout;
 mod lock;
 mod root;
-mod shared;
 pub(crate) mod select;
+mod shared;
 pub(crate) mod staging;
 
 pub(crate) use self::chunks::{identity_doc, identity_params, superchunk_name};
@@ -36,6 +36,6 @@ pub use self::layout::{
 };
 pub use self::lock::Mode;
 pub(crate) use self::lock::WriterLock;
-pub(crate) use self::shared::Turn;
 pub(crate) use self::root::{commit_point, Root};
 pub use self::root::{LIVE_APPLY_WAIT, STAGED_DIR};
+pub(crate) use self::shared::Turn;

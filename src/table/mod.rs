@@ -30,8 +30,7 @@ use crate::blpk::Checksum;
 use crate::column::varlen::VarCore;
 use crate::dtype::{bytes_to_value, value_to_bytes, DType, Element, Endianness};
 use crate::engine::{
-    build_storage_meta, ArrayCore, ChunkStore, ChunkWrites, CreateOptions, Mode, Root, Source,
-    Turn,
+    build_storage_meta, ArrayCore, ChunkStore, ChunkWrites, CreateOptions, Mode, Root, Source, Turn,
 };
 use crate::error::{Error, Result};
 use crate::meta::{
