@@ -184,7 +184,10 @@ fn read_write(s: &dyn Storage, root: &Path) {
     let l = root.join("lock");
     let held = s.lock(&l).unwrap();
     let e = s.lock(&l).err().unwrap();
-    assert!(matches!(&e, Error::Locked { path } if path == &l), "{e}");
+    assert!(
+        matches!(&e, Error::Locked { path, .. } if path == &l),
+        "{e}"
+    );
     drop(held);
     let again = s.lock(&l).unwrap();
     drop(again);

@@ -234,6 +234,7 @@ impl Storage for MemStorage {
         if !self.locks.lock().unwrap().insert(path.to_path_buf()) {
             return Err(blz::Error::Locked {
                 path: path.to_path_buf(),
+                holder: Some(std::process::id()),
             });
         }
         Ok(Box::new(Held(Arc::clone(&self.locks), path.to_path_buf())))

@@ -9,7 +9,7 @@ from typing import Any
 import numpy as np
 
 from . import _blz, _fancy
-from ._errors import CorruptionError, Error, one_commit
+from ._errors import ChangedError, CorruptionError, Error, one_commit
 from ._index import empty, native
 from ._reduce import Reductions
 
@@ -120,8 +120,9 @@ class Array(Reductions):
         return changed
 
     def _follow(self) -> None:
-        if self._mode == "r":
-            self.refresh()
+        # A writing handle follows the other writing handles of this process (one atomic
+        # load when none committed).
+        self.refresh()
 
     # -- description ------------------------------------------------------------------
 
@@ -217,7 +218,7 @@ class Array(Reductions):
 
     def _read(self, key: Any) -> Any:
         # One call shows one commit whole: a read that met a writer's commit is made again.
-        return one_commit(self._mode == "r", self._follow, lambda: self._read_now(key))
+        return one_commit(True, self._follow, lambda: self._read_now(key))
 
     def _read_now(self, key: Any) -> Any:
         r = self._raw.select(key)
@@ -260,7 +261,7 @@ class Array(Reductions):
             out = k.to_numpy(out) if hasattr(k, "to_numpy") else out.reshape(k.shape)
             return out[()] if scalar and out.ndim == 0 else out
 
-        return one_commit(self._mode == "r", self._follow, now)
+        return one_commit(True, self._follow, now)
 
     def _fancy_write(self, resolve: Any, values: Any) -> None:
         k = resolve(self._shape)
@@ -275,7 +276,7 @@ class Array(Reductions):
     def _blz_reduce(self, op: str, axes: Any, ddof: float) -> Any:
         # Reductions (``a.sum()``, ``np.mean(a, axis=1)``: blz/_reduce.py) run in Rust.
         return one_commit(
-            self._mode == "r", self._follow, lambda: _blz.reduce_array(self._raw, op, axes, ddof)
+            True, self._follow, lambda: _blz.reduce_array(self._raw, op, axes, ddof)
         )
 
     def __array__(self, dtype: Any = None, copy: bool | None = None) -> np.ndarray:
@@ -306,12 +307,23 @@ class Array(Reductions):
         if _fancy.is_advanced(key):
             self._fancy_write(lambda shape: _fancy.NumpyKey(key, shape), values)
             return
-        r = self._raw.select(key)
-        buf = np.empty(r.counts, dtype=native(self._dtype))
-        buf[r.view] = values  # numpy's broadcasting and casting
-        if buf.size:
+        attempts = 20
+        while True:
+            # Resolved against the latest commit; written only if it still is when this
+            # handle's turn comes (another writing handle may commit in between).
+            self._follow()
+            r = self._raw.select(key)
+            buf = np.empty(r.counts, dtype=native(self._dtype))
+            buf[r.view] = values  # numpy's broadcasting and casting
+            if not buf.size:
+                return
             try:
                 self._raw.write_from(r, buf)
+                return
+            except ChangedError:
+                attempts -= 1
+                if attempts == 0:
+                    raise
             finally:
                 self._refresh()
 
@@ -337,6 +349,7 @@ class Array(Reductions):
 
     def append(self, values: Any) -> None:
         """Appends rows along axis 0 (one row may be given without its leading axis)."""
+        self._follow()
         v = np.asarray(values)
         if v.ndim == self.ndim - 1:
             v = v[np.newaxis]

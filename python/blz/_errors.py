@@ -83,8 +83,8 @@ def one_commit(readable: bool, follow: Any, read: Any) -> Any:
     """``read()`` on the latest commit: a read that met a writer's commit (which can leave it
     holding chunks of two commits) raises ``ChangedError`` and is made again, after ``follow()``
     has shown the new commit, up to 20 times with short growing pauses (a writer applying a
-    commit in place is given time to finish). ``readable``: the handle follows commits (mode
-    ``"r"``); a writing handle is the only writer and never retries."""
+    commit in place is given time to finish). ``readable``: the handle follows commits (every
+    handle does: a writing one those of the other writing handles of its process)."""
     attempts = 20
     pause = 0.001
     while True:

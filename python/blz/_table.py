@@ -337,12 +337,13 @@ class Table:
         return changed
 
     def _follow(self) -> None:
-        if self._mode == "r":
-            self.refresh()
+        # A writing handle follows the other writing handles of this process (one atomic
+        # load when none committed).
+        self.refresh()
 
     def _fresh(self, read: Any) -> Any:
         """``read()`` on the latest commit, made again when it met a writer's commit."""
-        return one_commit(self._mode == "r", self._follow, read)
+        return one_commit(True, self._follow, read)
 
     @property
     def path(self) -> str:

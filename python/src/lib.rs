@@ -73,7 +73,7 @@ fn error_place(e: &blz::Error) -> (Option<PathBuf>, Option<u64>) {
         E::Io { path, .. }
         | E::InvalidHeader { path, .. }
         | E::InvalidMetadata { path, .. }
-        | E::Locked { path }
+        | E::Locked { path, .. }
         | E::ReadOnly { path }
         | E::Unsupported { path, .. }
         | E::Changed { path }
@@ -739,7 +739,7 @@ impl RawArray {
         detached(py, || {
             self.write(|ds| {
                 let axes = sel.axes_for(ds.shape(), ds.path())?;
-                ds.write_bytes(axes, data.bytes())?;
+                ds.write_bytes_against(axes, &sel.against, data.bytes())?;
                 Ok(())
             })
         })

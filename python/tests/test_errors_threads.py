@@ -68,8 +68,11 @@ def test_table_corruption(tmp_path):
 def test_lock_readonly_missing_and_bounds(tmp_path):
     p = tmp_path / "l.blz"
     w = blz.create(p, np.zeros(10))
-    with pytest.raises(blz.LockedError):
-        blz.open(p, "r+")
+    # Another process is refused (a second handle of this one shares the writer:
+    # test_handles.py).
+    code = "import sys, blz\ntry:\n    blz.open(sys.argv[1], 'r+')\nexcept blz.LockedError as e:\n    print('locked', e)\n"
+    out = subprocess.run([sys.executable, "-c", code, str(p)], capture_output=True, text=True)
+    assert out.stdout.startswith("locked") and f"(process {os.getpid()})" in out.stdout, out
     r = blz.open(p)
     with pytest.raises(blz.ReadOnlyError):
         r[0] = 1

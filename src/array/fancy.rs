@@ -91,6 +91,7 @@ impl Dataset {
     /// size; otherwise as [`Dataset::read_fancy_into`]. On error the dataset keeps its last
     /// committed state.
     pub fn write_fancy_bytes(&mut self, sel: &Fancy, bytes: &[u8]) -> Result<()> {
+        let _turn = self.turn()?;
         self.check_writable()?;
         let plan = self.plan(sel)?;
         let want = sel.elements().saturating_mul(self.core.itemsize() as u64);
@@ -123,6 +124,7 @@ impl Dataset {
     /// [`Error::Mismatch`] when `T` does not hold the dataset's dtype or `data` is not of
     /// the result's shape; otherwise as [`Dataset::write_fancy_bytes`].
     pub fn write_fancy<T: Element>(&mut self, sel: &Fancy, data: &ArrayViewD<'_, T>) -> Result<()> {
+        let _turn = self.turn()?;
         check_dtype::<T>(&self.root, self.meta.dtype)?;
         let shape = self.select_fancy(sel)?;
         let want: Vec<usize> = shape.iter().map(|&n| n as usize).collect();

@@ -26,7 +26,7 @@ use crate::dtype::{DType, Element};
 use crate::engine::limits::{self as layout, GROW_STEP_CHUNKS};
 use crate::engine::{
     as_bytes, as_bytes_mut, build_storage_meta, elements_to_bytes, make_core,
-    validate_storage_meta, verify_store, ArrayCore, ChunkWrites, Root, Source,
+    validate_storage_meta, verify_store, ArrayCore, ChunkWrites, Root, Source, Turn,
 };
 use crate::error::{Error, Result};
 use crate::meta::{self, ArrayStorage, Kind, MetaPaths, Sizes};
@@ -370,7 +370,7 @@ impl Dataset {
         let core = make_core(storage.clone(), &root, PathBuf::from("data"), &meta)?;
         check_sizes(storage.as_ref(), &core, &sizes, &mp.sizes())?;
         let mode = root.mode;
-        let ds = Dataset {
+        let mut ds = Dataset {
             root,
             meta,
             sizes,
@@ -380,7 +380,28 @@ impl Dataset {
         if mode == Mode::ReadWrite {
             ds.core.store.remove_strays(ds.nchunks())?;
         }
+        ds.root.opened();
         Ok(ds)
+    }
+
+    /// This handle's turn to write, when other writing handles of this process share its
+    /// writer: one write at a time, and this handle caught up first with what the others
+    /// committed (so the write starts from the dataset's latest commit). Every write takes
+    /// it first; a write inside a write of the same handle takes it again at once.
+    pub(crate) fn turn(&mut self) -> Result<Option<Turn>> {
+        let turn = self.root.turn()?;
+        if self.root.behind() {
+            self.catch_up()?;
+        }
+        Ok(turn)
+    }
+
+    /// Reads the dataset's state again, as the other writing handles of this process left
+    /// it (in this handle's turn).
+    fn catch_up(&mut self) -> Result<()> {
+        let (root, raw) = self.root.reopen(Kind::Array)?;
+        *self = Self::from_root(root, raw)?;
+        Ok(())
     }
 
     /// The dataset's directory.
@@ -513,13 +534,19 @@ impl Dataset {
     /// blz never changes what it shows in the middle of a call, and a read that meets files
     /// a later commit rewrote fails with [`Error::Changed`], after which a refresh and the
     /// same read again see the new state. Cheap when nothing changed (one read of
-    /// `meta/sizes`); a read-write handle holds the writer lock, so nothing changes under
-    /// it and this returns `false`.
+    /// `meta/sizes`). A read-write handle shares the writer lock with the other writing
+    /// handles of this process only: it shows what they committed (one atomic load when
+    /// nothing was; its writes catch up by themselves, its reads fail with
+    /// [`Error::Changed`] until it is refreshed).
     ///
     /// # Errors
     /// As [`Dataset::open_in`] (the dataset was removed or replaced by something else); the
     /// handle is left as it was.
     pub fn refresh(&mut self) -> Result<bool> {
+        if self.root.behind() {
+            self.catch_up()?;
+            return Ok(true);
+        }
         let Some(stamp) = self.root.stale(self.sizes.generation, &self.meta.id) else {
             return Ok(false);
         };
@@ -685,6 +712,7 @@ impl Dataset {
     /// [`Error::Mismatch`] for a wrong element type or shape, [`Error::ReadOnly`], I/O errors.
     /// On error the dataset keeps its last committed state.
     pub fn append<T: Element>(&mut self, data: &ArrayViewD<'_, T>) -> Result<()> {
+        let _turn = self.turn()?;
         check_dtype::<T>(&self.root, self.meta.dtype)?;
         let rows = data.shape().first().copied().unwrap_or(0) as u64;
         let sel = self.append_selection(rows);
@@ -702,6 +730,7 @@ impl Dataset {
     /// # Errors
     /// As [`Dataset::append`].
     pub fn append_bytes(&mut self, bytes: &[u8], rows: u64) -> Result<()> {
+        let _turn = self.turn()?;
         let row_bytes = self.sizes.shape[1..].iter().product::<u64>() * self.core.itemsize() as u64;
         if bytes.len() as u64 != rows * row_bytes {
             return Err(Error::Mismatch {
@@ -733,6 +762,7 @@ impl Dataset {
         I: IntoIterator<Item = Result<B>>,
         B: AsRef<[u8]>,
     {
+        let _turn = self.turn()?;
         let row_bytes = self.sizes.shape[1..].iter().product::<u64>() * self.core.itemsize() as u64;
         let cs0 = self.meta.chunkshape[0];
         let root = self.root.to_path_buf();
@@ -850,6 +880,7 @@ impl Dataset {
     /// # Errors
     /// [`Error::ReadOnly`], I/O errors. On error the dataset keeps its last committed state.
     pub fn resize(&mut self, rows: u64) -> Result<()> {
+        let _turn = self.turn()?;
         let old = self.sizes.shape[0];
         if rows > old {
             // Grow in bounded steps so memory stays at a few chunk-rows.
@@ -880,6 +911,7 @@ impl Dataset {
         sel: S,
         data: &ArrayViewD<'_, T>,
     ) -> Result<()> {
+        let _turn = self.turn()?;
         check_dtype::<T>(&self.root, self.meta.dtype)?;
         let sel = self.resolve(sel.as_ref())?;
         let bytes = view_to_bytes(&self.root, &sel, data, self.core.itemsize())?;
@@ -892,6 +924,7 @@ impl Dataset {
     /// # Errors
     /// As [`Dataset::write_slice`].
     pub fn write_bytes(&mut self, sel: &[AxisSel], bytes: &[u8]) -> Result<()> {
+        let _turn = self.turn()?;
         let total: u64 = sel.iter().map(|s| s.count).product();
         if bytes.len() as u64 != total * self.core.itemsize() as u64 {
             return Err(Error::Mismatch {
@@ -912,6 +945,28 @@ impl Dataset {
         })
     }
 
+    /// As [`write_bytes`](Self::write_bytes), for a selection resolved against shape
+    /// `against`: written only when that is still the dataset's shape once this handle's
+    /// turn to write came (another writing handle of this process may have changed it
+    /// since), else [`Error::Changed`] and nothing written (resolve again and retry).
+    ///
+    /// # Errors
+    /// [`Error::Changed`]; as [`Dataset::write_bytes`].
+    pub fn write_bytes_against(
+        &mut self,
+        sel: &[AxisSel],
+        against: &[u64],
+        bytes: &[u8],
+    ) -> Result<()> {
+        let _turn = self.turn()?;
+        if self.sizes.shape != against {
+            return Err(Error::Changed {
+                path: self.root.to_path_buf(),
+            });
+        }
+        self.write_bytes(sel, bytes)
+    }
+
     /// The user attributes (`meta/attributes`).
     ///
     /// # Errors
@@ -925,6 +980,7 @@ impl Dataset {
     /// # Errors
     /// [`Error::ReadOnly`], I/O errors.
     pub fn set_attrs(&mut self, attrs: serde_json::Map<String, serde_json::Value>) -> Result<()> {
+        let _turn = self.turn()?;
         self.root.set_attrs(attrs)
     }
 
@@ -933,6 +989,7 @@ impl Dataset {
     /// # Errors
     /// As [`Dataset::set_attrs`].
     pub fn set_attr(&mut self, key: &str, value: serde_json::Value) -> Result<()> {
+        let _turn = self.turn()?;
         let mut a = self.attrs()?;
         a.insert(key.to_string(), value);
         self.set_attrs(a)
@@ -953,6 +1010,7 @@ impl Dataset {
     /// # Errors
     /// [`Error::ReadOnly`], corrupt chunks, I/O errors.
     pub fn compact(&mut self) -> Result<u64> {
+        let _turn = self.turn()?;
         self.check_writable()?;
         let saved = self.core.store.compact(self.nchunks())?;
         // The files now hold the same chunks in less space: a commit like any other

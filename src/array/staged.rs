@@ -232,6 +232,7 @@ impl Dataset {
     /// # Errors
     /// [`Error::ReadOnly`]; I/O errors making the directory.
     pub fn begin_staged(&mut self, rows: u64) -> Result<StagedWrite> {
+        let _turn = self.turn()?;
         self.check_writable()?;
         let cs = &self.meta.chunkshape;
         let row_chunks: u64 = self.core.row_chunks(&self.sizes.shape).max(1);
@@ -309,6 +310,7 @@ impl Dataset {
     }
 
     fn commit_staged_inner(&mut self, session: &StagedWrite, head: &[u8]) -> Result<()> {
+        let _turn = self.turn()?;
         self.check_writable()?;
         let doc = &session.doc;
         if session.root != *self.root.path()

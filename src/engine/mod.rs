@@ -2,7 +2,8 @@
 //! which superchunk file holds chunk k and the verified readers over them ([`ChunkStore`]),
 //! one operation's writes to one store inside a transaction ([`ChunkWrites`]), encoding and
 //! decoding chunks in parallel ([`ArrayCore`]), the layout of a store (`meta/storage`), the
-//! writer lock, and opening a dataset root ([`settle`], [`open_root`]).
+//! writer lock and the writer that writing handles of one process share (`shared`), and
+//! opening a dataset root ([`settle`], [`open_root`]).
 //!
 //! Nothing here knows what a table or a layer is: they, and [`Dataset`](crate::Dataset),
 //! build on it.
@@ -16,6 +17,7 @@ mod layout;
 mod lock;
 mod root;
 pub(crate) mod select;
+mod shared;
 pub(crate) mod staging;
 
 pub(crate) use self::block_cache::DEFAULT_BYTES as DEFAULT_BLOCK_CACHE_BYTES;
@@ -38,3 +40,4 @@ pub use self::lock::Mode;
 pub(crate) use self::lock::WriterLock;
 pub(crate) use self::root::{commit_point, Root};
 pub use self::root::{LIVE_APPLY_WAIT, STAGED_DIR};
+pub(crate) use self::shared::Turn;

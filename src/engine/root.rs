@@ -2,11 +2,13 @@
 //! viewed), checking its kind, reading `meta/storage` and `meta/attributes`.
 
 use super::lock::{Mode, WriterLock};
+use super::shared::{new_handle_id, SharedWriter, Turn};
 use crate::error::{Error, Result};
 use crate::meta::{self, Kind, MetaPaths};
 use crate::storage::Storage;
 use crate::txn::{self, Txn};
 use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
 /// The directory, under a dataset's root, that holds the sessions of staged writes
@@ -88,10 +90,10 @@ pub(crate) fn settle(
     }
 }
 
-/// What [`open_root`] found: the writer lock (writing), the `meta/storage` document, the
-/// storage to read through, and the kind.
+/// What [`open_root`] found: the writer (writing) with the handle's turn, held until the
+/// handle is built, the `meta/storage` document, the storage to read through, and the kind.
 type Settled = (
-    Option<WriterLock>,
+    Option<(Arc<SharedWriter>, Turn)>,
     serde_json::Value,
     Arc<dyn Storage>,
     Kind,
@@ -107,12 +109,20 @@ type Settled = (
 /// `building`: the dataset is being created in a staging directory whose lock the caller
 /// holds ([`crate::staging`]); it opens read-write without taking the lock. Otherwise a
 /// staging directory is refused.
+///
+/// Writing, the handle (numbered `handle`) joins the writer this process has for the
+/// dataset (`rejoin` when it opens again), or a new one that takes the writer lock
+/// ([`SharedWriter::join`]); it opens during its turn, so no other handle of the process
+/// writes meanwhile. Only a new writer removes the sessions of staged writes (those of
+/// the other handles are alive).
 pub(crate) fn open_root(
     storage: &Arc<dyn Storage>,
     root: &Path,
     mode: Mode,
     expect: Option<Kind>,
     building: bool,
+    handle: u64,
+    rejoin: Option<&Arc<SharedWriter>>,
 ) -> Result<Settled> {
     let mp = MetaPaths::new(root);
     // Nothing there (never was, or removed under a handle that refreshes): not found,
@@ -141,18 +151,25 @@ pub(crate) fn open_root(
             if let Ok(raw) = meta::read_json::<serde_json::Value>(storage.as_ref(), &mp.storage()) {
                 kind_to_open(&raw, root, mode, expect)?;
             }
-            Some(WriterLock::acquire(storage.as_ref(), root)?)
+            let (writer, first) = match rejoin {
+                Some(w) => (Arc::clone(w), false),
+                None => SharedWriter::join(storage.as_ref(), root)?,
+            };
+            let turn = writer.turn(handle)?;
+            Some((writer, turn, first))
         }
         _ => None,
     };
     let storage = settle(storage, root, mode)?.unwrap_or_else(|| Arc::clone(storage));
-    if lock.is_some() {
-        remove_abandoned_sessions(storage.as_ref(), root)?;
+    if let Some((_, _, first)) = &lock {
+        if *first {
+            remove_abandoned_sessions(storage.as_ref(), root)?;
+        }
         remove_meta_leftovers(storage.as_ref(), &mp)?;
     }
     let raw = meta::read_json(storage.as_ref(), &mp.storage())?;
     let kind = kind_to_open(&raw, root, mode, expect)?;
-    Ok((lock, raw, storage, kind))
+    Ok((lock.map(|(w, t, _)| (w, t)), raw, storage, kind))
 }
 
 /// The kind that the `meta/storage` document `raw` of the dataset at `root` names, checked
@@ -222,7 +239,16 @@ pub(crate) struct Root {
     /// The storage it was opened through, to open it again on a refresh.
     pub(crate) base: Arc<dyn Storage>,
     pub(crate) mode: Mode,
-    lock: Option<WriterLock>,
+    /// The writer a writing handle shares with the other writing handles of this process
+    /// on the dataset (holding the writer lock).
+    writer: Option<Arc<SharedWriter>>,
+    /// This handle's number, for the writer's turns.
+    handle: u64,
+    /// The writer's commit count ([`SharedWriter::commits`]) of the state this handle shows.
+    seen: AtomicU64,
+    /// The turn held while the handle opens (a writing handle is built from the dataset's
+    /// files while no other handle writes); the kind drops it once built ([`Root::opened`]).
+    opening: Option<Turn>,
     /// Being created in a staging directory: its commits stay there until the create
     /// publishes the whole dataset ([`crate::staging`]).
     building: bool,
@@ -262,7 +288,9 @@ impl Root {
         building: bool,
     ) -> Result<(Root, Kind, serde_json::Value)> {
         let base = Arc::clone(storage);
-        let (lock, raw, storage, kind) = open_root(&base, path, mode, expect, building)?;
+        let handle = new_handle_id();
+        let (writer, raw, storage, kind) =
+            open_root(&base, path, mode, expect, building, handle, None)?;
         let read_stamp = meta::ReadSnapshot::new(
             (mode == Mode::ReadOnly && Arc::ptr_eq(&storage, &base))
                 .then(|| meta::sizes_stamp(base.as_ref(), path))
@@ -273,12 +301,90 @@ impl Root {
             storage,
             base,
             mode,
-            lock,
+            seen: AtomicU64::new(writer.as_ref().map_or(0, |(w, _)| w.commits())),
+            handle,
+            opening: None,
+            writer: None,
             building,
             sizes_stamp: None,
             read_stamp,
-        };
+        }
+        .with_writer(writer);
         Ok((root, kind, raw))
+    }
+
+    /// This root with `writer` (the shared writer and the turn held while opening).
+    fn with_writer(mut self, writer: Option<(Arc<SharedWriter>, Turn)>) -> Root {
+        if let Some((w, t)) = writer {
+            self.writer = Some(w);
+            self.opening = Some(t);
+        }
+        self
+    }
+
+    /// A writing handle's root opened again (the same writer, the same handle, in its
+    /// turn until [`Root::opened`]), to catch up with commits other handles of this
+    /// process made; with its `meta/storage` document, checked to be of kind `expect`.
+    ///
+    /// # Errors
+    /// As [`Root::open`].
+    pub(crate) fn reopen(&self, expect: Kind) -> Result<(Root, serde_json::Value)> {
+        let Some(w) = &self.writer else {
+            return Err(Error::ReadOnly {
+                path: self.path.clone(),
+            });
+        };
+        let (writer, raw, storage, _) = open_root(
+            &self.base,
+            &self.path,
+            Mode::ReadWrite,
+            Some(expect),
+            false,
+            self.handle,
+            Some(w),
+        )?;
+        let root = Root {
+            path: self.path.clone(),
+            storage,
+            base: Arc::clone(&self.base),
+            mode: Mode::ReadWrite,
+            seen: AtomicU64::new(w.commits()),
+            handle: self.handle,
+            opening: None,
+            writer: None,
+            building: false,
+            sizes_stamp: None,
+            read_stamp: meta::ReadSnapshot::new(None),
+        }
+        .with_writer(writer);
+        Ok((root, raw))
+    }
+
+    /// Ends the turn a writing handle held while it opened (the kind built it).
+    pub(crate) fn opened(&mut self) {
+        self.opening = None;
+    }
+
+    /// This handle's turn to write, when it shares a writer ([`SharedWriter::turn`]):
+    /// held until dropped. `None` for a handle that writes alone (a dataset being built)
+    /// or reads.
+    ///
+    /// # Errors
+    /// As [`SharedWriter::turn`].
+    pub(crate) fn turn(&self) -> Result<Option<Turn>> {
+        self.writer
+            .as_ref()
+            .map(|w| w.turn(self.handle))
+            .transpose()
+    }
+
+    /// Whether another writing handle of this process committed since this handle last
+    /// read the dataset's state: it must catch up ([`Root::reopen`]) before it writes, and
+    /// a read through it fails with [`Error::Changed`]. One atomic load.
+    pub(crate) fn behind(&self) -> bool {
+        self.writer
+            .as_ref()
+            .is_some_and(|w| w.commits() != self.seen.load(Ordering::SeqCst))
     }
 
     /// The root's path.
@@ -289,7 +395,9 @@ impl Root {
     /// Hands this handle the writer lock of the dataset a create just published (opened
     /// without taking it, the create holding it): from now on it commits as any writer.
     pub(crate) fn hold(&mut self, lock: WriterLock) {
-        self.lock = Some(lock);
+        let w = SharedWriter::adopt(self.base.as_ref(), &self.path, lock);
+        self.seen.store(w.commits(), Ordering::SeqCst);
+        self.writer = Some(w);
         self.building = false;
     }
 
@@ -312,10 +420,27 @@ impl Root {
     /// As [`Txn::commit_files`] and [`Storage::publish`] ([`Error::Conflict`] on an object
     /// store when another writer committed first).
     pub(crate) fn commit(&self, txn: Txn<'_>) -> Result<()> {
-        if txn.commit_files()? && !self.building {
-            commit_point(self.storage.as_ref(), &self.path)?;
+        // Within the handle's turn (its write took it already: this is the same turn).
+        let _turn = self.turn()?;
+        let before = self.writer.as_ref().map(|w| {
+            let n = w.commits();
+            w.count_commit();
+            n
+        });
+        let r = (|| -> Result<()> {
+            if txn.commit_files()? && !self.building {
+                commit_point(self.storage.as_ref(), &self.path)?;
+            }
+            Ok(())
+        })();
+        // This handle shows its own commit (the caller takes its new state), unless it
+        // was behind already: then it still has to catch up.
+        if let Some(n) = before {
+            let _ = self
+                .seen
+                .compare_exchange(n, n + 1, Ordering::SeqCst, Ordering::SeqCst);
         }
-        Ok(())
+        r
     }
 
     /// Runs one transaction on this root: `f` writes the change into it (new meta
@@ -407,14 +532,22 @@ impl Root {
         r: Result<T>,
     ) -> Result<T> {
         let r = meta::unless_changed(self.storage.as_ref(), &self.path, generation, r);
-        meta::whole_unless_committed(
+        let r = meta::whole_unless_committed(
             self.base.as_ref(),
             &self.path,
             &self.read_stamp,
             generation,
             id,
             r,
-        )
+        );
+        // Another writing handle of this process committed (or began to) since this one
+        // caught up: what it read may mix the two states.
+        if self.behind() {
+            return Err(Error::Changed {
+                path: self.path.clone(),
+            });
+        }
+        r
     }
 
     /// The problems a verification found, with the attributes checked too (every meta file

@@ -187,8 +187,9 @@ impl Staging {
         real_dir(storage.as_ref(), &tmp).map_err(lost)?;
         real_dir(storage.as_ref(), &meta).map_err(lost)?;
         let lock = WriterLock::acquire(storage.as_ref(), &tmp).map_err(|e| match e {
-            Error::Locked { .. } => Error::Locked {
+            Error::Locked { holder, .. } => Error::Locked {
                 path: tmp.join("meta").join("lock"),
+                holder,
             },
             e => lost(e),
         })?;
@@ -373,5 +374,6 @@ fn lost_race(storage: &dyn Storage, e: Error, path: &Path, tmp: &Path, overwrite
     }
     Error::Locked {
         path: tmp.join("meta").join("lock"),
+        holder: None,
     }
 }

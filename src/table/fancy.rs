@@ -30,6 +30,7 @@ impl Table {
     /// of another length than `indices`; otherwise as [`Table::write_rows`]. On error the
     /// table keeps its last committed state.
     pub fn put(&mut self, indices: &[u64], cols: &[(&str, Values)]) -> Result<()> {
+        let _turn = self.turn()?;
         let nrows = self.nrows();
         if let Some(&bad) = indices.iter().find(|&&i| i >= nrows) {
             return Err(Error::OutOfBounds {

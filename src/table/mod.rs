@@ -30,7 +30,7 @@ use crate::blpk::Checksum;
 use crate::column::varlen::VarCore;
 use crate::dtype::{bytes_to_value, value_to_bytes, DType, Element, Endianness};
 use crate::engine::{
-    build_storage_meta, ArrayCore, ChunkStore, ChunkWrites, CreateOptions, Mode, Root, Source,
+    build_storage_meta, ArrayCore, ChunkStore, ChunkWrites, CreateOptions, Mode, Root, Source, Turn,
 };
 use crate::error::{Error, Result};
 use crate::meta::{
@@ -809,7 +809,7 @@ impl Table {
             .collect::<Result<Vec<_>>>()?;
         check_sizes(&columns, sizes.nrows.unwrap_or(0), &mp.sizes())?;
         let mode = root.mode;
-        let t = Table {
+        let mut t = Table {
             root,
             meta,
             sizes,
@@ -821,7 +821,27 @@ impl Table {
                 c.store().remove_strays(c.nchunks(n))?;
             }
         }
+        t.root.opened();
         Ok(t)
+    }
+
+    /// This handle's turn to write, when other writing handles of this process share its
+    /// writer: one write at a time, and this handle caught up first with what the others
+    /// committed (as `Dataset`'s).
+    pub(crate) fn turn(&mut self) -> Result<Option<Turn>> {
+        let turn = self.root.turn()?;
+        if self.root.behind() {
+            self.catch_up()?;
+        }
+        Ok(turn)
+    }
+
+    /// Reads the table's state again, as the other writing handles of this process left
+    /// it (in this handle's turn).
+    fn catch_up(&mut self) -> Result<()> {
+        let (root, raw) = self.root.reopen(Kind::Table)?;
+        *self = Self::from_root(root, raw)?;
+        Ok(())
     }
 
     /// The table's directory.
@@ -1001,13 +1021,19 @@ impl Table {
     /// blz never changes what it shows in the middle of a call, and a read that meets files
     /// a later commit rewrote fails with [`Error::Changed`], after which a refresh and the
     /// same read again see the new state. Cheap when nothing changed (one read of
-    /// `meta/sizes`); a read-write handle holds the writer lock, so nothing changes under
-    /// it and this returns `false`.
+    /// `meta/sizes`). A read-write handle shares the writer lock with the other writing
+    /// handles of this process only: it shows what they committed (one atomic load when
+    /// nothing was; its writes catch up by themselves, its reads fail with
+    /// [`Error::Changed`] until it is refreshed).
     ///
     /// # Errors
     /// As [`Table::open_in`] (the table was removed or replaced by something else); the
     /// handle is left as it was.
     pub fn refresh(&mut self) -> Result<bool> {
+        if self.root.behind() {
+            self.catch_up()?;
+            return Ok(true);
+        }
         let Some(stamp) = self.root.stale(self.sizes.generation, &self.meta.id) else {
             return Ok(false);
         };
@@ -1378,6 +1404,7 @@ impl Table {
     /// Missing, unknown or duplicate columns, unequal lengths, wrong types; I/O errors (the
     /// table then keeps its last committed state).
     pub fn append(&mut self, cols: &[(&str, Values)]) -> Result<()> {
+        let _turn = self.turn()?;
         let (data, n) = self.gather(cols, true)?;
         if n == 0 {
             return Ok(());
@@ -1400,6 +1427,7 @@ impl Table {
     where
         I: IntoIterator<Item = Result<Vec<(String, Values)>>>,
     {
+        let _turn = self.turn()?;
         self.check_writable()?;
         let nrows = self.nrows();
         let root = self.root.to_path_buf();
@@ -1439,6 +1467,7 @@ impl Table {
     /// # Errors
     /// As [`Table::append`], and rows outside the table.
     pub fn write_rows(&mut self, start: u64, cols: &[(&str, Values)]) -> Result<()> {
+        let _turn = self.turn()?;
         let (data, n) = self.gather(cols, false)?;
         self.check_range(start, start + n)?;
         if n == 0 {
@@ -1455,6 +1484,7 @@ impl Table {
     /// # Errors
     /// [`Error::ReadOnly`], I/O errors.
     pub fn resize(&mut self, rows: u64) -> Result<()> {
+        let _turn = self.turn()?;
         let nrows = self.nrows();
         if rows == nrows {
             return Ok(());
@@ -1512,6 +1542,7 @@ impl Table {
     /// # Errors
     /// A bad or duplicate name, bad options, [`Error::ReadOnly`], I/O errors.
     pub fn add_column(&mut self, field: Field) -> Result<()> {
+        let _turn = self.turn()?;
         schema::check_fields(std::slice::from_ref(&field))?;
         if self.meta.dtype.iter().any(|f| f.name == field.name) {
             return Err(Error::InvalidArgument(format!(
@@ -1552,6 +1583,7 @@ impl Table {
     /// Unknown field, dropping the last field of the table or of a structure,
     /// [`Error::ReadOnly`], I/O errors.
     pub fn drop_column(&mut self, path: &str) -> Result<()> {
+        let _turn = self.turn()?;
         let mut meta = self.meta.clone();
         remove_spec(&mut meta.dtype, path)?;
         let nrows = self.nrows();
@@ -1568,6 +1600,7 @@ impl Table {
     /// # Errors
     /// Unknown field, a bad or taken name, [`Error::ReadOnly`], I/O errors.
     pub fn rename_column(&mut self, path: &str, new_name: &str) -> Result<()> {
+        let _turn = self.turn()?;
         check_name(new_name)?;
         let mut meta = self.meta.clone();
         let (parent, old) = path.rsplit_once('/').map_or(("", path), |(p, n)| (p, n));
@@ -1626,6 +1659,7 @@ impl Table {
     /// # Errors
     /// [`Error::ReadOnly`], I/O errors.
     pub fn set_attrs(&mut self, attrs: serde_json::Map<String, serde_json::Value>) -> Result<()> {
+        let _turn = self.turn()?;
         self.root.set_attrs(attrs)
     }
 
@@ -1637,6 +1671,7 @@ impl Table {
     /// # Errors
     /// [`Error::ReadOnly`], corrupt chunks (naming file and chunk), I/O errors.
     pub fn compact(&mut self) -> Result<u64> {
+        let _turn = self.turn()?;
         self.check_writable()?;
         let n = self.nrows();
         let mut saved = 0;

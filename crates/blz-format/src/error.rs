@@ -102,11 +102,16 @@ pub enum Error {
         reason: String,
     },
 
-    /// Another process (or handle) holds the dataset's writer lock.
-    #[error("{path}: dataset is locked by another writer")]
+    /// Another process holds the dataset's writer lock (or, in this process, something
+    /// that does not share it: a create replacing the dataset, a copy, a handle on an
+    /// object store).
+    #[error("{path}: dataset is locked by another writer{}", holder_note(.holder))]
     Locked {
         /// The lock file.
         path: PathBuf,
+        /// The process holding it, where the platform tells (the holder wrote its process
+        /// id into the lock file, see `spec/dataset.md`).
+        holder: Option<u32>,
     },
 
     /// The dataset was opened read-only and a write was attempted.
@@ -256,5 +261,14 @@ impl Error {
                 | Error::ChecksumMismatch { .. }
                 | Error::InvalidMetadata { .. }
         )
+    }
+}
+
+/// How [`Error::Locked`] names the holder of a lock: its process, or this one.
+fn holder_note(holder: &Option<u32>) -> String {
+    match *holder {
+        Some(pid) if pid == std::process::id() => format!(" (process {pid}: this process)"),
+        Some(pid) => format!(" (process {pid})"),
+        None => String::new(),
     }
 }

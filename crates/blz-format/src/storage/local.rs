@@ -265,6 +265,7 @@ impl Storage for LocalStorage {
             let held = match file.try_lock() {
                 Ok(()) => {
                     if same_file(&file, path)? {
+                        write_holder(&file);
                         return Ok(Box::new(file));
                     }
                     // Moved away since it was opened: not the lock of `path` any more.
@@ -277,6 +278,7 @@ impl Storage for LocalStorage {
             if start.elapsed() >= LOCK_RETRY {
                 return Err(Error::Locked {
                     path: path.to_path_buf(),
+                    holder: if held { read_holder(path) } else { None },
                 });
             }
             if held {
@@ -285,6 +287,33 @@ impl Storage for LocalStorage {
             }
         }
     }
+}
+
+/// Records this process as the holder of the lock on `file` (just taken): its process id in
+/// decimal ASCII and a newline, the whole content of the file (`spec/dataset.md`, `meta/lock`),
+/// for a refused writer to name it. Best effort: a lock file that cannot be written is still
+/// a lock.
+fn write_holder(file: &File) {
+    let text = format!("{}\n", std::process::id());
+    if file.set_len(0).is_ok() {
+        let _ = file.write_all_at(text.as_bytes(), 0);
+    }
+}
+
+/// The process id the holder of the lock at `path` wrote into it ([`write_holder`]), when
+/// it is there and well formed (a holder that has not written it yet, or an older blz that
+/// writes nothing, leaves it unknown).
+fn read_holder(path: &Path) -> Option<u32> {
+    use std::io::Read;
+    use std::os::unix::fs::OpenOptionsExt;
+    let file = OpenOptions::new()
+        .read(true)
+        .custom_flags(libc::O_NOFOLLOW | libc::O_NONBLOCK)
+        .open(path)
+        .ok()?;
+    let mut text = String::new();
+    file.take(32).read_to_string(&mut text).ok()?;
+    text.strip_suffix('\n')?.parse().ok().filter(|&pid| pid > 0)
 }
 
 /// What the entry at `path` is, by its `lstat` file type.

@@ -1587,6 +1587,7 @@ impl Storage for ObjectStorage {
         if !held.insert(path.to_path_buf()) {
             return Err(Error::Locked {
                 path: path.to_path_buf(),
+                holder: Some(std::process::id()),
             });
         }
         Ok(Box::new(HeldLock(path.to_path_buf())))
