@@ -111,3 +111,44 @@ fn no_handle_serves_a_cached_block_after_its_chunk_changed() {
         check(&r, &model, &at);
     }
 }
+
+/// Two writing handles of one process share the writer: blocks one handle cached are never
+/// served after the other handle rewrote their chunk (its read fails with `Changed` until it
+/// catches up; a refresh or a write of its own does that), and a catch-up keeps the handle's
+/// cache bound.
+#[test]
+fn a_handle_does_not_serve_blocks_another_handle_rewrote() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut model = linspace();
+    let p = create(&dir, &model);
+    let mut a = Dataset::open_rw(&p).unwrap();
+    let mut b = Dataset::open_rw(&p).unwrap();
+    b.set_block_cache_bytes(8 << 20);
+    let at = places(20, 7);
+    check(&b, &model, &at);
+    let new = Array1::from_shape_fn(150, |i| -(i as f64));
+    for &q in &at[..5] {
+        a.write_slice(s![q as isize..q as isize + 150], &new.view().into_dyn())
+            .unwrap();
+        model.slice_mut(s![q..q + 150]).assign(&new);
+    }
+    let err = b.slice::<f64, _>(s![at[0] as isize..at[0] as isize + 100]);
+    assert!(matches!(err, Err(blz::Error::Changed { .. })), "{err:?}");
+    assert!(b.refresh().unwrap());
+    assert_eq!(b.block_cache_bytes(), 8 << 20);
+    check(&b, &model, &at);
+    // Now b writes (no refresh needed for a write) and a, behind, catches up on its write.
+    b.write_slice(
+        s![at[6] as isize..at[6] as isize + 150],
+        &new.view().into_dyn(),
+    )
+    .unwrap();
+    model.slice_mut(s![at[6]..at[6] + 150]).assign(&new);
+    check(&b, &model, &at);
+    a.append(&new.view().into_dyn()).unwrap();
+    assert!(a.refresh().is_ok());
+    check(&a, &model, &at);
+    assert!(b.refresh().unwrap());
+    assert_eq!(b.block_cache_bytes(), 8 << 20);
+    check(&b, &model, &at);
+}

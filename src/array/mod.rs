@@ -399,8 +399,10 @@ impl Dataset {
     /// Reads the dataset's state again, as the other writing handles of this process left
     /// it (in this handle's turn).
     fn catch_up(&mut self) -> Result<()> {
+        let cache = self.block_cache_bytes();
         let (root, raw) = self.root.reopen(Kind::Array)?;
         *self = Self::from_root(root, raw)?;
+        self.set_block_cache_bytes(cache);
         Ok(())
     }
 

@@ -27,7 +27,6 @@ use datafusion::execution::{SendableRecordBatchStream, TaskContext};
 use datafusion::logical_expr::{Between, BinaryExpr, Expr, Operator, TableProviderFilterPushDown};
 use datafusion::physical_expr::expressions::Column as PhysColumn;
 use datafusion::physical_expr::{LexOrdering, PhysicalSortExpr};
-use datafusion::physical_plan::stream::RecordBatchStreamAdapter;
 use datafusion::physical_plan::streaming::{PartitionStream, StreamingTableExec};
 use datafusion::physical_plan::ExecutionPlan;
 use std::sync::Arc;
@@ -332,26 +331,18 @@ impl PartitionStream for LayerStream {
     }
 
     fn execute(&self, _ctx: Arc<TaskContext>) -> SendableRecordBatchStream {
-        let (tx, rx) = tokio::sync::mpsc::channel::<DfResult<RecordBatch>>(2);
         let walk = Walk {
             layer: Arc::clone(&self.layer),
             schema: Arc::clone(&self.schema),
             columns: self.columns.clone(),
             range: self.range.clone(),
         };
-        // The walk reads data chunks and may wait on storage: on a blocking thread, handing
-        // batches over a short queue (it stops when the consumer is gone, after a LIMIT).
-        tokio::task::spawn_blocking(move || {
+        // A short queue: the walk stays at most two batches ahead of the engine.
+        super::blocking_stream(Arc::clone(&self.schema), 2, move |tx| {
             if let Err(e) = walk.run(&tx) {
                 let _ = tx.blocking_send(Err(to_datafusion(e)));
             }
-        });
-        let stream =
-            futures::stream::unfold(rx, |mut rx| async move { rx.recv().await.map(|b| (b, rx)) });
-        Box::pin(RecordBatchStreamAdapter::new(
-            Arc::clone(&self.schema),
-            stream,
-        ))
+        })
     }
 }
 
@@ -370,7 +361,7 @@ struct Pending {
 }
 
 impl Walk {
-    fn run(&self, tx: &tokio::sync::mpsc::Sender<DfResult<RecordBatch>>) -> crate::Result<()> {
+    fn run(&self, tx: &super::BatchSender) -> crate::Result<()> {
         let layer = self.layer.as_ref();
         let ncols = layer.ncolumns();
         let mut c0 = layer.cursor();
@@ -424,7 +415,7 @@ impl Walk {
         cursor: &mut Cursor<'_>,
         prefix: &mut Vec<Value>,
         pending: &mut Pending,
-        tx: &tokio::sync::mpsc::Sender<DfResult<RecordBatch>>,
+        tx: &super::BatchSender,
     ) -> crate::Result<bool> {
         let Some(mut child) = cursor.child()? else {
             // The last column: one output row.
@@ -467,11 +458,7 @@ impl Walk {
     }
 
     /// Sends the pending rows as a batch; false when the consumer is gone.
-    fn flush(
-        &self,
-        pending: &mut Pending,
-        tx: &tokio::sync::mpsc::Sender<DfResult<RecordBatch>>,
-    ) -> crate::Result<bool> {
+    fn flush(&self, pending: &mut Pending, tx: &super::BatchSender) -> crate::Result<bool> {
         let rows = pending.rows;
         let arrays: Vec<ArrayRef> = pending
             .values

@@ -36,6 +36,7 @@ use arrow_array::{RecordBatch, RecordBatchReader};
 use arrow_schema::{ArrowError, SchemaRef};
 use datafusion::error::DataFusionError;
 use datafusion::execution::SendableRecordBatchStream;
+use datafusion::physical_plan::stream::RecordBatchStreamAdapter;
 use datafusion::prelude::{SessionConfig, SessionContext};
 use futures::StreamExt;
 use std::sync::Arc;
@@ -282,4 +283,24 @@ fn from_boxed(b: Box<dyn std::error::Error + Send + Sync>) -> Error {
 /// A blz error as DataFusion carries it (and gives it back through [`from_datafusion`]).
 pub(crate) fn to_datafusion(e: Error) -> DataFusionError {
     DataFusionError::External(Box::new(e))
+}
+
+/// The sending end a [`blocking_stream`] producer hands its batches to.
+pub(crate) type BatchSender = tokio::sync::mpsc::Sender<datafusion::error::Result<RecordBatch>>;
+
+/// A partition's stream of batches made by `produce` on one of the runtime's blocking
+/// threads: reading decodes chunks on blz's rayon pool and may wait on storage, which must
+/// never hold up the engine's workers. `capacity` batches wait in the queue at most (the
+/// producer works ahead by that much); the producer sees a send fail when the consumer is
+/// gone (after a LIMIT) and should stop.
+pub(crate) fn blocking_stream(
+    schema: SchemaRef,
+    capacity: usize,
+    produce: impl FnOnce(BatchSender) + Send + 'static,
+) -> SendableRecordBatchStream {
+    let (tx, rx) = tokio::sync::mpsc::channel(capacity.max(1));
+    tokio::task::spawn_blocking(move || produce(tx));
+    let stream =
+        futures::stream::unfold(rx, |mut rx| async move { rx.recv().await.map(|b| (b, rx)) });
+    Box::pin(RecordBatchStreamAdapter::new(schema, stream))
 }

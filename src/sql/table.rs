@@ -29,7 +29,6 @@ use datafusion::execution::{SendableRecordBatchStream, TaskContext};
 use datafusion::logical_expr::utils::conjunction;
 use datafusion::logical_expr::{Expr, TableProviderFilterPushDown};
 use datafusion::physical_optimizer::pruning::PruningPredicateBuilder;
-use datafusion::physical_plan::stream::RecordBatchStreamAdapter;
 use datafusion::physical_plan::streaming::{PartitionStream, StreamingTableExec};
 use datafusion::physical_plan::ExecutionPlan;
 use std::collections::HashMap;
@@ -210,17 +209,12 @@ impl PartitionStream for RangeStream {
                 .div_ceil(batch_rows as u64),
         )
         .unwrap_or(usize::MAX);
-        // Room for one range's slices: the reader decodes the next range while the engine
-        // works on this one (two ranges in memory per partition at most).
-        let (tx, rx) =
-            tokio::sync::mpsc::channel::<DfResult<RecordBatch>>(per_range.clamp(1, 1024));
         let table = Arc::clone(&self.table);
         let export = self.export.clone();
         let ranges = self.ranges.clone();
-        // Reading decodes chunks on blz's rayon pool and may wait on storage: on a blocking
-        // thread, never on the engine's workers. It stops when the consumer is gone (after a
-        // LIMIT).
-        tokio::task::spawn_blocking(move || {
+        // Room for one range's slices: the reader decodes the next range while the engine
+        // works on this one (two ranges in memory per partition at most).
+        super::blocking_stream(schema, per_range.clamp(1, 1024), move |tx| {
             for (start, end) in ranges {
                 let batch = match export.read(&table, start, end) {
                     Ok(b) => b,
@@ -241,10 +235,7 @@ impl PartitionStream for RangeStream {
                     offset += len;
                 }
             }
-        });
-        let stream =
-            futures::stream::unfold(rx, |mut rx| async move { rx.recv().await.map(|b| (b, rx)) });
-        Box::pin(RecordBatchStreamAdapter::new(schema, stream))
+        })
     }
 }
 
