@@ -51,10 +51,14 @@ fn only_commit_point_calls_publish() {
                 in_commit_point = line.contains("fn commit_point(");
             }
             let code = line.split("//").next().unwrap_or("");
-            if let Some(at) = code.find("publish(") {
-                let rest = &code[at + "publish(".len()..];
+            let call = ["publish(", "publish_with_front("]
+                .into_iter()
+                .find_map(|name| code.find(name).map(|at| (at, name)));
+            if let Some((at, name)) = call {
+                let rest = &code[at + name.len()..];
                 let is_storage_call = !rest.trim_start().starts_with(')')
                     && !code.contains("fn publish(")
+                    && !code.contains("fn publish_with_front(")
                     && !code.contains("fn commit_point(");
                 if is_storage_call {
                     calls.push((f.clone(), i + 1, line.trim().to_string(), in_commit_point));

@@ -1,7 +1,7 @@
 //! Datasets on an S3-compatible object store (`tests/s3/run.sh` runs these against a local
 //! moto server; without one they are skipped, saying so): round trips of arrays, tables and
 //! layers through `s3://` URLs, the requests a small read costs (of the library, and of a
-//! `blz` process through its request log), snapshots kept by readers, the conditional commit
+//! `blz` process through its request log: two, the state and the chunk), snapshots kept by readers, the conditional commit
 //! refusing a stale writer, two `blz` processes racing, kills of real `blz` processes at
 //! random moments, and garbage collection that spares what a reader of the previous state
 //! needs. The `_in_memory` tests run the same dataset code on an in-memory object store
@@ -10,7 +10,7 @@
 mod common;
 
 use blz::layer::{ColumnDef, Layer, LayerSchema, LayerWriter, LeafKind, Value};
-use blz::storage::object::collect_garbage;
+use blz::storage::object::{collect_garbage, StateFile};
 use blz::storage::{ObjectStorage, Storage};
 use blz::table::{Field, Table, TableOptions, Values};
 use blz::{CreateOptions, DType, Dataset, Error, Mode};
@@ -237,10 +237,10 @@ fn layer_round_trip_in_memory() {
     layer_life(&Place::memory("runs/l.blz"));
 }
 
-/// Opening a dataset and reading ten elements costs the state object, the first block of
-/// one superchunk object (header, metadata, offsets) and the one chunk: three requests. A
-/// whole read costs one request per chunk and per superchunk file.
-fn ten_elements_cost_three_requests(place: &Place) {
+/// Opening a dataset and reading ten elements costs the state object (which holds a copy of
+/// every superchunk file's header, metadata and offsets: its front) and the one chunk: two
+/// requests. A whole read costs one request per chunk.
+fn ten_elements_cost_two_requests(place: &Place) {
     let mut ds = Dataset::create_in(
         place.storage(),
         &place.root,
@@ -258,31 +258,40 @@ fn ten_elements_cost_three_requests(place: &Place) {
     let ds = Dataset::open_in(s.clone(), &place.root, Mode::ReadOnly).unwrap();
     let ten = ds.slice::<i64, _>(s![654_321..654_331]).unwrap();
     assert_eq!(ten.into_iter().collect::<Vec<_>>(), &v[654_321..654_331]);
-    assert_eq!(s.requests(), 3, "requests to open and read ten elements");
-    // Ten more in the same chunk cost nothing more than the chunk again; in another chunk
-    // of the same superchunk, one request.
+    assert_eq!(s.requests(), 2, "requests to open and read ten elements");
+    // Ten more in another chunk of the same superchunk (or of another): one request.
     ds.slice::<i64, _>(s![640_000..640_010]).unwrap();
+    assert_eq!(s.requests(), 3);
+    ds.slice::<i64, _>(s![5..15]).unwrap();
     assert_eq!(s.requests(), 4);
-    // A whole read, right after open: each superchunk's first block once (however many
-    // threads race for it) and each chunk once.
+    // A whole read, right after open: each chunk once, and nothing else.
     let s = place.storage();
     let ds = Dataset::open_in(s.clone(), &place.root, Mode::ReadOnly).unwrap();
     let all: Vec<i64> = ds.read::<i64>().unwrap().into_iter().collect();
     assert_eq!(all, v);
-    assert_eq!(s.requests(), 1 + 2 + 100);
+    assert_eq!(s.requests(), 1 + 100);
+    // Every superchunk file of the state carries its front.
+    let state = s.state().unwrap();
+    let fronts = state
+        .files
+        .iter()
+        .filter(|(rel, _)| rel.starts_with("data/"))
+        .map(|(_, f)| matches!(f, StateFile::Object { front: Some(_), .. }))
+        .collect::<Vec<_>>();
+    assert_eq!(fronts, vec![true, true], "{state:?}");
 }
 
 #[test]
-fn ten_elements_after_open_cost_three_requests() {
+fn ten_elements_after_open_cost_two_requests() {
     let Some(place) = Place::s3("r.blz") else {
         return;
     };
-    ten_elements_cost_three_requests(&place);
+    ten_elements_cost_two_requests(&place);
 }
 
 #[test]
-fn ten_elements_after_open_cost_three_requests_in_memory() {
-    ten_elements_cost_three_requests(&Place::memory("runs/r.blz"));
+fn ten_elements_after_open_cost_two_requests_in_memory() {
+    ten_elements_cost_two_requests(&Place::memory("runs/r.blz"));
 }
 
 /// `n` values that hardly compress (a fixed seed).
@@ -852,29 +861,22 @@ fn noise_table(url: &str, v: &[i64]) {
     t.append(&[("id", Values::from_slice(v))]).unwrap();
 }
 
-/// The last two requests of a read of ten elements of the first chunk: the superchunk
-/// object's first 64 KiB, then the chunk (larger than that block, so a request of its own)
-/// from the same object.
-fn ends_with_head_and_chunk(url: &str, log: &[String]) {
-    let shown = log.join("\n");
-    let n = log.len();
-    assert!(n >= 2, "requests:\n{shown}");
-    let data = format!("GET {url}/data/");
-    let object = log[n - 2]
-        .strip_suffix(" bytes=0-65535")
-        .filter(|o| o.starts_with(&data))
-        .unwrap_or_else(|| panic!("not the first block of a data object:\n{shown}"));
-    assert!(
-        log[n - 1].starts_with(&format!("{object} bytes=")),
-        "not a range of the same object:\n{shown}"
-    );
+/// The requests of an open and a read of ten elements of the first chunk: the state, then
+/// the chunk, a range of a data object that does not start at its first byte (the header,
+/// metadata and offsets table come with the state).
+fn state_then_chunk(url: &str, log: &[String]) -> bool {
+    log.len() == 2
+        && log[0] == format!("GET {url}/meta/state")
+        && log[1].starts_with(&format!("GET {url}/data/"))
+        && log[1].contains(" bytes=")
+        && !log[1].contains(" bytes=0-")
 }
 
-/// `blz get s3://… 0:10` of an array and of a table costs three requests
-/// (`spec/object-store.md` §4): the state object, the first block of the superchunk object,
-/// the chunk. The request log is printed when it is not so.
+/// `blz get s3://… 0:10` of an array and of a table costs two requests
+/// (`spec/object-store.md` §4): the state object and the chunk. The request log is printed
+/// when it is not so.
 #[test]
-fn blz_get_of_ten_elements_costs_three_requests() {
+fn blz_get_of_ten_elements_costs_two_requests() {
     let v = noise(200_000);
     let mut wrong = Vec::new();
     for (name, make) in [
@@ -885,10 +887,9 @@ fn blz_get_of_ten_elements_costs_three_requests() {
         make(&url, &v);
         let (out, log) = blz_requests(&["get", &url, "0:10"]);
         assert!(out.contains(&v[9].to_string()), "{out}");
-        ends_with_head_and_chunk(&url, &log);
-        if log.len() != 3 || log[0] != format!("GET {url}/meta/state") {
+        if !state_then_chunk(&url, &log) {
             wrong.push(format!(
-                "blz get {url} 0:10 made {} requests, not the state, first block and chunk:\n{}",
+                "blz get {url} 0:10 made {} requests, not the state and the chunk:\n{}",
                 log.len(),
                 log.join("\n")
             ));
@@ -898,9 +899,10 @@ fn blz_get_of_ten_elements_costs_three_requests() {
 }
 
 /// The request log of a `blz` process lists every request it makes: `blz gc` of a dataset
-/// with nothing to collect reads the state and lists the prefix; `blz get` of ten elements
-/// reads the state (before anything else) and then the superchunk's first block and the
-/// chunk; a commit ends with the conditional write of the state. A log file that cannot be
+/// with nothing to collect reads the state, writes its clock probe, lists the prefix and
+/// deletes the probe; `blz get` of ten elements
+/// reads the state and then the chunk; a commit ends with the conditional write of the
+/// state. A log file that cannot be
 /// opened is an error naming the variable.
 #[test]
 fn the_request_log_counts_a_blz_process() {
@@ -910,21 +912,23 @@ fn the_request_log_counts_a_blz_process() {
     let v = noise(200_000);
     noise_array(&url, &v);
     let (_, log) = blz_requests(&["gc", &url]);
+    let probe = log
+        .get(1)
+        .and_then(|l| l.strip_prefix(&format!("PUT {url}/")))
+        .filter(|p| p.starts_with("gc-clock."))
+        .unwrap_or_else(|| panic!("no clock probe written:\n{}", log.join("\n")));
     assert_eq!(
         log,
-        vec![format!("GET {url}/meta/state"), format!("LIST {url}/")]
+        vec![
+            format!("GET {url}/meta/state"),
+            format!("PUT {url}/{probe}"),
+            format!("LIST {url}/"),
+            format!("DELETE {url}/{probe}"),
+        ]
     );
     let (out, log) = blz_requests(&["get", &url, "0:10"]);
     assert!(out.contains(&v[9].to_string()), "{out}");
-    let shown = log.join("\n");
-    assert_eq!(log[0], format!("GET {url}/meta/state"), "{shown}");
-    ends_with_head_and_chunk(&url, &log);
-    assert!(
-        log[..log.len() - 2]
-            .iter()
-            .all(|l| *l == format!("GET {url}/meta/state")),
-        "{shown}"
-    );
+    assert!(state_then_chunk(&url, &log), "{}", log.join("\n"));
     let (_, log) = blz_requests(&["resize", &url, "150000"]);
     assert_eq!(
         log.last(),

@@ -3,6 +3,7 @@ runs these against a local moto server (it sets ``AWS_ENDPOINT_URL`` and the tes
 without an endpoint they are skipped."""
 
 import os
+import pathlib
 import subprocess
 import sys
 import uuid
@@ -35,6 +36,42 @@ def test_array_round_trip():
     np.testing.assert_array_equal(r[-10:], np.full(10, -1.0))
     assert r[12345] == data[12345]
     assert r.attrs["units"] == "m"
+
+
+REPO = pathlib.Path(__file__).resolve().parents[2]
+
+
+def test_open_and_ten_elements_cost_two_requests():
+    """Opening a dataset and reading ten elements costs two requests, counted where they
+    arrive (a proxy in front of the server, ``tests/s3/counting_proxy.py``): the state
+    object, then one ranged GET of the chunk (the state holds the superchunk file's header,
+    metadata and offsets). From Python, and from the ``blz`` command when it is built
+    (``BLZ_BIN``, else ``target/debug/blz``)."""
+    sys.path.insert(0, str(REPO / "tests" / "s3"))
+    from counting_proxy import CountingProxy
+
+    u = url("n.blz")
+    data = np.random.default_rng(7).integers(-(2**62), 2**62, size=200_000, dtype=np.int64)
+    blz.create(u, data, chunks=(10_000,), superchunksize=64)
+    bucket, key = u.removeprefix("s3://").split("/", 1)
+    clients = [
+        ("python", [sys.executable, "-c", f"import blz; print(blz.open({u!r})[654:664].tolist())"])
+    ]
+    cli = os.environ.get("BLZ_BIN") or str(REPO / "target" / "debug" / "blz")
+    if os.access(cli, os.X_OK):
+        clients.append(("blz", [cli, "get", u, "654:664"]))
+    with CountingProxy(os.environ["AWS_ENDPOINT_URL"]) as proxy:
+        for name, cmd in clients:
+            env = dict(os.environ, AWS_ENDPOINT_URL=proxy.url)
+            env.pop("BLZ_S3_REQUEST_LOG", None)
+            out = subprocess.run(cmd, env=env, capture_output=True, text=True, check=True)
+            assert str(data[663]) in out.stdout, (name, out.stdout)
+            got = proxy.take()
+            assert len(got) == 2, f"{name}: {got}"
+            assert got[0] == ("GET", f"/{bucket}/{key}/meta/state", None), f"{name}: {got}"
+            method, path, rng = got[1]
+            assert method == "GET" and path.startswith(f"/{bucket}/{key}/data/"), f"{name}: {got}"
+            assert rng.startswith("bytes=") and not rng.startswith("bytes=0-"), f"{name}: {got}"
 
 
 def test_table_round_trip():

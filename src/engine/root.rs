@@ -219,7 +219,9 @@ fn read_attrs(
 /// already was that step; the conditional write of the state object on an object store).
 /// Nothing else in blz calls [`Storage::publish`] (`tests/one_door.rs` checks it).
 pub(crate) fn commit_point(storage: &dyn Storage, root: &Path) -> Result<()> {
-    storage.publish(root)
+    // The front matter of superchunk files is what an object store keeps beside its state,
+    // so that a chunk read is one request.
+    storage.publish_with_front(root, &crate::blpk::front_ranges)
 }
 
 /// A dataset's root, as every kind of dataset holds it: where it is, the storage it is

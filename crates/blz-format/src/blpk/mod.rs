@@ -6,6 +6,7 @@
 //! The byte layout is described in `spec/blpk.md`.
 
 mod checksum;
+mod front;
 mod header;
 mod metadata;
 mod pack;
@@ -14,6 +15,7 @@ mod seal;
 mod writer;
 
 pub use checksum::{hex, Checksum, DigestBytes, MAX_DIGEST_LEN};
+pub use front::front_ranges;
 pub use header::{
     FileHeader, FORMAT_VERSION, HEADER_LEN, MAGIC, OPT_KNOWN, OPT_METADATA, OPT_OFFSETS,
     OPT_SCATTERED, OPT_VARLEN,

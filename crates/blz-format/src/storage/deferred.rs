@@ -119,6 +119,9 @@ impl Storage for Deferred {
     fn publish(&self, root: &Path) -> Result<()> {
         self.inner.publish(root)
     }
+    fn publish_with_front(&self, root: &Path, front: &super::FrontRanges<'_>) -> Result<()> {
+        self.inner.publish_with_front(root, front)
+    }
     fn commits_by_publish(&self) -> bool {
         self.inner.commits_by_publish()
     }

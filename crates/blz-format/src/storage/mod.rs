@@ -232,6 +232,19 @@ pub trait Storage: Send + Sync + std::fmt::Debug {
         let _ = root;
         Ok(())
     }
+    /// [`Storage::publish`], told which bytes of a file every reader of it reads first:
+    /// `front(file)` gives those byte ranges of a file (a superchunk file's header, metadata
+    /// section and offsets table), or `None`. A backend where each read is a request may keep
+    /// a copy of them where opening the dataset finds them (the object store keeps them in
+    /// its state object, `spec/object-store.md` §3), so that a reader's first read of a chunk
+    /// is one request. The default ignores `front` and publishes.
+    ///
+    /// # Errors
+    /// As [`Storage::publish`].
+    fn publish_with_front(&self, root: &Path, front: &FrontRanges<'_>) -> Result<()> {
+        let _ = front;
+        self.publish(root)
+    }
     /// True when [`Storage::publish`] is the commit point: nothing written is visible to
     /// other readers before it (an object store). A transaction then applies its change to
     /// the files directly, without a journal; otherwise (the default, a filesystem) the
@@ -246,6 +259,11 @@ pub trait Storage: Send + Sync + std::fmt::Debug {
         let _ = root;
     }
 }
+
+/// Of a file, the byte ranges every reader of it reads before anything else, or `None`
+/// ([`Storage::publish_with_front`]).
+pub type FrontRanges<'a> =
+    dyn Fn(&dyn StorageFile) -> Option<Vec<std::ops::Range<u64>>> + Sync + 'a;
 
 /// Holds a lock taken with [`Storage::lock`]; dropping it releases the lock.
 pub type LockGuard = Box<dyn std::any::Any + Send + Sync>;

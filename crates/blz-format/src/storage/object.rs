@@ -17,7 +17,7 @@
 //! [`Error::Conflict`]; its uploads are orphans that [`collect_garbage`] removes. The state
 //! object and the collection rule are described in `spec/object-store.md`.
 
-use super::{LockGuard, OpenMode, Storage, StorageFile};
+use super::{FrontRanges, LockGuard, OpenMode, Storage, StorageFile};
 use crate::error::{Error, Result};
 use bytes::Bytes;
 use futures::{StreamExt, TryStreamExt};
@@ -52,6 +52,9 @@ const PARALLEL: usize = 8;
 const CONCURRENT_READS: usize = 16;
 /// Largest state object blz reads.
 const MAX_STATE: u64 = 64 << 20;
+/// Largest front matter of one file kept in the state object ([`Front`]): a larger one is
+/// read from the file's object.
+pub const MAX_FRONT: u64 = 1 << 20;
 
 /// One file of a committed state.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -63,6 +66,9 @@ pub enum StateFile {
         key: String,
         /// The file's length in bytes (the object's size).
         len: u64,
+        /// A copy of the bytes every reader of the file reads first, if the writer kept one.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        front: Option<Front>,
     },
     /// A small meta document kept in the state itself.
     Inline {
@@ -71,13 +77,168 @@ pub enum StateFile {
     },
 }
 
+/// A copy of the bytes of a file that every reader of it reads before anything else (a
+/// superchunk file's header, metadata section and offsets table), kept in the state object
+/// so that reading a chunk of the file is one request (`spec/object-store.md` §3).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Front {
+    /// The byte ranges copied, each `[start, length]`: in increasing order, apart, none
+    /// empty, inside the file, [`MAX_FRONT`] bytes at most in all.
+    pub ranges: Vec<[u64; 2]>,
+    /// The ranges' bytes, concatenated in order, compressed with zlib (RFC 1950) and
+    /// encoded in base64 (RFC 4648, standard alphabet, padded).
+    pub zlib: String,
+}
+
+impl Front {
+    /// The copy of `ranges` of a file, given their bytes concatenated.
+    fn new(ranges: &[std::ops::Range<u64>], bytes: &[u8]) -> Option<Front> {
+        use std::io::Write;
+        let mut z = flate2::write::ZlibEncoder::new(Vec::new(), flate2::Compression::default());
+        z.write_all(bytes).ok()?;
+        Some(Front {
+            ranges: ranges.iter().map(|r| [r.start, r.end - r.start]).collect(),
+            zlib: base64_encode(&z.finish().ok()?),
+        })
+    }
+
+    /// What is wrong with it for a file of `len` bytes, if anything.
+    fn fault(&self, len: u64) -> Option<String> {
+        let mut at = 0u64;
+        let mut total = 0u64;
+        for (i, &[start, n]) in self.ranges.iter().enumerate() {
+            let end = start.checked_add(n).filter(|&e| e <= len);
+            if n == 0 || (i > 0 && start <= at) || end.is_none() {
+                return Some(format!(
+                    "front range {i} ([{start}, {n}]) is empty, out of order or past the \
+                     file's {len} bytes"
+                ));
+            }
+            at = end.unwrap_or(len);
+            total += n;
+        }
+        (total > MAX_FRONT).then(|| format!("front of {total} bytes, over {MAX_FRONT}"))
+    }
+
+    fn total(&self) -> u64 {
+        self.ranges.iter().map(|r| r[1]).sum()
+    }
+}
+
+/// A file's [`Front`] as a reader holds it: decoded on its first use.
+struct FrontCopy {
+    front: Front,
+    bytes: OnceLock<std::result::Result<Bytes, String>>,
+}
+
+impl FrontCopy {
+    fn new(front: Front) -> Arc<FrontCopy> {
+        Arc::new(FrontCopy {
+            front,
+            bytes: OnceLock::new(),
+        })
+    }
+
+    /// Where the file's bytes `start..end` lie in the decoded copy, if they lie in one range.
+    fn find(&self, start: u64, end: u64) -> Option<usize> {
+        let mut at = 0u64;
+        for &[s, n] in &self.front.ranges {
+            if s <= start && end <= s + n {
+                return usize::try_from(at + (start - s)).ok();
+            }
+            at += n;
+        }
+        None
+    }
+
+    /// The ranges' bytes, concatenated.
+    fn bytes(&self) -> std::result::Result<&Bytes, String> {
+        self.bytes
+            .get_or_init(|| {
+                use std::io::Read;
+                let total = self.front.total();
+                let packed = base64_decode(&self.front.zlib)
+                    .ok_or_else(|| "a front whose zlib field is not base64".to_string())?;
+                let mut out = Vec::new();
+                flate2::read::ZlibDecoder::new(&packed[..])
+                    .take(total + 1)
+                    .read_to_end(&mut out)
+                    .map_err(|e| format!("a front that does not decompress: {e}"))?;
+                if out.len() as u64 != total {
+                    return Err(format!(
+                        "a front of {} bytes where its ranges hold {total}",
+                        out.len()
+                    ));
+                }
+                Ok(Bytes::from(out))
+            })
+            .as_ref()
+            .map_err(String::clone)
+    }
+}
+
+const BASE64: &[u8; 64] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+
+fn base64_encode(data: &[u8]) -> String {
+    let mut out = String::with_capacity(data.len().div_ceil(3) * 4);
+    for c in data.chunks(3) {
+        let b = [
+            c[0],
+            c.get(1).copied().unwrap_or(0),
+            c.get(2).copied().unwrap_or(0),
+        ];
+        let n = u32::from(b[0]) << 16 | u32::from(b[1]) << 8 | u32::from(b[2]);
+        for i in 0..4 {
+            if i <= c.len() {
+                out.push(char::from(BASE64[(n >> (18 - 6 * i) & 63) as usize]));
+            } else {
+                out.push('=');
+            }
+        }
+    }
+    out
+}
+
+fn base64_decode(text: &str) -> Option<Vec<u8>> {
+    let t = text.as_bytes();
+    if t.len() % 4 != 0 {
+        return None;
+    }
+    let mut out = Vec::with_capacity(t.len() / 4 * 3);
+    for (q, quad) in t.chunks(4).enumerate() {
+        let last = q + 1 == t.len() / 4;
+        let pad = quad.iter().rev().take_while(|&&c| c == b'=').count();
+        if pad > 2 || (pad > 0 && !last) {
+            return None;
+        }
+        let mut n = 0u32;
+        for &c in &quad[..4 - pad] {
+            let v = BASE64.iter().position(|&a| a == c)? as u32;
+            n = n << 6 | v;
+        }
+        n <<= 6 * pad as u32;
+        let bytes = [(n >> 16) as u8, (n >> 8) as u8, n as u8];
+        out.extend_from_slice(&bytes[..3 - pad]);
+    }
+    Some(out)
+}
+
 /// An object a commit stopped using, and when.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Retired {
     /// The object's key below the dataset's prefix.
     pub key: String,
-    /// When the commit that stopped using it was made (seconds since the Unix epoch).
+    /// When the commit that stopped using it was made (seconds since the Unix epoch, by the
+    /// writer's clock: for people; [`collect_garbage`] does not trust it).
     pub at: u64,
+    /// The generation of the commit that stopped using it (absent in states written before).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub generation: Option<u64>,
+    /// A time at or after which the state that stopped using it was stored, by the store's
+    /// clock (seconds since the Unix epoch): the Last-Modified of a state that no longer used
+    /// it, set by the next writer that read that state. Absent until then.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub stored_by: Option<u64>,
 }
 
 /// The state object, `<root>/meta/state` (`spec/object-store.md`).
@@ -96,12 +257,51 @@ pub struct State {
     /// Objects no longer used, not yet collected.
     #[serde(default)]
     pub retired: Vec<Retired>,
+    /// The write id of the conditional write that stored this state: 32 lowercase
+    /// hexadecimal digits drawn at random by the writer for that one write. A writer whose
+    /// write failed or lost its answer reads the state back and finds its id here (or in
+    /// [`State::earlier_write_ids`]) when the write took effect. Absent in states written
+    /// before write ids.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub write_id: Option<String>,
+    /// The write ids of the states this one replaced, oldest first, the last
+    /// [`EARLIER_WRITE_IDS`] at most: a writer whose write took effect and was at once
+    /// replaced by another writer's still learns that it took effect.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub earlier_write_ids: Vec<String>,
+}
+
+/// How many write ids of earlier states a state keeps ([`State::earlier_write_ids`]).
+pub const EARLIER_WRITE_IDS: usize = 31;
+
+impl State {
+    /// Stamps `self` as the state a new conditional write stores: a fresh write id, the
+    /// previous one (`self`'s, if any) pushed onto the earlier ones.
+    fn stamp_write(&mut self) {
+        if let Some(prev) = self.write_id.take() {
+            self.earlier_write_ids.push(prev);
+        }
+        let excess = self
+            .earlier_write_ids
+            .len()
+            .saturating_sub(EARLIER_WRITE_IDS);
+        self.earlier_write_ids.drain(..excess);
+        self.write_id = Some(format!("{:032x}", rand::random::<u128>()));
+    }
+
+    /// Whether the conditional write with id `id` took effect, as this state (read after it)
+    /// tells.
+    fn records_write(&self, id: &str) -> bool {
+        self.write_id.as_deref() == Some(id) || self.earlier_write_ids.iter().any(|w| w == id)
+    }
 }
 
 fn now_secs() -> u64 {
-    SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .map_or(0, |d| d.as_secs())
+    unix_secs(SystemTime::now())
+}
+
+fn unix_secs(t: SystemTime) -> u64 {
+    t.duration_since(UNIX_EPOCH).map_or(0, |d| d.as_secs())
 }
 
 /// The tokio runtime every object-store call runs on, made on first use.
@@ -356,7 +556,7 @@ impl Backend {
     /// the state object as it is now (see [`Backend::get_range`]).
     fn missing_object(&self, key: &str, path: &Path) -> Error {
         let now = match self.fetch_state() {
-            Ok((state, _)) => state,
+            Ok((state, _, _)) => state,
             Err(e) => return e,
         };
         let Some(now) = now else {
@@ -397,7 +597,10 @@ impl Backend {
     }
 
     /// Reads the state object: the state and its version, or none when it is absent.
-    fn fetch_state(&self) -> Result<(Option<State>, Option<UpdateVersion>)> {
+    /// Reads the state object: the state, its version and when the store stored it (its
+    /// Last-Modified, seconds since the Unix epoch by the store's clock), or none when it is
+    /// absent.
+    fn fetch_state(&self) -> Result<(Option<State>, Option<UpdateVersion>, Option<u64>)> {
         let rt = runtime()?;
         let loc = self.key(STATE_KEY);
         let path = self.root.join(STATE_KEY);
@@ -409,14 +612,15 @@ impl Backend {
                 e_tag: r.meta.e_tag.clone(),
                 version: r.meta.version.clone(),
             };
+            let stored = unix_secs(SystemTime::from(r.meta.last_modified));
             if r.meta.size > MAX_STATE {
-                return Ok((None, version));
+                return Ok((None, version, stored));
             }
-            Ok::<_, object_store::Error>((Some(r.bytes().await?), version))
+            Ok::<_, object_store::Error>((Some(r.bytes().await?), version, stored))
         });
-        let (bytes, version) = match got {
+        let (bytes, version, stored) = match got {
             Ok(x) => x,
-            Err(object_store::Error::NotFound { .. }) => return Ok((None, None)),
+            Err(object_store::Error::NotFound { .. }) => return Ok((None, None, None)),
             Err(e) => return Err(self.error("read", &path, Client::Read, started, e)),
         };
         let bytes = bytes.ok_or_else(|| {
@@ -446,8 +650,18 @@ impl Backend {
                     format!("file {rel:?} is not a plain path inside the dataset"),
                 ));
             }
+            if let StateFile::Object {
+                len,
+                front: Some(front),
+                ..
+            } = f
+            {
+                if let Some(why) = front.fault(*len) {
+                    return Err(Error::metadata(&path, format!("file {rel:?}: {why}")));
+                }
+            }
         }
-        Ok((Some(state), Some(version)))
+        Ok((Some(state), Some(version), Some(stored)))
     }
 }
 
@@ -458,6 +672,8 @@ enum Data {
         key: String,
         len: u64,
         head: Option<Bytes>,
+        /// The copy of its first-read bytes the state keeps, if any.
+        front: Option<Arc<FrontCopy>>,
     },
     /// Bytes known in memory (an inline meta document).
     Memory(Bytes),
@@ -587,7 +803,7 @@ impl StorageFile for ObjectFile {
         let end = offset
             .checked_add(buf.len() as u64)
             .ok_or_else(|| eof(&self.path))?;
-        let (key, len) = {
+        let (key, len, has_front) = {
             let data = lock_data(&self.node);
             match &*data {
                 Data::Spool { file } => {
@@ -603,7 +819,12 @@ impl StorageFile for ObjectFile {
                     buf.copy_from_slice(src);
                     return Ok(());
                 }
-                Data::Remote { key, len, head } => {
+                Data::Remote {
+                    key,
+                    len,
+                    head,
+                    front,
+                } => {
                     if end > *len {
                         return Err(eof(&self.path));
                     }
@@ -611,14 +832,27 @@ impl StorageFile for ObjectFile {
                         buf.copy_from_slice(&h[offset as usize..end as usize]);
                         return Ok(());
                     }
-                    (key.clone(), *len)
+                    if let Some(f) = front {
+                        if let Some(at) = f.find(offset, end) {
+                            let b = f.bytes().map_err(|why| {
+                                Error::metadata(
+                                    self.backend.root.join(STATE_KEY),
+                                    format!("file {}: {why}", self.path.display()),
+                                )
+                            })?;
+                            buf.copy_from_slice(&b[at..at + buf.len()]);
+                            return Ok(());
+                        }
+                    }
+                    (key.clone(), *len, front.is_some())
                 }
             }
         };
         if buf.is_empty() {
             return Ok(());
         }
-        let head_len = HEAD_BLOCK.min(len);
+        // With its front matter known, a file is read exactly where asked: no first block.
+        let head_len = if has_front { 0 } else { HEAD_BLOCK.min(len) };
         if end <= head_len {
             let _fetching = self
                 .node
@@ -715,6 +949,41 @@ impl Tree {
 struct Committed {
     state: Option<State>,
     version: Option<UpdateVersion>,
+    /// This handle's last commit took effect, but its answer was lost and another writer's
+    /// commit replaced it before it was read back: `version` is unknown, and the next
+    /// commit of this handle is refused ([`Error::Conflict`]) without a request.
+    superseded: bool,
+    /// When the store stored `state` (its Last-Modified, by the store's clock), when this
+    /// handle read it.
+    stored_at: Option<u64>,
+}
+
+/// What a conditional write of the state did.
+enum Written {
+    /// It took effect and the state object is it, at this version.
+    Current(UpdateVersion),
+    /// It took effect (its answer was lost), and another writer's commit has replaced it.
+    Superseded,
+}
+
+impl Committed {
+    /// The committed state after `state` was written.
+    fn written(state: State, w: Written) -> Committed {
+        match w {
+            Written::Current(v) => Committed {
+                state: Some(state),
+                version: Some(v),
+                superseded: false,
+                stored_at: None,
+            },
+            Written::Superseded => Committed {
+                state: Some(state),
+                version: None,
+                superseded: true,
+                stored_at: None,
+            },
+        }
+    }
 }
 
 /// A dataset on an object store (see the module documentation).
@@ -1095,10 +1364,17 @@ impl ObjectStorage {
             committed: Mutex::new(Committed {
                 state: None,
                 version: None,
+                superseded: false,
+                stored_at: None,
             }),
         };
-        let (state, version) = s.load_state()?;
-        *s.committed_lock() = Committed { state, version };
+        let (state, version, stored_at) = s.load_state()?;
+        *s.committed_lock() = Committed {
+            state,
+            version,
+            superseded: false,
+            stored_at,
+        };
         s.reset_tree();
         Ok(s)
     }
@@ -1134,8 +1410,8 @@ impl ObjectStorage {
         self.backend.root.join(STATE_KEY)
     }
 
-    /// Reads the state object: the state and its version, or none when it is absent.
-    fn load_state(&self) -> Result<(Option<State>, Option<UpdateVersion>)> {
+    /// Reads the state object (see [`Backend::fetch_state`]).
+    fn load_state(&self) -> Result<(Option<State>, Option<UpdateVersion>, Option<u64>)> {
         self.backend.fetch_state()
     }
 
@@ -1146,10 +1422,11 @@ impl ObjectStorage {
         if let Some(state) = &committed.state {
             for (rel, f) in &state.files {
                 let data = match f {
-                    StateFile::Object { key, len } => Data::Remote {
+                    StateFile::Object { key, len, front } => Data::Remote {
                         key: key.clone(),
                         len: *len,
                         head: None,
+                        front: front.clone().map(FrontCopy::new),
                     },
                     StateFile::Inline { text } => {
                         Data::Memory(Bytes::from(text.clone().into_bytes()))
@@ -1198,7 +1475,7 @@ impl ObjectStorage {
     /// Uploads every file changed under the dataset root and commits the new state with a
     /// conditional write. On [`Error::Conflict`] (or any failure of the state write) the
     /// overlay is dropped: this handle shows the state it loaded, and must be reopened.
-    fn publish_root(&self) -> Result<()> {
+    fn publish_root(&self, front: &FrontRanges<'_>) -> Result<()> {
         let prefix_slash = format!("{}/", self.backend.prefix);
         let files: Vec<(String, Arc<Node>)> = self
             .tree()
@@ -1209,9 +1486,14 @@ impl ObjectStorage {
                     .map(|r| (r.to_string(), Arc::clone(n)))
             })
             .collect();
-        let (old, version) = {
+        let (old, version, superseded, loaded_at) = {
             let c = self.committed_lock();
-            (c.state.clone(), c.version.clone())
+            (
+                c.state.clone(),
+                c.version.clone(),
+                c.superseded,
+                c.stored_at,
+            )
         };
         let generation = old.as_ref().map_or(1, |s| s.generation + 1);
         let tag: u64 = rand::random();
@@ -1221,9 +1503,12 @@ impl ObjectStorage {
         for (rel, node) in &files {
             let d = lock_data(node);
             let entry = match &*d {
-                Data::Remote { key, len, .. } => StateFile::Object {
+                Data::Remote {
+                    key, len, front, ..
+                } => StateFile::Object {
                     key: key.clone(),
                     len: *len,
+                    front: front.as_ref().map(|f| f.front.clone()),
                 },
                 Data::Memory(b) => match std::str::from_utf8(b) {
                     Ok(t) => StateFile::Inline {
@@ -1236,6 +1521,7 @@ impl ObjectStorage {
                         StateFile::Object {
                             key,
                             len: b.len() as u64,
+                            front: None,
                         }
                     }
                 },
@@ -1258,7 +1544,11 @@ impl ObjectStorage {
                         None => {
                             let key = format!("{rel}.{generation}-{tag:016x}");
                             uploads.push((rel.clone(), key.clone(), Arc::clone(node)));
-                            StateFile::Object { key, len }
+                            StateFile::Object {
+                                key,
+                                len,
+                                front: None,
+                            }
                         }
                     }
                 }
@@ -1268,9 +1558,27 @@ impl ObjectStorage {
         if old.as_ref().is_some_and(|s| s.files == new_files) && !changed {
             return Ok(());
         }
-        let result = self.upload(&uploads).and_then(|()| {
+        for (rel, _, node) in &uploads {
+            let entry = new_files.get_mut(rel);
+            if let Some(StateFile::Object { front: f, .. }) = entry {
+                *f = self.front_of(rel, node, front);
+            }
+        }
+        let result = if superseded {
+            Err(Error::Conflict {
+                path: self.backend.root.clone(),
+            })
+        } else {
+            Ok(())
+        };
+        let result = result.and_then(|()| self.upload(&uploads)).and_then(|()| {
             let now = now_secs();
             let mut retired = old.as_ref().map(|s| s.retired.clone()).unwrap_or_default();
+            // Everything retired so far was retired by the loaded state or before it: by the
+            // time the store stored that state, by the store's clock.
+            for r in &mut retired {
+                r.stored_by = r.stored_by.or(loaded_at);
+            }
             if let Some(o) = &old {
                 let still: HashSet<&str> = new_files
                     .values()
@@ -1285,30 +1593,47 @@ impl ObjectStorage {
                             retired.push(Retired {
                                 key: key.clone(),
                                 at: now,
+                                generation: Some(generation),
+                                stored_by: None,
                             });
                         }
                     }
                 }
             }
-            let state = State {
+            let mut state = State {
                 format: STATE_FORMAT.into(),
                 version: STATE_VERSION,
                 generation,
                 committed_at: now,
                 files: new_files,
                 retired,
+                write_id: old.as_ref().and_then(|s| s.write_id.clone()),
+                earlier_write_ids: old
+                    .as_ref()
+                    .map(|s| s.earlier_write_ids.clone())
+                    .unwrap_or_default(),
             };
-            let v = self.write_state(&state, version.as_ref())?;
-            *self.committed_lock() = Committed {
-                state: Some(state),
-                version: Some(v),
-            };
+            state.stamp_write();
+            let w = self.write_state(&state, version.as_ref())?;
+            *self.committed_lock() = Committed::written(state, w);
             Ok(())
         });
         match result {
             Ok(()) => {
                 // The uploaded files are read from their objects from now on (the spool goes).
-                for (_, key, node) in uploads {
+                let fronts: BTreeMap<String, Arc<FrontCopy>> = self
+                    .committed_lock()
+                    .state
+                    .iter()
+                    .flat_map(|s| &s.files)
+                    .filter_map(|(rel, f)| match f {
+                        StateFile::Object {
+                            front: Some(front), ..
+                        } => Some((rel.clone(), FrontCopy::new(front.clone()))),
+                        _ => None,
+                    })
+                    .collect();
+                for (rel, key, node) in uploads {
                     let mut d = lock_data(&node);
                     let len = match &*d {
                         Data::Spool { file } => file.metadata().map(|m| m.len()).ok(),
@@ -1320,6 +1645,7 @@ impl ObjectStorage {
                             key,
                             len,
                             head: None,
+                            front: fronts.get(&rel).cloned(),
                         };
                     }
                 }
@@ -1341,6 +1667,30 @@ impl ObjectStorage {
                 Err(e)
             }
         }
+    }
+
+    /// The copy of the first-read bytes of the spooled file `rel` (held by `node`) that
+    /// `front` asks for, if it asks for one within [`MAX_FRONT`] bytes.
+    fn front_of(&self, rel: &str, node: &Arc<Node>, front: &FrontRanges<'_>) -> Option<Front> {
+        let file = ObjectFile {
+            node: Arc::clone(node),
+            backend: Arc::clone(&self.backend),
+            path: self.backend.root.join(rel),
+            writable: false,
+        };
+        let ranges = front(&file)?;
+        let total: u64 = ranges.iter().map(|r| r.end.saturating_sub(r.start)).sum();
+        if total == 0 || total > MAX_FRONT {
+            return None;
+        }
+        let mut bytes = vec![0u8; usize::try_from(total).ok()?];
+        let mut at = 0usize;
+        for r in &ranges {
+            let n = usize::try_from(r.end - r.start).ok()?;
+            file.read_at(r.start, &mut bytes[at..at + n]).ok()?;
+            at += n;
+        }
+        Front::new(&ranges, &bytes)
     }
 
     /// Uploads spooled files whole (one PUT each), [`PARALLEL`] at a time: at most that
@@ -1373,8 +1723,13 @@ impl ObjectStorage {
         .map(drop)
     }
 
-    /// Writes the state object: if-match `version`, or create-if-absent without one.
-    fn write_state(&self, state: &State, version: Option<&UpdateVersion>) -> Result<UpdateVersion> {
+    /// Writes the state object (stamped with its write id, [`State::stamp_write`]):
+    /// if-match `version`, or create-if-absent without one. When the write fails in any way
+    /// (refused, an error, an answer lost to a timeout while a retry then finds the state
+    /// changed: by this very write), the state object is read back: the write took effect
+    /// if and only if the state there records its write id. Only a write that did not take
+    /// effect is reported: [`Error::Conflict`] when the store refused it, else the error.
+    fn write_state(&self, state: &State, version: Option<&UpdateVersion>) -> Result<Written> {
         let rt = runtime()?;
         let path = self.state_path();
         let bytes = serde_json::to_vec(state).map_err(|e| Error::metadata(&path, e.to_string()))?;
@@ -1399,20 +1754,51 @@ impl ObjectStorage {
                 ..PutOptions::default()
             },
         ));
-        match r {
-            Ok(r) => Ok(UpdateVersion {
-                e_tag: r.e_tag,
-                version: r.version,
-            }),
+        let failure = match r {
+            Ok(r) => {
+                return Ok(Written::Current(UpdateVersion {
+                    e_tag: r.e_tag,
+                    version: r.version,
+                }))
+            }
             Err(
                 object_store::Error::Precondition { .. }
                 | object_store::Error::AlreadyExists { .. },
-            ) => Err(Error::Conflict {
+            ) => Error::Conflict {
                 path: self.backend.root.clone(),
-            }),
-            Err(e) => Err(self
+            },
+            Err(e) => self
                 .backend
-                .error("commit", &path, Client::Write, started, e)),
+                .error("commit", &path, Client::Write, started, e),
+        };
+        let Some(id) = state.write_id.as_deref() else {
+            return Err(failure);
+        };
+        match self.backend.fetch_state() {
+            Ok((Some(now), Some(v), _)) if now.records_write(id) => {
+                if now.write_id.as_deref() == Some(id) {
+                    Ok(Written::Current(v))
+                } else {
+                    Ok(Written::Superseded)
+                }
+            }
+            Ok(_) => Err(failure),
+            Err(again) => Err(Error::io(
+                "commit",
+                &path,
+                std::io::Error::new(
+                    match &failure {
+                        Error::Io { source, .. } => source.kind(),
+                        _ => ErrorKind::Other,
+                    },
+                    format!(
+                        "the conditional write of the state failed ({failure}), and reading \
+                         the state back to learn whether it took effect failed too ({again}): \
+                         whether the commit took effect is unknown; open the dataset again to \
+                         see"
+                    ),
+                ),
+            )),
         }
     }
 }
@@ -1598,8 +1984,12 @@ impl Storage for ObjectStorage {
     }
 
     fn publish(&self, root: &Path) -> Result<()> {
+        self.publish_with_front(root, &|_| None)
+    }
+
+    fn publish_with_front(&self, root: &Path, front: &FrontRanges<'_>) -> Result<()> {
         if root == self.backend.root.as_path() {
-            self.publish_root()
+            self.publish_root(front)
         } else {
             Ok(())
         }
@@ -1625,12 +2015,19 @@ pub struct Collected {
     pub kept: usize,
 }
 
+/// The key prefix (below the dataset's prefix) of the probe objects [`collect_garbage`]
+/// writes to read the store's clock: `gc-clock.<tag>`, `tag` 16 hexadecimal digits.
+pub const CLOCK_PROBE: &str = "gc-clock.";
+
 /// Removes the objects of the dataset at `storage`'s root that its current state no longer
 /// uses: retired objects retired more than `grace` ago, and orphans (objects no state names:
 /// uploads of a writer that lost a race or was killed) last modified more than `grace` ago.
-/// Then records the pruned retired list with a conditional write. `grace` must exceed the
-/// longest time a reader keeps reading a state after a newer one is committed, and the
-/// longest write (from its first upload to its commit); see `spec/object-store.md`.
+/// Every time compared is the store's own (objects' Last-Modified; "now" is the
+/// Last-Modified of a probe object it writes, [`CLOCK_PROBE`], and deletes), so no writer's
+/// or collector's clock can make it remove an object too early. Then records the pruned
+/// retired list with a conditional write. `grace` must exceed the longest time a reader
+/// keeps reading a state after a newer one is committed, and the longest write (from its
+/// first upload to its commit); see `spec/object-store.md` §6.
 ///
 /// # Errors
 /// I/O errors from the store; [`Error::Conflict`] when a writer committed meanwhile (what was
@@ -1638,9 +2035,9 @@ pub struct Collected {
 pub fn collect_garbage(storage: &ObjectStorage, grace: Duration) -> Result<Collected> {
     let rt = runtime()?;
     let backend = &storage.backend;
-    let (state, version) = {
+    let (state, version, superseded) = {
         let c = storage.committed_lock();
-        (c.state.clone(), c.version.clone())
+        (c.state.clone(), c.version.clone(), c.superseded)
     };
     let Some(mut state) = state else {
         return Err(Error::InvalidArgument(format!(
@@ -1648,9 +2045,6 @@ pub fn collect_garbage(storage: &ObjectStorage, grace: Duration) -> Result<Colle
             backend.root.display()
         )));
     };
-    let now = SystemTime::now();
-    let cutoff = now.checked_sub(grace).unwrap_or(UNIX_EPOCH);
-    let cutoff_secs = cutoff.duration_since(UNIX_EPOCH).map_or(0, |d| d.as_secs());
     let used: HashSet<String> = state
         .files
         .values()
@@ -1659,11 +2053,24 @@ pub fn collect_garbage(storage: &ObjectStorage, grace: Duration) -> Result<Colle
             StateFile::Inline { .. } => None,
         })
         .collect();
-    let retired: BTreeMap<String, u64> = state
-        .retired
-        .iter()
-        .map(|r| (r.key.clone(), r.at))
-        .collect();
+    // The store's "now": the Last-Modified of an object written now, as the listing shows.
+    let probe = format!("{CLOCK_PROBE}{:016x}", rand::random::<u64>());
+    backend.note("PUT", &probe, format_args!(""));
+    let started = std::time::Instant::now();
+    rt.block_on(
+        backend
+            .client(Client::Write)
+            .put(&backend.key(&probe), PutPayload::default()),
+    )
+    .map_err(|e| {
+        backend.error(
+            "write",
+            &backend.root.join(&probe),
+            Client::Write,
+            started,
+            e,
+        )
+    })?;
     let prefix = OPath::from(backend.prefix.as_str());
     backend.note("LIST", "", format_args!(""));
     let started = std::time::Instant::now();
@@ -1671,29 +2078,48 @@ pub fn collect_garbage(storage: &ObjectStorage, grace: Duration) -> Result<Colle
         .block_on(backend.store.list(Some(&prefix)).try_collect())
         .map_err(|e| backend.error("list", &backend.root, Client::Read, started, e))?;
     let skip = backend.prefix.len() + 1;
+    let rel_of = |m: &object_store::ObjectMeta| -> Option<String> {
+        m.location.as_ref().get(skip..).map(str::to_string)
+    };
+    let stamp = |m: &object_store::ObjectMeta| unix_secs(SystemTime::from(m.last_modified));
+    // Without the probe in the listing, the latest time listed is a "now" no later than
+    // the true one (so nothing goes early).
+    let now = listed
+        .iter()
+        .find(|m| rel_of(m).as_deref() == Some(probe.as_str()))
+        .or_else(|| listed.iter().max_by_key(|m| m.last_modified))
+        .map_or(0, stamp);
+    // An entry not yet stamped with the time its retiring state was stored was retired by
+    // the current state or before it: by the time the store stored the current state.
+    let state_stored = listed
+        .iter()
+        .find(|m| rel_of(m).as_deref() == Some(STATE_KEY))
+        .map_or(now, stamp);
+    let retired: BTreeMap<String, u64> = state
+        .retired
+        .iter()
+        .map(|r| (r.key.clone(), r.stored_by.unwrap_or(state_stored)))
+        .collect();
+    let old_enough = |t: u64| t.saturating_add(grace.as_secs()) <= now;
     let mut doomed = Vec::new();
     let mut kept = 0;
-    for m in listed {
-        let full = m.location.to_string();
-        let Some(rel) = full.get(skip..) else {
+    for m in &listed {
+        let Some(rel) = rel_of(m) else {
             continue;
         };
-        if rel == STATE_KEY || used.contains(rel) {
+        if rel == STATE_KEY || rel == probe || used.contains(&rel) {
             continue;
         }
-        let old_enough = match retired.get(rel) {
-            Some(at) => *at < cutoff_secs,
-            None => SystemTime::from(m.last_modified) < cutoff,
-        };
-        if old_enough {
-            doomed.push(rel.to_string());
+        let t = retired.get(&rel).copied().unwrap_or_else(|| stamp(m));
+        if old_enough(t) {
+            doomed.push(rel);
         } else {
             kept += 1;
         }
     }
     let store = Arc::clone(backend.client(Client::Write));
     let started = std::time::Instant::now();
-    let keys = &doomed;
+    let keys = doomed.iter().chain(std::iter::once(&probe));
     rt.block_on(async move {
         futures::stream::iter(keys)
             .map(|key| {
@@ -1716,14 +2142,82 @@ pub fn collect_garbage(storage: &ObjectStorage, grace: Duration) -> Result<Colle
     let before = state.retired.len();
     state.retired.retain(|r| !gone.contains(r.key.as_str()));
     if state.retired.len() != before {
-        let v = storage.write_state(&state, version.as_ref())?;
-        *storage.committed_lock() = Committed {
-            state: Some(state),
-            version: Some(v),
-        };
+        if superseded {
+            return Err(Error::Conflict {
+                path: backend.root.clone(),
+            });
+        }
+        state.stamp_write();
+        let w = storage.write_state(&state, version.as_ref())?;
+        *storage.committed_lock() = Committed::written(state, w);
     }
     Ok(Collected {
         deleted: doomed,
         kept,
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn base64_round_trips_and_matches_rfc_4648() {
+        // RFC 4648 §10's test vectors.
+        for (plain, coded) in [
+            ("", ""),
+            ("f", "Zg=="),
+            ("fo", "Zm8="),
+            ("foo", "Zm9v"),
+            ("foob", "Zm9vYg=="),
+            ("fooba", "Zm9vYmE="),
+            ("foobar", "Zm9vYmFy"),
+        ] {
+            assert_eq!(base64_encode(plain.as_bytes()), coded);
+            assert_eq!(base64_decode(coded).unwrap(), plain.as_bytes());
+        }
+        let all: Vec<u8> = (0..=255u8).cycle().take(1000).collect();
+        assert_eq!(base64_decode(&base64_encode(&all)).unwrap(), all);
+        for bad in ["Zg=", "Z===", "Zg==Zg==", "Zm9*", "Zg=a"] {
+            assert!(base64_decode(bad).is_none(), "{bad}");
+        }
+    }
+
+    #[test]
+    fn a_front_answers_reads_inside_its_ranges_and_checks_itself() {
+        let file: Vec<u8> = (0..5000u32).map(|i| (i % 253) as u8).collect();
+        let ranges = [0..100u64, 2000..2500];
+        let mut bytes = file[0..100].to_vec();
+        bytes.extend_from_slice(&file[2000..2500]);
+        let front = Front::new(&ranges, &bytes).unwrap();
+        assert_eq!(front.ranges, vec![[0, 100], [2000, 500]]);
+        assert_eq!(front.fault(5000), None);
+        assert!(front.fault(2499).is_some(), "a range past the end");
+        let copy = FrontCopy::new(front.clone());
+        assert_eq!(copy.find(10, 20), Some(10));
+        assert_eq!(copy.find(2100, 2500), Some(200));
+        assert_eq!(copy.find(90, 110), None);
+        assert_eq!(copy.find(2400, 2501), None);
+        let b = copy.bytes().unwrap();
+        assert_eq!(&b[200..600], &file[2100..2500]);
+        // Ranges out of order, overlapping, empty or too large are refused.
+        for r in [
+            vec![[100, 10], [0, 10]],
+            vec![[0, 10], [5, 10]],
+            vec![[0, 0]],
+            vec![[0, MAX_FRONT + 1]],
+        ] {
+            let f = Front {
+                ranges: r.clone(),
+                zlib: String::new(),
+            };
+            assert!(f.fault(u64::MAX / 2).is_some(), "{r:?}");
+        }
+        // A copy that decodes to another length than its ranges hold is an error.
+        let short = FrontCopy::new(Front {
+            ranges: vec![[0, 101]],
+            zlib: front.zlib.clone(),
+        });
+        assert!(short.bytes().is_err());
+    }
 }
