@@ -15,7 +15,7 @@ use crate::stats::{ChunkStats, StatValue};
 use crate::table::{LeafKind, Table};
 use arrow_array::{
     ArrayRef, BooleanArray, Float32Array, Float64Array, Int16Array, Int32Array, Int64Array,
-    Int8Array, RecordBatch, UInt16Array, UInt32Array, UInt64Array, UInt8Array,
+    Int8Array, UInt16Array, UInt32Array, UInt64Array, UInt8Array,
 };
 use arrow_schema::SchemaRef;
 use async_trait::async_trait;
