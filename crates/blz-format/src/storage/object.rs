@@ -177,50 +177,16 @@ impl FrontCopy {
     }
 }
 
-const BASE64: &[u8; 64] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
-
+/// Base64 (RFC 4648, standard alphabet, padded), as the state writes fronts.
 fn base64_encode(data: &[u8]) -> String {
-    let mut out = String::with_capacity(data.len().div_ceil(3) * 4);
-    for c in data.chunks(3) {
-        let b = [
-            c[0],
-            c.get(1).copied().unwrap_or(0),
-            c.get(2).copied().unwrap_or(0),
-        ];
-        let n = u32::from(b[0]) << 16 | u32::from(b[1]) << 8 | u32::from(b[2]);
-        for i in 0..4 {
-            if i <= c.len() {
-                out.push(char::from(BASE64[(n >> (18 - 6 * i) & 63) as usize]));
-            } else {
-                out.push('=');
-            }
-        }
-    }
-    out
+    use base64::Engine as _;
+    base64::engine::general_purpose::STANDARD.encode(data)
 }
 
+/// The bytes of standard padded base64 text, `None` when it is not that.
 fn base64_decode(text: &str) -> Option<Vec<u8>> {
-    let t = text.as_bytes();
-    if t.len() % 4 != 0 {
-        return None;
-    }
-    let mut out = Vec::with_capacity(t.len() / 4 * 3);
-    for (q, quad) in t.chunks(4).enumerate() {
-        let last = q + 1 == t.len() / 4;
-        let pad = quad.iter().rev().take_while(|&&c| c == b'=').count();
-        if pad > 2 || (pad > 0 && !last) {
-            return None;
-        }
-        let mut n = 0u32;
-        for &c in &quad[..4 - pad] {
-            let v = BASE64.iter().position(|&a| a == c)? as u32;
-            n = n << 6 | v;
-        }
-        n <<= 6 * pad as u32;
-        let bytes = [(n >> 16) as u8, (n >> 8) as u8, n as u8];
-        out.extend_from_slice(&bytes[..3 - pad]);
-    }
-    Some(out)
+    use base64::Engine as _;
+    base64::engine::general_purpose::STANDARD.decode(text).ok()
 }
 
 /// An object a commit stopped using, and when.
