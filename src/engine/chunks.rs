@@ -451,7 +451,18 @@ impl ChunkStore {
         let (bs, nbytes) = match cache.geometry(k) {
             Some(g) => g,
             None => {
-                let h = self.with_reader(k, |r, j| r.chunk_header(j))?;
+                // Where every read is a request (an object store), chunks are read whole and
+                // a header of its own would cost one more: no cache there.
+                let h = self.with_reader(k, |r, j| {
+                    if r.small_reads_are_cheap() {
+                        r.chunk_header(j).map(Some)
+                    } else {
+                        Ok(None)
+                    }
+                })?;
+                let Some(h) = h else {
+                    return Ok(false);
+                };
                 let g = (h.blocksize as usize, h.nbytes as usize);
                 cache.set_geometry(k, g);
                 g

@@ -494,6 +494,12 @@ impl SuperchunkReader {
         blosc::getitem(scratch, byte_start, dst).map_err(|e| Error::chunk(&self.path, k, e.0))
     }
 
+    /// Whether reading a few bytes of the file costs little (a local file; not an object,
+    /// where every read is a request): short reads of blocks are worth it only then.
+    pub fn small_reads_are_cheap(&self) -> bool {
+        self.file.small_reads_are_cheap()
+    }
+
     /// The Blosc header of chunk `k` (its first 16 bytes, one small read): its sizes and
     /// block size, checked as far as 16 bytes allow. Nothing else of the chunk is read or
     /// verified.
