@@ -25,6 +25,9 @@ enum LayerCommand {
     Info(InfoArgs),
     /// Read and check every chunk of a layer dataset.
     Verify(VerifyArgs),
+    /// Merge layer datasets with the same columns into a new one: equal key paths add
+    /// their weights, paths whose weights add up to zero are left out.
+    Merge(MergeArgs),
 }
 
 /// Arguments of `blz layer build`.
@@ -123,6 +126,20 @@ struct VerifyArgs {
     dataset: PathBuf,
 }
 
+/// Arguments of `blz layer merge`.
+#[derive(clap::Args, Debug)]
+struct MergeArgs {
+    /// The layer datasets to merge (the same columns and weight).
+    #[arg(required = true)]
+    inputs: Vec<PathBuf>,
+    /// The layer dataset to create, with the first input's settings.
+    #[arg(short, long)]
+    output: PathBuf,
+    /// Replace an existing layer dataset at the output (when the merge is done).
+    #[arg(long)]
+    overwrite: bool,
+}
+
 /// Runs `blz layer ...`.
 pub fn run(a: &LayerArgs) -> Result<(), Failure> {
     match &a.command {
@@ -131,7 +148,23 @@ pub fn run(a: &LayerArgs) -> Result<(), Failure> {
         LayerCommand::Contains(c) => contains(c),
         LayerCommand::Info(i) => layer_info(&i.dataset, i.json, Layer::open(&i.dataset)?),
         LayerCommand::Verify(v) => layer_verify(&v.dataset, Layer::open(&v.dataset)?),
+        LayerCommand::Merge(m) => merge(m),
     }
+}
+
+fn merge(m: &MergeArgs) -> Result<(), Failure> {
+    let r = Layer::merge(&m.inputs, &m.output, m.overwrite)?;
+    let rows: Vec<String> = r.sizes.columns.iter().map(|c| c.rows.to_string()).collect();
+    println!(
+        "{}: {} paths from {} read in {} dataset(s), {} cancelled ({} rows)",
+        m.output.display(),
+        r.paths_written,
+        r.paths_read,
+        m.inputs.len(),
+        r.paths_cancelled,
+        rows.join(" / ")
+    );
+    Ok(())
 }
 
 fn parse_kind(t: &str) -> Result<LeafKind, Failure> {

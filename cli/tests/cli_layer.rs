@@ -150,3 +150,63 @@ fn negative_values_are_values_not_options() {
     let o = ok(&["layer", "seek", s(&out), "-5", "--json"]);
     assert!(o.starts_with('{'), "{o}");
 }
+
+/// `blz layer merge`: weights of equal paths add up, zero sums and emptied keys go, the
+/// result seeks and verifies; inputs that differ and an existing output are refused.
+#[test]
+fn merge_adds_weights_and_drops_zeros() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    let build = |name: &str, text: &str, cols: &str| {
+        std::fs::write(d.join(format!("{name}.csv")), text).unwrap();
+        ok(&[
+            "layer",
+            "build",
+            "--columns",
+            cols,
+            "--weight",
+            "w:int64",
+            s(&d.join(format!("{name}.csv"))),
+            s(&d.join(name)),
+        ]);
+    };
+    build("a", "1,x,2\n1,y,1\n2,x,5\n", "k:int64,v:varstr");
+    build("b", "1,x,-2\n1,y,-1\n2,x,1\n3,z,4\n", "k:int64,v:varstr");
+    let out = d.join("o.blz");
+    let msg = ok(&[
+        "layer",
+        "merge",
+        s(&d.join("a")),
+        s(&d.join("b")),
+        "-o",
+        s(&out),
+    ]);
+    assert!(
+        msg.contains("2 paths from 7 read in 2 dataset(s), 2 cancelled (2 / 2 rows)"),
+        "{msg}"
+    );
+    let l = blz::layer::Layer::open(&out).unwrap();
+    assert!(!l.contains(&blz::layer::Value::Int(1)).unwrap());
+    let o = ok(&["layer", "seek", s(&out), "1"]);
+    assert!(o.starts_with("2 (row 0 "), "{o}");
+    assert!(ok(&["layer", "verify", s(&out)]).contains("ok (2 / 2 rows)"));
+    // An existing output without --overwrite, and inputs with other columns.
+    let e = run(&["layer", "merge", s(&d.join("a")), "-o", s(&out)]);
+    assert!(!e.status.success());
+    build("c", "1,2,3\n", "k:int64,v:int64");
+    let e = run(&[
+        "layer",
+        "merge",
+        s(&d.join("a")),
+        s(&d.join("c")),
+        "-o",
+        s(&d.join("p.blz")),
+    ]);
+    assert!(!e.status.success());
+    assert!(String::from_utf8_lossy(&e.stderr).contains("cannot be merged"));
+    assert!(!d.join("p.blz").exists());
+    // No inputs: clap's usage error.
+    assert!(!run(&["layer", "merge", "-o", s(&d.join("p.blz"))])
+        .status
+        .success());
+}

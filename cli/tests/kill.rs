@@ -418,3 +418,57 @@ fn killed_layer_build() {
         ],
     });
 }
+
+/// Two weighted layer datasets to merge, and an existing one at `ds` that the merge
+/// replaces (`--overwrite`): a killed merge leaves the old `ds` or the merged one.
+fn layers_to_merge(dir: &Path) {
+    use std::fmt::Write;
+    for (name, from, sign) in [("a", 0, 1i64), ("b", 150, -1)] {
+        let mut s = String::new();
+        for a in from..from + 300 {
+            for b in 0..200 {
+                writeln!(s, "{a},{},{}", b * 3, sign * (1 + (a + b) as i64 % 3)).unwrap();
+            }
+        }
+        std::fs::write(dir.join(format!("{name}.csv")), s).unwrap();
+        run_ok(
+            dir,
+            &[
+                "layer",
+                "build",
+                &format!("{name}.csv"),
+                name,
+                "--columns",
+                "a:int64,b:int64",
+                "--weight",
+                "w:int64",
+                "--chunklen",
+                "1024",
+            ],
+        );
+    }
+    std::fs::write(dir.join("old.csv"), "1,1,1\n2,2,2\n").unwrap();
+    run_ok(
+        dir,
+        &[
+            "layer",
+            "build",
+            "old.csv",
+            "ds",
+            "--columns",
+            "a:int64,b:int64",
+            "--weight",
+            "w:int64",
+        ],
+    );
+}
+
+#[test]
+fn killed_layer_merge() {
+    kill_scenario(&Scenario {
+        name: "layer merge",
+        kind: Kind::Layer,
+        prepare: layers_to_merge,
+        args: &["layer", "merge", "a", "b", "-o", "ds", "--overwrite"],
+    });
+}

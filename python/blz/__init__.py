@@ -42,7 +42,7 @@ from ._index import native
 # that create returns once the new one is in place; the interpreter waits for it at exit
 # (otherwise it stays at "<path>.tmp-old" until the next create of that path).
 atexit.register(_blz.finish_removals)
-from ._layer import Cursor, Layer, build_layer
+from ._layer import Cursor, Layer, build_layer, merge_layers
 from ._sql import SqlResult, sql
 from ._table import (
     Column,
@@ -255,6 +255,7 @@ __all__ = [
     "UnsupportedError",
     "buffer_pool",
     "build_layer",
+    "merge_layers",
     "create",
     "num_threads",
     "open",

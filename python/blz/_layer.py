@@ -301,4 +301,25 @@ def build_layer(
     return Layer(_blz.RawLayer.open(str(path)))
 
 
-__all__ = ["Layer", "Cursor", "build_layer"]
+def merge_layers(
+    paths: Iterable[Any], out: Any, *, overwrite: bool = False
+) -> Layer:
+    """Merges the layer datasets at ``paths`` (the same columns and weight) into a new one
+    at ``out``, with the first one's settings, as DBSP consolidates its batches: a key path
+    held by several inputs appears once with the sum of their weights, and a path whose
+    weights add up to zero is left out (a key whose every path is left out disappears).
+    Without a weight column the result is the union of the paths. One streaming pass
+    (memory: a few chunks per input); the output appears whole when the merge completes,
+    and an error (inputs that differ, weights that overflow their type) leaves ``out`` as it
+    was.
+    """
+    from . import _blz
+
+    inputs = [str(p) for p in paths]
+    if not inputs:
+        raise ValueError("merge_layers needs at least one input")
+    _blz.RawLayer.merge(inputs, str(out), overwrite)
+    return Layer(_blz.RawLayer.open(str(out)))
+
+
+__all__ = ["Layer", "Cursor", "build_layer", "merge_layers"]

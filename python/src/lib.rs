@@ -1594,6 +1594,23 @@ impl RawLayer {
         })
     }
 
+    /// Merges the layer datasets at `inputs` into a new one at `output` (the first input's
+    /// settings): equal key paths add their weights, zero sums are left out. Returns
+    /// `(paths read, paths written, paths cancelled)`.
+    #[staticmethod]
+    #[pyo3(signature = (inputs, output, overwrite))]
+    fn merge(
+        py: Python<'_>,
+        inputs: Vec<PathBuf>,
+        output: PathBuf,
+        overwrite: bool,
+    ) -> PyResult<(u64, u64, u64)> {
+        detached(py, || {
+            let r = Layer::merge(&inputs, &output, overwrite)?;
+            Ok((r.paths_read, r.paths_written, r.paths_cancelled))
+        })
+    }
+
     /// Builds a layer dataset from sorted records: each a tuple of one key per column, plus
     /// the weight last when the schema has one. `columns`: `(name, kind)` with kind a dtype
     /// name, `varstr` or `varbytes`; `weight`: `(name, dtype)`.

@@ -36,11 +36,13 @@
 //! reasons for the choices are in `spec/layer.md`.
 
 pub(crate) mod filter;
+mod merge;
 mod reader;
 mod sink;
 pub mod value;
 mod writer;
 
+pub use merge::{merge, schema_of, MergeReport};
 pub use reader::{Cursor, Layer, ReadStats};
 pub use value::Value;
 pub use writer::LayerWriter;
