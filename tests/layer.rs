@@ -4,7 +4,7 @@
 mod common;
 
 use blz::layer::LeafKind;
-use blz::layer::{ColumnDef, FilterSetting, Layer, LayerSchema, LayerWriter, Value};
+use blz::layer::{ColumnDef, FilterKind, FilterSetting, Layer, LayerSchema, LayerWriter, Value};
 use blz::{DType, Error};
 use common::flip_byte_in_chunk;
 use std::path::Path;
@@ -89,11 +89,12 @@ fn unsorted_or_duplicate_input_is_an_error_and_leaves_nothing() {
     assert_eq!(Layer::open(&path).unwrap().rows(1), 1);
 }
 
-/// A one-column dataset of `n` even numbers.
+/// A one-column dataset of `n` even numbers, with Bloom filters (exact filters, which the
+/// automatic choice would take for these keys, are `tests/layer_exact.rs`'s).
 fn evens(path: &Path, n: i64, filter: FilterSetting) -> Layer {
-    let schema = LayerSchema::new(vec![
-        ColumnDef::new("k", LeafKind::Fixed(DType::I64)).with_filter(filter)
-    ]);
+    let schema = LayerSchema::new(vec![ColumnDef::new("k", LeafKind::Fixed(DType::I64))
+        .with_filter(filter)
+        .with_filter_kind(FilterKind::Bloom)]);
     let mut w = LayerWriter::create(path, schema).unwrap();
     for i in 0..n {
         w.push(&[Value::Int(2 * i)], None).unwrap();

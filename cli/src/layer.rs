@@ -2,7 +2,9 @@
 //! and verify them. Everything goes through `blz::layer`.
 
 use crate::failure::Failure;
-use blz::layer::{ColumnDef, Cursor, FilterSetting, Layer, LayerSchema, LayerWriter, Value};
+use blz::layer::{
+    ColumnDef, Cursor, FilterKind, FilterSetting, Layer, LayerSchema, LayerWriter, Value,
+};
 use blz::table::LeafKind;
 use std::path::{Path, PathBuf};
 
@@ -47,6 +49,11 @@ struct BuildArgs {
     /// Columns (comma-separated names) built without a filter.
     #[arg(long)]
     no_filter: Option<String>,
+    /// Kind of membership filter: auto (per filter block, an exact Roaring filter for
+    /// integer columns when no larger than the Bloom filter), bloom, exact (integer
+    /// columns only), or off.
+    #[arg(long, default_value = "auto", value_parser = ["auto", "bloom", "exact", "off"])]
+    filter: String,
     /// Rows per data chunk (default: 8192 fixed-size, 1024 variable-length).
     #[arg(long)]
     chunklen: Option<u64>,
@@ -208,12 +215,16 @@ fn build(a: &BuildArgs) -> Result<(), Failure> {
     let mut kinds = Vec::new();
     for spec in a.columns.split(',') {
         let (name, kind) = name_type(spec)?;
-        let mut c =
-            ColumnDef::new(&name, kind).with_filter(if no_filter.contains(&name.as_str()) {
+        let mut c = ColumnDef::new(&name, kind).with_filter(
+            if a.filter == "off" || no_filter.contains(&name.as_str()) {
                 FilterSetting::Off
             } else {
                 FilterSetting::Fpr(a.fpr)
-            });
+            },
+        );
+        if a.filter != "off" {
+            c.filter_kind = FilterKind::parse(&a.filter)?;
+        }
         c.chunklen = a.chunklen;
         kinds.push(kind);
         cols.push(c);
@@ -406,13 +417,27 @@ pub fn layer_info(path: &Path, json: bool, layer: Layer) -> Result<(), Failure> 
     for (i, c) in cols.iter().enumerate() {
         let filter = match &c["filter"] {
             serde_json::Value::Null => "off".to_string(),
-            f => format!(
-                "{} bits/value, {} hashes, fpr {:.1e}, {} chunks",
-                f["bits_per_value"],
-                f["hashes"],
-                f["predicted_fpr"].as_f64().unwrap_or(0.0),
-                f["chunks"]
-            ),
+            f => {
+                let exact = f["exact_chunks"].as_u64();
+                let chunks = f["chunks"].as_u64().unwrap_or(0);
+                let kind = f["kind"].as_str().unwrap_or("bloom");
+                let bloom = format!(
+                    "{} bits/value, {} hashes, fpr {:.1e}",
+                    f["bits_per_value"],
+                    f["hashes"],
+                    f["predicted_fpr"].as_f64().unwrap_or(0.0),
+                );
+                let blocks = match exact {
+                    Some(e) if e == chunks => format!("{chunks} exact chunks"),
+                    Some(0) => format!("{bloom}, {chunks} Bloom chunks"),
+                    Some(e) => format!("{e} exact and {} Bloom chunks ({bloom})", chunks - e),
+                    None => format!("{bloom}, {chunks} chunks"),
+                };
+                match f["bytes"].as_u64() {
+                    Some(b) => format!("{kind}: {blocks}, {b} bytes"),
+                    None => format!("{kind}: {blocks}"),
+                }
+            }
         };
         println!(
             "column {} {} ({}): {} rows, {} data chunks of {} rows, index levels {} {}, filter {}, {} / {} bytes stored / raw",

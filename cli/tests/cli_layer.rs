@@ -210,3 +210,79 @@ fn merge_adds_weights_and_drops_zeros() {
         .status
         .success());
 }
+
+#[test]
+fn filter_kinds_from_the_command_line_and_in_info() {
+    let dir = tempfile::tempdir().unwrap();
+    let csv = dir.path().join("in.csv");
+    let text: String = (0..20_000).map(|k| format!("{k},k{}\n", k % 3)).collect();
+    std::fs::write(&csv, text).unwrap();
+    let build = |filter: &str, name: &str| {
+        let out = dir.path().join(name);
+        let o = run(&[
+            "layer",
+            "build",
+            "--columns",
+            "k:int64,s:varstr",
+            "--filter",
+            filter,
+            s(&csv),
+            s(&out),
+        ]);
+        (out, o)
+    };
+    let (auto, o) = build("auto", "auto.blz");
+    assert!(o.status.success(), "{o:?}");
+    let info = ok(&["layer", "info", s(&auto)]);
+    assert!(
+        info.contains("filter auto: 1 exact chunks,"),
+        "the int64 column's one block is exact: {info}"
+    );
+    // The varstr column under auto is Bloom.
+    assert!(info.contains("filter bloom: 22 bits/value"), "{info}");
+    let j: serde_json::Value =
+        serde_json::from_str(&ok(&["layer", "info", s(&auto), "--json"])).unwrap();
+    assert_eq!(j["columns"][0]["filter"]["kind"], "auto");
+    assert_eq!(j["columns"][0]["filter"]["exact_chunks"], 1);
+    assert!(j["columns"][0]["filter"]["bytes"].as_u64().unwrap() < 200);
+    // Present and absent keys, answered without a data chunk.
+    let o = ok(&["layer", "contains", s(&auto), "19999"]);
+    assert!(o.starts_with("yes") && o.contains("0 data chunks"), "{o}");
+    let o = ok(&["layer", "contains", s(&auto), "20000"]);
+    assert!(o.starts_with("no ") && o.contains("0 data chunks"), "{o}");
+
+    let (bloom, o) = build("bloom", "bloom.blz");
+    assert!(o.status.success(), "{o:?}");
+    let j: serde_json::Value =
+        serde_json::from_str(&ok(&["layer", "info", s(&bloom), "--json"])).unwrap();
+    assert_eq!(j["columns"][0]["filter"]["kind"], "bloom");
+    assert_eq!(j["columns"][0]["filter"]["exact_chunks"], 0);
+    assert!(j["columns"][0]["filter"]["bytes"].as_u64().unwrap() > 50_000);
+    let o = ok(&["layer", "contains", s(&bloom), "19999"]);
+    assert!(o.starts_with("yes") && o.contains("1 data chunks"), "{o}");
+
+    let (off, o) = build("off", "off.blz");
+    assert!(o.status.success(), "{o:?}");
+    assert!(ok(&["layer", "info", s(&off)]).contains("filter off"));
+
+    // Exact on a varstr column is refused, naming the column; nothing is left behind.
+    let (bad, o) = build("exact", "exact.blz");
+    assert!(!o.status.success());
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(
+        err.contains("column s: an exact filter needs an integer column"),
+        "{err}"
+    );
+    assert!(!bad.exists());
+    let o = run(&[
+        "layer",
+        "build",
+        "--columns",
+        "k:int64",
+        "--filter",
+        "exactly",
+        s(&csv),
+        s(&bad),
+    ]);
+    assert!(!o.status.success());
+}

@@ -261,6 +261,7 @@ def build_layer(
     weight: str | None = None,
     weight_dtype: Any = None,
     overwrite: bool = False,
+    filter: str = "auto",
 ) -> Layer:
     """Builds a layer dataset at ``path`` from records sorted by their whole key path.
 
@@ -269,6 +270,12 @@ def build_layer(
     ``bytes``), by default those of the first record's keys (int -> int64, float -> float64,
     str, bytes). The dataset appears whole when the build completes; an error (unsorted or
     duplicate input) leaves nothing at ``path``.
+
+    ``filter`` is the kind of membership filter of every column: ``"auto"`` (per block of
+    64 Ki values, an exact Roaring-bitmap filter for integer columns when it is no larger
+    than the Bloom filter, else the Bloom filter), ``"bloom"``, ``"exact"`` (integer columns
+    only: ``ValueError`` otherwise) or ``"off"``. ``info()["columns"][i]["filter"]`` shows
+    the kind, the number of exact chunks and the stored bytes.
     """
     it = iter(records)
     first = next(it, None)
@@ -297,7 +304,7 @@ def build_layer(
     rows = ((tuple(_py(x) for x in r)) for r in source)
     from . import _blz
 
-    _blz.RawLayer.build(str(path), list(zip(names, kinds)), wspec, rows, overwrite)
+    _blz.RawLayer.build(str(path), list(zip(names, kinds)), wspec, rows, overwrite, filter)
     return Layer(_blz.RawLayer.open(str(path)))
 
 

@@ -1613,9 +1613,10 @@ impl RawLayer {
 
     /// Builds a layer dataset from sorted records: each a tuple of one key per column, plus
     /// the weight last when the schema has one. `columns`: `(name, kind)` with kind a dtype
-    /// name, `varstr` or `varbytes`; `weight`: `(name, dtype)`.
+    /// name, `varstr` or `varbytes`; `weight`: `(name, dtype)`; `filter`: `auto`, `bloom`,
+    /// `exact` or `off` for every column.
     #[staticmethod]
-    #[pyo3(signature = (path, columns, weight, records, overwrite))]
+    #[pyo3(signature = (path, columns, weight, records, overwrite, filter="auto"))]
     fn build(
         py: Python<'_>,
         path: PathBuf,
@@ -1623,7 +1624,12 @@ impl RawLayer {
         weight: Option<(String, String)>,
         records: &Bound<'_, PyAny>,
         overwrite: bool,
+        filter: &str,
     ) -> PyResult<u64> {
+        let filter_kind = match filter {
+            "off" => None,
+            f => Some(blz::layer::FilterKind::parse(f).map_err(|e| Fail::from(e).into_py(py))?),
+        };
         let mut defs = Vec::new();
         for (name, kind) in &columns {
             let k = match kind.as_str() {
@@ -1631,7 +1637,12 @@ impl RawLayer {
                 "varbytes" | "bytes" => LeafKind::VarBytes,
                 d => LeafKind::Fixed(parse_dtype(d)?.0),
             };
-            defs.push(ColumnDef::new(name, k));
+            let mut def = ColumnDef::new(name, k);
+            match filter_kind {
+                Some(fk) => def.filter_kind = fk,
+                None => def.filter = blz::layer::FilterSetting::Off,
+            }
+            defs.push(def);
         }
         let mut schema = LayerSchema::new(defs);
         if let Some((name, d)) = &weight {

@@ -5,7 +5,7 @@ import pickle
 
 import hypothesis.strategies as st
 import pytest
-from hypothesis import given
+from hypothesis import given, settings
 
 import blz
 
@@ -79,3 +79,45 @@ def test_three_columns_bytes_floats_pickle_and_verify(tmp_path):
     info = layer.info()
     assert [c["name"] for c in info["columns"]] == ["a", "b", "c"]
     assert "blz.Layer" in repr(layer)
+
+
+@settings(derandomize=True, max_examples=40, deadline=None)
+@given(
+    st.sampled_from(["int8", "int16", "int32", "int64", "uint8", "uint16", "uint32", "uint64"]),
+    st.data(),
+)
+def test_exact_filters_answer_like_a_set(tmp_path_factory, dtype, data):
+    import numpy as np
+
+    info = np.iinfo(dtype)
+    ints = st.integers(int(info.min), int(info.max))
+    keys = data.draw(st.sets(ints, max_size=200) | st.just(set(range(max(int(info.min), -50), min(int(info.max), 300) + 1))))
+    keys |= {int(info.min), int(info.max)}
+    path = tmp_path_factory.mktemp("exact") / "l.blz"
+    layer = blz.build_layer(path, [(k,) for k in sorted(keys)], dtypes=[dtype], filter="exact")
+    f = layer.info()["columns"][0]["filter"]
+    assert f["kind"] == "exact" and f["exact_chunks"] == f["chunks"] == 1
+    probes = data.draw(st.lists(ints, max_size=100)) + [k + d for k in sorted(keys)[:50] for d in (-1, 1)]
+    for p in probes:
+        if info.min <= p <= info.max:
+            assert (p in layer) == (p in keys), p
+
+
+def test_filter_kinds_choice_and_refusal(tmp_path):
+    dense = blz.build_layer(tmp_path / "d.blz", [(k,) for k in range(100_000)])
+    f = dense.info()["columns"][0]["filter"]
+    assert f["kind"] == "auto" and f["exact_chunks"] == f["chunks"] == 2
+    bloom = blz.build_layer(tmp_path / "b.blz", [(k,) for k in range(100_000)], filter="bloom")
+    fb = bloom.info()["columns"][0]["filter"]
+    assert fb["kind"] == "bloom" and fb["exact_chunks"] == 0
+    assert f["bytes"] * 1000 < fb["bytes"]
+    assert 99_999 in dense and 100_000 not in dense and -1 not in dense
+    sparse = sorted({(k * 0x9E3779B97F4A7C15) % 2**64 for k in range(100_000)})
+    s = blz.build_layer(tmp_path / "s.blz", [(k,) for k in sparse], dtypes=["uint64"])
+    assert s.info()["columns"][0]["filter"]["exact_chunks"] == 0
+    assert blz.build_layer(tmp_path / "o.blz", [(1,)], filter="off").info()["columns"][0]["filter"] is None
+    with pytest.raises(ValueError, match="exact filter needs an integer column"):
+        blz.build_layer(tmp_path / "x.blz", [("a",)], filter="exact")
+    assert not (tmp_path / "x.blz").exists()
+    with pytest.raises(ValueError, match="unknown filter kind"):
+        blz.build_layer(tmp_path / "y.blz", [(1,)], filter="exactly")

@@ -112,7 +112,8 @@ fn damaged(layer: &Layer, reason: String) -> Error {
 }
 
 /// The schema `layer` was built with, to build another like it: its columns, their
-/// chunking, fan-out, compression, digests and filters (a filter as its bits per value),
+/// chunking, fan-out, compression, digests and filters (a filter as its kind and bits per
+/// value),
 /// its weight and its superchunk size.
 ///
 /// # Errors
@@ -130,7 +131,10 @@ pub fn schema_of(layer: &Layer) -> Result<LayerSchema> {
             d.compression = c.compression.clone();
             d.checksum = c.checksum;
             d.filter = match &c.filter {
-                Some(f) => FilterSetting::BitsPerValue(f.bits_per_value),
+                Some(f) => {
+                    d.filter_kind = f.kind;
+                    FilterSetting::BitsPerValue(f.bits_per_value)
+                }
                 None => FilterSetting::Off,
             };
             Ok(d)

@@ -82,6 +82,54 @@ pub enum FilterSetting {
     BitsPerValue(u32),
 }
 
+/// Which kind of membership filter a column's filter blocks get.
+///
+/// An exact filter holds the block's integer values as Roaring bitmaps and answers without
+/// false positives; a Bloom filter has the false-positive rate of its [`FilterSetting`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum FilterKind {
+    /// Per filter block, the exact filter when its payload is no larger than the Bloom
+    /// filter's, else the Bloom filter (Bloom for columns that are not integers).
+    #[default]
+    Auto,
+    /// Bloom filters only.
+    Bloom,
+    /// Exact filters only (integer columns; refused for others).
+    Exact,
+}
+
+impl FilterKind {
+    /// The name used in `meta/storage`, the CLI and Python: `auto`, `bloom` or `exact`.
+    pub fn name(&self) -> &'static str {
+        match self {
+            FilterKind::Auto => "auto",
+            FilterKind::Bloom => "bloom",
+            FilterKind::Exact => "exact",
+        }
+    }
+
+    /// Parses [`name`](Self::name).
+    ///
+    /// # Errors
+    /// [`Error::InvalidArgument`] for another name.
+    pub fn parse(s: &str) -> Result<FilterKind> {
+        match s {
+            "auto" => Ok(FilterKind::Auto),
+            "bloom" => Ok(FilterKind::Bloom),
+            "exact" => Ok(FilterKind::Exact),
+            other => Err(Error::InvalidArgument(format!(
+                "unknown filter kind {other:?} (auto, bloom or exact)"
+            ))),
+        }
+    }
+
+    /// The kind of files written before exact filters existed.
+    fn legacy() -> FilterKind {
+        FilterKind::Bloom
+    }
+}
+
 /// One column of a layer dataset, as given to [`LayerWriter::create`].
 #[derive(Debug, Clone)]
 pub struct ColumnDef {
@@ -93,8 +141,10 @@ pub struct ColumnDef {
     pub chunklen: Option<u64>,
     /// Entries per index chunk.
     pub fanout: u64,
-    /// Membership filter.
+    /// Membership filter: off, or the Bloom filter's size.
     pub filter: FilterSetting,
+    /// Kind of membership filter (when `filter` is not [`FilterSetting::Off`]).
+    pub filter_kind: FilterKind,
     /// Compression of the data, index and row-group chunks.
     pub compression: Compression,
     /// Digest stored after every chunk.
@@ -102,7 +152,7 @@ pub struct ColumnDef {
 }
 
 impl ColumnDef {
-    /// A column with the default chunking, fan-out, filter (1e-4), LZ4 and Adler-32 digests.
+    /// A column with the default chunking, fan-out, filter (exact or Bloom at 1e-4), LZ4 and Adler-32 digests.
     pub fn new(name: &str, kind: LeafKind) -> ColumnDef {
         ColumnDef {
             name: name.to_string(),
@@ -110,6 +160,7 @@ impl ColumnDef {
             chunklen: None,
             fanout: DEFAULT_FANOUT,
             filter: FilterSetting::Fpr(DEFAULT_FPR),
+            filter_kind: FilterKind::Auto,
             compression: Compression::default(),
             checksum: Checksum::Adler32,
         }
@@ -130,6 +181,12 @@ impl ColumnDef {
     /// Sets the filter.
     pub fn with_filter(mut self, filter: FilterSetting) -> ColumnDef {
         self.filter = filter;
+        self
+    }
+
+    /// Sets the kind of filter.
+    pub fn with_filter_kind(mut self, kind: FilterKind) -> ColumnDef {
+        self.filter_kind = kind;
         self
     }
 }
@@ -176,6 +233,9 @@ pub struct FilterMeta {
     pub chunks_per_block: u64,
     /// The false-positive rate the parameters predict.
     pub predicted_fpr: f64,
+    /// Kind of the filter blocks (`bloom` when absent: files written before exact filters).
+    #[serde(default = "FilterKind::legacy")]
+    pub kind: FilterKind,
 }
 
 /// One column as recorded in `meta/storage`.
@@ -237,6 +297,12 @@ pub struct ColumnCounts {
     pub index_chunks: Vec<u64>,
     /// Filter chunks.
     pub filter_chunks: u64,
+    /// Filter chunks that are exact filters (absent in files written before them).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub exact_filter_chunks: Option<u64>,
+    /// Stored bytes (chunks plus digests) of the filter chunks (absent in older files).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub filter_bytes: Option<u64>,
     /// Uncompressed bytes of all the column's chunks.
     pub nbytes: u64,
     /// Stored bytes (compressed chunks plus digests) of all the column's chunks.
@@ -294,6 +360,13 @@ impl ColumnDef {
         let chunks_per_block = FILTER_BLOCK_VALUES.div_ceil(chunklen).max(1);
         let (bits_per_value, hashes, predicted_fpr) = match self.filter {
             FilterSetting::Off => return Ok(None),
+            _ if self.filter_kind == FilterKind::Exact && !filter::exact_capable(self.kind) => {
+                return Err(Error::InvalidArgument(format!(
+                    "column {}: an exact filter needs an integer column, not {}",
+                    self.name,
+                    self.kind.name()
+                )))
+            }
             FilterSetting::Fpr(p) => {
                 if !(p > 0.0 && p < 1.0) {
                     return Err(Error::InvalidArgument(format!(
@@ -314,11 +387,16 @@ impl ColumnDef {
                 (b, k, pred)
             }
         };
+        let kind = match self.filter_kind {
+            FilterKind::Auto if !filter::exact_capable(self.kind) => FilterKind::Bloom,
+            k => k,
+        };
         Ok(Some(FilterMeta {
             bits_per_value,
             hashes,
             chunks_per_block,
             predicted_fpr,
+            kind,
         }))
     }
 }

@@ -3,7 +3,7 @@
 //! Every chunk is read through a verified superchunk read (its digest is checked), so a
 //! corrupt index, row-group, filter or data chunk is reported as an error, never used.
 
-use super::filter::Bloom;
+use super::filter::{self, BlockFilter};
 use super::value::{self, hash64, Value};
 use super::{data_dir, FilterMeta, LayerColumn, LayerSizes, LayerStorage, LAYER_KIND};
 use crate::blosc;
@@ -54,7 +54,18 @@ impl Counters {
 enum Cached {
     Items(Arc<Vec<Vec<u8>>>),
     Ends(Arc<Vec<u64>>),
-    Bloom(Arc<Bloom>),
+    Filter(Arc<BlockFilter>),
+}
+
+/// What the index and the filter say about a value, before any data chunk is read.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Probe {
+    /// Certainly absent.
+    No,
+    /// Perhaps present: the data must tell.
+    Maybe,
+    /// Certainly present (an exact filter covering the whole row group's block).
+    Yes,
 }
 
 /// Largest number of index, row-group and filter chunks kept decoded.
@@ -395,7 +406,8 @@ impl Layer {
     }
 
     /// Whether `v` may be in column 1: `false` is certain (answered from the index and the
-    /// filter without reading a data chunk); `true` means "maybe".
+    /// filter without reading a data chunk); `true` means "maybe" (and "yes" where the
+    /// column's filter block is exact).
     ///
     /// # Errors
     /// [`Error::InvalidArgument`] when `v` does not fit the column; read errors.
@@ -403,7 +415,8 @@ impl Layer {
         self.cursor().may_contain(v)
     }
 
-    /// Whether `v` is in column 1 (exact: reads a data chunk unless the filter says no).
+    /// Whether `v` is in column 1 (exact: reads a data chunk unless the filter says no, or,
+    /// being an exact filter, yes).
     ///
     /// # Errors
     /// As [`Layer::may_contain`].
@@ -654,9 +667,9 @@ impl Layer {
         Ok((a, b))
     }
 
-    fn bloom(&self, col: usize, blk: u64) -> Result<Arc<Bloom>> {
+    fn filter(&self, col: usize, blk: u64) -> Result<Arc<BlockFilter>> {
         let key = (col, 2, 0, blk);
-        if let Some(Cached::Bloom(b)) = self.cached(key) {
+        if let Some(Cached::Filter(b)) = self.cached(key) {
             return Ok(b);
         }
         let Some((store, _)) = &self.cols[col].filter else {
@@ -664,8 +677,8 @@ impl Layer {
         };
         self.counters.bump(C_FILTER);
         let p = payload(store, blk)?;
-        let b = Arc::new(Bloom::parse(&p).map_err(|m| chunk_err(store, blk, m))?);
-        self.remember(key, Cached::Bloom(b.clone()));
+        let b = Arc::new(BlockFilter::parse(&p).map_err(|m| chunk_err(store, blk, m))?);
+        self.remember(key, Cached::Filter(b.clone()));
         Ok(b)
     }
 
@@ -703,7 +716,10 @@ impl Layer {
             let block = self.data_block(col, k)?;
             self.verify_level0_entry(col, k, &block)?;
             let bloom = match &cr.filter {
-                Some((_, f)) => Some(self.bloom(col, k / f.chunks_per_block)?),
+                Some((_, f)) => Some((
+                    self.filter(col, k / f.chunks_per_block)?,
+                    k / f.chunks_per_block,
+                )),
                 None => None,
             };
             for i in 0..block.len {
@@ -727,12 +743,12 @@ impl Layer {
                         ));
                     }
                 }
-                if let Some(bl) = &bloom {
-                    if !bl.may_contain(hash64(b)) {
+                if let Some((bl, blk)) = &bloom {
+                    if !bl.may_contain(hash64(b), filter::exact_key(cr.kind, b)) {
                         return Err(chunk_err(
                             &cr.data,
                             k,
-                            format!("the filter does not cover row {row}"),
+                            format!("filter chunk {blk} does not cover row {row}"),
                         ));
                     }
                 }
@@ -857,7 +873,10 @@ impl Layer {
                         "hashes": f.hashes,
                         "chunks_per_block": f.chunks_per_block,
                         "predicted_fpr": f.predicted_fpr,
+                        "kind": f.kind.name(),
                         "chunks": s.filter_chunks,
+                        "exact_chunks": s.exact_filter_chunks,
+                        "bytes": s.filter_bytes,
                     })),
                     "codec": m.compression.codec.name(),
                     "clevel": m.compression.clevel,
@@ -1122,9 +1141,15 @@ impl<'a> Cursor<'a> {
     /// # Errors
     /// [`Error::InvalidArgument`] when `v` does not fit the column; read errors.
     pub fn may_contain(&self, v: &Value) -> Result<bool> {
+        Ok(self.probe(v)? != Probe::No)
+    }
+
+    /// What the value index and the filter say about `v` in this row group, without reading
+    /// a data chunk.
+    fn probe(&self, v: &Value) -> Result<Probe> {
         let v = self.coerce(v)?;
         if self.count() == 0 {
-            return Ok(false);
+            return Ok(Probe::No);
         }
         let layer = self.layer;
         let cr = &layer.cols[self.col];
@@ -1132,26 +1157,36 @@ impl<'a> Cursor<'a> {
         let chunk_start = k * cr.chunklen;
         let chunk_end = (chunk_start + cr.chunklen).min(cr.rows);
         if chunk_start >= self.start && layer.entry_cmp(self.col, 0, k, &v)? == Ordering::Greater {
-            return Ok(false);
+            return Ok(Probe::No);
         }
         if chunk_end <= self.end {
             let (entries, i) = layer.entry(self.col, 0, k)?;
             let last = value::cmp_stored(cr.kind, &entries[i + 1], &v)
                 .map_err(|m| chunk_err(&cr.index[0], k / cr.fanout, m))?;
             if last == Ordering::Less {
-                return Ok(false);
+                return Ok(Probe::No);
             }
         }
-        match &cr.filter {
-            Some((_, f)) => {
-                let mut b = Vec::new();
-                value::encode(cr.kind, &v, &mut b);
-                Ok(layer
-                    .bloom(self.col, k / f.chunks_per_block)?
-                    .may_contain(hash64(&b)))
-            }
-            None => Ok(true),
+        let Some((_, f)) = &cr.filter else {
+            return Ok(Probe::Maybe);
+        };
+        let mut b = Vec::new();
+        value::encode(cr.kind, &v, &mut b);
+        let blk = k / f.chunks_per_block;
+        let bf = layer.filter(self.col, blk)?;
+        if !bf.may_contain(hash64(&b), filter::exact_key(cr.kind, &b)) {
+            return Ok(Probe::No);
         }
+        // An exact filter's "yes" is certain when this row group holds every row the
+        // filter block covers (always so in column 1); the value is then in the group.
+        let block_rows = f.chunks_per_block * cr.chunklen;
+        let covered =
+            self.start <= blk * block_rows && ((blk + 1) * block_rows).min(cr.rows) <= self.end;
+        Ok(if bf.is_exact() && covered {
+            Probe::Yes
+        } else {
+            Probe::Maybe
+        })
     }
 
     /// Whether `v` is in this row group (exact). The cursor does not move.
@@ -1159,8 +1194,10 @@ impl<'a> Cursor<'a> {
     /// # Errors
     /// As [`Cursor::may_contain`].
     pub fn contains(&self, v: &Value) -> Result<bool> {
-        if !self.may_contain(v)? {
-            return Ok(false);
+        match self.probe(v)? {
+            Probe::No => return Ok(false),
+            Probe::Yes => return Ok(true),
+            Probe::Maybe => {}
         }
         let mut c = Cursor::new(self.layer, self.col, self.start, self.end);
         c.block = self.block.clone();

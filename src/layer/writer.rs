@@ -76,8 +76,14 @@ struct Level {
 
 struct FilterWriter {
     meta: super::FilterMeta,
+    choice: filter::Choice,
+    /// Hashes of the block's values (unless every block is exact).
     hashes: Vec<u64>,
+    /// Keys of the block's values (integer columns, unless every block is Bloom).
+    keys: Vec<u64>,
     chunks: u64,
+    /// Exact filter chunks written.
+    exact: u64,
     sink: ChunkSink,
 }
 
@@ -134,7 +140,14 @@ impl ColWriter {
             _ => self.items.push(v.to_vec()),
         }
         if let Some(f) = self.filter.as_mut() {
-            f.hashes.push(hash64(v));
+            if f.choice != filter::Choice::Exact {
+                f.hashes.push(hash64(v));
+            }
+            if f.choice != filter::Choice::Bloom {
+                if let Some(k) = filter::exact_key(self.kind, v) {
+                    f.keys.push(k);
+                }
+            }
         }
         self.nbuf += 1;
         self.rows += 1;
@@ -173,7 +186,14 @@ impl ColWriter {
         if f.chunks == 0 {
             return Ok(());
         }
-        let payload = filter::build(&f.hashes, f.meta.bits_per_value, f.meta.hashes);
+        let (payload, exact) = filter::choose(
+            f.choice,
+            &f.hashes,
+            &mut f.keys,
+            f.meta.bits_per_value,
+            f.meta.hashes,
+        );
+        f.exact += u64::from(exact);
         // Filter bits do not compress: store them (clevel 0), still digest-checked.
         let p = CompressParams {
             clevel: 0,
@@ -184,6 +204,7 @@ impl ColWriter {
         let c = blosc::compress(&p, &payload).map_err(|e| Error::Compress(e.0))?;
         f.sink.append(c)?;
         f.hashes.clear();
+        f.keys.clear();
         f.chunks = 0;
         Ok(())
     }
@@ -268,6 +289,8 @@ impl ColWriter {
             cbytes += l.sink.stored;
         }
         let filter_chunks = self.filter.as_ref().map_or(0, |f| f.sink.nchunks);
+        let exact_filter_chunks = self.filter.as_ref().map_or(0, |f| f.exact);
+        let filter_bytes = self.filter.as_ref().map_or(0, |f| f.sink.stored);
         if let Some(f) = &self.filter {
             nbytes += f.sink.nbytes;
             cbytes += f.sink.stored;
@@ -276,6 +299,8 @@ impl ColWriter {
             rows: self.rows,
             index_chunks: self.levels.iter().map(|l| l.sink.nchunks).collect(),
             filter_chunks,
+            exact_filter_chunks: Some(exact_filter_chunks),
+            filter_bytes: Some(filter_bytes),
             nbytes,
             cbytes,
         })
@@ -333,8 +358,16 @@ impl ColWriter {
         let filter = match c.filter {
             Some(f) => Some(FilterWriter {
                 meta: f,
+                // The schema refuses exact filters on other columns than integers.
+                choice: match (f.kind, filter::exact_capable(kind)) {
+                    (super::FilterKind::Bloom, _) | (_, false) => filter::Choice::Bloom,
+                    (super::FilterKind::Exact, true) => filter::Choice::Exact,
+                    (super::FilterKind::Auto, true) => filter::Choice::Smaller,
+                },
                 hashes: Vec::new(),
+                keys: Vec::new(),
                 chunks: 0,
+                exact: 0,
                 sink: sink(dir.join("filter"), 8, false)?,
             }),
             None => None,
