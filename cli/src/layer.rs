@@ -1,9 +1,10 @@
-//! `blz layer ...`: build layer datasets from sorted CSV, seek, ask for membership, describe
+//! `blz layer ...`: build layer datasets from CSV (sorted, or sorted here), seek, ask for membership, describe
 //! and verify them. Everything goes through `blz::layer`.
 
 use crate::failure::Failure;
 use blz::layer::{
-    ColumnDef, Cursor, FilterKind, FilterSetting, Layer, LayerSchema, LayerWriter, Value,
+    ColumnDef, Cursor, FilterKind, FilterSetting, Layer, LayerSchema, LayerSizes, LayerWriter,
+    SortOptions, SortingLayerWriter, Value, DEFAULT_SORT_MEMORY,
 };
 use blz::table::LeafKind;
 use std::path::{Path, PathBuf};
@@ -17,7 +18,8 @@ pub struct LayerArgs {
 
 #[derive(clap::Subcommand, Debug)]
 enum LayerCommand {
-    /// Build a layer dataset from a CSV file sorted by its key columns.
+    /// Build a layer dataset from a CSV file sorted by its key columns (or in any order,
+    /// with --sort).
     Build(BuildArgs),
     /// Find the first value >= (or the last value <=) VALUE in a row group.
     Seek(SeekArgs),
@@ -63,7 +65,16 @@ struct BuildArgs {
     /// Replace an existing layer dataset.
     #[arg(long)]
     overwrite: bool,
-    /// Sorted CSV input: one line per key path.
+    /// The input is in any order: sort it (an external sort in bounded memory, with sorted
+    /// runs in OUTPUT.tmp-build/sort-runs/). Repeated key paths add their weights and paths
+    /// whose weights add up to zero are left out; without a weight, a repeated path is
+    /// kept once.
+    #[arg(long)]
+    sort: bool,
+    /// Memory for --sort's buffer of rows, such as 64M or 1G (default 256M).
+    #[arg(long, value_name = "SIZE", value_parser = size_arg, requires = "sort")]
+    sort_memory: Option<u64>,
+    /// CSV input: one line per key path, sorted by the whole path unless --sort.
     input: PathBuf,
     /// The dataset directory to create.
     output: PathBuf,
@@ -174,6 +185,39 @@ fn merge(m: &MergeArgs) -> Result<(), Failure> {
     Ok(())
 }
 
+fn size_arg(s: &str) -> Result<u64, String> {
+    crate::parse_size(s).map_err(|e| match e {
+        blz::Error::InvalidArgument(m) => m,
+        other => other.to_string(),
+    })
+}
+
+/// The build of `blz layer build`: from sorted rows, or from rows in any order.
+enum Builder {
+    Sorted(LayerWriter),
+    Sorting(Box<SortingLayerWriter>),
+}
+
+impl Builder {
+    fn push(&mut self, keys: &[Value], weight: Option<Value>) -> blz::Result<()> {
+        match self {
+            Builder::Sorted(w) => w.push(keys, weight),
+            Builder::Sorting(w) => w.push(keys, weight),
+        }
+    }
+
+    /// Finishes the build: the output's counts, and the sorted runs written.
+    fn finish(self) -> blz::Result<(LayerSizes, Option<u64>)> {
+        match self {
+            Builder::Sorted(w) => Ok((w.finish()?, None)),
+            Builder::Sorting(w) => {
+                let r = w.finish()?;
+                Ok((r.sizes, Some(r.runs)))
+            }
+        }
+    }
+}
+
 fn parse_kind(t: &str) -> Result<LeafKind, Failure> {
     let k = LeafKind::parse(t).map_err(Failure::from)?;
     blz::layer::value::check_kind(k)?;
@@ -252,7 +296,14 @@ fn build(a: &BuildArgs) -> Result<(), Failure> {
         .flexible(false)
         .from_path(&a.input)
         .map_err(|e| Failure::new(format!("{}: {e}", a.input.display())))?;
-    let mut w = LayerWriter::create(&a.output, schema)?;
+    let mut w = if a.sort {
+        let opts = SortOptions::with_memory(a.sort_memory.unwrap_or(DEFAULT_SORT_MEMORY));
+        Builder::Sorting(Box::new(LayerWriter::create_unsorted(
+            &a.output, schema, opts,
+        )?))
+    } else {
+        Builder::Sorted(LayerWriter::create(&a.output, schema)?)
+    };
     let nf = kinds.len() + usize::from(wkind.is_some());
     let mut rows = 0u64;
     for (line, rec) in rdr.records().enumerate() {
@@ -275,10 +326,14 @@ fn build(a: &BuildArgs) -> Result<(), Failure> {
         w.push(&keys, weight).map_err(|e| at(e.to_string()))?;
         rows += 1;
     }
-    let sizes = w.finish()?;
+    let (sizes, runs) = w.finish()?;
     let per: Vec<String> = sizes.columns.iter().map(|c| c.rows.to_string()).collect();
+    let runs = match runs {
+        Some(n) => format!(", {n} sorted runs"),
+        None => String::new(),
+    };
     println!(
-        "{}: {rows} input rows, column rows {}",
+        "{}: {rows} input rows, column rows {}{runs}",
         a.output.display(),
         per.join(" / ")
     );

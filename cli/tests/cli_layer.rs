@@ -286,3 +286,109 @@ fn filter_kinds_from_the_command_line_and_in_info() {
     ]);
     assert!(!o.status.success());
 }
+
+#[test]
+fn build_sorts_unsorted_input() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    // Rows in no order, each (user, item) path several times, some weights cancelling.
+    let mut text = String::new();
+    let mut sums = std::collections::BTreeMap::new();
+    for i in 0..3000i64 {
+        let (u, item) = ((i * 37) % 101, (i * 11) % 7);
+        let w = if i % 5 == 0 { -2 } else { 1 };
+        text.push_str(&format!("{u},it{item},{w}\n"));
+        *sums.entry((u, format!("it{item}"))).or_insert(0i64) += w;
+    }
+    std::fs::write(d.join("in.csv"), &text).unwrap();
+    let out = d.join("s.blz");
+    let args = |extra: &[&str]| -> Vec<String> {
+        let mut a: Vec<String> = [
+            "layer",
+            "build",
+            "--columns",
+            "user:int64,item:varstr",
+            "--weight",
+            "w:int64",
+        ]
+        .iter()
+        .map(|x| x.to_string())
+        .collect();
+        a.extend(extra.iter().map(|x| x.to_string()));
+        a.push(s(&d.join("in.csv")).to_string());
+        a.push(s(&out).to_string());
+        a
+    };
+    let run_args = |extra: &[&str]| {
+        let a = args(extra);
+        let r: Vec<&str> = a.iter().map(String::as_str).collect();
+        run(&r)
+    };
+    // Without --sort the input is refused, and --sort-memory needs --sort.
+    let e = run_args(&[]);
+    assert!(!e.status.success());
+    assert!(String::from_utf8_lossy(&e.stderr).contains("unsorted input"));
+    assert!(!run_args(&["--sort-memory", "1K"]).status.success());
+    assert!(!run_args(&["--sort", "--sort-memory", "lots"])
+        .status
+        .success());
+    assert!(!out.exists());
+    let o = run_args(&["--sort", "--sort-memory", "16K"]);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let msg = String::from_utf8_lossy(&o.stdout);
+    assert!(msg.contains("3000 input rows"), "{msg}");
+    let runs: u64 = msg
+        .split(", ")
+        .find_map(|p| p.strip_suffix(" sorted runs\n"))
+        .and_then(|n| n.parse().ok())
+        .unwrap_or_else(|| panic!("{msg}"));
+    assert!(runs > 2, "{msg}");
+    let want: Vec<(i64, String, i64)> = sums
+        .into_iter()
+        .filter(|(_, w)| *w != 0)
+        .map(|((u, i), w)| (u, i, w))
+        .collect();
+    let got = user_item_paths(&out);
+    assert_eq!(got, want);
+    assert!(ok(&["layer", "verify", s(&out)]).contains("ok"));
+    let left: Vec<_> = std::fs::read_dir(d).unwrap().collect();
+    assert_eq!(left.len(), 2, "{left:?}");
+    // The same input, fitting in memory: no run, the same dataset.
+    std::fs::remove_dir_all(&out).unwrap();
+    let o = run_args(&["--sort"]);
+    assert!(String::from_utf8_lossy(&o.stdout).contains(", 0 sorted runs"));
+    assert_eq!(user_item_paths(&out), want);
+}
+
+/// The (int64, varstr) paths of a weighted two-column layer dataset, with their weights.
+fn user_item_paths(path: &Path) -> Vec<(i64, String, i64)> {
+    use blz::layer::Value;
+    let l = blz::layer::Layer::open(path).unwrap();
+    let mut got = Vec::new();
+    let mut c = l.cursor();
+    if !c.first() {
+        return got;
+    }
+    loop {
+        let Some(Value::Int(u)) = c.value().unwrap() else {
+            panic!("not an int")
+        };
+        let mut ch = c.child().unwrap().unwrap();
+        assert!(ch.first());
+        loop {
+            let (Some(Value::Str(i)), Some(Value::Int(w))) =
+                (ch.value().unwrap(), ch.weight().unwrap())
+            else {
+                panic!("not a (string, weight) row")
+            };
+            got.push((u, i, w));
+            if !ch.next() {
+                break;
+            }
+        }
+        if !c.next() {
+            break;
+        }
+    }
+    got
+}

@@ -184,6 +184,14 @@ fn kill_scenario(s: &Scenario) {
                 "{} trial {i}: the re-run gave another state",
                 s.name
             );
+            // Nothing of the killed run is left: its staging directory (and a sorting
+            // build's runs in it) went with the re-run.
+            let left: Vec<String> = std::fs::read_dir(&dir)
+                .unwrap()
+                .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+                .filter(|n| n.ends_with(".tmp-build"))
+                .collect();
+            assert!(left.is_empty(), "{} trial {i}: left {left:?}", s.name);
         } else if got == new {
             saw_new += 1;
         } else {
@@ -415,6 +423,46 @@ fn killed_layer_build() {
             "a:int64,b:int64",
             "--chunklen",
             "1024",
+        ],
+    });
+}
+
+/// Weighted key paths in no order, with repeats and weights that cancel: input for
+/// `blz layer build --sort`.
+fn unsorted_layer_input(dir: &Path) {
+    use std::fmt::Write;
+    let mut s = String::new();
+    let mut x = 1u64;
+    for i in 0..300_000u64 {
+        x = x
+            .wrapping_mul(6_364_136_223_846_793_005)
+            .wrapping_add(1_442_695_040_888_963_407);
+        let a = (x >> 33) % 2000;
+        let b = (x >> 13) % 50;
+        let w = if i % 4 == 0 { -1 } else { 1 };
+        writeln!(s, "{a},{b},{w}").unwrap();
+    }
+    std::fs::write(dir.join("unsorted.csv"), s).unwrap();
+}
+
+#[test]
+fn killed_layer_build_sort() {
+    kill_scenario(&Scenario {
+        name: "layer build --sort",
+        kind: Kind::Layer,
+        prepare: unsorted_layer_input,
+        args: &[
+            "layer",
+            "build",
+            "unsorted.csv",
+            "ds",
+            "--columns",
+            "a:int64,b:int64",
+            "--weight",
+            "w:int64",
+            "--sort",
+            "--sort-memory",
+            "1M",
         ],
     });
 }

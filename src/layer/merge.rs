@@ -180,7 +180,7 @@ fn check_same(first: &Layer, other: &Layer) -> Result<()> {
 }
 
 /// The sum of two weights of one column type, `None` when it overflows.
-fn add(a: &Value, b: &Value) -> Option<Value> {
+pub(crate) fn add(a: &Value, b: &Value) -> Option<Value> {
     match (a, b) {
         (Value::Int(x), Value::Int(y)) => x.checked_add(*y).map(Value::Int),
         (Value::UInt(x), Value::UInt(y)) => x.checked_add(*y).map(Value::UInt),
@@ -189,7 +189,7 @@ fn add(a: &Value, b: &Value) -> Option<Value> {
     }
 }
 
-fn is_zero(w: &Value) -> bool {
+pub(crate) fn is_zero(w: &Value) -> bool {
     match w {
         Value::Int(x) => *x == 0,
         Value::UInt(x) => *x == 0,
@@ -257,12 +257,38 @@ pub fn merge(
             )));
         }
     }
-    let weighted = out_meta.weight.is_some();
+    let mut writer = LayerWriter::create(output.as_ref(), schema)?;
+    let counts = merge_into(inputs, &mut writer)?;
+    let sizes = writer.finish()?;
+    Ok(MergeReport {
+        paths_read: counts.read,
+        paths_written: counts.written,
+        paths_cancelled: counts.cancelled,
+        sizes,
+    })
+}
+
+/// Paths a merge read, wrote and left out (their weights added up to zero).
+#[derive(Debug, Clone, Copy, Default)]
+pub(crate) struct MergeCounts {
+    pub(crate) read: u64,
+    pub(crate) written: u64,
+    pub(crate) cancelled: u64,
+}
+
+/// Paths an input is walked before its layer's decoded index and row-group chunks are let
+/// go: a walk visits each once, so keeping them only grows the memory of a long merge.
+const CLEAR_CACHE_EVERY: u64 = 1 << 16;
+
+/// The merge proper: pushes the consolidated paths of `inputs` (checked to be like the
+/// writer's schema by the caller) into `writer`, which the caller finishes.
+pub(crate) fn merge_into(inputs: &[&Layer], writer: &mut LayerWriter) -> Result<MergeCounts> {
+    let weighted = writer.storage_meta().weight.is_some();
     let mut walks = inputs
         .iter()
         .map(|l| Paths::new(l))
         .collect::<Result<Vec<_>>>()?;
-    let mut writer = LayerWriter::create(output.as_ref(), schema)?;
+    let mut advanced = vec![0u64; walks.len()];
     let (mut paths_read, mut paths_written, mut paths_cancelled) = (0u64, 0u64, 0u64);
     // The smallest current path among the inputs, each round; k is small (a handful of
     // batches), so a scan of the k heads costs less than keeping a heap.
@@ -307,14 +333,16 @@ pub fn merge(
         // the one it wrote last.
         for &i in &least {
             walks[i].advance()?;
+            advanced[i] += 1;
+            if advanced[i].is_multiple_of(CLEAR_CACHE_EVERY) {
+                walks[i].layer.clear_cache();
+            }
         }
     }
-    let sizes = writer.finish()?;
-    Ok(MergeReport {
-        paths_read,
-        paths_written,
-        paths_cancelled,
-        sizes,
+    Ok(MergeCounts {
+        read: paths_read,
+        written: paths_written,
+        cancelled: paths_cancelled,
     })
 }
 

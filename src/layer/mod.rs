@@ -3,7 +3,8 @@
 //! An n-layer dataset (n = 1, 2 or 3 in practice) stores n columns. Column 1 is one sorted
 //! set of values. Row `j` of column `i` owns the `j`-th row group of column `i + 1`, and
 //! each row group is sorted. The last column may carry an auxiliary value per row (a weight).
-//! A dataset is written in a single pass over sorted input by [`LayerWriter`] and read with
+//! A dataset is written in a single pass over sorted input by [`LayerWriter`] (or from input
+//! in any order by [`SortingLayerWriter`], an external sort in bounded memory) and read with
 //! [`Cursor`]s from a [`Layer`].
 //!
 //! ```no_run
@@ -39,11 +40,15 @@ pub(crate) mod filter;
 mod merge;
 mod reader;
 mod sink;
+mod sort;
 pub mod value;
 mod writer;
 
 pub use merge::{merge, schema_of, MergeReport};
 pub use reader::{Cursor, Layer, ReadStats};
+pub use sort::{
+    SortOptions, SortReport, SortingLayerWriter, DEFAULT_FAN_IN, DEFAULT_SORT_MEMORY, SORT_RUNS_DIR,
+};
 pub use value::Value;
 pub use writer::LayerWriter;
 

@@ -464,6 +464,12 @@ impl LayerWriter {
         &self.meta
     }
 
+    /// The directory the dataset is built in (`<path>.tmp-build`, removed with everything
+    /// in it when the build is abandoned or killed) and the storage it is built through.
+    pub(crate) fn build_dir(&self) -> (&Path, &Arc<dyn Storage>) {
+        (&self.tmp, &self.storage)
+    }
+
     /// Rows pushed so far into each column.
     pub fn rows(&self) -> Vec<u64> {
         self.cols.iter().map(|c| c.rows).collect()
