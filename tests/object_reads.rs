@@ -28,23 +28,29 @@ use std::sync::{Arc, Mutex};
 #[derive(Debug)]
 struct Recording {
     inner: Arc<InMemory>,
+    /// The dataset's prefix: each test its own, as the in-process lock of a dataset is
+    /// held by its path.
+    prefix: String,
     gets: Mutex<Vec<(String, Option<Range<u64>>)>>,
     fail: Mutex<Option<String>>,
 }
 
 impl Recording {
     fn new() -> Arc<Recording> {
+        static N: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+        let n = N.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
         Arc::new(Recording {
             inner: Arc::new(InMemory::new()),
+            prefix: format!("runs/ds{n}.blz"),
             gets: Mutex::default(),
             fail: Mutex::default(),
         })
     }
 
-    /// A handle on the dataset under `prefix`, as a process opens it (one GET: the state).
-    fn open(self: &Arc<Recording>, prefix: &str) -> Arc<ObjectStorage> {
+    /// A handle on the dataset, as a process opens it (one GET: the state).
+    fn open(self: &Arc<Recording>) -> Arc<ObjectStorage> {
         let store: Arc<dyn ObjectStore> = Arc::clone(self) as Arc<dyn ObjectStore>;
-        Arc::new(ObjectStorage::new(store, PathBuf::from("memory://"), prefix).unwrap())
+        Arc::new(ObjectStorage::new(store, PathBuf::from("memory://"), &self.prefix).unwrap())
     }
 
     /// The GETs recorded since the last call.
@@ -128,7 +134,6 @@ impl ObjectStore for Recording {
     }
 }
 
-const PREFIX: &str = "runs/ds.blz";
 /// Rows and columns of the test dataset, its chunks `CHUNK` and chunks per file.
 const ROWS: u64 = 700;
 const COLS: u64 = 60;
@@ -138,7 +143,7 @@ const PER_FILE: u64 = 6;
 /// The same 2-D dataset (42 chunks in 7 files) on the recording store and on a local disk.
 fn both() -> (Arc<Recording>, tempfile::TempDir, PathBuf) {
     let rec = Recording::new();
-    let s = rec.open(PREFIX);
+    let s = rec.open();
     let root = s.root().to_path_buf();
     let o = CreateOptions {
         chunkshape: Some(CHUNK.to_vec()),
@@ -154,14 +159,14 @@ fn both() -> (Arc<Recording>, tempfile::TempDir, PathBuf) {
     ds.append(&data.view()).unwrap();
     let dir = tempfile::tempdir().unwrap();
     let local = dir.path().join("ds.blz");
-    let mut l = Dataset::create(&local, DType::I64, &[0, COLS], &o).unwrap();
+    let mut l = Dataset::create_with(&local, DType::I64, &[0, COLS], &o).unwrap();
     l.append(&data.view()).unwrap();
     rec.take();
     (rec, dir, local)
 }
 
 /// The data files of the state, each with its object key and the ranges its front holds.
-fn data_files(s: &ObjectStorage) -> Vec<(String, String, Vec<Range<u64>>)> {
+fn data_files(s: &ObjectStorage, prefix: &str) -> Vec<(String, String, Vec<Range<u64>>)> {
     let state = s.state().unwrap();
     state
         .files
@@ -174,7 +179,7 @@ fn data_files(s: &ObjectStorage) -> Vec<(String, String, Vec<Range<u64>>)> {
                     .as_ref()
                     .map(|fr| fr.ranges.iter().map(|&[a, n]| a..a + n).collect())
                     .unwrap_or_default();
-                Some((path.clone(), format!("{PREFIX}/{key}"), fr))
+                Some((path.clone(), format!("{prefix}/{key}"), fr))
             }
             _ => None,
         })
@@ -191,18 +196,15 @@ fn read_sel(ds: &Dataset, sel: &str) -> ArrayD<i64> {
 #[test]
 fn a_full_read_is_one_get_per_file() {
     let (rec, _dir, local) = both();
-    let s = rec.open(PREFIX);
-    let files = data_files(&s);
+    let s = rec.open();
+    let files = data_files(&s, &rec.prefix);
     assert_eq!(files.len(), 7, "{files:?}");
     assert!(files.iter().all(|(_, _, fr)| !fr.is_empty()), "fronts kept");
     let ds =
         Dataset::open_in(Arc::clone(&s) as Arc<dyn Storage>, s.root(), Mode::ReadOnly).unwrap();
     assert_eq!(rec.take().len(), 1, "opening is the state's GET");
     let got = ds.read::<i64>().unwrap();
-    let want = Dataset::open(&local, Mode::ReadOnly)
-        .unwrap()
-        .read::<i64>()
-        .unwrap();
+    let want = Dataset::open(&local).unwrap().read::<i64>().unwrap();
     assert_eq!(got, want);
     let gets = rec.take();
     assert_eq!(gets.len(), files.len(), "{gets:?}");
@@ -223,11 +225,11 @@ fn a_full_read_is_one_get_per_file() {
 #[test]
 fn a_small_read_fetches_its_chunk_alone() {
     let (rec, _dir, local) = both();
-    let s = rec.open(PREFIX);
+    let s = rec.open();
     let ds =
         Dataset::open_in(Arc::clone(&s) as Arc<dyn Storage>, s.root(), Mode::ReadOnly).unwrap();
     let got = read_sel(&ds, "123,5:15");
-    let want = read_sel(&Dataset::open(&local, Mode::ReadOnly).unwrap(), "123,5:15");
+    let want = read_sel(&Dataset::open(&local).unwrap(), "123,5:15");
     assert_eq!(got, want);
     let gets = rec.take();
     assert_eq!(gets.len(), 2, "the state and the chunk: {gets:?}");
@@ -241,8 +243,8 @@ fn a_small_read_fetches_its_chunk_alone() {
 #[test]
 fn the_gap_merges_and_the_part_size_splits() {
     let (rec, _dir, _local) = both();
-    let s = rec.open(PREFIX);
-    let (path, key, _) = data_files(&s).remove(0);
+    let s = rec.open();
+    let (path, key, _) = data_files(&s, &rec.prefix).remove(0);
     let f = s.open(&s.root().join(&path), OpenMode::Read).unwrap();
     let len = f.len().unwrap();
     let whole = futures::executor::block_on(async {
@@ -255,22 +257,26 @@ fn the_gap_merges_and_the_part_size_splits() {
             .unwrap()
     });
     assert_eq!(whole.len() as u64, len);
-    let (a, b) = (3000..4000u64, 4500..5200u64);
+    // Two ranges `gap` bytes apart, past the front (which covers the file's start).
+    let q = len / 8;
+    assert!(q > 100, "a file of {len} bytes");
+    let gap = q / 2;
+    let (a, b) = (2 * q..3 * q, 3 * q + gap..4 * q);
     let check = |got: Vec<blz::storage::Bytes>| {
-        assert_eq!(&got[0][..], &whole[3000..4000]);
-        assert_eq!(&got[1][..], &whole[4500..5200]);
+        assert_eq!(got[0], whole.slice(a.start as usize..a.end as usize));
+        assert_eq!(got[1], whole.slice(b.start as usize..b.end as usize));
     };
     rec.take();
-    for (gap, gets) in [(499, 2), (500, 1), (0, 2), (1 << 20, 1)] {
+    for (allowed, gets) in [(gap - 1, 2), (gap, 1), (0, 2), (1 << 20, 1)] {
         s.set_read_tuning(ReadTuning {
-            coalesce: gap,
+            coalesce: allowed,
             ..ReadTuning::DEFAULT
         });
         check(f.read_ranges(&[a.clone(), b.clone()]).unwrap());
         let seen = rec.take();
-        assert_eq!(seen.len(), gets, "gap {gap}: {seen:?}");
+        assert_eq!(seen.len(), gets, "gap {gap}, allowed {allowed}: {seen:?}");
         if gets == 1 {
-            assert_eq!(seen[0].1, Some(3000..5200));
+            assert_eq!(seen[0].1, Some(a.start..b.end));
         }
     }
     // Adjacent ranges are one GET even with no gap allowed.
@@ -278,24 +284,32 @@ fn the_gap_merges_and_the_part_size_splits() {
         coalesce: 0,
         ..ReadTuning::DEFAULT
     });
-    let got = f.read_ranges(&[3000..3100, 3100..3300]).unwrap();
-    assert_eq!(&got[1][..], &whole[3100..3300]);
+    let got = f
+        .read_ranges(&[a.start..a.start + 10, a.start + 10..a.end])
+        .unwrap();
+    assert_eq!(got[1], whole.slice(a.start as usize + 10..a.end as usize));
     assert_eq!(rec.take().len(), 1);
-    // Parts of 700 bytes: 2200 bytes are 4 GETs, joined into the same bytes.
+    // Parts of `p` bytes: the merged run a.start..b.end is several GETs, at most two at
+    // once, joined into the same bytes.
+    let p = q / 3 + 1;
     s.set_read_tuning(ReadTuning {
-        part_size: 700,
+        part_size: p,
         concurrency: 2,
         ..ReadTuning::DEFAULT
     });
     check(f.read_ranges(&[a.clone(), b.clone()]).unwrap());
     let mut seen: Vec<_> = rec.take().into_iter().map(|(_, r)| r.unwrap()).collect();
     seen.sort_by_key(|r| r.start);
-    assert_eq!(seen, vec![3000..3700, 3700..4400, 4400..5100, 5100..5200]);
-    // A read of the whole file, in parts, gives its bytes; the front's ranges are asked
-    // only as parts of the whole.
+    let want: Vec<Range<u64>> = (a.start..b.end)
+        .step_by(p as usize)
+        .map(|x| x..(x + p).min(b.end))
+        .collect();
+    assert!(want.len() > 3);
+    assert_eq!(seen, want);
+    // A read of the whole file, in parts, gives its bytes.
     let all = f.read_ranges(&[0..len]).unwrap();
     assert_eq!(all[0], whole);
-    assert_eq!(rec.take().len() as u64, len.div_ceil(700));
+    assert_eq!(rec.take().len() as u64, len.div_ceil(p));
     // A read the front answers whole asks nothing.
     let front = f.read_ranges(&[0..16, 0..0]).unwrap();
     assert_eq!(&front[0][..], &whole[..16]);
@@ -310,14 +324,14 @@ fn the_gap_merges_and_the_part_size_splits() {
 #[test]
 fn a_failed_part_names_the_file() {
     let (rec, _dir, _local) = both();
-    let s = rec.open(PREFIX);
+    let s = rec.open();
     s.set_read_tuning(ReadTuning {
         part_size: 1000,
         ..ReadTuning::DEFAULT
     });
     let ds =
         Dataset::open_in(Arc::clone(&s) as Arc<dyn Storage>, s.root(), Mode::ReadOnly).unwrap();
-    let (path, key, _) = data_files(&s).remove(2);
+    let (path, key, _) = data_files(&s, &rec.prefix).remove(2);
     *rec.fail.lock().unwrap() = Some(key.rsplit('/').next().unwrap().to_string());
     let e = ds.read::<i64>().unwrap_err();
     match &e {
@@ -358,13 +372,13 @@ proptest! {
         concurrency in 1usize..40,
     ) {
         let (rec, _dir, local) = BOTH.with(|b| b.clone());
-        let s = rec.open(PREFIX);
+        let s = rec.open();
         s.set_read_tuning(ReadTuning { coalesce: gap, part_size: part, concurrency });
         let fronts: Vec<(String, Vec<Range<u64>>)> =
-            data_files(&s).into_iter().map(|(_, k, f)| (k, f)).collect();
+            data_files(&s, &rec.prefix).into_iter().map(|(_, k, f)| (k, f)).collect();
         let ds = Dataset::open_in(Arc::clone(&s) as Arc<dyn Storage>, s.root(), Mode::ReadOnly)
             .unwrap();
-        let l = Dataset::open(&local, Mode::ReadOnly).unwrap();
+        let l = Dataset::open(&local).unwrap();
         rec.take();
         for sel in &sels {
             prop_assert_eq!(read_sel(&ds, sel), read_sel(&l, sel), "{}", sel);

@@ -399,7 +399,7 @@ impl Default for ReadTuning {
 impl ReadTuning {
     /// 1 MiB of gap merged, parts of 16 MiB, 32 requests in flight.
     pub const DEFAULT: ReadTuning = ReadTuning {
-        coalesce: object_store::util::OBJECT_STORE_COALESCE_DEFAULT,
+        coalesce: object_store::OBJECT_STORE_COALESCE_DEFAULT,
         part_size: 16 << 20,
         concurrency: 32,
     };
@@ -647,7 +647,7 @@ impl Backend {
             |(obj, list)| {
                 let slots = &slots;
                 async move {
-                    object_store::util::coalesce_ranges(
+                    object_store::coalesce_ranges(
                         list,
                         |span| self.fetch_span(obj, span, &tuning, slots),
                         tuning.coalesce,
