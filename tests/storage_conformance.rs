@@ -61,6 +61,13 @@ fn read_write(s: &dyn Storage, root: &Path) {
     assert!(!s.is_dir(&p) && s.exists(&p));
     assert_eq!(f.path(), p.as_path());
 
+    // Several ranges at once read as each alone does, in the order asked.
+    let got = f.read_ranges(&[10..15, 0..5, 4..4, 3..11]).unwrap();
+    let got: Vec<&[u8]> = got.iter().map(|b| &b[..]).collect();
+    assert_eq!(got, [&b"world"[..], b"helLO", b"", b"LO\0\0\0\0\0w"]);
+    let e = f.read_ranges(&[0..2, 13..17]).unwrap_err();
+    assert_eq!(kind(&e), Some(ErrorKind::UnexpectedEof), "{e}");
+
     // Reading past the end fails with UnexpectedEof and changes nothing.
     let mut past = [0u8; 4];
     let e = f.read_at(13, &mut past).unwrap_err();
@@ -204,6 +211,11 @@ fn read_only(s: &dyn Storage, root: &Path) {
     let file = s.open(&f, OpenMode::Read).unwrap();
     let mut past = [0u8; 4];
     let e = file.read_at(8, &mut past).unwrap_err();
+    assert_eq!(kind(&e), Some(ErrorKind::UnexpectedEof), "{e}");
+    let got = file.read_ranges(&[7..10, 0..2, 5..5, 1..9]).unwrap();
+    let got: Vec<&[u8]> = got.iter().map(|b| &b[..]).collect();
+    assert_eq!(got, [&b"789"[..], b"01", b"", b"12345678"]);
+    let e = file.read_ranges(&[0..1, 8..12]).unwrap_err();
     assert_eq!(kind(&e), Some(ErrorKind::UnexpectedEof), "{e}");
     let e = s.open(&root.join("missing"), OpenMode::Read).err().unwrap();
     assert_eq!(kind(&e), Some(ErrorKind::NotFound), "{e}");

@@ -353,6 +353,63 @@ impl ChunkStore {
         .as_ref()
     }
 
+    /// Runs `work` on every item of `items`, in parallel, as `par_iter().try_for_each_init`
+    /// would; `chunk_of` says which chunk an item reads. Where every read is a request (an
+    /// object store), the items are taken file by file (files in parallel): the chunks a
+    /// file's items need are fetched first, together (one [`SuperchunkReader::fetch_chunks`]:
+    /// one request per run of chunks lying close, `spec/object-store.md` §4), and `work`
+    /// gets them in its [`Fetched`] to decode from. Elsewhere `work` gets nothing fetched
+    /// and reads each chunk itself.
+    pub(crate) fn for_each_fetched<T, S>(
+        &self,
+        items: &[T],
+        chunk_of: impl Fn(&T) -> u64 + Sync,
+        init: impl Fn() -> S + Sync + Send,
+        work: impl Fn(&mut S, &T, &Fetched) -> Result<()> + Sync + Send,
+    ) -> Result<()>
+    where
+        T: Sync,
+    {
+        use rayon::prelude::*;
+        if !self.batches_reads() {
+            let none = Fetched::default();
+            return items
+                .par_iter()
+                .try_for_each_init(&init, |s, it| work(s, it, &none));
+        }
+        let mut by_file: BTreeMap<u64, Vec<&T>> = BTreeMap::new();
+        for it in items {
+            by_file
+                .entry(self.locate(chunk_of(it)).0)
+                .or_default()
+                .push(it);
+        }
+        let files: Vec<(u64, Vec<&T>)> = by_file.into_iter().collect();
+        let run = || {
+            files.par_iter().try_for_each(|(f, its)| {
+                let ks: Vec<u64> = its.iter().map(|it| self.locate(chunk_of(it)).1).collect();
+                let r = self.reader(*f)?;
+                let fetched = Fetched {
+                    chunks: r.fetch_chunks(&ks)?.into_iter().collect(),
+                    reader: Some(r),
+                };
+                its.par_iter()
+                    .try_for_each_init(&init, |s, it| work(s, it, &fetched))
+            })
+        };
+        // Where every read is a round trip, keep many in flight (they wait, not compute).
+        match self.io_pool().filter(|_| items.len() > 1) {
+            Some(p) => p.install(run),
+            None => run(),
+        }
+    }
+
+    /// Whether many chunks are better fetched together than read one by one (every read is
+    /// a request: an object store).
+    fn batches_reads(&self) -> bool {
+        self.storage.concurrent_reads().is_some()
+    }
+
     pub(crate) fn reader(&self, f: u64) -> Result<Arc<SuperchunkReader>> {
         use std::sync::atomic::Ordering;
         if let Some(r) = self.readers.lock().ok().and_then(|m| m.get(&f).cloned()) {
@@ -416,6 +473,39 @@ impl ChunkStore {
         scratch: &mut Vec<u8>,
     ) -> Result<()> {
         self.with_reader(k, |r, j| r.decompress_chunk_into(j, dst, scratch, 1))
+    }
+
+    /// [`decompress_chunk`](Self::decompress_chunk) from the chunk's bytes in `fetched`
+    /// when they are there (fetched through the reader in use), else read now.
+    pub(crate) fn decompress_fetched(
+        &self,
+        k: u64,
+        dst: &mut [u8],
+        scratch: &mut Vec<u8>,
+        fetched: &Fetched,
+    ) -> Result<()> {
+        self.with_reader(k, |r, j| match fetched.first(r, j) {
+            Some(b) => r.decompress_chunk_from(j, b, dst, scratch),
+            None => r.decompress_chunk_into(j, dst, scratch, 1),
+        })
+    }
+
+    /// [`getitem`](Self::getitem) from the chunk's bytes in `fetched` when they are there.
+    pub(crate) fn getitem_fetched(
+        &self,
+        k: u64,
+        byte_start: usize,
+        dst: &mut [u8],
+        scratch: &mut Vec<u8>,
+        fetched: &Fetched,
+    ) -> Result<()> {
+        if fetched.reader.is_none() {
+            return self.getitem(k, byte_start, dst, scratch);
+        }
+        self.with_reader(k, |r, j| match fetched.first(r, j) {
+            Some(b) => r.getitem_from(j, b, byte_start, dst, scratch),
+            None => r.getitem_into(j, byte_start, dst, scratch),
+        })
     }
 
     /// Reads only bytes `byte_start..byte_start + dst.len()` of chunk `k`, decoded (c-blosc
@@ -512,6 +602,25 @@ impl ChunkStore {
             varlen: self.varlen,
             metadata: self.identity_doc(f).map(|doc| (doc, identity_params())),
         }
+    }
+}
+
+/// The stored bytes of chunks of one superchunk file, fetched together
+/// ([`ChunkStore::for_each_fetched`]): by chunk index in the file, the bytes of its
+/// [`SuperchunkReader::chunk_read_range`], as read through `reader`.
+#[derive(Default)]
+pub(crate) struct Fetched {
+    reader: Option<Arc<SuperchunkReader>>,
+    chunks: HashMap<u64, crate::storage::Bytes>,
+}
+
+impl Fetched {
+    /// The fetched bytes of chunk `j` of the file `r` reads, if any: only when `r` is the
+    /// reader they were fetched through (a reader reloaded since may place the chunk
+    /// elsewhere).
+    fn first(&self, r: &SuperchunkReader, j: u64) -> Option<&[u8]> {
+        let mine = self.reader.as_deref().is_some_and(|m| std::ptr::eq(m, r));
+        mine.then(|| self.chunks.get(&j).map(|b| &b[..])).flatten()
     }
 }
 

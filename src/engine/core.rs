@@ -12,7 +12,6 @@ use crate::meta::{Compression, FilterName};
 use crate::selection::AxisSel;
 use crate::stats::{self, ChunkStats};
 use crate::txn::Txn;
-use rayon::prelude::*;
 use std::sync::{Condvar, Mutex, PoisonError};
 
 /// Everything needed to turn chunks into elements and back.
@@ -148,81 +147,75 @@ impl ArrayCore {
         // per thread, not once per read: a process making many reads (a dask worker, whose
         // allocator returns every freed buffer to the system) reuses them.
         let pool = &READ_SCRATCH;
-        let read_all = || {
-            parts.par_iter().try_for_each_init(
-                || pool.lease(),
-                |bufs, part| -> Result<()> {
-                    let (scratch, chunk) = &mut **bufs;
-                    let k = self.linear(&part.coords, shape);
-                    let full = part
-                        .axes
-                        .iter()
-                        .zip(cs)
-                        .all(|(a, &c)| a.in_start == 0 && a.step == 1 && a.count == c);
-                    let out_ptr = out_ptr.get();
-                    if full && direct_ok {
-                        // The chunk lands as one contiguous run of the output: decode in place.
-                        let start = part.axes[0].out_start * inner_chunk * isz as u64;
-                        // SAFETY: the run [start, start + chunk_bytes) lies inside `out` (the part
-                        // is inside the selection) and no other part writes it.
-                        let dst = unsafe {
-                            std::slice::from_raw_parts_mut(out_ptr.add(start as usize), chunk_bytes)
-                        };
-                        self.store.decompress_chunk(k, dst, scratch)?;
+        self.store.for_each_fetched(
+            &parts,
+            |part| self.linear(&part.coords, shape),
+            || pool.lease(),
+            |bufs, part, fetched| -> Result<()> {
+                let (scratch, chunk) = &mut **bufs;
+                let k = self.linear(&part.coords, shape);
+                let full = part
+                    .axes
+                    .iter()
+                    .zip(cs)
+                    .all(|(a, &c)| a.in_start == 0 && a.step == 1 && a.count == c);
+                let out_ptr = out_ptr.get();
+                if full && direct_ok {
+                    // The chunk lands as one contiguous run of the output: decode in place.
+                    let start = part.axes[0].out_start * inner_chunk * isz as u64;
+                    // SAFETY: the run [start, start + chunk_bytes) lies inside `out` (the part
+                    // is inside the selection) and no other part writes it.
+                    let dst = unsafe {
+                        std::slice::from_raw_parts_mut(out_ptr.add(start as usize), chunk_bytes)
+                    };
+                    self.store.decompress_fetched(k, dst, scratch, fetched)?;
+                    if self.swap_needed() {
+                        swap_bytes(dst, self.dtype.swap_unit());
+                    }
+                    return Ok(());
+                }
+                if let Some((item, n)) = self.contiguous_run(part) {
+                    if n * isz * 4 < chunk_bytes {
+                        // A short run: decode only the Blosc blocks that hold it.
+                        let mut run = vec![0u8; n * isz];
+                        self.store
+                            .getitem_fetched(k, item * isz, &mut run, scratch, fetched)?;
                         if self.swap_needed() {
-                            swap_bytes(dst, self.dtype.swap_unit());
+                            swap_bytes(&mut run, self.dtype.swap_unit());
                         }
+                        let rpart = ChunkPart {
+                            coords: part.coords.clone(),
+                            axes: single_run_axes(part, n as u64),
+                        };
+                        let mut rshape = vec![1u64; cs.len()];
+                        *rshape.last_mut().unwrap_or(&mut 0) = n as u64;
+                        // SAFETY: `run` holds the part's n elements as a 1 x .. x n chunk;
+                        // the output region is the part's and no other part writes it.
+                        unsafe {
+                            copy_part(
+                                &rpart,
+                                run.as_mut_ptr(),
+                                &rshape,
+                                out_ptr,
+                                &counts,
+                                isz,
+                                false,
+                            )
+                        };
                         return Ok(());
                     }
-                    if let Some((item, n)) = self.contiguous_run(part) {
-                        if n * isz * 4 < chunk_bytes {
-                            // A short run: decode only the Blosc blocks that hold it.
-                            let mut run = vec![0u8; n * isz];
-                            self.store.getitem(k, item * isz, &mut run, scratch)?;
-                            if self.swap_needed() {
-                                swap_bytes(&mut run, self.dtype.swap_unit());
-                            }
-                            let rpart = ChunkPart {
-                                coords: part.coords.clone(),
-                                axes: single_run_axes(part, n as u64),
-                            };
-                            let mut rshape = vec![1u64; cs.len()];
-                            *rshape.last_mut().unwrap_or(&mut 0) = n as u64;
-                            // SAFETY: `run` holds the part's n elements as a 1 x .. x n chunk;
-                            // the output region is the part's and no other part writes it.
-                            unsafe {
-                                copy_part(
-                                    &rpart,
-                                    run.as_mut_ptr(),
-                                    &rshape,
-                                    out_ptr,
-                                    &counts,
-                                    isz,
-                                    false,
-                                )
-                            };
-                            return Ok(());
-                        }
-                    }
-                    chunk.resize(chunk_bytes, 0);
-                    self.store.decompress_chunk(k, chunk, scratch)?;
-                    if self.swap_needed() {
-                        swap_bytes(chunk, self.dtype.swap_unit());
-                    }
-                    // SAFETY: `chunk` holds a whole chunk; the part lies inside it and inside the
-                    // selection; parts write disjoint output regions.
-                    unsafe {
-                        copy_part(part, chunk.as_mut_ptr(), cs, out_ptr, &counts, isz, false)
-                    };
-                    Ok(())
-                },
-            )
-        };
-        // Where every read is a round trip, keep many in flight (they wait, not compute).
-        match self.store.io_pool().filter(|_| parts.len() > 1) {
-            Some(p) => p.install(read_all),
-            None => read_all(),
-        }
+                }
+                chunk.resize(chunk_bytes, 0);
+                self.store.decompress_fetched(k, chunk, scratch, fetched)?;
+                if self.swap_needed() {
+                    swap_bytes(chunk, self.dtype.swap_unit());
+                }
+                // SAFETY: `chunk` holds a whole chunk; the part lies inside it and inside the
+                // selection; parts write disjoint output regions.
+                unsafe { copy_part(part, chunk.as_mut_ptr(), cs, out_ptr, &counts, isz, false) };
+                Ok(())
+            },
+        )
     }
 
     /// Decodes chunk `k` into `dst` (exactly a chunk's bytes), native byte order.

@@ -251,45 +251,46 @@ impl ArrayCore {
         let shared = SharedMut(out.as_mut_ptr(), out.len());
         let swap = self.swap_needed();
         let unit = self.dtype.swap_unit();
-        let read_all = || {
-            plan.chunks.par_iter().try_for_each_init(
-                || (Vec::new(), Vec::new()),
-                |(scratch, chunk): &mut (Vec<u8>, Vec<u8>), (k, c)| -> Result<()> {
-                    let (nruns, elems) = plan.size(c);
-                    if nruns <= 16 && elems as usize * isz * 4 < chunk_bytes {
-                        let mut r = Ok(());
-                        plan.for_each_run(c, &mut |o, i, n| {
-                            if r.is_err() {
-                                return;
-                            }
-                            let len = n as usize * isz;
-                            // SAFETY: the run lies inside the selection's output, and each
-                            // output element belongs to one run of one chunk.
-                            let dst = unsafe { region(shared, o as usize * isz, len) };
-                            r = self.store.getitem(*k, i as usize * isz, dst, scratch);
-                            if swap {
-                                swap_bytes(dst, unit);
-                            }
-                        });
-                        return r;
-                    }
-                    chunk.resize(chunk_bytes, 0);
-                    self.decode_chunk_into(*k, chunk, scratch)?;
+        self.store.for_each_fetched(
+            &plan.chunks,
+            |(k, _)| *k,
+            || (Vec::new(), Vec::new()),
+            |(scratch, chunk): &mut (Vec<u8>, Vec<u8>), (k, c), fetched| -> Result<()> {
+                let (nruns, elems) = plan.size(c);
+                if nruns <= 16 && elems as usize * isz * 4 < chunk_bytes {
+                    let mut r = Ok(());
                     plan.for_each_run(c, &mut |o, i, n| {
+                        if r.is_err() {
+                            return;
+                        }
                         let len = n as usize * isz;
-                        let from = i as usize * isz;
-                        // SAFETY: as above.
+                        // SAFETY: the run lies inside the selection's output, and each
+                        // output element belongs to one run of one chunk.
                         let dst = unsafe { region(shared, o as usize * isz, len) };
-                        dst.copy_from_slice(&chunk[from..from + len]);
+                        r = self
+                            .store
+                            .getitem_fetched(*k, i as usize * isz, dst, scratch, fetched);
+                        if swap {
+                            swap_bytes(dst, unit);
+                        }
                     });
-                    Ok(())
-                },
-            )
-        };
-        match self.store.io_pool().filter(|_| plan.chunks.len() > 1) {
-            Some(p) => p.install(read_all),
-            None => read_all(),
-        }
+                    return r;
+                }
+                chunk.resize(chunk_bytes, 0);
+                self.store.decompress_fetched(*k, chunk, scratch, fetched)?;
+                if swap {
+                    swap_bytes(chunk, unit);
+                }
+                plan.for_each_run(c, &mut |o, i, n| {
+                    let len = n as usize * isz;
+                    let from = i as usize * isz;
+                    // SAFETY: as above.
+                    let dst = unsafe { region(shared, o as usize * isz, len) };
+                    dst.copy_from_slice(&chunk[from..from + len]);
+                });
+                Ok(())
+            },
+        )
     }
 
     /// Writes `src` (laid out as [`gather_into`](Self::gather_into) fills its output) into

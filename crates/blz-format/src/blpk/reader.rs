@@ -361,9 +361,14 @@ impl SuperchunkReader {
     /// [`read_chunk_into`](Self::read_chunk_into) without the last step: `buf` keeps the
     /// stored digest after the chunk's bytes. Returns the chunk's offset and compressed size.
     fn read_checked(&self, k: u64, buf: &mut Vec<u8>) -> Result<(u64, usize)> {
-        let (offset, extent) = self.offset(k)?;
-        let checksum = self.layout.header.checksum;
-        let dlen = checksum.len();
+        self.read_checked_from(k, None, buf)
+    }
+
+    /// How many bytes from its offset reading chunk `k` reads first: the whole chunk with
+    /// its digest (and any slack up to the next chunk) where the file header bounds a
+    /// chunk's size and the extent is within that bound, else its Blosc header alone.
+    fn first_read_len(&self, extent: u64) -> usize {
+        let dlen = self.layout.header.checksum.len();
         let hlen = blosc::HEADER_LEN;
         // The largest chunk this file's chunk size allows, with its digest.
         let max_chunk = (self
@@ -374,18 +379,123 @@ impl SuperchunkReader {
         .max(0) as u64
             + hlen as u64
             + dlen as u64;
-        // Every byte of `buf` up to read_len is overwritten by the read: resizing without
-        // clearing first only zero-fills what the buffer grows by, not what it already held.
-        let mut read_len = if self.layout.header.chunk_size >= 0 && extent <= max_chunk + 4096 {
+        let read_len = if self.layout.header.chunk_size >= 0 && extent <= max_chunk + 4096 {
             extent as usize
         } else {
             hlen
         };
-        read_len = read_len.max(hlen.min(extent as usize));
-        // The read overwrites every byte, so only growth needs initialising (a buffer reused
-        // across chunks keeps its length and is not cleared again).
-        buf.resize(read_len, 0);
-        self.file.read_at(offset, buf)?;
+        read_len.max(hlen.min(extent as usize))
+    }
+
+    /// The bytes of the file that reading chunk `k` reads first ([`read_chunk_into`]
+    /// reads them in one read, and nothing more for a well-formed chunk of a file whose
+    /// header bounds a chunk's size): what a caller fetching many chunks at once fetches,
+    /// then gives to [`read_chunk_from`](Self::read_chunk_from).
+    ///
+    /// # Errors
+    /// [`Error::ChunkOutOfRange`], or the error of a damaged offsets table naming the chunk.
+    ///
+    /// [`read_chunk_into`]: Self::read_chunk_into
+    pub fn chunk_read_range(&self, k: u64) -> Result<std::ops::Range<u64>> {
+        let (offset, extent) = self.offset(k)?;
+        Ok(offset..offset + self.first_read_len(extent) as u64)
+    }
+
+    /// The bytes of [`chunk_read_range`](Self::chunk_read_range) of each chunk of `ks`
+    /// (repeats and chunks out of range left out), asked of the file in one
+    /// [`StorageFile::read_ranges`]: on an object store, one request per run of chunks
+    /// lying close together, the requests in flight at once. Nothing is checked here:
+    /// [`read_chunk_from`](Self::read_chunk_from) checks each chunk as it is used.
+    ///
+    /// # Errors
+    /// The read's error, naming the file.
+    pub fn fetch_chunks(&self, ks: &[u64]) -> Result<Vec<(u64, bytes::Bytes)>> {
+        let mut ks: Vec<u64> = ks.to_vec();
+        ks.sort_unstable();
+        ks.dedup();
+        let mut found = Vec::with_capacity(ks.len());
+        let mut ranges = Vec::with_capacity(ks.len());
+        for k in ks {
+            if let Ok(r) = self.chunk_read_range(k) {
+                found.push(k);
+                ranges.push(r);
+            }
+        }
+        let got = self.file.read_ranges(&ranges)?;
+        Ok(found.into_iter().zip(got).collect())
+    }
+
+    /// [`read_chunk_into`](Self::read_chunk_into) with the bytes of
+    /// [`chunk_read_range`](Self::chunk_read_range) already read (`first`): checked the
+    /// same way, and read from the file only where they do not hold the whole chunk.
+    ///
+    /// # Errors
+    /// As [`read_chunk_into`](Self::read_chunk_into).
+    pub fn read_chunk_from(&self, k: u64, first: &[u8], buf: &mut Vec<u8>) -> Result<()> {
+        let (_, cbytes) = self.read_checked_from(k, Some(first), buf)?;
+        buf.truncate(cbytes);
+        Ok(())
+    }
+
+    /// [`decompress_chunk_into`](Self::decompress_chunk_into) from the bytes `first` of
+    /// [`chunk_read_range`](Self::chunk_read_range), already read.
+    ///
+    /// # Errors
+    /// As [`decompress_chunk_into`](Self::decompress_chunk_into).
+    pub fn decompress_chunk_from(
+        &self,
+        k: u64,
+        first: &[u8],
+        dst: &mut [u8],
+        scratch: &mut Vec<u8>,
+    ) -> Result<()> {
+        self.read_chunk_from(k, first, scratch)?;
+        blosc::decompress_into(scratch, dst, 1).map_err(|e| Error::chunk(&self.path, k, e.0))
+    }
+
+    /// [`getitem_into`](Self::getitem_into) from the bytes `first` of
+    /// [`chunk_read_range`](Self::chunk_read_range), already read (the chunk is verified
+    /// whole, then only the blocks holding the bytes are decoded).
+    ///
+    /// # Errors
+    /// As [`getitem_into`](Self::getitem_into).
+    pub fn getitem_from(
+        &self,
+        k: u64,
+        first: &[u8],
+        byte_start: usize,
+        dst: &mut [u8],
+        scratch: &mut Vec<u8>,
+    ) -> Result<()> {
+        self.read_chunk_from(k, first, scratch)?;
+        blosc::getitem(scratch, byte_start, dst).map_err(|e| Error::chunk(&self.path, k, e.0))
+    }
+
+    /// [`read_checked`](Self::read_checked), the first read's bytes taken from `first` when
+    /// given (they must be those of [`chunk_read_range`](Self::chunk_read_range)).
+    fn read_checked_from(
+        &self,
+        k: u64,
+        first: Option<&[u8]>,
+        buf: &mut Vec<u8>,
+    ) -> Result<(u64, usize)> {
+        let (offset, extent) = self.offset(k)?;
+        let checksum = self.layout.header.checksum;
+        let dlen = checksum.len();
+        let hlen = blosc::HEADER_LEN;
+        let read_len = self.first_read_len(extent);
+        match first {
+            Some(b) if b.len() == read_len => {
+                buf.clear();
+                buf.extend_from_slice(b);
+            }
+            _ => {
+                // The read overwrites every byte, so only growth needs initialising (a
+                // buffer reused across chunks keeps its length and is not cleared again).
+                buf.resize(read_len, 0);
+                self.file.read_at(offset, buf)?;
+            }
+        }
         let ch = ChunkHeader::parse(buf).map_err(|e| Error::chunk(&self.path, k, e.0))?;
         if let Some(max) = self.max_nbytes() {
             if ch.nbytes > max {

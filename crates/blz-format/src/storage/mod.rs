@@ -18,6 +18,9 @@ pub use local::LocalStorage;
 pub use object::ObjectStorage;
 
 use crate::error::{Error, Result};
+/// The shared byte buffer [`StorageFile::read_ranges`] returns.
+pub use bytes::Bytes;
+use std::ops::Range;
 use std::path::Path;
 use std::sync::Arc;
 
@@ -98,6 +101,30 @@ pub trait StorageFile: Send + Sync {
     fn start_sync(&self, offset: u64, len: u64) -> Result<()> {
         let _ = (offset, len);
         Ok(())
+    }
+    /// Reads several byte ranges at once, returning their bytes in the order asked. The
+    /// default reads them one by one with [`read_at`](Self::read_at); a backend where every
+    /// read is a request (an object store) fetches them together, merging ranges that lie
+    /// close and keeping requests in flight at once.
+    ///
+    /// # Errors
+    /// As [`read_at`](Self::read_at): the first range that cannot be read fails the call.
+    fn read_ranges(&self, ranges: &[Range<u64>]) -> Result<Vec<Bytes>> {
+        ranges
+            .iter()
+            .map(|r| {
+                let len = usize::try_from(r.end.saturating_sub(r.start)).map_err(|_| {
+                    Error::io(
+                        "read",
+                        self.path(),
+                        std::io::Error::other("a range larger than memory can hold"),
+                    )
+                })?;
+                let mut buf = vec![0u8; len];
+                self.read_at(r.start, &mut buf)?;
+                Ok(Bytes::from(buf))
+            })
+            .collect()
     }
     /// The path the file was opened with (for error messages).
     fn path(&self) -> &Path;

@@ -366,6 +366,126 @@ struct Backend {
     requests: AtomicU64,
     /// Where every request is recorded, one line each ([`REQUEST_LOG_VAR`]).
     log: Option<Arc<std::fs::File>>,
+    /// How reads of many ranges become requests, and the slots that bound the requests of
+    /// reads in flight at once ([`ReadTuning::concurrency`]).
+    reads: Mutex<(ReadTuning, Arc<tokio::sync::Semaphore>)>,
+}
+
+/// How a read of many byte ranges of a file (the chunks a selection needs) becomes
+/// requests (`spec/object-store.md` §1, §4): ranges of one object at most
+/// [`coalesce`](Self::coalesce) bytes apart are read by one ranged GET; a GET longer than
+/// [`part_size`](Self::part_size) is split into parts read at once; at most
+/// [`concurrency`](Self::concurrency) GETs of reads are in flight at once per handle.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ReadTuning {
+    /// The largest gap, in bytes, between two ranges of one object read by one request
+    /// (`BLZ_S3_COALESCE`; 1 MiB, as `object_store`'s `get_ranges`). Adjacent ranges are
+    /// always read together.
+    pub coalesce: u64,
+    /// The longest request, in bytes: a longer run is read in parts of this size at most,
+    /// at once (`BLZ_S3_PART_SIZE`; 16 MiB; at least 1).
+    pub part_size: u64,
+    /// Most ranged GETs of reads in flight at once, per dataset handle
+    /// (`BLZ_S3_CONCURRENCY`; 32; at least 1).
+    pub concurrency: usize,
+}
+
+impl Default for ReadTuning {
+    fn default() -> Self {
+        ReadTuning::DEFAULT
+    }
+}
+
+impl ReadTuning {
+    /// 1 MiB of gap merged, parts of 16 MiB, 32 requests in flight.
+    pub const DEFAULT: ReadTuning = ReadTuning {
+        coalesce: object_store::OBJECT_STORE_COALESCE_DEFAULT,
+        part_size: 16 << 20,
+        concurrency: 32,
+    };
+
+    /// The settings the environment of this process gives (unset or empty variables
+    /// leave the [`DEFAULT`](Self::DEFAULT)).
+    ///
+    /// # Errors
+    /// [`Error::InvalidArgument`] naming a variable whose value is not a whole number (at
+    /// least 1 for the part size and the concurrency).
+    pub fn from_env() -> Result<ReadTuning> {
+        ReadTuning::from_vars(|name| std::env::var(name).ok())
+    }
+
+    /// The settings the variables `var` returns give (`var(name)` is the value of the
+    /// environment variable `name`, if set).
+    ///
+    /// # Errors
+    /// As [`ReadTuning::from_env`].
+    pub fn from_vars(var: impl Fn(&str) -> Option<String>) -> Result<ReadTuning> {
+        let d = ReadTuning::DEFAULT;
+        let num = |name: &str, min: u64, default: u64| -> Result<u64> {
+            match var(name).filter(|v| !v.trim().is_empty()) {
+                None => Ok(default),
+                Some(v) => v
+                    .trim()
+                    .parse::<u64>()
+                    .ok()
+                    .filter(|&n| n >= min)
+                    .ok_or_else(|| {
+                        Error::InvalidArgument(format!(
+                            "{name}={v:?}: expected a whole number{}",
+                            if min > 0 { " of at least 1" } else { "" }
+                        ))
+                    }),
+            }
+        };
+        Ok(ReadTuning {
+            coalesce: num("BLZ_S3_COALESCE", 0, d.coalesce)?,
+            part_size: num("BLZ_S3_PART_SIZE", 1, d.part_size)?,
+            concurrency: usize::try_from(num("BLZ_S3_CONCURRENCY", 1, d.concurrency as u64)?)
+                .unwrap_or(usize::MAX),
+        })
+    }
+
+    /// `span` cut into the requests that read it: parts of [`part_size`](Self::part_size)
+    /// bytes, the last one shorter.
+    fn parts(&self, span: std::ops::Range<u64>) -> Vec<std::ops::Range<u64>> {
+        let step = self.part_size.max(1);
+        let mut out = Vec::new();
+        let mut at = span.start;
+        while at < span.end {
+            let end = at.saturating_add(step).min(span.end);
+            out.push(at..end);
+            at = end;
+        }
+        out
+    }
+}
+
+/// The slots of `t.concurrency` requests in flight.
+fn read_slots(t: &ReadTuning) -> Arc<tokio::sync::Semaphore> {
+    Arc::new(tokio::sync::Semaphore::new(
+        t.concurrency.clamp(1, tokio::sync::Semaphore::MAX_PERMITS),
+    ))
+}
+
+/// Why a fetch of ranges failed, told apart outside the runtime (a missing object is
+/// explained by reading the state again, which blocks).
+enum FetchFailure {
+    /// A request failed: the object it asked, when it started, the store's error.
+    Store {
+        key: String,
+        started: std::time::Instant,
+        error: object_store::Error,
+    },
+    /// An answer shorter than the range asked.
+    Short,
+}
+
+/// Where bytes `range` of a file stored as the object `key` lie in the store: the objects
+/// and the byte range of each, in the file's order, the pieces' lengths adding up to the
+/// range's. A file is one object, so this is one piece, at the same offsets. Every read of
+/// a file's bytes from the store goes through here.
+fn object_pieces(key: &str, range: std::ops::Range<u64>) -> Vec<(String, std::ops::Range<u64>)> {
+    vec![(key.to_string(), range)]
 }
 
 /// The environment variable naming a file to which every request of an `s3://` handle
@@ -490,13 +610,114 @@ impl Backend {
         )
     }
 
-    /// A ranged GET of an object the state names. A missing object was collected after a
-    /// later commit (the dataset changed under this reader: [`Error::Changed`]) unless the
-    /// state object, read again, says otherwise: when it is gone, the dataset was removed;
-    /// when it still names the object, the object is lost for good (both `NotFound`,
-    /// naming the dataset or the object, so that no retry loop waits for a change).
-    fn get_range(&self, key: &str, range: std::ops::Range<u64>, path: &Path) -> Result<Bytes> {
+    /// The bytes of `ranges` of the file `path` stored as the object `key` (each inside the
+    /// file; empty ones cost nothing), in the order asked: the ranges, mapped to objects by
+    /// [`object_pieces`], are read with as few requests as [`ReadTuning`] allows, all at
+    /// once. A missing object was collected after a later commit (the dataset changed under
+    /// this reader: [`Error::Changed`]) unless the state object, read again, says otherwise:
+    /// when it is gone, the dataset was removed; when it still names the object, the object
+    /// is lost for good (both `NotFound`, naming the dataset or the object, so that no retry
+    /// loop waits for a change).
+    fn read_file_ranges(
+        &self,
+        key: &str,
+        ranges: &[std::ops::Range<u64>],
+        path: &Path,
+    ) -> Result<Vec<Bytes>> {
+        // Each range's pieces: (object, index of the piece among that object's ranges).
+        let mut by_object: BTreeMap<String, Vec<std::ops::Range<u64>>> = BTreeMap::new();
+        let mut wanted: Vec<Vec<(String, usize)>> = Vec::with_capacity(ranges.len());
+        for r in ranges {
+            let mut pieces = Vec::new();
+            if r.start < r.end {
+                for (obj, or) in object_pieces(key, r.clone()) {
+                    let list = by_object.entry(obj.clone()).or_default();
+                    list.push(or);
+                    pieces.push((obj, list.len() - 1));
+                }
+            }
+            wanted.push(pieces);
+        }
+        if by_object.is_empty() {
+            return Ok(vec![Bytes::new(); ranges.len()]);
+        }
         let rt = runtime()?;
+        let (tuning, slots) = self.read_tuning();
+        let got = rt.block_on(futures::future::try_join_all(by_object.iter().map(
+            |(obj, list)| {
+                let slots = &slots;
+                async move {
+                    object_store::coalesce_ranges(
+                        list,
+                        |span| self.fetch_span(obj, span, &tuning, slots),
+                        tuning.coalesce,
+                    )
+                    .await
+                }
+            },
+        )));
+        let got: BTreeMap<&String, Vec<Bytes>> = match got {
+            Ok(g) => by_object.keys().zip(g).collect(),
+            Err(FetchFailure::Short) => return Err(eof(path)),
+            Err(FetchFailure::Store {
+                key: obj,
+                error: object_store::Error::NotFound { .. },
+                ..
+            }) => return Err(self.missing_object(&obj, path)),
+            Err(FetchFailure::Store { started, error, .. }) => {
+                return Err(self.error("read", path, Client::Read, started, error))
+            }
+        };
+        Ok(wanted
+            .into_iter()
+            .map(|pieces| match &pieces[..] {
+                [] => Bytes::new(),
+                [(obj, i)] => got[obj][*i].clone(),
+                many => {
+                    let mut joined = Vec::new();
+                    for (obj, i) in many {
+                        joined.extend_from_slice(&got[obj][*i]);
+                    }
+                    Bytes::from(joined)
+                }
+            })
+            .collect())
+    }
+
+    /// The bytes of `span` of the object `key`: one ranged GET, or several at once (its
+    /// parts, [`ReadTuning::part_size`]) joined.
+    async fn fetch_span(
+        &self,
+        key: &str,
+        span: std::ops::Range<u64>,
+        tuning: &ReadTuning,
+        slots: &tokio::sync::Semaphore,
+    ) -> std::result::Result<Bytes, FetchFailure> {
+        let parts = tuning.parts(span);
+        if let [one] = &parts[..] {
+            return self.get_part(key, one.clone(), slots).await;
+        }
+        let got = futures::future::try_join_all(
+            parts.iter().map(|p| self.get_part(key, p.clone(), slots)),
+        )
+        .await?;
+        let mut joined = Vec::with_capacity(got.iter().map(Bytes::len).sum());
+        for b in &got {
+            joined.extend_from_slice(b);
+        }
+        Ok(Bytes::from(joined))
+    }
+
+    /// One ranged GET (`Range: bytes=a-b`) of the object `key`, once one of `slots` is
+    /// free; its answer must hold the whole range.
+    async fn get_part(
+        &self,
+        key: &str,
+        range: std::ops::Range<u64>,
+        slots: &tokio::sync::Semaphore,
+    ) -> std::result::Result<Bytes, FetchFailure> {
+        // The slots are never closed: a failure to acquire one only lets the request go.
+        let _slot = slots.acquire().await.ok();
         let loc = self.key(key);
         self.note(
             "GET",
@@ -504,22 +725,34 @@ impl Backend {
             format_args!("bytes={}-{}", range.start, range.end.saturating_sub(1)),
         );
         let started = std::time::Instant::now();
-        let got = rt.block_on(async {
-            let opts = GetOptions {
-                range: Some(GetRange::Bounded(range)),
-                ..GetOptions::default()
-            };
-            self.store.get_opts(&loc, opts).await?.bytes().await
-        });
+        let want = range.end - range.start;
+        let opts = GetOptions {
+            range: Some(GetRange::Bounded(range)),
+            ..GetOptions::default()
+        };
+        let got = async { self.store.get_opts(&loc, opts).await?.bytes().await }.await;
         match got {
-            Ok(b) => Ok(b),
-            Err(object_store::Error::NotFound { .. }) => Err(self.missing_object(key, path)),
-            Err(e) => Err(self.error("read", path, Client::Read, started, e)),
+            Ok(b) if b.len() as u64 == want => Ok(b),
+            Ok(_) => Err(FetchFailure::Short),
+            Err(error) => Err(FetchFailure::Store {
+                key: key.to_string(),
+                started,
+                error,
+            }),
         }
     }
 
+    /// The read settings in force and their slots.
+    fn read_tuning(&self) -> (ReadTuning, Arc<tokio::sync::Semaphore>) {
+        let r = self
+            .reads
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        (r.0, Arc::clone(&r.1))
+    }
+
     /// Why the object `key` of the loaded state (holding the file `path`) is missing, from
-    /// the state object as it is now (see [`Backend::get_range`]).
+    /// the state object as it is now (see [`Backend::read_file_ranges`]).
     fn missing_object(&self, key: &str, path: &Path) -> Error {
         let now = match self.fetch_state() {
             Ok((state, _, _)) => state,
@@ -713,7 +946,8 @@ fn materialize(backend: &Backend, data: &mut Data, path: &Path) -> Result<()> {
             if *len == 0 {
                 Bytes::new()
             } else {
-                backend.get_range(key, 0..*len, path)?
+                let mut got = backend.read_file_ranges(key, &[0..*len], path)?;
+                got.pop().unwrap_or_default()
             }
         }
     };
@@ -729,6 +963,14 @@ struct ObjectFile {
     backend: Arc<Backend>,
     path: PathBuf,
     writable: bool,
+}
+
+/// The length of `r` as a buffer size: [`eof`] for a range no file of this process holds.
+fn range_len(r: &std::ops::Range<u64>, path: &Path) -> Result<usize> {
+    r.end
+        .checked_sub(r.start)
+        .and_then(|n| usize::try_from(n).ok())
+        .ok_or_else(|| eof(path))
 }
 
 fn eof(path: &Path) -> Error {
@@ -831,7 +1073,11 @@ impl StorageFile for ObjectFile {
                     return Ok(());
                 }
             }
-            let head = self.backend.get_range(&key, 0..head_len, &self.path)?;
+            let head = self
+                .backend
+                .read_file_ranges(&key, &[0..head_len], &self.path)?
+                .pop()
+                .unwrap_or_default();
             if head.len() as u64 != head_len {
                 return Err(eof(&self.path));
             }
@@ -841,12 +1087,91 @@ impl StorageFile for ObjectFile {
             }
             return Ok(());
         }
-        let got = self.backend.get_range(&key, offset..end, &self.path)?;
+        let got = self
+            .backend
+            .read_file_ranges(&key, &[offset..end], &self.path)?
+            .pop()
+            .unwrap_or_default();
         if got.len() != buf.len() {
             return Err(eof(&self.path));
         }
         buf.copy_from_slice(&got);
         Ok(())
+    }
+
+    fn read_ranges(&self, ranges: &[std::ops::Range<u64>]) -> Result<Vec<Bytes>> {
+        let mut out: Vec<Option<Bytes>> = vec![None; ranges.len()];
+        // The ranges left for the store: (index in `ranges`, range).
+        let mut remote = Vec::new();
+        // The ranges inside a front-less file's first block, not yet fetched.
+        let mut in_head = Vec::new();
+        let key = {
+            let data = lock_data(&self.node);
+            let Data::Remote {
+                key,
+                len,
+                head,
+                front,
+            } = &*data
+            else {
+                drop(data);
+                return ranges
+                    .iter()
+                    .map(|r| {
+                        let mut b = vec![0u8; range_len(r, &self.path)?];
+                        self.read_at(r.start, &mut b)?;
+                        Ok(Bytes::from(b))
+                    })
+                    .collect();
+            };
+            let head_len = if front.is_some() {
+                0
+            } else {
+                HEAD_BLOCK.min(*len)
+            };
+            for (i, r) in ranges.iter().enumerate() {
+                if r.start > r.end || r.end > *len {
+                    return Err(eof(&self.path));
+                }
+                if r.start == r.end {
+                    out[i] = Some(Bytes::new());
+                } else if let Some(h) = head.as_ref().filter(|h| r.end <= h.len() as u64) {
+                    out[i] = Some(h.slice(r.start as usize..r.end as usize));
+                } else if let Some(at) = front.as_ref().and_then(|f| f.find(r.start, r.end)) {
+                    let b = front
+                        .as_ref()
+                        .map(|f| f.bytes())
+                        .transpose()
+                        .map_err(|why| {
+                            Error::metadata(
+                                self.backend.root.join(STATE_KEY),
+                                format!("file {}: {why}", self.path.display()),
+                            )
+                        })?
+                        .cloned()
+                        .unwrap_or_default();
+                    out[i] = Some(b.slice(at..at + (r.end - r.start) as usize));
+                } else if r.end > head_len {
+                    remote.push((i, r.clone()));
+                } else {
+                    in_head.push(i);
+                }
+            }
+            key.clone()
+        };
+        // What a front-less file's first block holds is read through it (one request, kept).
+        for i in in_head {
+            let r = &ranges[i];
+            let mut b = vec![0u8; range_len(r, &self.path)?];
+            self.read_at(r.start, &mut b)?;
+            out[i] = Some(Bytes::from(b));
+        }
+        let asked: Vec<std::ops::Range<u64>> = remote.iter().map(|(_, r)| r.clone()).collect();
+        let got = self.backend.read_file_ranges(&key, &asked, &self.path)?;
+        for ((i, _), b) in remote.into_iter().zip(got) {
+            out[i] = Some(b);
+        }
+        Ok(out.into_iter().map(Option::unwrap_or_default).collect())
     }
 
     fn write_at(&self, offset: u64, data: &[u8]) -> Result<()> {
@@ -1252,6 +1577,7 @@ impl ObjectStorage {
     pub fn open_url(url: &str) -> Result<ObjectStorage> {
         let (bucket, key) = parse_s3_url(url)?;
         let c = s3_clients(&bucket)?;
+        let tuning = ReadTuning::from_env()?;
         ObjectStorage::with_backend(
             Backend {
                 store: c.read,
@@ -1261,6 +1587,7 @@ impl ObjectStorage {
                 prefix: key,
                 requests: AtomicU64::new(0),
                 log: request_log()?,
+                reads: Mutex::new((tuning, read_slots(&tuning))),
             },
             PathBuf::from(format!("s3://{bucket}")),
         )
@@ -1273,6 +1600,7 @@ impl ObjectStorage {
     /// I/O errors from the store; [`Error::InvalidMetadata`] for a malformed state object.
     pub fn new(store: Arc<dyn ObjectStore>, base: PathBuf, prefix: &str) -> Result<ObjectStorage> {
         let prefix = prefix.trim_matches('/').to_string();
+        let tuning = ReadTuning::DEFAULT;
         ObjectStorage::with_backend(
             Backend {
                 write_store: Arc::clone(&store),
@@ -1282,6 +1610,7 @@ impl ObjectStorage {
                 prefix,
                 requests: AtomicU64::new(0),
                 log: None,
+                reads: Mutex::new((tuning, read_slots(&tuning))),
             },
             base,
         )
@@ -1353,6 +1682,22 @@ impl ObjectStorage {
     /// Requests made to the object store through this handle so far.
     pub fn requests(&self) -> u64 {
         self.backend.requests.load(Ordering::Relaxed)
+    }
+
+    /// How this handle turns reads of many ranges into requests ([`ReadTuning`]: from the
+    /// environment for [`ObjectStorage::open_url`], the default otherwise).
+    pub fn read_tuning(&self) -> ReadTuning {
+        self.backend.read_tuning().0
+    }
+
+    /// Sets how this handle (and every file it opened) turns reads of many ranges into
+    /// requests, from its next read on.
+    pub fn set_read_tuning(&self, tuning: ReadTuning) {
+        *self
+            .backend
+            .reads
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner) = (tuning, read_slots(&tuning));
     }
 
     /// The committed state this handle works on (`None` before the dataset's first commit).

@@ -1,0 +1,406 @@
+//! Reads of many chunks from an object store (`spec/object-store.md` §4, "Reading a file"):
+//! the chunks a selection needs from one file are fetched together, one ranged GET per run
+//! of chunks lying close (`ReadTuning::coalesce`), a long run split into parts read at once
+//! (`ReadTuning::part_size`), nothing asked for the bytes the state's front holds. The store
+//! is the in-memory one behind a wrapper that records every GET, so these run every time,
+//! with no server; every read is compared with the same dataset on a local disk.
+
+mod common;
+
+use blz::storage::object::ReadTuning;
+use blz::storage::{ObjectStorage, OpenMode, Storage};
+use blz::{CreateOptions, DType, Dataset, Error, Mode, Selection};
+use futures::stream::BoxStream;
+use ndarray::{Array2, ArrayD};
+use object_store::memory::InMemory;
+use object_store::path::Path as OPath;
+use object_store::{
+    CopyOptions, GetOptions, GetRange, GetResult, ListResult, MultipartUpload, ObjectMeta,
+    ObjectStore, ObjectStoreExt, PutMultipartOptions, PutOptions, PutPayload, PutResult,
+};
+use proptest::prelude::*;
+use std::ops::Range;
+use std::path::PathBuf;
+use std::sync::{Arc, Mutex};
+
+/// The in-memory store, recording every GET (the object's key and the range asked), and
+/// failing the GETs of objects whose key holds `fail` when it is set.
+#[derive(Debug)]
+struct Recording {
+    inner: Arc<InMemory>,
+    /// The dataset's prefix: each test its own, as the in-process lock of a dataset is
+    /// held by its path.
+    prefix: String,
+    gets: Mutex<Vec<(String, Option<Range<u64>>)>>,
+    fail: Mutex<Option<String>>,
+}
+
+impl Recording {
+    fn new() -> Arc<Recording> {
+        static N: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+        let n = N.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        Arc::new(Recording {
+            inner: Arc::new(InMemory::new()),
+            prefix: format!("runs/ds{n}.blz"),
+            gets: Mutex::default(),
+            fail: Mutex::default(),
+        })
+    }
+
+    /// A handle on the dataset, as a process opens it (one GET: the state).
+    fn open(self: &Arc<Recording>) -> Arc<ObjectStorage> {
+        let store: Arc<dyn ObjectStore> = Arc::clone(self) as Arc<dyn ObjectStore>;
+        Arc::new(ObjectStorage::new(store, PathBuf::from("memory://"), &self.prefix).unwrap())
+    }
+
+    /// The GETs recorded since the last call.
+    fn take(&self) -> Vec<(String, Option<Range<u64>>)> {
+        std::mem::take(&mut *self.gets.lock().unwrap())
+    }
+}
+
+impl std::fmt::Display for Recording {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "Recording({})", self.inner)
+    }
+}
+
+#[async_trait::async_trait]
+impl ObjectStore for Recording {
+    async fn put_opts(
+        &self,
+        location: &OPath,
+        payload: PutPayload,
+        opts: PutOptions,
+    ) -> object_store::Result<PutResult> {
+        self.inner.put_opts(location, payload, opts).await
+    }
+
+    async fn put_multipart_opts(
+        &self,
+        location: &OPath,
+        opts: PutMultipartOptions,
+    ) -> object_store::Result<Box<dyn MultipartUpload>> {
+        self.inner.put_multipart_opts(location, opts).await
+    }
+
+    async fn get_opts(
+        &self,
+        location: &OPath,
+        options: GetOptions,
+    ) -> object_store::Result<GetResult> {
+        let range = match &options.range {
+            Some(GetRange::Bounded(r)) => Some(r.clone()),
+            None => None,
+            Some(other) => panic!("blz asked an unbounded range {other:?}"),
+        };
+        let key = location.to_string();
+        self.gets.lock().unwrap().push((key.clone(), range));
+        let failing = self.fail.lock().unwrap().clone();
+        if failing.is_some_and(|f| key.contains(&f)) {
+            return Err(object_store::Error::Generic {
+                store: "recording",
+                source: Box::new(std::io::Error::other("refused (test fault)")),
+            });
+        }
+        self.inner.get_opts(location, options).await
+    }
+
+    fn delete_stream(
+        &self,
+        locations: BoxStream<'static, object_store::Result<OPath>>,
+    ) -> BoxStream<'static, object_store::Result<OPath>> {
+        self.inner.delete_stream(locations)
+    }
+
+    fn list(&self, prefix: Option<&OPath>) -> BoxStream<'static, object_store::Result<ObjectMeta>> {
+        self.inner.list(prefix)
+    }
+
+    async fn list_with_delimiter(
+        &self,
+        prefix: Option<&OPath>,
+    ) -> object_store::Result<ListResult> {
+        self.inner.list_with_delimiter(prefix).await
+    }
+
+    async fn copy_opts(
+        &self,
+        from: &OPath,
+        to: &OPath,
+        options: CopyOptions,
+    ) -> object_store::Result<()> {
+        self.inner.copy_opts(from, to, options).await
+    }
+}
+
+/// Rows and columns of the test dataset, its chunks `CHUNK` and chunks per file.
+const ROWS: u64 = 700;
+const COLS: u64 = 60;
+const CHUNK: [u64; 2] = [50, 20];
+const PER_FILE: u64 = 6;
+
+/// The same 2-D dataset (42 chunks in 7 files) on the recording store and on a local disk.
+fn both() -> (Arc<Recording>, tempfile::TempDir, PathBuf) {
+    let rec = Recording::new();
+    let s = rec.open();
+    let root = s.root().to_path_buf();
+    let o = CreateOptions {
+        chunkshape: Some(CHUNK.to_vec()),
+        superchunksize: Some(PER_FILE),
+        ..Default::default()
+    };
+    let data = Array2::from_shape_fn((ROWS as usize, COLS as usize), |(i, j)| {
+        // Compressible, and different in every element.
+        (i as i64) * 1000 + (j as i64) * 7 + (i as i64 % 13) * 100_000
+    })
+    .into_dyn();
+    let mut ds = Dataset::create_in(s, &root, DType::I64, &[0, COLS], &o).unwrap();
+    ds.append(&data.view()).unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let local = dir.path().join("ds.blz");
+    let mut l = Dataset::create_with(&local, DType::I64, &[0, COLS], &o).unwrap();
+    l.append(&data.view()).unwrap();
+    rec.take();
+    (rec, dir, local)
+}
+
+/// The data files of the state, each with its object key and the ranges its front holds.
+fn data_files(s: &ObjectStorage, prefix: &str) -> Vec<(String, String, Vec<Range<u64>>)> {
+    let state = s.state().unwrap();
+    state
+        .files
+        .iter()
+        .filter_map(|(path, f)| match f {
+            blz::storage::object::StateFile::Object { key, front, .. }
+                if path.starts_with("data/") =>
+            {
+                let fr = front
+                    .as_ref()
+                    .map(|fr| fr.ranges.iter().map(|&[a, n]| a..a + n).collect())
+                    .unwrap_or_default();
+                Some((path.clone(), format!("{prefix}/{key}"), fr))
+            }
+            _ => None,
+        })
+        .collect()
+}
+
+fn read_sel(ds: &Dataset, sel: &str) -> ArrayD<i64> {
+    ds.read_selection::<i64>(&Selection::parse(sel).unwrap())
+        .unwrap()
+}
+
+/// A full read: after the state, one GET per file, each covering that file's chunks in one
+/// run, none of the bytes the front holds; the values those of the local copy.
+#[test]
+fn a_full_read_is_one_get_per_file() {
+    let (rec, _dir, local) = both();
+    let s = rec.open();
+    let files = data_files(&s, &rec.prefix);
+    assert_eq!(files.len(), 7, "{files:?}");
+    assert!(files.iter().all(|(_, _, fr)| !fr.is_empty()), "fronts kept");
+    let ds =
+        Dataset::open_in(Arc::clone(&s) as Arc<dyn Storage>, s.root(), Mode::ReadOnly).unwrap();
+    assert_eq!(rec.take().len(), 1, "opening is the state's GET");
+    let got = ds.read::<i64>().unwrap();
+    let want = Dataset::open(&local).unwrap().read::<i64>().unwrap();
+    assert_eq!(got, want);
+    let gets = rec.take();
+    assert_eq!(gets.len(), files.len(), "{gets:?}");
+    for (_, key, front) in &files {
+        let mine: Vec<_> = gets.iter().filter(|(k, _)| k == key).collect();
+        assert_eq!(mine.len(), 1, "{key}: {gets:?}");
+        let r = mine[0].1.clone().unwrap();
+        for f in front {
+            assert!(
+                r.end <= f.start || f.end <= r.start,
+                "{r:?} asks front bytes {f:?}"
+            );
+        }
+    }
+}
+
+/// A read of ten elements after opening is still one GET of just its chunk.
+#[test]
+fn a_small_read_fetches_its_chunk_alone() {
+    let (rec, _dir, local) = both();
+    let s = rec.open();
+    let ds =
+        Dataset::open_in(Arc::clone(&s) as Arc<dyn Storage>, s.root(), Mode::ReadOnly).unwrap();
+    let got = read_sel(&ds, "123,5:15");
+    let want = read_sel(&Dataset::open(&local).unwrap(), "123,5:15");
+    assert_eq!(got, want);
+    let gets = rec.take();
+    assert_eq!(gets.len(), 2, "the state and the chunk: {gets:?}");
+    let r = gets[1].1.clone().unwrap();
+    // One chunk of 50 x 20 i64 compresses to well under its 8000 bytes, and is all asked.
+    assert!(r.end - r.start < 8000 + 64, "{r:?}");
+}
+
+/// The coalesce gap: two ranges of a file `g` bytes apart are one GET when the gap allowed
+/// is at least `g`, two GETs below; part splitting makes several GETs of the same bytes.
+#[test]
+fn the_gap_merges_and_the_part_size_splits() {
+    let (rec, _dir, _local) = both();
+    let s = rec.open();
+    let (path, key, _) = data_files(&s, &rec.prefix).remove(0);
+    let f = s.open(&s.root().join(&path), OpenMode::Read).unwrap();
+    let len = f.len().unwrap();
+    let whole = futures::executor::block_on(async {
+        rec.inner
+            .get(&OPath::from(key.as_str()))
+            .await
+            .unwrap()
+            .bytes()
+            .await
+            .unwrap()
+    });
+    assert_eq!(whole.len() as u64, len);
+    // Two ranges `gap` bytes apart, past the front (which covers the file's start).
+    let q = len / 8;
+    assert!(q > 100, "a file of {len} bytes");
+    let gap = q / 2;
+    let (a, b) = (2 * q..3 * q, 3 * q + gap..4 * q);
+    let check = |got: Vec<blz::storage::Bytes>| {
+        assert_eq!(got[0], whole.slice(a.start as usize..a.end as usize));
+        assert_eq!(got[1], whole.slice(b.start as usize..b.end as usize));
+    };
+    rec.take();
+    for (allowed, gets) in [(gap - 1, 2), (gap, 1), (0, 2), (1 << 20, 1)] {
+        s.set_read_tuning(ReadTuning {
+            coalesce: allowed,
+            ..ReadTuning::DEFAULT
+        });
+        check(f.read_ranges(&[a.clone(), b.clone()]).unwrap());
+        let seen = rec.take();
+        assert_eq!(seen.len(), gets, "gap {gap}, allowed {allowed}: {seen:?}");
+        if gets == 1 {
+            assert_eq!(seen[0].1, Some(a.start..b.end));
+        }
+    }
+    // Adjacent ranges are one GET even with no gap allowed.
+    s.set_read_tuning(ReadTuning {
+        coalesce: 0,
+        ..ReadTuning::DEFAULT
+    });
+    let got = f
+        .read_ranges(&[a.start..a.start + 10, a.start + 10..a.end])
+        .unwrap();
+    assert_eq!(got[1], whole.slice(a.start as usize + 10..a.end as usize));
+    assert_eq!(rec.take().len(), 1);
+    // Parts of `p` bytes: the merged run a.start..b.end is several GETs, at most two at
+    // once, joined into the same bytes.
+    let p = q / 3 + 1;
+    s.set_read_tuning(ReadTuning {
+        part_size: p,
+        concurrency: 2,
+        ..ReadTuning::DEFAULT
+    });
+    check(f.read_ranges(&[a.clone(), b.clone()]).unwrap());
+    let mut seen: Vec<_> = rec.take().into_iter().map(|(_, r)| r.unwrap()).collect();
+    seen.sort_by_key(|r| r.start);
+    let want: Vec<Range<u64>> = (a.start..b.end)
+        .step_by(p as usize)
+        .map(|x| x..(x + p).min(b.end))
+        .collect();
+    assert!(want.len() > 3);
+    assert_eq!(seen, want);
+    // A read of the whole file, in parts, gives its bytes.
+    let all = f.read_ranges(&[0..len]).unwrap();
+    assert_eq!(all[0], whole);
+    assert_eq!(rec.take().len() as u64, len.div_ceil(p));
+    // A read the front answers whole asks nothing.
+    let front = f.read_ranges(&[0..16, 0..0]).unwrap();
+    assert_eq!(&front[0][..], &whole[..16]);
+    assert!(front[1].is_empty());
+    assert!(rec.take().is_empty());
+    // Past the end is an error, as read_at's.
+    assert!(f.read_ranges(&[len - 1..len + 1]).is_err());
+}
+
+/// A failed GET of a data object fails the read with the I/O error naming the file, as a
+/// chunk's read did before; a missing object is still told apart (the state names it).
+#[test]
+fn a_failed_part_names_the_file() {
+    let (rec, _dir, _local) = both();
+    let s = rec.open();
+    s.set_read_tuning(ReadTuning {
+        part_size: 1000,
+        ..ReadTuning::DEFAULT
+    });
+    let ds =
+        Dataset::open_in(Arc::clone(&s) as Arc<dyn Storage>, s.root(), Mode::ReadOnly).unwrap();
+    let (path, key, _) = data_files(&s, &rec.prefix).remove(2);
+    *rec.fail.lock().unwrap() = Some(key.rsplit('/').next().unwrap().to_string());
+    let e = ds.read::<i64>().unwrap_err();
+    match &e {
+        Error::Io { path: p, .. } => assert!(p.ends_with(&path), "{e}"),
+        other => panic!("{other:?}"),
+    }
+    assert!(e.to_string().contains("refused (test fault)"), "{e}");
+    *rec.fail.lock().unwrap() = None;
+    futures::executor::block_on(rec.inner.delete(&OPath::from(key.as_str()))).unwrap();
+    let e = ds.read::<i64>().unwrap_err();
+    assert!(e.to_string().contains("the dataset is damaged"), "{e}");
+}
+
+/// A selection as text, from proptest's numbers: `a:b:step` on each axis, or an index.
+fn selection() -> impl Strategy<Value = String> {
+    let axis = |n: u64| {
+        prop_oneof![
+            (0..n).prop_map(|i| i.to_string()),
+            (0..n, 0..=n, 1u64..40).prop_map(|(a, b, st)| format!("{a}:{b}:{st}")),
+        ]
+    };
+    (axis(ROWS), axis(COLS)).prop_map(|(r, c)| format!("{r},{c}"))
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig {
+        failure_persistence: None,
+        ..common::config(24)
+    })]
+
+    /// Any selection, with any gap and part size, reads what the local copy reads; no
+    /// request asks the bytes the state's front holds (they need none).
+    #[test]
+    fn any_selection_reads_as_the_local_copy(
+        sels in proptest::collection::vec(selection(), 1..4),
+        gap in prop_oneof![Just(0u64), 0u64..20_000, Just(1 << 20)],
+        part in prop_oneof![Just(16u64 << 20), 200u64..10_000],
+        concurrency in 1usize..40,
+    ) {
+        let (rec, _dir, local) = BOTH.with(|b| b.clone());
+        let s = rec.open();
+        s.set_read_tuning(ReadTuning { coalesce: gap, part_size: part, concurrency });
+        let fronts: Vec<(String, Vec<Range<u64>>)> =
+            data_files(&s, &rec.prefix).into_iter().map(|(_, k, f)| (k, f)).collect();
+        let ds = Dataset::open_in(Arc::clone(&s) as Arc<dyn Storage>, s.root(), Mode::ReadOnly)
+            .unwrap();
+        let l = Dataset::open(&local).unwrap();
+        rec.take();
+        for sel in &sels {
+            prop_assert_eq!(read_sel(&ds, sel), read_sel(&l, sel), "{}", sel);
+        }
+        for (key, r) in rec.take() {
+            let r = r.unwrap();
+            prop_assert!(r.end - r.start <= part, "{:?} over the part size {}", r, part);
+            for (k, front) in &fronts {
+                if *k == key {
+                    for f in front {
+                        prop_assert!(r.end <= f.start || f.end <= r.start);
+                    }
+                }
+            }
+        }
+    }
+}
+
+thread_local! {
+    /// The datasets of the property, made once per thread.
+    static BOTH: (Arc<Recording>, Arc<tempfile::TempDir>, PathBuf) = {
+        let (rec, dir, local) = both();
+        (rec, Arc::new(dir), local)
+    };
+}
