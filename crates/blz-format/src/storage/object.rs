@@ -946,7 +946,8 @@ fn materialize(backend: &Backend, data: &mut Data, path: &Path) -> Result<()> {
             if *len == 0 {
                 Bytes::new()
             } else {
-                let mut got = backend.read_file_ranges(key, &[0..*len], path)?;
+                let mut got =
+                    backend.read_file_ranges(key, std::slice::from_ref(&(0..*len)), path)?;
                 got.pop().unwrap_or_default()
             }
         }
@@ -1075,7 +1076,7 @@ impl StorageFile for ObjectFile {
             }
             let head = self
                 .backend
-                .read_file_ranges(&key, &[0..head_len], &self.path)?
+                .read_file_ranges(&key, std::slice::from_ref(&(0..head_len)), &self.path)?
                 .pop()
                 .unwrap_or_default();
             if head.len() as u64 != head_len {
@@ -1089,7 +1090,7 @@ impl StorageFile for ObjectFile {
         }
         let got = self
             .backend
-            .read_file_ranges(&key, &[offset..end], &self.path)?
+            .read_file_ranges(&key, std::slice::from_ref(&(offset..end)), &self.path)?
             .pop()
             .unwrap_or_default();
         if got.len() != buf.len() {
