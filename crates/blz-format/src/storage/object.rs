@@ -1094,7 +1094,7 @@ fn node_bytes(
     match &*lock_data(node) {
         Data::Spool(sp) => match ranges {
             Some(r) => sp.bytes_of(backend, r, path),
-            None => sp.bytes_of(backend, &[0..sp.len], path),
+            None => sp.bytes_of(backend, std::slice::from_ref(&(0..sp.len)), path),
         },
         Data::Memory(b) => Ok(b.clone()),
         Data::Remote { .. } => Err(Error::io(
@@ -2140,8 +2140,8 @@ impl ObjectStorage {
     fn localize(&self, uploads: &[Upload]) -> Result<()> {
         for u in uploads {
             if let Data::Spool(sp) = &mut *lock_data(&u.node) {
-                let whole = [0..sp.len];
-                let ranges = u.ranges.as_deref().unwrap_or(&whole);
+                let whole = 0..sp.len;
+                let ranges = u.ranges.as_deref().unwrap_or(std::slice::from_ref(&whole));
                 sp.localize(&self.backend, ranges, &self.backend.root.join(&u.rel))?;
             }
         }
