@@ -9,9 +9,11 @@
 //!
 //! Everything written through it (the transaction's positioned writes, atomic replacements,
 //! renames, removals, whole staged creates) changes only a local overlay: new or changed
-//! files are spooled to anonymous temporary files (an existing object is fetched whole into
-//! the spool on its first write). [`Storage::publish`] of the dataset root uploads every
-//! spooled file whole under a new, writer-unique key, in parallel, then replaces the state
+//! files are spooled to anonymous temporary files that hold the bytes written (the bytes of
+//! an existing file not written stay in its objects, fetched only when read).
+//! [`Storage::publish`] of the dataset root uploads, for every spooled file, the bytes
+//! written (or the whole file, when it is new or too fragmented) under a new, writer-unique
+//! key, in parallel, the file's entry listing its extents, then replaces the state
 //! object with a conditional write (If-Match on the ETag it loaded, or create-if-absent for a
 //! new dataset): that write is the commit. A writer that lost the race gets
 //! [`Error::Conflict`]; its uploads are orphans that [`collect_garbage`] removes. The state
@@ -37,8 +39,15 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 /// The `format` value of a state object.
 pub const STATE_FORMAT: &str = "blz-object-state";
-/// The state object's layout version this build writes and reads.
-pub const STATE_VERSION: u32 = 1;
+/// The state object's newest layout version, which this build reads and writes when a file
+/// is held in extents ([`StateFile::Extents`]); a state without such a file is written as
+/// [`STATE_VERSION_WHOLE`], which earlier builds read.
+pub const STATE_VERSION: u32 = 2;
+/// The state object's first layout version: every file whole in one object, or inline.
+pub const STATE_VERSION_WHOLE: u32 = 1;
+/// Most extents a file's entry lists: a commit that would list more rewrites the file whole
+/// as one object (`spec/object-store.md` §4).
+pub const MAX_EXTENTS: usize = 16;
 /// Where the state object lives, relative to the dataset's prefix.
 pub const STATE_KEY: &str = "meta/state";
 /// The first bytes of an object read (and kept) on its first read: a superchunk's header,
@@ -75,6 +84,223 @@ pub enum StateFile {
         /// The file's whole content (UTF-8).
         text: String,
     },
+    /// Held in pieces of objects (state version 2): its bytes are its extents' bytes,
+    /// concatenated in order.
+    Extents {
+        /// The file's length in bytes (the sum of its extents' lengths).
+        len: u64,
+        /// The objects the extents name: each key below the dataset's prefix and the
+        /// object's size.
+        objects: Vec<ExtentObject>,
+        /// The file's bytes in order, each `[object, at, length]`: `length` bytes of
+        /// `objects[object]` from its byte `at`.
+        extents: Vec<[u64; 3]>,
+        /// A copy of the bytes every reader of the file reads first, if the writer kept one.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        front: Option<Front>,
+    },
+}
+
+/// An object a file held in extents reads from ([`StateFile::Extents`]).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ExtentObject {
+    /// The object's key below the dataset's prefix.
+    pub key: String,
+    /// The object's size in bytes.
+    pub size: u64,
+}
+
+impl StateFile {
+    /// The keys of the objects holding the file's bytes (none for an inline file).
+    pub fn keys(&self) -> Vec<&str> {
+        match self {
+            StateFile::Object { key, .. } => vec![key.as_str()],
+            StateFile::Inline { .. } => Vec::new(),
+            StateFile::Extents { objects, .. } => objects.iter().map(|o| o.key.as_str()).collect(),
+        }
+    }
+
+    /// What is wrong with an extents entry, if anything.
+    fn extents_fault(&self) -> Option<String> {
+        let StateFile::Extents {
+            len,
+            objects,
+            extents,
+            ..
+        } = self
+        else {
+            return None;
+        };
+        let mut total = 0u64;
+        for (i, &[o, at, n]) in extents.iter().enumerate() {
+            let size = usize::try_from(o)
+                .ok()
+                .and_then(|o| objects.get(o))
+                .map(|o| o.size);
+            let inside = size.is_some_and(|size| at.checked_add(n).is_some_and(|e| e <= size));
+            if n == 0 || !inside {
+                return Some(format!(
+                    "extent {i} ([{o}, {at}, {n}]) is empty or not inside a listed object"
+                ));
+            }
+            total = total.saturating_add(n);
+        }
+        (total != *len).then(|| format!("extents of {total} bytes for a file of {len}"))
+    }
+}
+
+/// A piece of a file: `len` bytes of the object `key` (of `size` bytes) from its byte `at`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+struct Piece {
+    key: Arc<str>,
+    size: u64,
+    at: u64,
+    len: u64,
+}
+
+/// The pieces holding a file of the state, in order (none for an inline file).
+fn pieces_of(f: &StateFile) -> Vec<Piece> {
+    match f {
+        StateFile::Object { key, len, .. } if *len > 0 => vec![Piece {
+            key: Arc::from(key.as_str()),
+            size: *len,
+            at: 0,
+            len: *len,
+        }],
+        StateFile::Extents {
+            objects, extents, ..
+        } => {
+            let keys: Vec<Arc<str>> = objects.iter().map(|o| Arc::from(o.key.as_str())).collect();
+            extents
+                .iter()
+                .filter_map(|&[o, at, len]| {
+                    let o = usize::try_from(o).ok()?;
+                    Some(Piece {
+                        key: Arc::clone(keys.get(o)?),
+                        size: objects.get(o)?.size,
+                        at,
+                        len,
+                    })
+                })
+                .collect()
+        }
+        _ => Vec::new(),
+    }
+}
+
+/// The state entry of a file of `len` bytes held by `pieces`: one whole object in the
+/// first form, else extents.
+fn entry_of(pieces: &[Piece], len: u64, front: Option<Front>) -> StateFile {
+    match pieces {
+        [p] if p.at == 0 && p.len == p.size => StateFile::Object {
+            key: p.key.to_string(),
+            len,
+            front,
+        },
+        _ => {
+            let mut objects: Vec<ExtentObject> = Vec::new();
+            let mut extents = Vec::with_capacity(pieces.len());
+            for p in pieces {
+                let i = match objects.iter().position(|o| *o.key == *p.key) {
+                    Some(i) => i,
+                    None => {
+                        objects.push(ExtentObject {
+                            key: p.key.to_string(),
+                            size: p.size,
+                        });
+                        objects.len() - 1
+                    }
+                };
+                extents.push([i as u64, p.at, p.len]);
+            }
+            StateFile::Extents {
+                len,
+                objects,
+                extents,
+                front,
+            }
+        }
+    }
+}
+
+/// The pieces of objects holding the file bytes `range` of a file held by `pieces`, in
+/// order: each object's key and the byte range of it. Bytes past the pieces are left out.
+fn locate(pieces: &[Piece], range: std::ops::Range<u64>) -> Vec<(Arc<str>, std::ops::Range<u64>)> {
+    slice_pieces(pieces, range)
+        .into_iter()
+        .map(|p| (p.key, p.at..p.at + p.len))
+        .collect()
+}
+
+/// The pieces holding the file bytes `range`, cut to it.
+fn slice_pieces(pieces: &[Piece], range: std::ops::Range<u64>) -> Vec<Piece> {
+    let mut out = Vec::new();
+    let mut start = 0u64;
+    for p in pieces {
+        let end = start + p.len;
+        let (a, b) = (range.start.max(start), range.end.min(end));
+        if a < b {
+            out.push(Piece {
+                key: Arc::clone(&p.key),
+                size: p.size,
+                at: p.at + (a - start),
+                len: b - a,
+            });
+        }
+        if end >= range.end {
+            break;
+        }
+        start = end;
+    }
+    out
+}
+
+/// Joins neighbouring pieces that continue each other in one object.
+fn join_pieces(pieces: Vec<Piece>) -> Vec<Piece> {
+    let mut out: Vec<Piece> = Vec::with_capacity(pieces.len());
+    for p in pieces {
+        match out.last_mut() {
+            Some(q) if q.key == p.key && q.at + q.len == p.at => q.len += p.len,
+            _ => out.push(p),
+        }
+    }
+    out
+}
+
+/// Adds `r` to a set of sorted, apart ranges, merging those it touches.
+fn add_range(set: &mut Vec<std::ops::Range<u64>>, r: std::ops::Range<u64>) {
+    if r.is_empty() {
+        return;
+    }
+    let (mut start, mut end) = (r.start, r.end);
+    let mut out = Vec::with_capacity(set.len() + 1);
+    let mut placed = false;
+    for s in set.drain(..) {
+        if s.end < start {
+            out.push(s);
+        } else if s.start > end {
+            if !placed {
+                out.push(start..end);
+                placed = true;
+            }
+            out.push(s);
+        } else {
+            start = start.min(s.start);
+            end = end.max(s.end);
+        }
+    }
+    if !placed {
+        out.push(start..end);
+    }
+    *set = out;
+}
+
+/// Cuts a set of sorted ranges to below `n`.
+fn clip_ranges(set: &mut Vec<std::ops::Range<u64>>, n: u64) {
+    set.retain(|r| r.start < n);
+    if let Some(last) = set.last_mut() {
+        last.end = last.end.min(n);
+    }
 }
 
 /// A copy of the bytes of a file that every reader of it reads before anything else (a
@@ -480,14 +706,6 @@ enum FetchFailure {
     Short,
 }
 
-/// Where bytes `range` of a file stored as the object `key` lie in the store: the objects
-/// and the byte range of each, in the file's order, the pieces' lengths adding up to the
-/// range's. A file is one object, so this is one piece, at the same offsets. Every read of
-/// a file's bytes from the store goes through here.
-fn object_pieces(key: &str, range: std::ops::Range<u64>) -> Vec<(String, std::ops::Range<u64>)> {
-    vec![(key.to_string(), range)]
-}
-
 /// The environment variable naming a file to which every request of an `s3://` handle
 /// appends one line (`spec/object-store.md` §1): `METHOD URL`, then `bytes=A-B` for a
 /// ranged read and `if-match` or `if-none-match` for a conditional write. For tests and
@@ -612,7 +830,7 @@ impl Backend {
 
     /// The bytes of `ranges` of the file `path` stored as the object `key` (each inside the
     /// file; empty ones cost nothing), in the order asked: the ranges, mapped to objects by
-    /// [`object_pieces`], are read with as few requests as [`ReadTuning`] allows, all at
+    /// [`locate`], are read with as few requests as [`ReadTuning`] allows, all at
     /// once. A missing object was collected after a later commit (the dataset changed under
     /// this reader: [`Error::Changed`]) unless the state object, read again, says otherwise:
     /// when it is gone, the dataset was removed; when it still names the object, the object
@@ -620,7 +838,7 @@ impl Backend {
     /// loop waits for a change).
     fn read_file_ranges(
         &self,
-        key: &str,
+        pieces: &[Piece],
         ranges: &[std::ops::Range<u64>],
         path: &Path,
     ) -> Result<Vec<Bytes>> {
@@ -630,7 +848,8 @@ impl Backend {
         for r in ranges {
             let mut pieces = Vec::new();
             if r.start < r.end {
-                for (obj, or) in object_pieces(key, r.clone()) {
+                for (obj, or) in locate(pieces, r.clone()) {
+                    let obj = obj.to_string();
                     let list = by_object.entry(obj.clone()).or_default();
                     list.push(or);
                     pieces.push((obj, list.len() - 1));
@@ -751,6 +970,34 @@ impl Backend {
         (r.0, Arc::clone(&r.1))
     }
 
+    /// The file bytes `range` of the file `path` held by `pieces`: one ranged GET per
+    /// object piece the range covers (one, for a file written whole).
+    fn read_pieces(
+        &self,
+        pieces: &[Piece],
+        range: std::ops::Range<u64>,
+        path: &Path,
+    ) -> Result<Bytes> {
+        let want = range.end - range.start;
+        let parts = locate(pieces, range);
+        let mut got = Vec::with_capacity(parts.len());
+        for (key, r) in parts {
+            let n = r.end - r.start;
+            let b = self.get_range(&key, r, path)?;
+            if b.len() as u64 != n {
+                return Err(eof(path));
+            }
+            got.push(b);
+        }
+        if got.iter().map(|b| b.len() as u64).sum::<u64>() != want {
+            return Err(eof(path));
+        }
+        if got.len() == 1 {
+            return Ok(got.swap_remove(0));
+        }
+        Ok(Bytes::from(got.concat()))
+    }
+
     /// Why the object `key` of the loaded state (holding the file `path`) is missing, from
     /// the state object as it is now (see [`Backend::read_file_ranges`]).
     fn missing_object(&self, key: &str, path: &Path) -> Error {
@@ -771,10 +1018,7 @@ impl Backend {
                 ),
             );
         };
-        let still_named = now
-            .files
-            .values()
-            .any(|f| matches!(f, StateFile::Object { key: k, .. } if k == key));
+        let still_named = now.files.values().any(|f| f.keys().contains(&key));
         if still_named {
             return Error::io(
                 "read",
@@ -830,11 +1074,14 @@ impl Backend {
         })?;
         let state: State =
             serde_json::from_slice(&bytes).map_err(|e| Error::metadata(&path, e.to_string()))?;
-        if state.format != STATE_FORMAT || state.version != STATE_VERSION {
+        if state.format != STATE_FORMAT
+            || !(STATE_VERSION_WHOLE..=STATE_VERSION).contains(&state.version)
+        {
             return Err(Error::metadata(
                 &path,
                 format!(
-                    "format {:?} version {}, where blz reads {STATE_FORMAT:?} version {STATE_VERSION}",
+                    "format {:?} version {}, where blz reads {STATE_FORMAT:?} versions \
+                     {STATE_VERSION_WHOLE} to {STATE_VERSION}",
                     state.format, state.version
                 ),
             ));
@@ -843,13 +1090,33 @@ impl Backend {
             let bad = |k: &str| {
                 k.is_empty() || k.split('/').any(|c| c.is_empty() || c == "." || c == "..")
             };
-            if bad(rel) || matches!(f, StateFile::Object { key, .. } if bad(key)) {
+            if bad(rel) || f.keys().into_iter().any(bad) {
                 return Err(Error::metadata(
                     &path,
                     format!("file {rel:?} is not a plain path inside the dataset"),
                 ));
             }
+            if let StateFile::Extents { .. } = f {
+                if state.version < STATE_VERSION {
+                    return Err(Error::metadata(
+                        &path,
+                        format!(
+                            "file {rel:?} is held in extents, which a state of version {} \
+                             cannot hold",
+                            state.version
+                        ),
+                    ));
+                }
+                if let Some(why) = f.extents_fault() {
+                    return Err(Error::metadata(&path, format!("file {rel:?}: {why}")));
+                }
+            }
             if let StateFile::Object {
+                len,
+                front: Some(front),
+                ..
+            }
+            | StateFile::Extents {
                 len,
                 front: Some(front),
                 ..
@@ -866,9 +1133,10 @@ impl Backend {
 
 /// What a file's bytes are.
 enum Data {
-    /// An object of the committed state, not written since; its first block once read.
+    /// A file of the committed state, not written since; its first block once read.
     Remote {
-        key: String,
+        /// The object pieces holding it, in order.
+        pieces: Vec<Piece>,
         len: u64,
         head: Option<Bytes>,
         /// The copy of its first-read bytes the state keeps, if any.
@@ -876,8 +1144,143 @@ enum Data {
     },
     /// Bytes known in memory (an inline meta document).
     Memory(Bytes),
-    /// Written since the last commit: a local spool file.
-    Spool { file: std::fs::File },
+    /// Written since the last commit.
+    Spool(Spool),
+}
+
+/// A file written since the last commit: the bytes written are in a local (sparse) spool
+/// file, the others are still those of the committed file, read from its objects when asked
+/// for. Every byte below `len` is in `written` or below the end of `base`.
+struct Spool {
+    file: std::fs::File,
+    len: u64,
+    /// The committed file's pieces, cut where the file was shrunk.
+    base: Vec<Piece>,
+    /// The byte ranges written (grown bytes count as written: zeros), sorted and apart.
+    written: Vec<std::ops::Range<u64>>,
+    /// The committed file's front copy: it answers reads of bytes not written.
+    front: Option<Arc<FrontCopy>>,
+}
+
+impl Spool {
+    fn new(path: &Path) -> Result<Spool> {
+        let file =
+            tempfile::tempfile().map_err(|e| Error::io("create a spool file for", path, e))?;
+        Ok(Spool {
+            file,
+            len: 0,
+            base: Vec::new(),
+            written: Vec::new(),
+            front: None,
+        })
+    }
+
+    /// Reads the file bytes from `offset` into `buf`: written ones from the spool file, the
+    /// others from the front copy or the committed file's objects.
+    fn read_at(&self, backend: &Backend, offset: u64, buf: &mut [u8], path: &Path) -> Result<()> {
+        let end = offset
+            .checked_add(buf.len() as u64)
+            .filter(|&e| e <= self.len)
+            .ok_or_else(|| eof(path))?;
+        let mut pos = offset;
+        while pos < end {
+            let next = self.written.iter().find(|r| r.end > pos);
+            let (written, seg_end) = match next {
+                Some(r) if r.start <= pos => (true, r.end.min(end)),
+                Some(r) => (false, r.start.min(end)),
+                None => (false, end),
+            };
+            let dst = &mut buf[(pos - offset) as usize..(seg_end - offset) as usize];
+            if written {
+                self.file
+                    .read_exact_at(dst, pos)
+                    .map_err(|e| Error::io("read", path, e))?;
+            } else if let Some(at) = self.front.as_ref().and_then(|f| f.find(pos, seg_end)) {
+                let b = front_bytes(backend, self.front.as_deref(), path)?;
+                dst.copy_from_slice(&b[at..at + dst.len()]);
+            } else {
+                let got = backend.read_pieces(&self.base, pos..seg_end, path)?;
+                dst.copy_from_slice(&got);
+            }
+            pos = seg_end;
+        }
+        Ok(())
+    }
+
+    /// Brings the file bytes `ranges` into the spool file (those not written are read from
+    /// the front copy or the objects, 8 MiB at a time), so that reading them needs no
+    /// request: an upload reads them inside the runtime, where no request can block.
+    fn localize(
+        &mut self,
+        backend: &Backend,
+        ranges: &[std::ops::Range<u64>],
+        path: &Path,
+    ) -> Result<()> {
+        const STEP: u64 = 8 << 20;
+        for r in ranges {
+            let mut pos = r.start;
+            while pos < r.end {
+                let next = self.written.iter().find(|w| w.end > pos).cloned();
+                let gap_end = match next {
+                    Some(w) if w.start <= pos => {
+                        pos = w.end.min(r.end);
+                        continue;
+                    }
+                    Some(w) => w.start.min(r.end),
+                    None => r.end,
+                };
+                let end = gap_end.min(pos + STEP);
+                let mut buf = vec![0u8; (end - pos) as usize];
+                self.read_at(backend, pos, &mut buf, path)?;
+                self.file
+                    .write_all_at(&buf, pos)
+                    .map_err(|e| Error::io("write a spool file for", path, e))?;
+                add_range(&mut self.written, pos..end);
+                pos = end;
+            }
+        }
+        Ok(())
+    }
+
+    /// The file bytes `ranges`, concatenated.
+    fn bytes_of(
+        &self,
+        backend: &Backend,
+        ranges: &[std::ops::Range<u64>],
+        path: &Path,
+    ) -> Result<Bytes> {
+        let total: u64 = ranges.iter().map(|r| r.end - r.start).sum();
+        let total = usize::try_from(total).map_err(|_| {
+            Error::io(
+                "read",
+                path,
+                std::io::Error::other("larger than memory can hold"),
+            )
+        })?;
+        let mut buf = vec![0u8; total];
+        let mut at = 0usize;
+        for r in ranges {
+            let n = (r.end - r.start) as usize;
+            self.read_at(backend, r.start, &mut buf[at..at + n], path)?;
+            at += n;
+        }
+        Ok(Bytes::from(buf))
+    }
+}
+
+/// The decoded bytes of a front copy, or the error naming the state object and the file.
+fn front_bytes<'f>(
+    backend: &Backend,
+    front: Option<&'f FrontCopy>,
+    path: &Path,
+) -> Result<&'f Bytes> {
+    let f = front.ok_or_else(|| eof(path))?;
+    f.bytes().map_err(|why| {
+        Error::metadata(
+            backend.root.join(STATE_KEY),
+            format!("file {}: {why}", path.display()),
+        )
+    })
 }
 
 struct Node {
@@ -902,32 +1305,23 @@ impl Node {
     }
 
     fn spool(path: &Path) -> Result<Arc<Node>> {
-        let file =
-            tempfile::tempfile().map_err(|e| Error::io("create a spool file for", path, e))?;
-        Ok(Node::new(Data::Spool { file }))
+        Ok(Node::new(Data::Spool(Spool::new(path)?)))
     }
 }
 
-/// The whole bytes of a spooled (or in-memory) file, for its upload.
-fn node_bytes(node: &Node, path: &Path) -> Result<Bytes> {
+/// The bytes of a spooled (or in-memory) file to upload: `ranges` of it, concatenated, or
+/// the whole file.
+fn node_bytes(
+    backend: &Backend,
+    node: &Node,
+    path: &Path,
+    ranges: Option<&[std::ops::Range<u64>]>,
+) -> Result<Bytes> {
     match &*lock_data(node) {
-        Data::Spool { file } => {
-            let len = file
-                .metadata()
-                .map_err(|e| Error::io("stat", path, e))?
-                .len();
-            let len = usize::try_from(len).map_err(|_| {
-                Error::io(
-                    "read",
-                    path,
-                    std::io::Error::other("larger than memory can hold"),
-                )
-            })?;
-            let mut buf = vec![0u8; len];
-            file.read_exact_at(&mut buf, 0)
-                .map_err(|e| Error::io("read", path, e))?;
-            Ok(Bytes::from(buf))
-        }
+        Data::Spool(sp) => match ranges {
+            Some(r) => sp.bytes_of(backend, r, path),
+            None => sp.bytes_of(backend, std::slice::from_ref(&(0..sp.len)), path),
+        },
         Data::Memory(b) => Ok(b.clone()),
         Data::Remote { .. } => Err(Error::io(
             "upload",
@@ -937,25 +1331,31 @@ fn node_bytes(node: &Node, path: &Path) -> Result<Bytes> {
     }
 }
 
-/// Turns a file's data into a spool file (fetching its object whole), for writing.
-fn materialize(backend: &Backend, data: &mut Data, path: &Path) -> Result<()> {
-    let bytes = match data {
-        Data::Spool { .. } => return Ok(()),
-        Data::Memory(b) => b.clone(),
-        Data::Remote { key, len, .. } => {
-            if *len == 0 {
-                Bytes::new()
-            } else {
-                let mut got =
-                    backend.read_file_ranges(key, std::slice::from_ref(&(0..*len)), path)?;
-                got.pop().unwrap_or_default()
-            }
+/// Turns a file's data into a spool for writing. The committed bytes stay where they are:
+/// only what is later read of them is fetched.
+fn materialize(data: &mut Data, path: &Path) -> Result<()> {
+    let mut sp = Spool::new(path)?;
+    match data {
+        Data::Spool(_) => return Ok(()),
+        Data::Memory(b) => {
+            sp.file
+                .write_all_at(b, 0)
+                .map_err(|e| Error::io("write a spool file for", path, e))?;
+            sp.len = b.len() as u64;
+            add_range(&mut sp.written, 0..sp.len);
         }
-    };
-    let file = tempfile::tempfile().map_err(|e| Error::io("create a spool file for", path, e))?;
-    file.write_all_at(&bytes, 0)
-        .map_err(|e| Error::io("write a spool file for", path, e))?;
-    *data = Data::Spool { file };
+        Data::Remote {
+            pieces, len, front, ..
+        } => {
+            sp.file
+                .set_len(*len)
+                .map_err(|e| Error::io("write a spool file for", path, e))?;
+            sp.len = *len;
+            sp.base = pieces.clone();
+            sp.front = front.clone();
+        }
+    }
+    *data = Data::Spool(sp);
     Ok(())
 }
 
@@ -1001,10 +1401,7 @@ impl StorageFile for ObjectFile {
         match &*lock_data(&self.node) {
             Data::Remote { len, .. } => Ok(*len),
             Data::Memory(b) => Ok(b.len() as u64),
-            Data::Spool { file } => Ok(file
-                .metadata()
-                .map_err(|e| Error::io("stat", &self.path, e))?
-                .len()),
+            Data::Spool(sp) => Ok(sp.len),
         }
     }
 
@@ -1012,14 +1409,10 @@ impl StorageFile for ObjectFile {
         let end = offset
             .checked_add(buf.len() as u64)
             .ok_or_else(|| eof(&self.path))?;
-        let (key, len, has_front) = {
+        let (pieces, len, has_front) = {
             let data = lock_data(&self.node);
             match &*data {
-                Data::Spool { file } => {
-                    return file
-                        .read_exact_at(buf, offset)
-                        .map_err(|e| Error::io("read", &self.path, e));
-                }
+                Data::Spool(sp) => return sp.read_at(&self.backend, offset, buf, &self.path),
                 Data::Memory(b) => {
                     let src = b
                         .get(offset as usize..end as usize)
@@ -1029,7 +1422,7 @@ impl StorageFile for ObjectFile {
                     return Ok(());
                 }
                 Data::Remote {
-                    key,
+                    pieces,
                     len,
                     head,
                     front,
@@ -1041,19 +1434,12 @@ impl StorageFile for ObjectFile {
                         buf.copy_from_slice(&h[offset as usize..end as usize]);
                         return Ok(());
                     }
-                    if let Some(f) = front {
-                        if let Some(at) = f.find(offset, end) {
-                            let b = f.bytes().map_err(|why| {
-                                Error::metadata(
-                                    self.backend.root.join(STATE_KEY),
-                                    format!("file {}: {why}", self.path.display()),
-                                )
-                            })?;
-                            buf.copy_from_slice(&b[at..at + buf.len()]);
-                            return Ok(());
-                        }
+                    if let Some(at) = front.as_ref().and_then(|f| f.find(offset, end)) {
+                        let b = front_bytes(&self.backend, front.as_deref(), &self.path)?;
+                        buf.copy_from_slice(&b[at..at + buf.len()]);
+                        return Ok(());
                     }
-                    (key.clone(), *len, front.is_some())
+                    (pieces.clone(), *len, front.is_some())
                 }
             }
         };
@@ -1074,28 +1460,14 @@ impl StorageFile for ObjectFile {
                     return Ok(());
                 }
             }
-            let head = self
-                .backend
-                .read_file_ranges(&key, std::slice::from_ref(&(0..head_len)), &self.path)?
-                .pop()
-                .unwrap_or_default();
-            if head.len() as u64 != head_len {
-                return Err(eof(&self.path));
-            }
+            let head = self.backend.read_pieces(&pieces, 0..head_len, &self.path)?;
             buf.copy_from_slice(&head[offset as usize..end as usize]);
             if let Data::Remote { head: h, .. } = &mut *lock_data(&self.node) {
                 *h = Some(head);
             }
             return Ok(());
         }
-        let got = self
-            .backend
-            .read_file_ranges(&key, std::slice::from_ref(&(offset..end)), &self.path)?
-            .pop()
-            .unwrap_or_default();
-        if got.len() != buf.len() {
-            return Err(eof(&self.path));
-        }
+        let got = self.backend.read_pieces(&pieces, offset..end, &self.path)?;
         buf.copy_from_slice(&got);
         Ok(())
     }
@@ -1106,10 +1478,10 @@ impl StorageFile for ObjectFile {
         let mut remote = Vec::new();
         // The ranges inside a front-less file's first block, not yet fetched.
         let mut in_head = Vec::new();
-        let key = {
+        let pieces = {
             let data = lock_data(&self.node);
             let Data::Remote {
-                key,
+                pieces,
                 len,
                 head,
                 front,
@@ -1158,7 +1530,7 @@ impl StorageFile for ObjectFile {
                     in_head.push(i);
                 }
             }
-            key.clone()
+            pieces.clone()
         };
         // What a front-less file's first block holds is read through it (one request, kept).
         for i in in_head {
@@ -1168,7 +1540,7 @@ impl StorageFile for ObjectFile {
             out[i] = Some(Bytes::from(b));
         }
         let asked: Vec<std::ops::Range<u64>> = remote.iter().map(|(_, r)| r.clone()).collect();
-        let got = self.backend.read_file_ranges(&key, &asked, &self.path)?;
+        let got = self.backend.read_file_ranges(&pieces, &asked, &self.path)?;
         for ((i, _), b) in remote.into_iter().zip(got) {
             out[i] = Some(b);
         }
@@ -1178,10 +1550,19 @@ impl StorageFile for ObjectFile {
     fn write_at(&self, offset: u64, data: &[u8]) -> Result<()> {
         self.check_writable()?;
         let mut d = lock_data(&self.node);
-        materialize(&self.backend, &mut d, &self.path)?;
-        if let Data::Spool { file } = &*d {
-            file.write_all_at(data, offset)
+        materialize(&mut d, &self.path)?;
+        if let Data::Spool(sp) = &mut *d {
+            let end = offset
+                .checked_add(data.len() as u64)
+                .ok_or_else(|| eof(&self.path))?;
+            sp.file
+                .write_all_at(data, offset)
                 .map_err(|e| Error::io("write", &self.path, e))?;
+            if !data.is_empty() {
+                // A gap left past the old end reads as zeros: written too.
+                add_range(&mut sp.written, sp.len.min(offset)..end);
+                sp.len = sp.len.max(end);
+            }
         }
         Ok(())
     }
@@ -1189,10 +1570,18 @@ impl StorageFile for ObjectFile {
     fn set_len(&self, len: u64) -> Result<()> {
         self.check_writable()?;
         let mut d = lock_data(&self.node);
-        materialize(&self.backend, &mut d, &self.path)?;
-        if let Data::Spool { file } = &*d {
-            file.set_len(len)
+        materialize(&mut d, &self.path)?;
+        if let Data::Spool(sp) = &mut *d {
+            sp.file
+                .set_len(len)
                 .map_err(|e| Error::io("truncate", &self.path, e))?;
+            if len < sp.len {
+                clip_ranges(&mut sp.written, len);
+                sp.base = slice_pieces(&sp.base, 0..len);
+            } else {
+                add_range(&mut sp.written, sp.len..len);
+            }
+            sp.len = len;
         }
         Ok(())
     }
@@ -1276,6 +1665,15 @@ impl Committed {
             },
         }
     }
+}
+
+/// What a commit uploads of one file: under `key`, the bytes `ranges` of it concatenated,
+/// or the whole file.
+struct Upload {
+    rel: String,
+    key: String,
+    node: Arc<Node>,
+    ranges: Option<Vec<std::ops::Range<u64>>>,
 }
 
 /// A dataset on an object store (see the module documentation).
@@ -1734,8 +2132,9 @@ impl ObjectStorage {
         if let Some(state) = &committed.state {
             for (rel, f) in &state.files {
                 let data = match f {
-                    StateFile::Object { key, len, front } => Data::Remote {
-                        key: key.clone(),
+                    StateFile::Object { len, front, .. }
+                    | StateFile::Extents { len, front, .. } => Data::Remote {
+                        pieces: pieces_of(f),
                         len: *len,
                         head: None,
                         front: front.clone().map(FrontCopy::new),
@@ -1810,18 +2209,23 @@ impl ObjectStorage {
         let generation = old.as_ref().map_or(1, |s| s.generation + 1);
         let tag: u64 = rand::random();
         let mut new_files = BTreeMap::new();
-        let mut uploads: Vec<(String, String, Arc<Node>)> = Vec::new();
+        let mut uploads: Vec<Upload> = Vec::new();
         let mut changed = false;
         for (rel, node) in &files {
+            let spooled = matches!(&*lock_data(node), Data::Spool(_));
+            if spooled {
+                changed = true;
+                let key = format!("{rel}.{generation}-{tag:016x}");
+                let (entry, upload) = self.plan_spooled(rel, node, key, front)?;
+                uploads.extend(upload);
+                new_files.insert(rel.clone(), entry);
+                continue;
+            }
             let d = lock_data(node);
             let entry = match &*d {
                 Data::Remote {
-                    key, len, front, ..
-                } => StateFile::Object {
-                    key: key.clone(),
-                    len: *len,
-                    front: front.as_ref().map(|f| f.front.clone()),
-                },
+                    pieces, len, front, ..
+                } => entry_of(pieces, *len, front.as_ref().map(|f| f.front.clone())),
                 Data::Memory(b) => match std::str::from_utf8(b) {
                     Ok(t) => StateFile::Inline {
                         text: t.to_string(),
@@ -1829,7 +2233,12 @@ impl ObjectStorage {
                     Err(_) => {
                         changed = true;
                         let key = format!("{rel}.{generation}-{tag:016x}");
-                        uploads.push((rel.clone(), key.clone(), Arc::clone(node)));
+                        uploads.push(Upload {
+                            rel: rel.clone(),
+                            key: key.clone(),
+                            node: Arc::clone(node),
+                            ranges: None,
+                        });
                         StateFile::Object {
                             key,
                             len: b.len() as u64,
@@ -1837,44 +2246,18 @@ impl ObjectStorage {
                         }
                     }
                 },
-                Data::Spool { file } => {
-                    changed = true;
-                    let len = file
-                        .metadata()
-                        .map_err(|e| Error::io("stat", self.backend.root.join(rel), e))?
-                        .len();
-                    let inline = if rel.starts_with("meta/") && len <= INLINE_MAX as u64 {
-                        let mut buf = vec![0u8; len as usize];
-                        file.read_exact_at(&mut buf, 0)
-                            .map_err(|e| Error::io("read", self.backend.root.join(rel), e))?;
-                        String::from_utf8(buf).ok()
-                    } else {
-                        None
-                    };
-                    match inline {
-                        Some(text) => StateFile::Inline { text },
-                        None => {
-                            let key = format!("{rel}.{generation}-{tag:016x}");
-                            uploads.push((rel.clone(), key.clone(), Arc::clone(node)));
-                            StateFile::Object {
-                                key,
-                                len,
-                                front: None,
-                            }
-                        }
-                    }
+                Data::Spool(_) => {
+                    return Err(Error::io(
+                        "commit",
+                        self.backend.root.join(rel),
+                        std::io::Error::other("the file was written while it was committed"),
+                    ))
                 }
             };
             new_files.insert(rel.clone(), entry);
         }
         if old.as_ref().is_some_and(|s| s.files == new_files) && !changed {
             return Ok(());
-        }
-        for (rel, _, node) in &uploads {
-            let entry = new_files.get_mut(rel);
-            if let Some(StateFile::Object { front: f, .. }) = entry {
-                *f = self.front_of(rel, node, front);
-            }
         }
         let result = if superseded {
             Err(Error::Conflict {
@@ -1883,27 +2266,26 @@ impl ObjectStorage {
         } else {
             Ok(())
         };
-        let result = result.and_then(|()| self.upload(&uploads)).and_then(|()| {
-            let now = now_secs();
-            let mut retired = old.as_ref().map(|s| s.retired.clone()).unwrap_or_default();
-            // Everything retired so far was retired by the loaded state or before it: by the
-            // time the store stored that state, by the store's clock.
-            for r in &mut retired {
-                r.stored_by = r.stored_by.or(loaded_at);
-            }
-            if let Some(o) = &old {
-                let still: HashSet<&str> = new_files
-                    .values()
-                    .filter_map(|f| match f {
-                        StateFile::Object { key, .. } => Some(key.as_str()),
-                        StateFile::Inline { .. } => None,
-                    })
-                    .collect();
-                for f in o.files.values() {
-                    if let StateFile::Object { key, .. } = f {
-                        if !still.contains(key.as_str()) {
+        let result = result
+            .and_then(|()| self.localize(&uploads))
+            .and_then(|()| self.upload(&uploads))
+            .and_then(|()| {
+                let now = now_secs();
+                let mut retired = old.as_ref().map(|s| s.retired.clone()).unwrap_or_default();
+                // Everything retired so far was retired by the loaded state or before it: by the
+                // time the store stored that state, by the store's clock.
+                for r in &mut retired {
+                    r.stored_by = r.stored_by.or(loaded_at);
+                }
+                if let Some(o) = &old {
+                    // An object is retired only when no entry (whole, or by one extent) names it.
+                    let still: HashSet<&str> =
+                        new_files.values().flat_map(StateFile::keys).collect();
+                    let mut gone = BTreeSet::new();
+                    for key in o.files.values().flat_map(StateFile::keys) {
+                        if !still.contains(key) && gone.insert(key) {
                             retired.push(Retired {
-                                key: key.clone(),
+                                key: key.to_string(),
                                 at: now,
                                 generation: Some(generation),
                                 stored_by: None,
@@ -1911,65 +2293,58 @@ impl ObjectStorage {
                         }
                     }
                 }
-            }
-            let mut state = State {
-                format: STATE_FORMAT.into(),
-                version: STATE_VERSION,
-                generation,
-                committed_at: now,
-                files: new_files,
-                retired,
-                write_id: old.as_ref().and_then(|s| s.write_id.clone()),
-                earlier_write_ids: old
-                    .as_ref()
-                    .map(|s| s.earlier_write_ids.clone())
-                    .unwrap_or_default(),
-            };
-            state.stamp_write();
-            let w = self.write_state(&state, version.as_ref())?;
-            *self.committed_lock() = Committed::written(state, w);
-            Ok(())
-        });
+                let extents = new_files
+                    .values()
+                    .any(|f| matches!(f, StateFile::Extents { .. }));
+                let mut state = State {
+                    format: STATE_FORMAT.into(),
+                    version: if extents {
+                        STATE_VERSION
+                    } else {
+                        STATE_VERSION_WHOLE
+                    },
+                    generation,
+                    committed_at: now,
+                    files: new_files,
+                    retired,
+                    write_id: old.as_ref().and_then(|s| s.write_id.clone()),
+                    earlier_write_ids: old
+                        .as_ref()
+                        .map(|s| s.earlier_write_ids.clone())
+                        .unwrap_or_default(),
+                };
+                state.stamp_write();
+                let w = self.write_state(&state, version.as_ref())?;
+                *self.committed_lock() = Committed::written(state, w);
+                Ok(())
+            });
         match result {
             Ok(()) => {
-                // The uploaded files are read from their objects from now on (the spool goes).
-                let fronts: BTreeMap<String, Arc<FrontCopy>> = self
-                    .committed_lock()
-                    .state
-                    .iter()
-                    .flat_map(|s| &s.files)
-                    .filter_map(|(rel, f)| match f {
-                        StateFile::Object {
-                            front: Some(front), ..
-                        } => Some((rel.clone(), FrontCopy::new(front.clone()))),
-                        _ => None,
-                    })
-                    .collect();
-                for (rel, key, node) in uploads {
-                    let mut d = lock_data(&node);
-                    let len = match &*d {
-                        Data::Spool { file } => file.metadata().map(|m| m.len()).ok(),
-                        Data::Memory(b) => Some(b.len() as u64),
-                        Data::Remote { .. } => None,
-                    };
-                    if let Some(len) = len {
-                        *d = Data::Remote {
-                            key,
-                            len,
-                            head: None,
-                            front: fronts.get(&rel).cloned(),
-                        };
-                    }
-                }
-                // Inline files become memory files.
+                // The written files are read from their objects from now on (the spool goes),
+                // inline ones from memory.
+                let uploaded: HashSet<&str> = uploads.iter().map(|u| u.rel.as_str()).collect();
                 let committed = self.committed_lock();
                 if let Some(state) = &committed.state {
-                    for (rel, f) in &state.files {
-                        if let (StateFile::Inline { text }, Some((_, node))) =
-                            (f, files.iter().find(|(r, _)| r == rel))
-                        {
-                            *lock_data(node) = Data::Memory(Bytes::from(text.clone().into_bytes()));
+                    for (rel, node) in &files {
+                        let Some(entry) = state.files.get(rel) else {
+                            continue;
+                        };
+                        let mut d = lock_data(node);
+                        if !matches!(&*d, Data::Spool(_)) && !uploaded.contains(rel.as_str()) {
+                            continue;
                         }
+                        *d = match entry {
+                            StateFile::Inline { text } => {
+                                Data::Memory(Bytes::from(text.clone().into_bytes()))
+                            }
+                            StateFile::Object { len, front, .. }
+                            | StateFile::Extents { len, front, .. } => Data::Remote {
+                                pieces: pieces_of(entry),
+                                len: *len,
+                                head: None,
+                                front: front.clone().map(FrontCopy::new),
+                            },
+                        };
                     }
                 }
                 Ok(())
@@ -2005,19 +2380,117 @@ impl ObjectStorage {
         Front::new(&ranges, &bytes)
     }
 
-    /// Uploads spooled files whole (one PUT each), [`PARALLEL`] at a time: at most that
-    /// many files are held in memory at once.
-    fn upload(&self, uploads: &[(String, String, Arc<Node>)]) -> Result<()> {
+    /// The state entry of the spooled file `rel` (held by `node`) at this commit, and what
+    /// to upload for it under `key`: the bytes the transaction wrote (with the file's new
+    /// front, so that it is one piece), the rest of the file staying in the objects that
+    /// held it; or the whole file when it has no committed bytes left, or when the entry
+    /// would list more than [`MAX_EXTENTS`] extents or name objects of more than twice the
+    /// file's length (the compaction, `spec/object-store.md` §4).
+    fn plan_spooled(
+        &self,
+        rel: &str,
+        node: &Arc<Node>,
+        key: String,
+        front: &FrontRanges<'_>,
+    ) -> Result<(StateFile, Option<Upload>)> {
+        let path = self.backend.root.join(rel);
+        let len = match &*lock_data(node) {
+            Data::Spool(sp) => sp.len,
+            Data::Memory(b) => b.len() as u64,
+            Data::Remote { len, .. } => *len,
+        };
+        if rel.starts_with("meta/") && len <= INLINE_MAX as u64 {
+            let bytes = node_bytes(&self.backend, node, &path, None)?;
+            if let Ok(text) = std::str::from_utf8(&bytes) {
+                let text = text.to_string();
+                return Ok((StateFile::Inline { text }, None));
+            }
+        }
+        let new_front = self.front_of(rel, node, front);
+        let upload = |ranges| Upload {
+            rel: rel.to_string(),
+            key: key.clone(),
+            node: Arc::clone(node),
+            ranges,
+        };
+        let whole = || {
+            let entry = StateFile::Object {
+                key: key.clone(),
+                len,
+                front: new_front.clone(),
+            };
+            Ok((entry, Some(upload(None))))
+        };
+        let d = lock_data(node);
+        let Data::Spool(sp) = &*d else {
+            return whole();
+        };
+        if sp.base.is_empty() {
+            return whole();
+        }
+        let mut written = sp.written.clone();
+        if let (false, Some(f)) = (written.is_empty(), &new_front) {
+            for &[a, n] in &f.ranges {
+                add_range(&mut written, a..a + n);
+            }
+        }
+        let size: u64 = written.iter().map(|r| r.end - r.start).sum();
+        let new_key: Arc<str> = Arc::from(key.as_str());
+        let mut pieces = Vec::new();
+        let (mut pos, mut at) = (0u64, 0u64);
+        for w in &written {
+            pieces.extend(slice_pieces(&sp.base, pos..w.start));
+            pieces.push(Piece {
+                key: Arc::clone(&new_key),
+                size,
+                at,
+                len: w.end - w.start,
+            });
+            at += w.end - w.start;
+            pos = w.end;
+        }
+        pieces.extend(slice_pieces(&sp.base, pos..len));
+        let pieces = join_pieces(pieces);
+        let covered: u64 = pieces.iter().map(|p| p.len).sum();
+        let mut objects: BTreeMap<&str, u64> = BTreeMap::new();
+        for p in &pieces {
+            objects.insert(&*p.key, p.size);
+        }
+        let named: u64 = objects.values().sum();
+        if covered != len || pieces.len() > MAX_EXTENTS || named > len.saturating_mul(2) {
+            drop(d);
+            return whole();
+        }
+        let entry = entry_of(&pieces, len, new_front);
+        Ok((entry, (size > 0).then(|| upload(Some(written)))))
+    }
+
+    /// Brings every byte the uploads read into their spool files ([`Spool::localize`]).
+    fn localize(&self, uploads: &[Upload]) -> Result<()> {
+        for u in uploads {
+            if let Data::Spool(sp) = &mut *lock_data(&u.node) {
+                let whole = 0..sp.len;
+                let ranges = u.ranges.as_deref().unwrap_or(std::slice::from_ref(&whole));
+                sp.localize(&self.backend, ranges, &self.backend.root.join(&u.rel))?;
+            }
+        }
+        Ok(())
+    }
+
+    /// Uploads what the commit writes of each file (one PUT each), [`PARALLEL`] at a time:
+    /// at most that many are held in memory at once.
+    fn upload(&self, uploads: &[Upload]) -> Result<()> {
         let rt = runtime()?;
-        let jobs: Vec<(PathBuf, &str, Arc<Node>)> = uploads
+        let jobs: Vec<(PathBuf, &Upload)> = uploads
             .iter()
-            .map(|(rel, key, node)| (self.backend.root.join(rel), key.as_str(), Arc::clone(node)))
+            .map(|u| (self.backend.root.join(&u.rel), u))
             .collect();
         let backend = &self.backend;
         rt.block_on(async move {
             futures::stream::iter(jobs)
-                .map(|(path, key, node)| async move {
-                    let bytes = node_bytes(&node, &path)?;
+                .map(|(path, u)| async move {
+                    let (key, node) = (u.key.as_str(), &u.node);
+                    let bytes = node_bytes(backend, node, &path, u.ranges.as_deref())?;
                     let loc = backend.key(key);
                     backend.note("PUT", key, format_args!(""));
                     let started = std::time::Instant::now();
@@ -2357,13 +2830,12 @@ pub fn collect_garbage(storage: &ObjectStorage, grace: Duration) -> Result<Colle
             backend.root.display()
         )));
     };
+    // Every object an entry names stays, whole or for one extent of it.
     let used: HashSet<String> = state
         .files
         .values()
-        .filter_map(|f| match f {
-            StateFile::Object { key, .. } => Some(key.clone()),
-            StateFile::Inline { .. } => None,
-        })
+        .flat_map(StateFile::keys)
+        .map(str::to_string)
         .collect();
     // The store's "now": the Last-Modified of an object written now, as the listing shows.
     let probe = format!("{CLOCK_PROBE}{:016x}", rand::random::<u64>());

@@ -1,0 +1,430 @@
+//! Files held in extents on an object store (`spec/object-store.md` §3, §4): a commit
+//! uploads only the bytes a transaction wrote (and the file's front), the rest of each file
+//! staying in the objects that held it; a file is rewritten whole when its extents grow past
+//! `MAX_EXTENTS` or the objects it names hold more than twice its length. Everything reads
+//! back equal to a plain model; garbage collection keeps every object an extent names. All
+//! against the in-memory store, so these run every time, with no server.
+
+mod common;
+
+use blz::storage::object::{
+    collect_garbage, StateFile, MAX_EXTENTS, STATE_KEY, STATE_VERSION, STATE_VERSION_WHOLE,
+};
+use blz::storage::ObjectStorage;
+use blz::{CreateOptions, DType, Dataset, Error, Mode};
+use futures::executor::block_on;
+use futures::stream::BoxStream;
+use ndarray::{s, Array1};
+use object_store::memory::InMemory;
+use object_store::path::Path as OPath;
+use object_store::{
+    CopyOptions, GetOptions, GetResult, ListResult, MultipartUpload, ObjectMeta, ObjectStore,
+    ObjectStoreExt, PutMultipartOptions, PutOptions, PutPayload, PutResult,
+};
+use proptest::prelude::*;
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+
+/// The in-memory store, counting the bytes PUT (the state object apart), with one dataset
+/// at `prefix` (one per store: the writer lock is per process and path).
+#[derive(Debug)]
+struct Counting {
+    prefix: String,
+    inner: InMemory,
+    data_bytes: AtomicU64,
+    state_bytes: AtomicU64,
+}
+
+impl std::fmt::Display for Counting {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "Counting({})", self.inner)
+    }
+}
+
+static STORES: AtomicU64 = AtomicU64::new(0);
+
+impl Counting {
+    fn new() -> Arc<Counting> {
+        Arc::new(Counting {
+            prefix: format!("runs/x{}.blz", STORES.fetch_add(1, Ordering::SeqCst)),
+            inner: InMemory::new(),
+            data_bytes: AtomicU64::new(0),
+            state_bytes: AtomicU64::new(0),
+        })
+    }
+
+    fn taken(&self) -> (u64, u64) {
+        (
+            self.data_bytes.swap(0, Ordering::SeqCst),
+            self.state_bytes.swap(0, Ordering::SeqCst),
+        )
+    }
+}
+
+#[async_trait::async_trait]
+impl ObjectStore for Counting {
+    async fn put_opts(
+        &self,
+        location: &OPath,
+        payload: PutPayload,
+        opts: PutOptions,
+    ) -> object_store::Result<PutResult> {
+        let n = payload.content_length() as u64;
+        if location.as_ref().ends_with(STATE_KEY) {
+            self.state_bytes.fetch_add(n, Ordering::SeqCst);
+        } else {
+            self.data_bytes.fetch_add(n, Ordering::SeqCst);
+        }
+        self.inner.put_opts(location, payload, opts).await
+    }
+
+    async fn put_multipart_opts(
+        &self,
+        location: &OPath,
+        opts: PutMultipartOptions,
+    ) -> object_store::Result<Box<dyn MultipartUpload>> {
+        self.inner.put_multipart_opts(location, opts).await
+    }
+
+    async fn get_opts(
+        &self,
+        location: &OPath,
+        options: GetOptions,
+    ) -> object_store::Result<GetResult> {
+        self.inner.get_opts(location, options).await
+    }
+
+    fn delete_stream(
+        &self,
+        locations: BoxStream<'static, object_store::Result<OPath>>,
+    ) -> BoxStream<'static, object_store::Result<OPath>> {
+        self.inner.delete_stream(locations)
+    }
+
+    fn list(&self, prefix: Option<&OPath>) -> BoxStream<'static, object_store::Result<ObjectMeta>> {
+        self.inner.list(prefix)
+    }
+
+    async fn list_with_delimiter(
+        &self,
+        prefix: Option<&OPath>,
+    ) -> object_store::Result<ListResult> {
+        self.inner.list_with_delimiter(prefix).await
+    }
+
+    async fn copy_opts(
+        &self,
+        from: &OPath,
+        to: &OPath,
+        options: CopyOptions,
+    ) -> object_store::Result<()> {
+        self.inner.copy_opts(from, to, options).await
+    }
+}
+
+fn handle(store: &Arc<Counting>) -> Arc<ObjectStorage> {
+    let s: Arc<dyn ObjectStore> = Arc::clone(store) as Arc<dyn ObjectStore>;
+    Arc::new(ObjectStorage::new(s, PathBuf::from("memory://"), &store.prefix).unwrap())
+}
+
+fn open(store: &Arc<Counting>, mode: Mode) -> Dataset {
+    let s = handle(store);
+    let root = s.root().to_path_buf();
+    Dataset::open_in(s, &root, mode).unwrap()
+}
+
+fn read(store: &Arc<Counting>) -> Vec<i64> {
+    open(store, Mode::ReadOnly)
+        .read::<i64>()
+        .unwrap()
+        .into_iter()
+        .collect()
+}
+
+/// Values that do not compress much (a linear congruential walk).
+fn noisy(start: u64, n: usize) -> Vec<i64> {
+    let mut x = start.wrapping_mul(6364136223846793005).wrapping_add(1);
+    (0..n)
+        .map(|_| {
+            x = x
+                .wrapping_mul(6364136223846793005)
+                .wrapping_add(1442695040888963407);
+            (x >> 11) as i64
+        })
+        .collect()
+}
+
+fn data_files(store: &Arc<Counting>) -> Vec<(String, StateFile)> {
+    handle(store)
+        .state()
+        .unwrap()
+        .files
+        .into_iter()
+        .filter(|(rel, _)| rel.starts_with("data/"))
+        .collect()
+}
+
+/// The length of a file entry, the count of its extents and the bytes of the objects it
+/// names.
+fn shape_of(f: &StateFile) -> (u64, usize, u64) {
+    match f {
+        StateFile::Object { len, .. } => (*len, 1, *len),
+        StateFile::Extents {
+            len,
+            objects,
+            extents,
+            ..
+        } => (*len, extents.len(), objects.iter().map(|o| o.size).sum()),
+        StateFile::Inline { text } => (text.len() as u64, 0, 0),
+    }
+}
+
+/// Appending one chunk to a dataset whose last superchunk file is nearly full uploads that
+/// chunk and the file's front, not the file.
+#[test]
+fn an_append_uploads_only_the_new_bytes() {
+    let chunk: usize = 256 << 10; // elements: 2 MiB a chunk
+    let store = Counting::new();
+    let s = handle(&store);
+    let root = s.root().to_path_buf();
+    let o = CreateOptions {
+        chunkshape: Some(vec![chunk as u64]),
+        superchunksize: Some(8),
+        ..Default::default()
+    };
+    let mut ds = Dataset::create_in(s, &root, DType::I64, &[0], &o).unwrap();
+    let first = noisy(1, chunk * 7);
+    ds.append(&Array1::from(first.clone()).into_dyn().view())
+        .unwrap();
+    drop(ds);
+    let before = data_files(&store);
+    assert_eq!(before.len(), 1, "{before:?}");
+    let file_before = shape_of(&before[0].1).0;
+    store.taken();
+
+    let mut ds = open(&store, Mode::ReadWrite);
+    let more = noisy(2, chunk);
+    ds.append(&Array1::from(more.clone()).into_dyn().view())
+        .unwrap();
+    drop(ds);
+    let (data, state) = store.taken();
+    let after = data_files(&store);
+    let (len, extents, _) = shape_of(&after[0].1);
+    let compressed = len - file_before;
+    eprintln!(
+        "append of one chunk ({compressed} bytes compressed) to a file of {file_before} bytes: \
+         {data} bytes of objects uploaded (the whole file: {len}), state {state} bytes"
+    );
+    assert!(
+        data <= 3 * compressed,
+        "uploaded {data} bytes for a chunk of {compressed}"
+    );
+    assert!(matches!(after[0].1, StateFile::Extents { .. }), "{after:?}");
+    assert!(extents <= 3, "{after:?}");
+    assert_eq!(handle(&store).state().unwrap().version, STATE_VERSION);
+    let mut want = first;
+    want.extend(more);
+    assert_eq!(read(&store), want);
+}
+
+/// Many appends to one superchunk file: the extents stay within the bound, the file is
+/// rewritten whole when they would pass it, and garbage collection keeps every object an
+/// extent names while it collects those no entry names any more.
+#[test]
+fn many_appends_compact_and_gc_keeps_named_objects() {
+    let store = Counting::new();
+    let s = handle(&store);
+    let root = s.root().to_path_buf();
+    let o = CreateOptions {
+        chunkshape: Some(vec![1000]),
+        superchunksize: Some(64),
+        ..Default::default()
+    };
+    let mut ds = Dataset::create_in(s, &root, DType::I64, &[0], &o).unwrap();
+    let mut want = Vec::new();
+    let (mut saw_extents, mut compactions) = (false, 0);
+    for i in 0..40u64 {
+        let v = noisy(i, 1000);
+        ds.append(&Array1::from(v.clone()).into_dyn().view())
+            .unwrap();
+        want.extend(v);
+        let files = data_files(&store);
+        let (len, extents, named) = shape_of(&files[0].1);
+        assert!(extents <= MAX_EXTENTS, "append {i}: {files:?}");
+        assert!(named <= 2 * len, "append {i}: {files:?}");
+        match &files[0].1 {
+            StateFile::Extents { .. } => saw_extents = true,
+            StateFile::Object { .. } if saw_extents => {
+                compactions += 1;
+                saw_extents = false;
+            }
+            _ => {}
+        }
+        if i % 7 == 3 {
+            // Collecting at once (no grace): every object still named stays. The collector
+            // rewrites the state, so the writer opens the dataset again after it.
+            drop(ds);
+            let h = handle(&store);
+            collect_garbage(&h, Duration::ZERO).unwrap();
+            assert_eq!(read(&store), want, "after gc at append {i}");
+            let st = handle(&store).state().unwrap();
+            let listed = list_keys(&store);
+            for f in st.files.values() {
+                for k in f.keys() {
+                    assert!(
+                        listed.contains(&format!("{}/{k}", store.prefix)),
+                        "{k} collected"
+                    );
+                }
+            }
+            ds = open(&store, Mode::ReadWrite);
+        }
+    }
+    drop(ds);
+    assert!(compactions >= 1, "no compaction in 40 appends");
+    assert_eq!(read(&store), want);
+    // Everything not named is collected: the objects left are the state and the named ones.
+    let h = handle(&store);
+    collect_garbage(&h, Duration::ZERO).unwrap();
+    let st = handle(&store).state().unwrap();
+    let mut named: Vec<String> = st
+        .files
+        .values()
+        .flat_map(|f| f.keys())
+        .map(|k| format!("{}/{k}", store.prefix))
+        .collect();
+    named.push(format!("{}/{STATE_KEY}", store.prefix));
+    named.sort();
+    named.dedup();
+    let mut listed = list_keys(&store);
+    listed.sort();
+    assert_eq!(listed, named);
+    assert_eq!(read(&store), want);
+}
+
+fn list_keys(store: &Counting) -> Vec<String> {
+    use futures::TryStreamExt;
+    let p = OPath::from(store.prefix.as_str());
+    let metas: Vec<ObjectMeta> = block_on(store.inner.list(Some(&p)).try_collect()).unwrap();
+    metas.into_iter().map(|m| m.location.to_string()).collect()
+}
+
+/// A state of version 1 may not hold extents, and a version this build does not know is
+/// refused, naming the state object.
+#[test]
+fn extents_need_version_two() {
+    let store = Counting::new();
+    let s = handle(&store);
+    let root = s.root().to_path_buf();
+    let o = CreateOptions {
+        chunkshape: Some(vec![100]),
+        superchunksize: Some(8),
+        ..Default::default()
+    };
+    let mut ds = Dataset::create_in(s, &root, DType::I64, &[0], &o).unwrap();
+    ds.append(&Array1::from(noisy(0, 300)).into_dyn().view())
+        .unwrap();
+    assert_eq!(handle(&store).state().unwrap().version, STATE_VERSION_WHOLE);
+    ds.append(&Array1::from(noisy(1, 100)).into_dyn().view())
+        .unwrap();
+    drop(ds);
+    let loc = OPath::from(format!("{}/{STATE_KEY}", store.prefix));
+    let raw = block_on(async { store.inner.get(&loc).await.unwrap().bytes().await.unwrap() });
+    let raw: serde_json::Value = serde_json::from_slice(&raw).unwrap();
+    assert_eq!(raw["version"], 2, "{raw}");
+    for (version, why) in [(1, "cannot hold"), (3, "version 3")] {
+        let mut bad = raw.clone();
+        bad["version"] = version.into();
+        block_on(
+            store
+                .inner
+                .put(&loc, serde_json::to_vec(&bad).unwrap().into()),
+        )
+        .unwrap();
+        let e = ObjectStorage::new(
+            Arc::clone(&store) as Arc<dyn ObjectStore>,
+            PathBuf::from("memory://"),
+            &store.prefix,
+        )
+        .unwrap_err();
+        assert!(
+            matches!(&e, Error::InvalidMetadata { .. }) && e.to_string().contains(why),
+            "{e}"
+        );
+        assert!(e.to_string().contains("meta/state"), "{e}");
+    }
+}
+
+#[derive(Debug, Clone)]
+enum Op {
+    Append(usize),
+    Modify { at: usize, n: usize },
+    Shrink(usize),
+    Reopen,
+}
+
+fn op() -> impl Strategy<Value = Op> {
+    prop_oneof![
+        4 => (1usize..400).prop_map(Op::Append),
+        3 => (0usize..1000, 1usize..150).prop_map(|(at, n)| Op::Modify { at, n }),
+        1 => (0usize..1000).prop_map(Op::Shrink),
+        1 => Just(Op::Reopen),
+    ]
+}
+
+proptest! {
+    #![proptest_config(common::config(12))]
+
+    /// Appends, modifies, shrinks and reopenings read back equal to a plain vector, and no
+    /// file entry passes the fragmentation bounds.
+    #[test]
+    fn edits_read_back_as_the_model(ops in proptest::collection::vec(op(), 1..24)) {
+        let store = Counting::new();
+        let s = handle(&store);
+        let root = s.root().to_path_buf();
+        let o = CreateOptions {
+            chunkshape: Some(vec![50]),
+            superchunksize: Some(4),
+            ..Default::default()
+        };
+        let mut ds = Dataset::create_in(s, &root, DType::I64, &[0], &o).unwrap();
+        let mut model: Vec<i64> = Vec::new();
+        for (i, op) in ops.iter().enumerate() {
+            match *op {
+                Op::Append(n) => {
+                    let v = noisy(i as u64, n);
+                    ds.append(&Array1::from(v.clone()).into_dyn().view()).unwrap();
+                    model.extend(v);
+                }
+                Op::Modify { at, n } => {
+                    if model.is_empty() {
+                        continue;
+                    }
+                    let at = at % model.len();
+                    let n = n.min(model.len() - at);
+                    let v = noisy(1000 + i as u64, n);
+                    ds.write_slice(s![at..at + n], &Array1::from(v.clone()).into_dyn().view())
+                        .unwrap();
+                    model[at..at + n].copy_from_slice(&v);
+                }
+                Op::Shrink(n) => {
+                    let n = n.min(model.len());
+                    ds.resize(n as u64).unwrap();
+                    model.truncate(n);
+                }
+                Op::Reopen => {
+                    drop(ds);
+                    ds = open(&store, Mode::ReadWrite);
+                }
+            }
+            prop_assert_eq!(&read(&store), &model, "after {:?} (op {})", op, i);
+            for (rel, f) in data_files(&store) {
+                let (len, extents, named) = shape_of(&f);
+                prop_assert!(extents <= MAX_EXTENTS, "{}: {:?}", rel, f);
+                prop_assert!(named <= 2 * len.max(1), "{}: {:?}", rel, f);
+            }
+        }
+    }
+}
