@@ -132,7 +132,8 @@ class RawLayer:
     @staticmethod
     def build(
         path: _Path, columns: Sequence[tuple[str, str]], weight: tuple[str, str] | None,
-        records: Iterable[Sequence[Any]], overwrite: bool,
+        records: Iterable[Sequence[Any]], overwrite: bool, filter: str = "auto",
+        sort_memory: int | None = None,
     ) -> int: ...
     @staticmethod
     def merge(inputs: Sequence[_Path], output: _Path, overwrite: bool) -> tuple[int, int, int]: ...

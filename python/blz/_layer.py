@@ -12,6 +12,8 @@ import numpy as np
 from ._array import raise_problems
 
 _BATCH = 1024
+# The default memory budget of a sorting build (blz::layer::DEFAULT_SORT_MEMORY).
+_DEFAULT_SORT_MEMORY = 256 << 20
 
 
 class Cursor:
@@ -262,8 +264,11 @@ def build_layer(
     weight_dtype: Any = None,
     overwrite: bool = False,
     filter: str = "auto",
+    sort: bool = False,
+    sort_memory: int | None = None,
 ) -> Layer:
-    """Builds a layer dataset at ``path`` from records sorted by their whole key path.
+    """Builds a layer dataset at ``path`` from records sorted by their whole key path (or
+    in any order, with ``sort``).
 
     Each record is a tuple of one key per column, plus the weight last when ``weight`` (its
     name) is given. Column types are ``dtypes`` (numpy integer or float dtypes, ``str`` or
@@ -276,7 +281,19 @@ def build_layer(
     than the Bloom filter, else the Bloom filter), ``"bloom"``, ``"exact"`` (integer columns
     only: ``ValueError`` otherwise) or ``"off"``. ``info()["columns"][i]["filter"]`` shows
     the kind, the number of exact chunks and the stored bytes.
+
+    With ``sort=True`` the records may come in any order and repeat: they are sorted by an
+    external sort that keeps at most ``sort_memory`` bytes of records in memory (default
+    256 MiB) and writes sorted runs into the build's staging directory
+    (``path + ".tmp-build/sort-runs/"``, removed when the build ends). A repeated key path
+    adds its weights, a path whose weights add up to zero is left out, and without a weight
+    a repeated path is kept once.
     """
+    if sort_memory is not None and not sort:
+        raise ValueError("sort_memory= needs sort=True")
+    if sort_memory is not None and sort_memory <= 0:
+        raise ValueError("sort_memory must be a positive number of bytes")
+    memory = (sort_memory if sort_memory is not None else _DEFAULT_SORT_MEMORY) if sort else None
     it = iter(records)
     first = next(it, None)
     if first is None and (columns is None or dtypes is None):
@@ -304,7 +321,9 @@ def build_layer(
     rows = ((tuple(_py(x) for x in r)) for r in source)
     from . import _blz
 
-    _blz.RawLayer.build(str(path), list(zip(names, kinds)), wspec, rows, overwrite, filter)
+    _blz.RawLayer.build(
+        str(path), list(zip(names, kinds)), wspec, rows, overwrite, filter, memory
+    )
     return Layer(_blz.RawLayer.open(str(path)))
 
 

@@ -12,7 +12,9 @@
 
 use blz::array::staged::{StagedCreate, StagedWrite};
 use blz::bcolz::{CarrayReader, CtableReader, Kind as BcolzKind};
-use blz::layer::{ColumnDef, Cursor, Layer, LayerSchema, LayerWriter, Value};
+use blz::layer::{
+    ColumnDef, Cursor, Layer, LayerSchema, LayerWriter, SortOptions, SortingLayerWriter, Value,
+};
 use blz::selection::{Item, Resolved, Selection};
 use blz::table::{
     ColumnOptions, Field, FieldSpec, FieldType, LeafKind, Table, TableOptions, Values,
@@ -1559,6 +1561,21 @@ fn value_to_py<'py>(py: Python<'py>, v: Value) -> PyResult<Bound<'py, PyAny>> {
     })
 }
 
+/// A layer build: from sorted records, or from records in any order.
+enum LayerBuild {
+    Sorted(LayerWriter),
+    Sorting(Box<SortingLayerWriter>),
+}
+
+impl LayerBuild {
+    fn push(&mut self, keys: &[Value], weight: Option<Value>) -> blz::Result<()> {
+        match self {
+            LayerBuild::Sorted(w) => w.push(keys, weight),
+            LayerBuild::Sorting(w) => w.push(keys, weight),
+        }
+    }
+}
+
 /// An open layer dataset. Cursors are kept in Python as `(column, parent row, position)` and
 /// rebuilt here for each step (a cursor costs nothing to make; data chunks are cached by the
 /// layer).
@@ -1611,12 +1628,15 @@ impl RawLayer {
         })
     }
 
-    /// Builds a layer dataset from sorted records: each a tuple of one key per column, plus
-    /// the weight last when the schema has one. `columns`: `(name, kind)` with kind a dtype
+    /// Builds a layer dataset from records: each a tuple of one key per column, plus the
+    /// weight last when the schema has one. `columns`: `(name, kind)` with kind a dtype
     /// name, `varstr` or `varbytes`; `weight`: `(name, dtype)`; `filter`: `auto`, `bloom`,
-    /// `exact` or `off` for every column.
+    /// `exact` or `off` for every column. Without `sort_memory` the records must be sorted
+    /// by whole key path; with it they may come in any order and are sorted with that many
+    /// bytes of buffer (repeated paths add their weights).
     #[staticmethod]
-    #[pyo3(signature = (path, columns, weight, records, overwrite, filter="auto"))]
+    #[pyo3(signature = (path, columns, weight, records, overwrite, filter="auto", sort_memory=None))]
+    #[expect(clippy::too_many_arguments, reason = "build_layer's keyword arguments")]
     fn build(
         py: Python<'_>,
         path: PathBuf,
@@ -1625,6 +1645,7 @@ impl RawLayer {
         records: &Bound<'_, PyAny>,
         overwrite: bool,
         filter: &str,
+        sort_memory: Option<u64>,
     ) -> PyResult<u64> {
         let filter_kind = match filter {
             "off" => None,
@@ -1651,7 +1672,16 @@ impl RawLayer {
         schema.overwrite = overwrite;
         let n = columns.len();
         let has_weight = weight.is_some();
-        let writer = detached(py, || Ok(LayerWriter::create(&path, schema)?))?;
+        let writer = detached(py, || {
+            Ok(match sort_memory {
+                None => LayerBuild::Sorted(LayerWriter::create(&path, schema)?),
+                Some(m) => LayerBuild::Sorting(Box::new(LayerWriter::create_unsorted(
+                    &path,
+                    schema,
+                    SortOptions::with_memory(m),
+                )?)),
+            })
+        })?;
         let writer = Mutex::new(Some(writer));
         let mut batch: Vec<(Vec<Value>, Option<Value>)> = Vec::new();
         let mut count = 0u64;
@@ -1701,7 +1731,14 @@ impl RawLayer {
                 .map_err(|_| lock_err("layer writer"))?
                 .take()
                 .ok_or_else(|| Fail::Panic("writer gone".into()))?;
-            w.finish()?;
+            match w {
+                LayerBuild::Sorted(w) => {
+                    w.finish()?;
+                }
+                LayerBuild::Sorting(w) => {
+                    w.finish()?;
+                }
+            }
             Ok(())
         })?;
         Ok(count)

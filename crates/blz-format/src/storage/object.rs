@@ -846,16 +846,16 @@ impl Backend {
         let mut by_object: BTreeMap<String, Vec<std::ops::Range<u64>>> = BTreeMap::new();
         let mut wanted: Vec<Vec<(String, usize)>> = Vec::with_capacity(ranges.len());
         for r in ranges {
-            let mut pieces = Vec::new();
+            let mut parts = Vec::new();
             if r.start < r.end {
                 for (obj, or) in locate(pieces, r.clone()) {
                     let obj = obj.to_string();
                     let list = by_object.entry(obj.clone()).or_default();
                     list.push(or);
-                    pieces.push((obj, list.len() - 1));
+                    parts.push((obj, list.len() - 1));
                 }
             }
-            wanted.push(pieces);
+            wanted.push(parts);
         }
         if by_object.is_empty() {
             return Ok(vec![Bytes::new(); ranges.len()]);
@@ -970,8 +970,9 @@ impl Backend {
         (r.0, Arc::clone(&r.1))
     }
 
-    /// The file bytes `range` of the file `path` held by `pieces`: one ranged GET per
-    /// object piece the range covers (one, for a file written whole).
+    /// The file bytes `range` of the file `path` held by `pieces`, read as
+    /// [`Backend::read_file_ranges`] reads them (one ranged GET per object piece the range
+    /// covers, split into parts past the part size).
     fn read_pieces(
         &self,
         pieces: &[Piece],
@@ -979,23 +980,14 @@ impl Backend {
         path: &Path,
     ) -> Result<Bytes> {
         let want = range.end - range.start;
-        let parts = locate(pieces, range);
-        let mut got = Vec::with_capacity(parts.len());
-        for (key, r) in parts {
-            let n = r.end - r.start;
-            let b = self.get_range(&key, r, path)?;
-            if b.len() as u64 != n {
-                return Err(eof(path));
-            }
-            got.push(b);
-        }
-        if got.iter().map(|b| b.len() as u64).sum::<u64>() != want {
+        let got = self
+            .read_file_ranges(pieces, std::slice::from_ref(&range), path)?
+            .pop()
+            .unwrap_or_default();
+        if got.len() as u64 != want {
             return Err(eof(path));
         }
-        if got.len() == 1 {
-            return Ok(got.swap_remove(0));
-        }
-        Ok(Bytes::from(got.concat()))
+        Ok(got)
     }
 
     /// Why the object `key` of the loaded state (holding the file `path`) is missing, from
