@@ -156,6 +156,65 @@ fn a_seek_reads_one_data_chunk_and_one_index_chunk_per_level() {
     }
 }
 
+#[test]
+fn a_walk_through_child_cursors_decodes_each_chunk_once() {
+    // 20000 keys with 3 values each: a cursor per row group (as a scan of an IndexedZSet
+    // makes) finds the data and weight chunks the previous row group's cursor decoded.
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("g.blz");
+    let schema = LayerSchema::new(vec![
+        ColumnDef::new("k", LeafKind::Fixed(DType::U64)),
+        ColumnDef::new("v", LeafKind::Fixed(DType::U64)),
+    ])
+    .with_weight("w", DType::I64);
+    let mut w = LayerWriter::create(&path, schema).unwrap();
+    for k in 0..20_000u64 {
+        for v in 0..3u64 {
+            let r = (k + v) as i64 % 5 - 2;
+            w.push(&[Value::UInt(3 * k), Value::UInt(v)], Some(Value::Int(r)))
+                .unwrap();
+        }
+    }
+    w.finish().unwrap();
+    let layer = Layer::open(&path).unwrap();
+    layer.clear_cache();
+    layer.reset_stats();
+    let (mut rows, mut sum) = (0u64, 0i64);
+    let mut c = layer.cursor();
+    let mut on = c.first();
+    while on {
+        let mut g = c.child().unwrap().unwrap();
+        let mut more = g.first();
+        while more {
+            let Some(Value::Int(r)) = g.weight().unwrap() else {
+                panic!("no weight")
+            };
+            assert_eq!(g.value().unwrap(), Some(Value::UInt(g.index().unwrap())));
+            sum += r;
+            rows += 1;
+            more = g.next();
+        }
+        on = c.next();
+    }
+    assert_eq!(rows, 60_000);
+    let want: i64 = (0..20_000i64)
+        .flat_map(|k| (0..3).map(move |v| (k + v) % 5 - 2))
+        .sum();
+    assert_eq!(sum, want);
+    let chunks = |rows: u64| rows.div_ceil(blz::layer::DEFAULT_FIXED_CHUNKLEN);
+    let s = layer.stats();
+    assert_eq!(s.data_chunks, chunks(20_000) + chunks(60_000), "{s:?}");
+    assert_eq!(s.weight_chunks, chunks(60_000), "{s:?}");
+    // Seeks from fresh cursors find the chunks decoded too.
+    layer.reset_stats();
+    for k in (0..20_000u64).step_by(7) {
+        let mut c = layer.cursor();
+        assert!(c.seek_ge(&Value::UInt(3 * k)).unwrap());
+        assert_eq!(c.value().unwrap(), Some(Value::UInt(3 * k)));
+    }
+    assert_eq!(layer.stats().data_chunks, 0);
+}
+
 fn is_checksum(e: &Error) -> bool {
     matches!(e, Error::ChecksumMismatch { .. })
 }

@@ -307,7 +307,7 @@ fn the_gap_merges_and_the_part_size_splits() {
     assert!(want.len() > 3);
     assert_eq!(seen, want);
     // A read of the whole file, in parts, gives its bytes.
-    let all = f.read_ranges(&[0..len]).unwrap();
+    let all = f.read_ranges(std::slice::from_ref(&(0..len))).unwrap();
     assert_eq!(all[0], whole);
     assert_eq!(rec.take().len() as u64, len.div_ceil(p));
     // A read the front answers whole asks nothing.
@@ -316,7 +316,9 @@ fn the_gap_merges_and_the_part_size_splits() {
     assert!(front[1].is_empty());
     assert!(rec.take().is_empty());
     // Past the end is an error, as read_at's.
-    assert!(f.read_ranges(&[len - 1..len + 1]).is_err());
+    assert!(f
+        .read_ranges(std::slice::from_ref(&(len - 1..len + 1)))
+        .is_err());
 }
 
 /// A failed GET of a data object fails the read with the I/O error naming the file, as a

@@ -194,7 +194,7 @@ fn size_arg(s: &str) -> Result<u64, String> {
 
 /// The build of `blz layer build`: from sorted rows, or from rows in any order.
 enum Builder {
-    Sorted(LayerWriter),
+    Sorted(Box<LayerWriter>),
     Sorting(Box<SortingLayerWriter>),
 }
 
@@ -209,7 +209,7 @@ impl Builder {
     /// Finishes the build: the output's counts, and the sorted runs written.
     fn finish(self) -> blz::Result<(LayerSizes, Option<u64>)> {
         match self {
-            Builder::Sorted(w) => Ok((w.finish()?, None)),
+            Builder::Sorted(w) => Ok(((*w).finish()?, None)),
             Builder::Sorting(w) => {
                 let r = w.finish()?;
                 Ok((r.sizes, Some(r.runs)))
@@ -302,7 +302,7 @@ fn build(a: &BuildArgs) -> Result<(), Failure> {
             &a.output, schema, opts,
         )?))
     } else {
-        Builder::Sorted(LayerWriter::create(&a.output, schema)?)
+        Builder::Sorted(Box::new(LayerWriter::create(&a.output, schema)?))
     };
     let nf = kinds.len() + usize::from(wkind.is_some());
     let mut rows = 0u64;

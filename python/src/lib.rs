@@ -1563,7 +1563,7 @@ fn value_to_py<'py>(py: Python<'py>, v: Value) -> PyResult<Bound<'py, PyAny>> {
 
 /// A layer build: from sorted records, or from records in any order.
 enum LayerBuild {
-    Sorted(LayerWriter),
+    Sorted(Box<LayerWriter>),
     Sorting(Box<SortingLayerWriter>),
 }
 
@@ -1674,7 +1674,7 @@ impl RawLayer {
         let has_weight = weight.is_some();
         let writer = detached(py, || {
             Ok(match sort_memory {
-                None => LayerBuild::Sorted(LayerWriter::create(&path, schema)?),
+                None => LayerBuild::Sorted(Box::new(LayerWriter::create(&path, schema)?)),
                 Some(m) => LayerBuild::Sorting(Box::new(LayerWriter::create_unsorted(
                     &path,
                     schema,
@@ -1733,7 +1733,7 @@ impl RawLayer {
                 .ok_or_else(|| Fail::Panic("writer gone".into()))?;
             match w {
                 LayerBuild::Sorted(w) => {
-                    w.finish()?;
+                    (*w).finish()?;
                 }
                 LayerBuild::Sorting(w) => {
                     w.finish()?;

@@ -227,6 +227,31 @@ pub struct Layer {
     weight_dtype: Option<DType>,
     counters: Counters,
     cache: Mutex<HashMap<(usize, u8, usize, u64), Cached>>,
+    blocks: Mutex<BlockCache>,
+}
+
+/// Bytes of decoded data and weight chunks a layer keeps for its cursors.
+const BLOCK_CACHE_BYTES: usize = 64 << 20;
+
+/// Decoded data chunks and weight chunks, by (column, weight?, chunk), with the bytes they
+/// hold: a cursor made for each seek or each row group (a child cursor) finds the chunk its
+/// neighbour decoded. Emptied whole when a chunk would take it past [`BLOCK_CACHE_BYTES`].
+#[derive(Default)]
+struct BlockCache {
+    data: HashMap<(usize, u64), Arc<Block>>,
+    weights: HashMap<u64, Arc<Vec<u8>>>,
+    bytes: usize,
+}
+
+impl BlockCache {
+    fn make_room(&mut self, size: usize) {
+        if self.bytes + size > BLOCK_CACHE_BYTES {
+            self.data.clear();
+            self.weights.clear();
+            self.bytes = 0;
+        }
+        self.bytes += size;
+    }
 }
 
 impl std::fmt::Debug for Layer {
@@ -315,6 +340,7 @@ impl Layer {
             cols,
             counters: Counters::default(),
             cache: Mutex::new(HashMap::new()),
+            blocks: Mutex::new(BlockCache::default()),
         })
     }
 
@@ -377,10 +403,13 @@ impl Layer {
         }
     }
 
-    /// Drops the decoded index, row-group and filter chunks kept in memory.
+    /// Drops the decoded index, row-group, filter, data and weight chunks kept in memory.
     pub fn clear_cache(&self) {
         if let Ok(mut c) = self.cache.lock() {
             c.clear();
+        }
+        if let Ok(mut b) = self.blocks.lock() {
+            *b = BlockCache::default();
         }
     }
 
@@ -524,7 +553,45 @@ impl Layer {
         Ok(if lo > hi { k0 } else { lo })
     }
 
+    /// Data chunk `k` of column `col`, decoded, from the block cache or storage.
     fn data_block(&self, col: usize, k: u64) -> Result<Arc<Block>> {
+        if let Some(b) = self
+            .blocks
+            .lock()
+            .ok()
+            .and_then(|c| c.data.get(&(col, k)).cloned())
+        {
+            return Ok(b);
+        }
+        let b = self.load_data_block(col, k)?;
+        if let Ok(mut c) = self.blocks.lock() {
+            let size = b.fixed.len() + b.items.iter().map(|i| i.len() + 24).sum::<usize>();
+            c.make_room(size);
+            c.data.insert((col, k), b.clone());
+        }
+        Ok(b)
+    }
+
+    /// Weight chunk `k` (of the last column), from the block cache or storage.
+    fn weight_chunk(&self, k: u64) -> Result<Arc<Vec<u8>>> {
+        if let Some(w) = self
+            .blocks
+            .lock()
+            .ok()
+            .and_then(|c| c.weights.get(&k).cloned())
+        {
+            return Ok(w);
+        }
+        let w = Arc::new(self.load_weight_chunk(k)?);
+        if let Ok(mut c) = self.blocks.lock() {
+            c.make_room(w.len());
+            c.weights.insert(k, w.clone());
+        }
+        Ok(w)
+    }
+
+    /// Data chunk `k` of column `col`, read from storage and decoded.
+    fn load_data_block(&self, col: usize, k: u64) -> Result<Arc<Block>> {
         let cr = &self.cols[col];
         self.counters.bump(C_DATA);
         let p = payload(&cr.data, k)?;
@@ -572,7 +639,8 @@ impl Layer {
         Ok(Arc::new(block))
     }
 
-    fn weight_chunk(&self, k: u64) -> Result<Vec<u8>> {
+    /// Weight chunk `k` (of the last column), read from storage.
+    fn load_weight_chunk(&self, k: u64) -> Result<Vec<u8>> {
         let cr = self
             .cols
             .last()
@@ -713,7 +781,7 @@ impl Layer {
         let mut group_end = if col == 0 { cr.rows } else { 0 };
         let mut prev: Option<Vec<u8>> = None;
         for k in 0..cr.nchunks() {
-            let block = self.data_block(col, k)?;
+            let block = self.load_data_block(col, k)?;
             self.verify_level0_entry(col, k, &block)?;
             let bloom = match &cr.filter {
                 Some((_, f)) => Some((
@@ -755,7 +823,7 @@ impl Layer {
                 prev = Some(b.to_vec());
             }
             if cr.weight.is_some() {
-                self.weight_chunk(k)?;
+                self.load_weight_chunk(k)?;
             }
         }
         Ok(())
@@ -908,7 +976,7 @@ pub struct Cursor<'a> {
     /// 0: before the first row; 1..=count: row `start + at - 1`; count + 1: after the last.
     at: u64,
     block: Option<(u64, Arc<Block>)>,
-    weights: Option<(u64, Vec<u8>)>,
+    weights: Option<(u64, Arc<Vec<u8>>)>,
 }
 
 impl std::fmt::Debug for Cursor<'_> {
