@@ -95,6 +95,21 @@ impl DType {
         self.swap_unit().clamp(1, 255)
     }
 
+    /// True for the signed and unsigned integer types (not bool).
+    pub fn is_integer(&self) -> bool {
+        matches!(
+            self,
+            DType::I8
+                | DType::I16
+                | DType::I32
+                | DType::I64
+                | DType::U8
+                | DType::U16
+                | DType::U32
+                | DType::U64
+        )
+    }
+
     /// True for f32, f64 and the complex types (the mantissa-truncation filter applies).
     pub fn is_float(&self) -> bool {
         matches!(self, DType::F32 | DType::F64 | DType::C64 | DType::C128)

@@ -10,6 +10,7 @@ mod common;
 
 use blz::layer::{
     schema_of, ColumnDef, FilterSetting, Layer, LayerSchema, LayerWriter, LeafKind, Value,
+    ValueType,
 };
 use blz::DType;
 use proptest::prelude::*;
@@ -18,12 +19,17 @@ use std::path::{Path, PathBuf};
 
 type Batch = BTreeMap<Vec<Value>, Option<Value>>;
 
-fn schema(kinds: &[LeafKind], weight: Option<DType>, chunklen: u64, fanout: u64) -> LayerSchema {
+fn schema(
+    kinds: &[impl Into<ValueType> + Clone],
+    weight: Option<DType>,
+    chunklen: u64,
+    fanout: u64,
+) -> LayerSchema {
     let cols = kinds
         .iter()
         .enumerate()
         .map(|(i, k)| {
-            ColumnDef::new(&format!("c{i}"), *k)
+            ColumnDef::new(&format!("c{i}"), k.clone())
                 .with_chunklen(chunklen + i as u64)
                 .with_fanout(fanout)
                 .with_filter(FilterSetting::BitsPerValue(12))
@@ -100,7 +106,7 @@ fn model_merge(batches: &[Batch]) -> Vec<(Vec<Value>, Option<Value>)> {
 
 fn inputs(
     dir: &Path,
-    kinds: &[LeafKind],
+    kinds: &[impl Into<ValueType> + Clone],
     weight: Option<DType>,
     batches: &[Batch],
     cl: u64,
@@ -119,7 +125,13 @@ fn inputs(
         .collect()
 }
 
-fn check_merge(kinds: &[LeafKind], weight: Option<DType>, batches: &[Batch], cl: u64, fan: u64) {
+fn check_merge(
+    kinds: &[impl Into<ValueType> + Clone],
+    weight: Option<DType>,
+    batches: &[Batch],
+    cl: u64,
+    fan: u64,
+) {
     let dir = tempfile::tempdir().unwrap();
     let layers = inputs(dir.path(), kinds, weight, batches, cl, fan);
     let refs: Vec<&Layer> = layers.iter().collect();
@@ -225,6 +237,35 @@ proptest! {
     fn unweighted_merge_is_the_union(batches in prop::collection::vec(int_batch(20, true), 1..4), cl in 1u64..5) {
         let batches: Vec<Batch> = batches.into_iter().map(|b| b.into_keys().map(|p| (p, None)).collect()).collect();
         check_merge(&[LeafKind::Fixed(DType::I64), LeafKind::Fixed(DType::I64)], None, &batches, cl, 2);
+    }
+}
+
+fn tuple_batch() -> impl Strategy<Value = Batch> {
+    prop::collection::btree_map(
+        ((-3i64..3, "[a-b]{0,2}"), (0u8..3, -1i32..1)),
+        -2i64..3,
+        0..40,
+    )
+    .prop_map(|m| {
+        m.into_iter()
+            .map(|(((a, b), (c, d)), w)| {
+                (
+                    vec![Value::from((a, b)), Value::from((c, d))],
+                    Some(Value::Int(w)),
+                )
+            })
+            .collect()
+    })
+}
+
+proptest! {
+    #![proptest_config(common::config(16))]
+
+    /// IndexedZSet of tuples `(int64, varstr) -> (uint8, int32)`.
+    #[test]
+    fn tuple_columns_merge_as_the_model(batches in prop::collection::vec(tuple_batch(), 1..4), cl in 1u64..5, fan in 2u64..4) {
+        let kinds = [ValueType::parse("(int64,varstr)").unwrap(), ValueType::parse("(uint8,int32)").unwrap()];
+        check_merge(&kinds, Some(DType::I64), &batches, cl, fan);
     }
 }
 

@@ -6,7 +6,9 @@
 mod common;
 
 use blz::layer::LeafKind;
-use blz::layer::{ColumnDef, Cursor, FilterSetting, Layer, LayerSchema, LayerWriter, Value};
+use blz::layer::{
+    ColumnDef, Cursor, FilterSetting, Layer, LayerSchema, LayerWriter, Value, ValueType,
+};
 use blz::DType;
 use proptest::prelude::*;
 use std::collections::BTreeMap;
@@ -48,7 +50,7 @@ fn model(paths: &Paths, ncols: usize) -> Model {
 
 fn build(
     dir: &std::path::Path,
-    kinds: &[LeafKind],
+    kinds: &[ValueType],
     paths: &Paths,
     chunklen: u64,
     fanout: u64,
@@ -59,7 +61,7 @@ fn build(
         .iter()
         .enumerate()
         .map(|(i, k)| {
-            ColumnDef::new(&format!("c{i}"), *k)
+            ColumnDef::new(&format!("c{i}"), k.clone())
                 .with_chunklen(chunklen + i as u64)
                 .with_fanout(fanout)
                 .with_filter(if filter {
@@ -159,7 +161,7 @@ fn check_group(
 }
 
 fn check(
-    kinds: &[LeafKind],
+    kinds: &[ValueType],
     paths: &Paths,
     probes: &[Vec<Value>],
     chunklen: u64,
@@ -224,6 +226,10 @@ fn check_tree(
     base[col] += expect.len() as u64;
 }
 
+fn leaves(kinds: &[LeafKind]) -> Vec<ValueType> {
+    kinds.iter().map(|k| ValueType::Leaf(*k)).collect()
+}
+
 fn int_key() -> impl Strategy<Value = i64> {
     -40i64..40
 }
@@ -249,13 +255,13 @@ proptest! {
     #[test]
     fn one_layer_int(m in prop::collection::btree_map(int_key(), any::<i64>(), 0..60), cl in 1u64..6, fan in 2u64..4, filter in any::<bool>()) {
         let paths: Paths = m.iter().map(|(k, w)| (vec![Value::Int(*k)], *w)).collect();
-        check(&[LeafKind::Fixed(DType::I64)], &paths, &[int_probes()], cl, fan, filter);
+        check(&leaves(&[LeafKind::Fixed(DType::I64)]), &paths, &[int_probes()], cl, fan, filter);
     }
 
     #[test]
     fn one_layer_str(m in prop::collection::btree_map(str_key(), any::<i64>(), 0..40), cl in 1u64..6, fan in 2u64..4) {
         let paths: Paths = m.iter().map(|(k, w)| (vec![Value::Str(k.clone())], *w)).collect();
-        check(&[LeafKind::VarStr], &paths, &[str_probes()], cl, fan, true);
+        check(&leaves(&[LeafKind::VarStr]), &paths, &[str_probes()], cl, fan, true);
     }
 
     #[test]
@@ -266,7 +272,7 @@ proptest! {
                 paths.push((vec![Value::Int(*k), Value::Str(k2.clone())], *w));
             }
         }
-        check(&[LeafKind::Fixed(DType::I64), LeafKind::VarStr], &paths, &[int_probes(), str_probes()], cl, fan, filter);
+        check(&leaves(&[LeafKind::Fixed(DType::I64), LeafKind::VarStr]), &paths, &[int_probes(), str_probes()], cl, fan, filter);
     }
 
     #[test]
@@ -280,7 +286,7 @@ proptest! {
             }
         }
         let p2: Vec<Value> = (-6..6).map(Value::Int).collect();
-        check(&[LeafKind::VarStr, LeafKind::Fixed(DType::I32), LeafKind::Fixed(DType::I64)], &paths, &[str_probes(), p2, int_probes()], cl, fan, true);
+        check(&leaves(&[LeafKind::VarStr, LeafKind::Fixed(DType::I32), LeafKind::Fixed(DType::I64)]), &paths, &[str_probes(), p2, int_probes()], cl, fan, true);
     }
 }
 
@@ -307,7 +313,7 @@ fn floats_and_bytes() {
         ],
     ];
     check(
-        &[LeafKind::Fixed(DType::F64), LeafKind::VarBytes],
+        &leaves(&[LeafKind::Fixed(DType::F64), LeafKind::VarBytes]),
         &paths,
         &probes,
         2,
@@ -333,7 +339,7 @@ fn big_map_matches_btreemap() {
     let dir = tempfile::tempdir().unwrap();
     let layer = build(
         dir.path(),
-        &[LeafKind::Fixed(DType::I64), LeafKind::Fixed(DType::I64)],
+        &leaves(&[LeafKind::Fixed(DType::I64), LeafKind::Fixed(DType::I64)]),
         &paths,
         4,
         3,
@@ -355,5 +361,49 @@ fn big_map_matches_btreemap() {
             assert_eq!(ch.seek_le(&Value::Int(q)).unwrap(), le.is_some());
             assert_eq!(ch.value().unwrap(), le.map(Value::Int));
         }
+    }
+}
+
+// Tuple columns: the model's keys are Rust tuples, ordered by Rust's own `Ord`, so the
+// layer's order is checked against Rust's, not against itself.
+
+fn tuple_probes2() -> Vec<Value> {
+    let mut out = Vec::new();
+    for i in [-41i64, -3, 0, 2, 41] {
+        for s in ["", "a", "ab", "c", "dd", "zz"] {
+            out.push((i, s).into());
+        }
+    }
+    out
+}
+
+proptest! {
+    #![proptest_config(common::config(24))]
+
+    /// WSet with a `(int64, varstr)` key.
+    #[test]
+    fn tuple_keys_order_as_rust_tuples(m in prop::collection::btree_map((int_key(), str_key()), any::<i64>(), 0..60), cl in 1u64..6, fan in 2u64..4, filter in any::<bool>()) {
+        let paths: Paths = m.iter().map(|(k, w)| (vec![k.clone().into()], *w)).collect();
+        let ty = ValueType::parse("(int64,varstr)").unwrap();
+        check(&[ty], &paths, &[tuple_probes2()], cl, fan, filter);
+    }
+
+    /// IndexedZSet `(uint16, varbytes) -> (int8, (uint8, float64))`: nested tuples, and a
+    /// fixed-size tuple in column 2.
+    #[test]
+    fn nested_tuples_in_two_columns(m in prop::collection::btree_map((0u16..6, prop::collection::vec(0u8..3, 0..3)), prop::collection::btree_map((-3i8..3, (0u8..3, -2i32..2)), any::<i64>(), 1..6), 0..15), cl in 1u64..6, fan in 2u64..4) {
+        let mut paths: Paths = Vec::new();
+        for ((a, b), inner) in &m {
+            for ((c, (d, e)), w) in inner {
+                let k: Value = (*a, b.clone()).into();
+                let v: Value = (*c, (*d, f64::from(*e) / 2.0)).into();
+                paths.push((vec![k, v], *w));
+            }
+        }
+        let p1: Vec<Value> = (0u16..8).flat_map(|a| [vec![], vec![0u8], vec![1, 2], vec![3]].into_iter().map(move |b| (a, b).into())).collect();
+        let p2: Vec<Value> = (-4i8..4).flat_map(|c| (0u8..4).map(move |d| (c, (d, 0.25f64)).into())).collect();
+        let t1 = ValueType::parse("(uint16,varbytes)").unwrap();
+        let t2 = ValueType::parse("(int8,(uint8,float64))").unwrap();
+        check(&[t1, t2], &paths, &[p1, p2], cl, fan, true);
     }
 }

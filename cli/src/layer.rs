@@ -4,7 +4,7 @@
 use crate::failure::Failure;
 use blz::layer::{
     ColumnDef, Cursor, FilterKind, FilterSetting, Layer, LayerSchema, LayerSizes, LayerWriter,
-    SortOptions, SortingLayerWriter, Value, DEFAULT_SORT_MEMORY,
+    SortOptions, SortingLayerWriter, Value, ValueType, DEFAULT_SORT_MEMORY,
 };
 use blz::table::LeafKind;
 use std::path::{Path, PathBuf};
@@ -38,7 +38,8 @@ enum LayerCommand {
 #[derive(clap::Args, Debug)]
 struct BuildArgs {
     /// Key columns, outermost first, as NAME:TYPE (int8..uint64, float32, float64, varstr,
-    /// varbytes), comma-separated.
+    /// varbytes, or a tuple of types such as (int64,varstr)), comma-separated. A tuple
+    /// column takes one CSV field per leaf field.
     #[arg(long, required = true)]
     columns: String,
     /// The last column's auxiliary value, as NAME:TYPE (integer or float); it is the CSV
@@ -218,21 +219,126 @@ impl Builder {
     }
 }
 
-fn parse_kind(t: &str) -> Result<LeafKind, Failure> {
-    let k = LeafKind::parse(t).map_err(Failure::from)?;
-    blz::layer::value::check_kind(k)?;
+fn parse_type(t: &str) -> Result<ValueType, Failure> {
+    let k = ValueType::parse(t).map_err(Failure::from)?;
+    blz::layer::value::check_type(&k)?;
     Ok(k)
 }
 
-fn name_type(s: &str) -> Result<(String, LeafKind), Failure> {
+fn name_type(s: &str) -> Result<(String, ValueType), Failure> {
     let (n, t) = s
         .split_once(':')
         .ok_or_else(|| Failure::new(format!("{s:?}: expected NAME:TYPE")))?;
-    Ok((n.trim().to_string(), parse_kind(t.trim())?))
+    Ok((n.trim().to_string(), parse_type(t.trim())?))
+}
+
+/// Splits `s` at the commas outside parentheses and brackets.
+fn split_top(s: &str) -> Vec<&str> {
+    let mut out = Vec::new();
+    let (mut depth, mut start) = (0i32, 0);
+    for (i, c) in s.char_indices() {
+        match c {
+            '(' | '[' => depth += 1,
+            ')' | ']' => depth -= 1,
+            ',' if depth == 0 => {
+                out.push(&s[start..i]);
+                start = i + 1;
+            }
+            _ => {}
+        }
+    }
+    out.push(&s[start..]);
+    out
+}
+
+/// Parses a command-line field as a value of `ty`: a leaf value as for a CSV field; a tuple
+/// as its fields in parentheses, `(5,abc)` (nested tuples nest), or as a JSON array,
+/// `[5,"abc"]`.
+fn parse_value(ty: &ValueType, s: &str) -> Result<Value, Failure> {
+    match ty {
+        ValueType::Leaf(k) => parse_leaf(*k, s),
+        ValueType::Tuple(fields) => {
+            let bad =
+                |why: &str| Failure::new(format!("{s:?} is not a {} value: {why}", ty.name()));
+            let t = s.trim();
+            if t.starts_with('[') {
+                let j: serde_json::Value =
+                    serde_json::from_str(t).map_err(|e| bad(&e.to_string()))?;
+                return json_value(ty, &j).map_err(|w| bad(&w));
+            }
+            let inner = t
+                .strip_prefix('(')
+                .and_then(|t| t.strip_suffix(')'))
+                .ok_or_else(|| bad("write a tuple as (a,b,...) or [a,b,...]"))?;
+            let mut parts = split_top(inner);
+            // `(5,)`: a one-field tuple written with its trailing comma.
+            if parts.len() == fields.len() + 1 && parts.last().is_some_and(|p| p.trim().is_empty())
+            {
+                parts.pop();
+            }
+            if parts.len() != fields.len() {
+                return Err(bad(&format!(
+                    "{} fields given for {}",
+                    parts.len(),
+                    fields.len()
+                )));
+            }
+            let vals = fields
+                .iter()
+                .zip(parts)
+                .map(|(f, p)| match f {
+                    ValueType::Leaf(LeafKind::VarStr | LeafKind::VarBytes) => {
+                        parse_value(f, p.trim())
+                    }
+                    _ => parse_value(f, p),
+                })
+                .collect::<Result<Vec<_>, _>>()?;
+            Ok(Value::Tuple(vals))
+        }
+    }
+}
+
+/// A JSON value as a value of `ty` (tuples as arrays).
+fn json_value(ty: &ValueType, j: &serde_json::Value) -> Result<Value, String> {
+    let v = match (ty, j) {
+        (ValueType::Tuple(f), serde_json::Value::Array(a)) if f.len() == a.len() => Value::Tuple(
+            f.iter()
+                .zip(a)
+                .map(|(t, x)| json_value(t, x))
+                .collect::<Result<_, _>>()?,
+        ),
+        (ValueType::Leaf(_), serde_json::Value::String(s)) => Value::Str(s.clone()),
+        (ValueType::Leaf(_), serde_json::Value::Number(n)) => {
+            if let Some(i) = n.as_i64() {
+                Value::Int(i)
+            } else if let Some(u) = n.as_u64() {
+                Value::UInt(u)
+            } else {
+                Value::Float(n.as_f64().ok_or("not a number")?)
+            }
+        }
+        _ => return Err(format!("{j} does not fit {}", ty.name())),
+    };
+    blz::layer::value::coerce(ty, &v).map_err(|e| e.to_string())
+}
+
+/// A value of `ty` from CSV fields: a leaf from one field, a tuple from one field per leaf.
+fn csv_value<'r>(
+    ty: &ValueType,
+    fields: &mut impl Iterator<Item = &'r str>,
+) -> Result<Value, Failure> {
+    match ty {
+        ValueType::Leaf(k) => parse_leaf(*k, fields.next().unwrap_or_default()),
+        ValueType::Tuple(f) => Ok(Value::Tuple(
+            f.iter()
+                .map(|t| csv_value(t, fields))
+                .collect::<Result<_, _>>()?,
+        )),
+    }
 }
 
 /// Parses a command-line or CSV field as a value of `kind`.
-fn parse_value(kind: LeafKind, s: &str) -> Result<Value, Failure> {
+fn parse_leaf(kind: LeafKind, s: &str) -> Result<Value, Failure> {
     let bad = || Failure::new(format!("{s:?} is not a {} value", kind.name()));
     let v = match kind {
         LeafKind::VarStr => Value::Str(s.to_string()),
@@ -246,7 +352,7 @@ fn parse_value(kind: LeafKind, s: &str) -> Result<Value, Failure> {
             }
         }
     };
-    blz::layer::value::coerce(kind, &v).map_err(|_| bad())
+    blz::layer::value::coerce_leaf(kind, &v).map_err(|_| bad())
 }
 
 fn build(a: &BuildArgs) -> Result<(), Failure> {
@@ -257,9 +363,9 @@ fn build(a: &BuildArgs) -> Result<(), Failure> {
         .unwrap_or_default();
     let mut cols = Vec::new();
     let mut kinds = Vec::new();
-    for spec in a.columns.split(',') {
+    for spec in split_top(&a.columns) {
         let (name, kind) = name_type(spec)?;
-        let mut c = ColumnDef::new(&name, kind).with_filter(
+        let mut c = ColumnDef::new(&name, kind.clone()).with_filter(
             if a.filter == "off" || no_filter.contains(&name.as_str()) {
                 FilterSetting::Off
             } else {
@@ -285,11 +391,11 @@ fn build(a: &BuildArgs) -> Result<(), Failure> {
     let mut wkind = None;
     if let Some(w) = &a.weight {
         let (name, kind) = name_type(w)?;
-        let LeafKind::Fixed(d) = kind else {
+        let Some(LeafKind::Fixed(d)) = kind.leaf() else {
             return Err(Failure::new("the weight must be an integer or float type"));
         };
         schema = schema.with_weight(&name, d);
-        wkind = Some(kind);
+        wkind = Some(LeafKind::Fixed(d));
     }
     let mut rdr = csv::ReaderBuilder::new()
         .has_headers(a.header)
@@ -304,7 +410,8 @@ fn build(a: &BuildArgs) -> Result<(), Failure> {
     } else {
         Builder::Sorted(Box::new(LayerWriter::create(&a.output, schema)?))
     };
-    let nf = kinds.len() + usize::from(wkind.is_some());
+    let nkeys: usize = kinds.iter().map(|k| k.leaves().len()).sum();
+    let nf = nkeys + usize::from(wkind.is_some());
     let mut rows = 0u64;
     for (line, rec) in rdr.records().enumerate() {
         let rec = rec.map_err(|e| Failure::new(format!("{}: {e}", a.input.display())))?;
@@ -313,14 +420,14 @@ fn build(a: &BuildArgs) -> Result<(), Failure> {
         if rec.len() != nf {
             return Err(at(format!("{} fields, expected {nf}", rec.len())));
         }
+        let mut fields = rec.iter();
         let keys = kinds
             .iter()
-            .zip(rec.iter())
-            .map(|(k, f)| parse_value(*k, f))
+            .map(|k| csv_value(k, &mut fields))
             .collect::<Result<Vec<_>, _>>()
             .map_err(|f| at(f.message))?;
         let weight = match wkind {
-            Some(k) => Some(parse_value(k, &rec[kinds.len()]).map_err(|f| at(f.message))?),
+            Some(k) => Some(parse_leaf(k, &rec[nkeys]).map_err(|f| at(f.message))?),
             None => None,
         };
         w.push(&keys, weight).map_err(|e| at(e.to_string()))?;

@@ -133,6 +133,8 @@ class Cursor:
 
 
 def _py(v: Any) -> Any:
+    if isinstance(v, tuple):
+        return tuple(_py(x) for x in v)
     return v.item() if isinstance(v, np.generic) else v
 
 
@@ -235,6 +237,10 @@ class Layer:
 
 
 def _kind(v: Any) -> str:
+    if isinstance(v, tuple):
+        if not v:
+            raise TypeError("a tuple key needs at least one field")
+        return "(" + ",".join(_kind(x) for x in v) + ")"
     if isinstance(v, np.generic):
         if isinstance(v, np.bool_):
             raise TypeError("layer keys are integers, floats, str or bytes, not bool")
@@ -252,6 +258,22 @@ def _kind(v: Any) -> str:
     if isinstance(v, (bytes, bytearray)):
         return "varbytes"
     raise TypeError(f"layer keys are integers, floats, str or bytes, not {type(v).__name__}")
+
+
+def _dtype_kind(d: Any) -> str:
+    """A column type given to build_layer (a numpy dtype, str, bytes, or a tuple of these)
+    as blz names it."""
+    if isinstance(d, tuple):
+        if not d:
+            raise TypeError("a tuple type needs at least one field")
+        return "(" + ",".join(_dtype_kind(x) for x in d) + ")"
+    if isinstance(d, str) and d.strip().startswith("("):
+        return d
+    if d is str or d == "varstr":
+        return "varstr"
+    if d is bytes or d == "varbytes":
+        return "varbytes"
+    return np.dtype(d).name
 
 
 def build_layer(
@@ -272,8 +294,10 @@ def build_layer(
 
     Each record is a tuple of one key per column, plus the weight last when ``weight`` (its
     name) is given. Column types are ``dtypes`` (numpy integer or float dtypes, ``str`` or
-    ``bytes``), by default those of the first record's keys (int -> int64, float -> float64,
-    str, bytes). The dataset appears whole when the build completes; an error (unsorted or
+    ``bytes``, or a tuple of these for a column of tuples, such as ``(np.int64, str)``), by
+    default those of the first record's keys (int -> int64, float -> float64, str, bytes, a
+    tuple -> a tuple of its fields' types). A tuple key is compared field by field, as
+    Python compares tuples, and reads back as a tuple. The dataset appears whole when the build completes; an error (unsorted or
     duplicate input) leaves nothing at ``path``.
 
     ``filter`` is the kind of membership filter of every column: ``"auto"`` (per block of
@@ -303,14 +327,7 @@ def build_layer(
     if dtypes is None:
         kinds = [_kind(first[i]) for i in range(nkeys)]
     else:
-        kinds = []
-        for d in dtypes:
-            if d is str or d == "varstr":
-                kinds.append("varstr")
-            elif d is bytes or d == "varbytes":
-                kinds.append("varbytes")
-            else:
-                kinds.append(np.dtype(d).name)
+        kinds = [_dtype_kind(d) for d in dtypes]
     wspec = None
     if weight is not None:
         wd = np.dtype(weight_dtype).name if weight_dtype is not None else (

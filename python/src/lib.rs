@@ -14,6 +14,7 @@ use blz::array::staged::{StagedCreate, StagedWrite};
 use blz::bcolz::{CarrayReader, CtableReader, Kind as BcolzKind};
 use blz::layer::{
     ColumnDef, Cursor, Layer, LayerSchema, LayerWriter, SortOptions, SortingLayerWriter, Value,
+    ValueType,
 };
 use blz::selection::{Item, Resolved, Selection};
 use blz::table::{
@@ -1527,6 +1528,13 @@ impl RawTable {
 // Layers
 
 fn value_from_py(v: &Bound<'_, PyAny>) -> PyResult<Value> {
+    if let Ok(t) = v.cast::<pyo3::types::PyTuple>() {
+        return Ok(Value::Tuple(
+            t.iter()
+                .map(|x| value_from_py(&x))
+                .collect::<PyResult<_>>()?,
+        ));
+    }
     if let Ok(s) = v.cast::<PyString>() {
         return Ok(Value::Str(s.to_str()?.to_string()));
     }
@@ -1546,7 +1554,7 @@ fn value_from_py(v: &Bound<'_, PyAny>) -> PyResult<Value> {
         return Ok(Value::Float(f));
     }
     Err(PyValueError::new_err(format!(
-        "a layer value is an int, float, str or bytes, not {}",
+        "a layer value is an int, float, str, bytes or a tuple of these, not {}",
         v.get_type().name()?
     )))
 }
@@ -1558,6 +1566,13 @@ fn value_to_py<'py>(py: Python<'py>, v: Value) -> PyResult<Bound<'py, PyAny>> {
         Value::Float(f) => f.into_pyobject(py)?.into_any(),
         Value::Str(s) => PyString::new(py, &s).into_any(),
         Value::Bytes(b) => PyBytes::new(py, &b).into_any(),
+        Value::Tuple(f) => pyo3::types::PyTuple::new(
+            py,
+            f.into_iter()
+                .map(|x| value_to_py(py, x))
+                .collect::<PyResult<Vec<_>>>()?,
+        )?
+        .into_any(),
     })
 }
 
@@ -1630,7 +1645,7 @@ impl RawLayer {
 
     /// Builds a layer dataset from records: each a tuple of one key per column, plus the
     /// weight last when the schema has one. `columns`: `(name, kind)` with kind a dtype
-    /// name, `varstr` or `varbytes`; `weight`: `(name, dtype)`; `filter`: `auto`, `bloom`,
+    /// name, `varstr`, `varbytes` or a tuple type such as `(int64,varstr)`; `weight`: `(name, dtype)`; `filter`: `auto`, `bloom`,
     /// `exact` or `off` for every column. Without `sort_memory` the records must be sorted
     /// by whole key path; with it they may come in any order and are sorted with that many
     /// bytes of buffer (repeated paths add their weights).
@@ -1653,10 +1668,13 @@ impl RawLayer {
         };
         let mut defs = Vec::new();
         for (name, kind) in &columns {
-            let k = match kind.as_str() {
-                "varstr" | "str" => LeafKind::VarStr,
-                "varbytes" | "bytes" => LeafKind::VarBytes,
-                d => LeafKind::Fixed(parse_dtype(d)?.0),
+            let k: ValueType = match kind.as_str() {
+                "varstr" | "str" => LeafKind::VarStr.into(),
+                "varbytes" | "bytes" => LeafKind::VarBytes.into(),
+                t if t.trim_start().starts_with('(') => {
+                    ValueType::parse(t).map_err(|e| Fail::from(e).into_py(py))?
+                }
+                d => LeafKind::Fixed(parse_dtype(d)?.0).into(),
             };
             let mut def = ColumnDef::new(name, k);
             match filter_kind {

@@ -175,19 +175,7 @@ pub(crate) const EXACT_HEADER_LEN: usize = 24;
 
 /// True for the value types an exact filter can hold: the integer dtypes.
 pub(crate) fn exact_capable(kind: LeafKind) -> bool {
-    matches!(
-        kind,
-        LeafKind::Fixed(
-            DType::I8
-                | DType::I16
-                | DType::I32
-                | DType::I64
-                | DType::U8
-                | DType::U16
-                | DType::U32
-                | DType::U64
-        )
-    )
+    matches!(kind, LeafKind::Fixed(d) if d.is_integer())
 }
 
 /// The key of an integer value in an exact filter, from its stored little-endian bytes:

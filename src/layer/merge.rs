@@ -13,9 +13,7 @@
 
 use super::reader::{Cursor, Layer};
 use super::value::Value;
-use super::{
-    ColumnDef, FilterSetting, LayerSchema, LayerSizes, LayerStorage, LayerWriter, LeafKind,
-};
+use super::{ColumnDef, FilterSetting, LayerSchema, LayerSizes, LayerStorage, LayerWriter};
 use crate::error::{Error, Result};
 use std::cmp::Ordering;
 use std::path::Path;
@@ -124,7 +122,7 @@ pub fn schema_of(layer: &Layer) -> Result<LayerSchema> {
         .columns
         .iter()
         .map(|c| {
-            let kind = LeafKind::parse(&c.dtype)
+            let kind = super::ValueType::parse(&c.dtype)
                 .map_err(|e| Error::metadata(layer.path().join("meta/storage"), e.to_string()))?;
             let mut d = ColumnDef::new(&c.name, kind).with_chunklen(c.chunklen);
             d.fanout = c.fanout;
@@ -194,7 +192,7 @@ pub(crate) fn is_zero(w: &Value) -> bool {
         Value::Int(x) => *x == 0,
         Value::UInt(x) => *x == 0,
         Value::Float(x) => *x == 0.0,
-        Value::Str(_) | Value::Bytes(_) => false,
+        Value::Str(_) | Value::Bytes(_) | Value::Tuple(_) => false,
     }
 }
 

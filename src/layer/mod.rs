@@ -49,7 +49,7 @@ pub use reader::{Cursor, Layer, ReadStats};
 pub use sort::{
     SortOptions, SortReport, SortingLayerWriter, DEFAULT_FAN_IN, DEFAULT_SORT_MEMORY, SORT_RUNS_DIR,
 };
-pub use value::Value;
+pub use value::{Value, ValueType};
 pub use writer::LayerWriter;
 
 use crate::blpk::Checksum;
@@ -140,8 +140,8 @@ impl FilterKind {
 pub struct ColumnDef {
     /// Name (also the directory `data/<name>/`).
     pub name: String,
-    /// Value type: an integer or float dtype, `varstr` or `varbytes`.
-    pub kind: LeafKind,
+    /// Value type: an integer or float dtype, `varstr`, `varbytes`, or a tuple of these.
+    pub kind: ValueType,
     /// Rows per data chunk (default by kind).
     pub chunklen: Option<u64>,
     /// Entries per index chunk.
@@ -158,10 +158,10 @@ pub struct ColumnDef {
 
 impl ColumnDef {
     /// A column with the default chunking, fan-out, filter (exact or Bloom at 1e-4), LZ4 and Adler-32 digests.
-    pub fn new(name: &str, kind: LeafKind) -> ColumnDef {
+    pub fn new(name: &str, kind: impl Into<ValueType>) -> ColumnDef {
         ColumnDef {
             name: name.to_string(),
-            kind,
+            kind: kind.into(),
             chunklen: None,
             fanout: DEFAULT_FANOUT,
             filter: FilterSetting::Fpr(DEFAULT_FPR),
@@ -248,7 +248,8 @@ pub struct FilterMeta {
 pub struct LayerColumn {
     /// Name and directory.
     pub name: String,
-    /// `int8`..`uint64`, `float32`, `float64`, `varstr` or `varbytes`.
+    /// `int8`..`uint64`, `float32`, `float64`, `varstr` or `varbytes`, or a tuple of
+    /// these: `(int64,varstr)` (see [`ValueType::name`]).
     pub dtype: String,
     /// Rows per data chunk.
     pub chunklen: u64,
@@ -327,10 +328,10 @@ impl ColumnDef {
     /// Checks the column's settings and turns them into its entry of `meta/storage`.
     fn to_storage(&self, superchunksize: u64) -> Result<LayerColumn> {
         check_name(&self.name)?;
-        value::check_kind(self.kind)?;
-        let chunklen = self.chunklen.unwrap_or(match self.kind {
-            LeafKind::Fixed(_) => DEFAULT_FIXED_CHUNKLEN,
-            _ => DEFAULT_VAR_CHUNKLEN,
+        value::check_type(&self.kind)?;
+        let chunklen = self.chunklen.unwrap_or(match self.kind.fixed_size() {
+            Some(_) => DEFAULT_FIXED_CHUNKLEN,
+            None => DEFAULT_VAR_CHUNKLEN,
         });
         if chunklen == 0 || chunklen > u64::from(u32::MAX) {
             return Err(Error::InvalidArgument(format!(
@@ -344,10 +345,12 @@ impl ColumnDef {
                 self.name
             )));
         }
-        self.compression.validate(match self.kind {
-            LeafKind::Fixed(d) => d,
-            _ => DType::U8,
-        })?;
+        for leaf in self.kind.leaves() {
+            self.compression.validate(match leaf {
+                LeafKind::Fixed(d) => d,
+                _ => DType::U8,
+            })?;
+        }
         Ok(LayerColumn {
             name: self.name.clone(),
             dtype: self.kind.name(),
@@ -365,7 +368,7 @@ impl ColumnDef {
         let chunks_per_block = FILTER_BLOCK_VALUES.div_ceil(chunklen).max(1);
         let (bits_per_value, hashes, predicted_fpr) = match self.filter {
             FilterSetting::Off => return Ok(None),
-            _ if self.filter_kind == FilterKind::Exact && !filter::exact_capable(self.kind) => {
+            _ if self.filter_kind == FilterKind::Exact && !value::exact_capable(&self.kind) => {
                 return Err(Error::InvalidArgument(format!(
                     "column {}: an exact filter needs an integer column, not {}",
                     self.name,
@@ -393,7 +396,7 @@ impl ColumnDef {
             }
         };
         let kind = match self.filter_kind {
-            FilterKind::Auto if !filter::exact_capable(self.kind) => FilterKind::Bloom,
+            FilterKind::Auto if !value::exact_capable(&self.kind) => FilterKind::Bloom,
             k => k,
         };
         Ok(Some(FilterMeta {
@@ -454,6 +457,12 @@ impl LayerSchema {
 /// Directory of a column's data chunks, relative to the root.
 fn data_dir(col: &str) -> std::path::PathBuf {
     std::path::Path::new("data").join(col)
+}
+
+/// Directory of the data chunks of leaf field `j` (depth first) of tuple column `col`,
+/// relative to the root.
+fn field_dir(col: &str, j: usize) -> std::path::PathBuf {
+    data_dir(col).join("fields").join(j.to_string())
 }
 
 /// True when `root` holds a layer dataset (its `meta/storage` says `kind: "layer"`).

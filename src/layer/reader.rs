@@ -3,8 +3,8 @@
 //! Every chunk is read through a verified superchunk read (its digest is checked), so a
 //! corrupt index, row-group, filter or data chunk is reported as an error, never used.
 
-use super::filter::{self, BlockFilter};
-use super::value::{self, hash64, Value};
+use super::filter::BlockFilter;
+use super::value::{self, hash64, Value, ValueType};
 use super::{data_dir, FilterMeta, LayerColumn, LayerSizes, LayerStorage, LAYER_KIND};
 use crate::blosc;
 use crate::column::varlen::decode_items;
@@ -73,7 +73,12 @@ const CACHE_LIMIT: usize = 4096;
 
 struct ColReader {
     name: String,
-    kind: LeafKind,
+    kind: ValueType,
+    /// The stored size of every value, when it is fixed.
+    fixed_size: Option<usize>,
+    /// The sub-columns of a tuple column's leaf fields (empty for a leaf column, whose data
+    /// is `data`; for a tuple column `data` is field 0's store, used to name files).
+    fields: Vec<(LeafKind, ChunkStore)>,
     chunklen: u64,
     fanout: u64,
     rows: u64,
@@ -135,14 +140,14 @@ impl ColReader {
         root: &Path,
         meta: &LayerStorage,
         i: usize,
-        kind: LeafKind,
+        kind: ValueType,
         rows: u64,
         entries: Vec<u64>,
     ) -> ColReader {
         let c = &meta.columns[i];
         let last = i + 1 == meta.columns.len();
         let dir = data_dir(&c.name);
-        let typesize = match kind {
+        let typesize = |k: LeafKind| match k {
             LeafKind::Fixed(d) => d.typesize() as u8,
             _ => 1,
         };
@@ -165,13 +170,28 @@ impl ColReader {
             (Some(w), true) => Some((store(dir.join("weight"), w.dtype.typesize() as u8), w.dtype)),
             _ => None,
         };
+        let (data, fields) = match &kind {
+            ValueType::Leaf(k) => (store(dir.clone(), typesize(*k)), Vec::new()),
+            ValueType::Tuple(_) => {
+                let fields: Vec<(LeafKind, ChunkStore)> = kind
+                    .leaves()
+                    .into_iter()
+                    .enumerate()
+                    .map(|(j, k)| (k, store(super::field_dir(&c.name, j), typesize(k))))
+                    .collect();
+                let first = kind.leaves()[0];
+                (store(super::field_dir(&c.name, 0), typesize(first)), fields)
+            }
+        };
         ColReader {
             name: c.name.clone(),
+            fixed_size: kind.fixed_size(),
             kind,
+            fields,
             chunklen: c.chunklen,
             fanout: c.fanout,
             rows,
-            data: store(dir.clone(), typesize),
+            data,
             weight,
             rowgroups: (!last).then(|| store(dir.join("rowgroups"), 8)),
             index: (0..entries.len())
@@ -194,7 +214,8 @@ impl ColReader {
 /// A decoded data chunk.
 #[derive(Debug)]
 struct Block {
-    kind: LeafKind,
+    kind: ValueType,
+    /// The size of every value when fixed (then `fixed` holds them), else 0 (`items`).
     isz: usize,
     fixed: Vec<u8>,
     items: Vec<Vec<u8>>,
@@ -203,18 +224,57 @@ struct Block {
 
 impl Block {
     fn bytes(&self, i: usize) -> &[u8] {
-        match self.kind {
-            LeafKind::Fixed(_) => &self.fixed[i * self.isz..(i + 1) * self.isz],
-            _ => &self.items[i],
+        if self.isz > 0 {
+            &self.fixed[i * self.isz..(i + 1) * self.isz]
+        } else {
+            &self.items[i]
         }
     }
 
     fn get(&self, i: usize) -> Value {
-        value::decode(self.kind, self.bytes(i)).unwrap_or(Value::Int(0))
+        value::decode(&self.kind, self.bytes(i)).unwrap_or(Value::Int(0))
     }
 
     fn cmp(&self, i: usize, v: &Value) -> Ordering {
-        value::cmp_stored(self.kind, self.bytes(i), v).unwrap_or(Ordering::Less)
+        value::cmp_stored(&self.kind, self.bytes(i), v).unwrap_or(Ordering::Less)
+    }
+}
+
+/// Chunk `k` of a leaf's data store holding `n` values of `kind`: the fixed-size values'
+/// bytes, or the variable-length items (checked: count, and UTF-8 for strings).
+fn load_leaf(
+    store: &ChunkStore,
+    kind: LeafKind,
+    k: u64,
+    n: usize,
+) -> Result<(Vec<u8>, Vec<Vec<u8>>)> {
+    let p = payload(store, k)?;
+    let bad = |m: String| chunk_err(store, k, m);
+    match kind {
+        LeafKind::Fixed(d) => {
+            if p.len() != n * d.itemsize() {
+                return Err(bad(format!(
+                    "data chunk holds {} bytes, expected {} values of {} bytes",
+                    p.len(),
+                    n,
+                    d.itemsize()
+                )));
+            }
+            Ok((p, Vec::new()))
+        }
+        kind => {
+            let items = decode_items(&p).map_err(bad)?;
+            if items.len() != n {
+                return Err(bad(format!(
+                    "data chunk holds {} values, expected {n}",
+                    items.len()
+                )));
+            }
+            if kind == LeafKind::VarStr && items.iter().any(|i| std::str::from_utf8(i).is_err()) {
+                return Err(bad("string value is not UTF-8".into()));
+            }
+            Ok((Vec::new(), items))
+        }
     }
 }
 
@@ -319,8 +379,9 @@ impl Layer {
         let mut cols = Vec::new();
         for (i, (c, s)) in meta.columns.iter().zip(&sizes.columns).enumerate() {
             crate::column::check_name(&c.name)?;
-            let kind = LeafKind::parse(&c.dtype)?;
-            value::check_kind(kind)?;
+            let kind = ValueType::parse(&c.dtype)
+                .and_then(|t| value::check_type(&t).map(|()| t))
+                .map_err(|e| Error::metadata(mp.storage(), e.to_string()))?;
             if c.chunklen == 0 || c.fanout < 2 {
                 return Err(Error::metadata(
                     mp.storage(),
@@ -375,8 +436,8 @@ impl Layer {
     }
 
     /// Value type of column `col`.
-    pub fn kind(&self, col: usize) -> Option<LeafKind> {
-        self.cols.get(col).map(|c| c.kind)
+    pub fn kind(&self, col: usize) -> Option<&ValueType> {
+        self.cols.get(col).map(|c| &c.kind)
     }
 
     /// Index levels of column `col` (0 for an empty column).
@@ -508,8 +569,7 @@ impl Layer {
 
     fn entry_cmp(&self, col: usize, level: usize, e: u64, v: &Value) -> Result<Ordering> {
         let (chunk, i) = self.entry(col, level, e)?;
-        let kind = self.cols[col].kind;
-        value::cmp_stored(kind, &chunk[i], v)
+        value::cmp_stored(&self.cols[col].kind, &chunk[i], v)
             .map_err(|m| chunk_err(&self.cols[col].index[level], e / self.cols[col].fanout, m))
     }
 
@@ -594,43 +654,59 @@ impl Layer {
     fn load_data_block(&self, col: usize, k: u64) -> Result<Arc<Block>> {
         let cr = &self.cols[col];
         self.counters.bump(C_DATA);
-        let p = payload(&cr.data, k)?;
         let n = cr.chunk_rows(k) as usize;
-        let bad = |m: String| chunk_err(&cr.data, k, m);
-        let block = match cr.kind {
-            LeafKind::Fixed(d) => {
-                if p.len() != n * d.itemsize() {
-                    return Err(bad(format!(
-                        "data chunk holds {} bytes, expected {} values of {} bytes",
-                        p.len(),
-                        n,
-                        d.itemsize()
-                    )));
-                }
+        let block = match &cr.kind {
+            ValueType::Leaf(kind) => {
+                let (fixed, items) = load_leaf(&cr.data, *kind, k, n)?;
                 Block {
-                    kind: cr.kind,
-                    isz: d.itemsize(),
-                    fixed: p,
-                    items: Vec::new(),
+                    kind: cr.kind.clone(),
+                    isz: cr.fixed_size.unwrap_or(0),
+                    fixed,
+                    items,
                     len: n,
                 }
             }
-            kind => {
-                let items = decode_items(&p).map_err(bad)?;
-                if items.len() != n {
-                    return Err(bad(format!(
-                        "data chunk holds {} values, expected {n}",
-                        items.len()
-                    )));
+            ValueType::Tuple(_) => {
+                // Each field's chunk k, then each row's encoding joined from its fields.
+                let fields = cr
+                    .fields
+                    .iter()
+                    .map(|(kind, store)| load_leaf(store, *kind, k, n).map(|d| (*kind, d)))
+                    .collect::<Result<Vec<_>>>()?;
+                fn field(f: &(LeafKind, (Vec<u8>, Vec<Vec<u8>>)), r: usize) -> (LeafKind, &[u8]) {
+                    let (kind, (fixed, items)) = f;
+                    match kind {
+                        LeafKind::Fixed(d) => {
+                            (*kind, &fixed[r * d.itemsize()..(r + 1) * d.itemsize()])
+                        }
+                        _ => (*kind, items[r].as_slice()),
+                    }
                 }
-                if kind == LeafKind::VarStr && items.iter().any(|i| std::str::from_utf8(i).is_err())
-                {
-                    return Err(bad("string value is not UTF-8".into()));
+                let mut fixed = Vec::new();
+                let mut items = Vec::new();
+                if let Some(isz) = cr.fixed_size {
+                    fixed.reserve(n * isz);
+                    for r in 0..n {
+                        for f in &fields {
+                            let (kind, b) = field(f, r);
+                            value::join_leaf(kind, b, &mut fixed);
+                        }
+                    }
+                } else {
+                    items.reserve(n);
+                    for r in 0..n {
+                        let mut e = Vec::new();
+                        for f in &fields {
+                            let (kind, b) = field(f, r);
+                            value::join_leaf(kind, b, &mut e);
+                        }
+                        items.push(e);
+                    }
                 }
                 Block {
-                    kind,
-                    isz: 0,
-                    fixed: Vec::new(),
+                    kind: cr.kind.clone(),
+                    isz: cr.fixed_size.unwrap_or(0),
+                    fixed,
                     items,
                     len: n,
                 }
@@ -800,8 +876,8 @@ impl Layer {
                 }
                 let b = block.bytes(i);
                 if let Some(p) = &prev {
-                    let v = value::decode(cr.kind, b).map_err(|m| chunk_err(&cr.data, k, m))?;
-                    if value::cmp_stored(cr.kind, p, &v).map_err(|m| chunk_err(&cr.data, k, m))?
+                    let v = value::decode(&cr.kind, b).map_err(|m| chunk_err(&cr.data, k, m))?;
+                    if value::cmp_stored(&cr.kind, p, &v).map_err(|m| chunk_err(&cr.data, k, m))?
                         != Ordering::Less
                     {
                         return Err(chunk_err(
@@ -812,7 +888,7 @@ impl Layer {
                     }
                 }
                 if let Some((bl, blk)) = &bloom {
-                    if !bl.may_contain(hash64(b), filter::exact_key(cr.kind, b)) {
+                    if !bl.may_contain(hash64(b), value::exact_key(&cr.kind, b)) {
                         return Err(chunk_err(
                             &cr.data,
                             k,
@@ -1071,7 +1147,7 @@ impl<'a> Cursor<'a> {
     }
 
     fn coerce(&self, v: &Value) -> Result<Value> {
-        value::coerce(self.layer.cols[self.col].kind, v)
+        value::coerce(&self.layer.cols[self.col].kind, v)
     }
 
     fn block(&mut self, k: u64) -> Result<Arc<Block>> {
@@ -1178,7 +1254,7 @@ impl<'a> Cursor<'a> {
         };
         let i = (row % cl) as usize * dtype.itemsize();
         let store = &self.layer.cols[self.col].weight;
-        value::decode(LeafKind::Fixed(dtype), &w[i..i + dtype.itemsize()])
+        value::decode_leaf(LeafKind::Fixed(dtype), &w[i..i + dtype.itemsize()])
             .map(Some)
             .map_err(|m| match store {
                 Some((s, _)) => chunk_err(s, k, m),
@@ -1229,7 +1305,7 @@ impl<'a> Cursor<'a> {
         }
         if chunk_end <= self.end {
             let (entries, i) = layer.entry(self.col, 0, k)?;
-            let last = value::cmp_stored(cr.kind, &entries[i + 1], &v)
+            let last = value::cmp_stored(&cr.kind, &entries[i + 1], &v)
                 .map_err(|m| chunk_err(&cr.index[0], k / cr.fanout, m))?;
             if last == Ordering::Less {
                 return Ok(Probe::No);
@@ -1239,10 +1315,10 @@ impl<'a> Cursor<'a> {
             return Ok(Probe::Maybe);
         };
         let mut b = Vec::new();
-        value::encode(cr.kind, &v, &mut b);
+        value::encode(&cr.kind, &v, &mut b);
         let blk = k / f.chunks_per_block;
         let bf = layer.filter(self.col, blk)?;
-        if !bf.may_contain(hash64(&b), filter::exact_key(cr.kind, &b)) {
+        if !bf.may_contain(hash64(&b), value::exact_key(&cr.kind, &b)) {
             return Ok(Probe::No);
         }
         // An exact filter's "yes" is certain when this row group holds every row the

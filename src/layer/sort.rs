@@ -22,7 +22,7 @@
 
 use super::merge::{add, is_zero, merge_into};
 use super::reader::Layer;
-use super::value::{self, Value};
+use super::value::{self, Value, ValueType};
 use super::{FilterSetting, LayerSchema, LayerSizes, LayerWriter, LeafKind};
 use crate::dtype::DType;
 use crate::error::{Error, Result};
@@ -93,12 +93,23 @@ fn row_cost(keys: &[Value]) -> u64 {
     let heap: usize = keys
         .iter()
         .map(|k| match k {
-            Value::Str(s) => s.len(),
-            Value::Bytes(b) => b.len(),
+            Value::Str(_) | Value::Bytes(_) | Value::Tuple(_) => heap_bytes(k),
             _ => 0,
         })
         .sum();
     (std::mem::size_of::<Row>() + std::mem::size_of_val(keys) + heap) as u64
+}
+
+/// The heap bytes a value holds (its own, and its fields').
+fn heap_bytes(v: &Value) -> usize {
+    match v {
+        Value::Str(s) => s.len(),
+        Value::Bytes(b) => b.len(),
+        Value::Tuple(f) => {
+            std::mem::size_of_val(f.as_slice()) + f.iter().map(heap_bytes).sum::<usize>()
+        }
+        _ => 0,
+    }
 }
 
 /// Builds a layer dataset from rows pushed in any order, by an external sort (see the
@@ -112,7 +123,7 @@ pub struct SortingLayerWriter {
     runs_dir: PathBuf,
     /// The output's schema with the filters off (runs are only walked, never searched).
     run_schema: LayerSchema,
-    kinds: Vec<LeafKind>,
+    kinds: Vec<ValueType>,
     weight: Option<DType>,
     opts: SortOptions,
     buf: Vec<Row>,
@@ -169,7 +180,7 @@ impl SortingLayerWriter {
         for c in &mut run_schema.columns {
             c.filter = FilterSetting::Off;
         }
-        let kinds = schema.columns.iter().map(|c| c.kind).collect();
+        let kinds = schema.columns.iter().map(|c| c.kind.clone()).collect();
         let weight = schema.weight.as_ref().map(|w| w.1);
         let out = LayerWriter::create_in(storage, path, schema)?;
         let (dir, build) = out.build_dir();
@@ -237,10 +248,10 @@ impl SortingLayerWriter {
         let keys: Vec<Value> = keys
             .iter()
             .zip(&self.kinds)
-            .map(|(k, kind)| value::coerce(*kind, k))
+            .map(|(k, kind)| value::coerce(kind, k))
             .collect::<Result<_>>()?;
         let weight = match (self.weight, weight) {
-            (Some(d), Some(v)) => Some(value::coerce(LeafKind::Fixed(d), &v)?),
+            (Some(d), Some(v)) => Some(value::coerce_leaf(LeafKind::Fixed(d), &v)?),
             (None, None) => None,
             (Some(_), None) => {
                 return Err(Error::InvalidArgument(

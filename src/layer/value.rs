@@ -4,6 +4,13 @@
 //! variable-length values (strings, byte strings) as their bytes. Values compare by number
 //! (floats by IEEE total order) or bytewise (UTF-8 byte order is code point order), and
 //! hash through [`hash64`] of their stored bytes.
+//!
+//! A column may also hold tuples ([`ValueType::Tuple`]): fields of the types above or
+//! tuples again, compared field by field as Rust orders its tuples. A tuple's *encoding*
+//! (what its index entries hold and its filter hash covers) is its leaf fields in order,
+//! depth first: a fixed-size field as its stored bytes, a variable-length one as its length
+//! (u32, little-endian) and then its bytes. On disk each leaf field is a sub-column of its
+//! own (see `spec/layer.md`).
 
 use crate::column::LeafKind;
 use crate::dtype::{put_scalar, DType, Scalar};
@@ -24,6 +31,8 @@ pub enum Value {
     Str(String),
     /// A byte string (`varbytes` columns).
     Bytes(Vec<u8>),
+    /// A tuple (tuple columns), ordered field by field.
+    Tuple(Vec<Value>),
 }
 
 impl Value {
@@ -34,6 +43,7 @@ impl Value {
             Value::Float(_) => 2,
             Value::Str(_) => 3,
             Value::Bytes(_) => 4,
+            Value::Tuple(_) => 5,
         }
     }
 
@@ -46,6 +56,7 @@ impl Value {
                 .map_or_else(|| v.to_string().into(), serde_json::Value::Number),
             Value::Str(s) => s.clone().into(),
             Value::Bytes(b) => String::from_utf8_lossy(b).into_owned().into(),
+            Value::Tuple(f) => f.iter().map(Value::to_json).collect::<Vec<_>>().into(),
         }
     }
 }
@@ -74,6 +85,7 @@ impl Ord for Value {
             (Value::Float(a), Value::Float(b)) => a.total_cmp(b),
             (Value::Str(a), Value::Str(b)) => a.cmp(b),
             (Value::Bytes(a), Value::Bytes(b)) => a.cmp(b),
+            (Value::Tuple(a), Value::Tuple(b)) => a.cmp(b),
             _ => self.rank().cmp(&other.rank()),
         }
     }
@@ -87,6 +99,19 @@ impl fmt::Display for Value {
             Value::Float(v) => write!(f, "{v}"),
             Value::Str(s) => write!(f, "{s:?}"),
             Value::Bytes(b) => write!(f, "b{:?}", String::from_utf8_lossy(b)),
+            Value::Tuple(fields) => {
+                write!(f, "(")?;
+                for (i, v) in fields.iter().enumerate() {
+                    if i > 0 {
+                        write!(f, ", ")?;
+                    }
+                    write!(f, "{v}")?;
+                }
+                if fields.len() == 1 {
+                    write!(f, ",")?;
+                }
+                write!(f, ")")
+            }
         }
     }
 }
@@ -133,6 +158,190 @@ impl From<&[u8]> for Value {
     }
 }
 
+macro_rules! from_tuple {
+    ($(($($t:ident $i:tt),+)),*) => {$(
+        impl<$($t: Into<Value>),+> From<($($t,)+)> for Value {
+            fn from(x: ($($t,)+)) -> Value {
+                Value::Tuple(vec![$(x.$i.into()),+])
+            }
+        }
+    )*};
+}
+from_tuple!((A 0, B 1), (A 0, B 1, C 2), (A 0, B 1, C 2, D 3), (A 0, B 1, C 2, D 3, E 4),
+    (A 0, B 1, C 2, D 3, E 4, F 5));
+
+/// Most fields a tuple type may have, and deepest nesting: bounds on what a schema (or a
+/// damaged `meta/storage`) can ask a reader to build.
+pub const MAX_TUPLE_FIELDS: usize = 64;
+/// Deepest nesting of tuple types.
+pub const MAX_TUPLE_DEPTH: usize = 8;
+
+/// The type of a layer column's values: one leaf type, or a tuple of types.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ValueType {
+    /// Integers, floats, `varstr` or `varbytes`.
+    Leaf(LeafKind),
+    /// A tuple of at least one field, ordered field by field.
+    Tuple(Vec<ValueType>),
+}
+
+impl From<LeafKind> for ValueType {
+    fn from(k: LeafKind) -> ValueType {
+        ValueType::Leaf(k)
+    }
+}
+
+impl From<DType> for ValueType {
+    fn from(d: DType) -> ValueType {
+        ValueType::Leaf(LeafKind::Fixed(d))
+    }
+}
+
+impl fmt::Display for ValueType {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.name())
+    }
+}
+
+impl ValueType {
+    /// A tuple of these fields.
+    pub fn tuple(fields: impl IntoIterator<Item = impl Into<ValueType>>) -> ValueType {
+        ValueType::Tuple(fields.into_iter().map(Into::into).collect())
+    }
+
+    /// The recorded name: a leaf's name (`int64`, `varstr`, ...) or the fields' names in
+    /// parentheses, separated by commas, without spaces: `(int64,(uint8,varstr))`.
+    pub fn name(&self) -> String {
+        match self {
+            ValueType::Leaf(k) => k.name(),
+            ValueType::Tuple(f) => {
+                let names: Vec<String> = f.iter().map(ValueType::name).collect();
+                format!("({})", names.join(","))
+            }
+        }
+    }
+
+    /// Parses [`name`](Self::name) (spaces around names and commas are allowed).
+    ///
+    /// # Errors
+    /// [`Error::InvalidArgument`] for an unknown leaf name, unbalanced parentheses, an empty
+    /// tuple, more than [`MAX_TUPLE_FIELDS`] leaf fields or nesting deeper than
+    /// [`MAX_TUPLE_DEPTH`].
+    pub fn parse(s: &str) -> Result<ValueType> {
+        let bad = |why: &str| Error::InvalidArgument(format!("bad value type {s:?}: {why}"));
+        let mut p = TypeParser {
+            s: s.as_bytes(),
+            i: 0,
+        };
+        let t = p.parse(0).map_err(|why| bad(&why))?;
+        p.skip_spaces();
+        if p.i != p.s.len() {
+            return Err(bad("unexpected text after the type"));
+        }
+        if t.leaves().len() > MAX_TUPLE_FIELDS {
+            return Err(bad(&format!("more than {MAX_TUPLE_FIELDS} fields")));
+        }
+        Ok(t)
+    }
+
+    /// The leaf type of a non-tuple column.
+    pub fn leaf(&self) -> Option<LeafKind> {
+        match self {
+            ValueType::Leaf(k) => Some(*k),
+            ValueType::Tuple(_) => None,
+        }
+    }
+
+    /// True for tuple types.
+    pub fn is_tuple(&self) -> bool {
+        matches!(self, ValueType::Tuple(_))
+    }
+
+    /// The leaf fields, depth first (a leaf type is its own one leaf): the sub-columns a
+    /// tuple column is stored in.
+    pub fn leaves(&self) -> Vec<LeafKind> {
+        let mut out = Vec::new();
+        self.collect_leaves(&mut out);
+        out
+    }
+
+    fn collect_leaves(&self, out: &mut Vec<LeafKind>) {
+        match self {
+            ValueType::Leaf(k) => out.push(*k),
+            ValueType::Tuple(f) => f.iter().for_each(|t| t.collect_leaves(out)),
+        }
+    }
+
+    /// The stored size of every value, when it is fixed (leaf numbers, and tuples of them).
+    pub fn fixed_size(&self) -> Option<usize> {
+        match self {
+            ValueType::Leaf(LeafKind::Fixed(d)) => Some(d.itemsize()),
+            ValueType::Leaf(_) => None,
+            ValueType::Tuple(f) => f.iter().map(ValueType::fixed_size).sum(),
+        }
+    }
+}
+
+struct TypeParser<'a> {
+    s: &'a [u8],
+    i: usize,
+}
+
+impl TypeParser<'_> {
+    fn skip_spaces(&mut self) {
+        while self.s.get(self.i).is_some_and(u8::is_ascii_whitespace) {
+            self.i += 1;
+        }
+    }
+
+    fn parse(&mut self, depth: usize) -> std::result::Result<ValueType, String> {
+        self.skip_spaces();
+        if self.s.get(self.i) == Some(&b'(') {
+            if depth >= MAX_TUPLE_DEPTH {
+                return Err(format!("tuples nested deeper than {MAX_TUPLE_DEPTH}"));
+            }
+            self.i += 1;
+            let mut fields = Vec::new();
+            loop {
+                fields.push(self.parse(depth + 1)?);
+                if fields.len() > MAX_TUPLE_FIELDS {
+                    return Err(format!("more than {MAX_TUPLE_FIELDS} fields"));
+                }
+                self.skip_spaces();
+                match self.s.get(self.i) {
+                    Some(b',') => self.i += 1,
+                    Some(b')') => {
+                        self.i += 1;
+                        return Ok(ValueType::Tuple(fields));
+                    }
+                    _ => return Err("expected ',' or ')'".into()),
+                }
+                // A trailing comma closes a one-field tuple: `(int64,)`.
+                self.skip_spaces();
+                if self.s.get(self.i) == Some(&b')') {
+                    self.i += 1;
+                    return Ok(ValueType::Tuple(fields));
+                }
+            }
+        }
+        let start = self.i;
+        while self
+            .s
+            .get(self.i)
+            .is_some_and(|c| !matches!(c, b'(' | b')' | b',') && !c.is_ascii_whitespace())
+        {
+            self.i += 1;
+        }
+        let name = std::str::from_utf8(&self.s[start..self.i]).map_err(|e| e.to_string())?;
+        if name.is_empty() {
+            return Err("expected a type name".into());
+        }
+        let k = LeafKind::parse(name).map_err(|e| e.to_string())?;
+        check_kind(k).map_err(|e| e.to_string())?;
+        Ok(ValueType::Leaf(k))
+    }
+}
+
 /// Checks that a layer column (or weight) can hold `kind`: integers, floats, `varstr`,
 /// `varbytes`.
 ///
@@ -141,18 +350,7 @@ impl From<&[u8]> for Value {
 pub fn check_kind(kind: LeafKind) -> Result<()> {
     match kind {
         LeafKind::VarStr | LeafKind::VarBytes => Ok(()),
-        LeafKind::Fixed(
-            DType::I8
-            | DType::I16
-            | DType::I32
-            | DType::I64
-            | DType::U8
-            | DType::U16
-            | DType::U32
-            | DType::U64
-            | DType::F32
-            | DType::F64,
-        ) => Ok(()),
+        LeafKind::Fixed(d) if d.is_integer() || matches!(d, DType::F32 | DType::F64) => Ok(()),
         LeafKind::Fixed(d) => Err(Error::InvalidArgument(format!(
             "layer columns hold integers, floats, varstr or varbytes, not {d}"
         ))),
@@ -164,7 +362,7 @@ pub fn check_kind(kind: LeafKind) -> Result<()> {
 ///
 /// # Errors
 /// [`Error::InvalidArgument`] when `v` does not fit the column.
-pub fn coerce(kind: LeafKind, v: &Value) -> Result<Value> {
+pub fn coerce_leaf(kind: LeafKind, v: &Value) -> Result<Value> {
     let bad = || Error::InvalidArgument(format!("value {v} does not fit a {} column", kind.name()));
     match kind {
         LeafKind::VarStr => match v {
@@ -214,7 +412,7 @@ fn int_value(d: DType, x: i128) -> Value {
 }
 
 /// The stored bytes of a value already in the column's canonical variant (see [`coerce`]).
-pub(crate) fn encode(kind: LeafKind, v: &Value, out: &mut Vec<u8>) {
+pub(crate) fn encode_leaf(kind: LeafKind, v: &Value, out: &mut Vec<u8>) {
     match (kind, v) {
         (LeafKind::Fixed(d), Value::Int(i)) => {
             out.extend_from_slice(&i.to_le_bytes()[..d.itemsize()]);
@@ -237,7 +435,7 @@ pub(crate) fn encode(kind: LeafKind, v: &Value, out: &mut Vec<u8>) {
 ///
 /// # Errors
 /// A description of the problem (wrong length, invalid UTF-8); the caller names the chunk.
-pub(crate) fn decode(kind: LeafKind, b: &[u8]) -> std::result::Result<Value, String> {
+pub(crate) fn decode_leaf(kind: LeafKind, b: &[u8]) -> std::result::Result<Value, String> {
     let fixed = |n: usize| -> std::result::Result<[u8; 8], String> {
         if b.len() != n {
             return Err(format!("value of {} bytes, expected {n}", b.len()));
@@ -272,16 +470,211 @@ pub(crate) fn decode(kind: LeafKind, b: &[u8]) -> std::result::Result<Value, Str
 ///
 /// # Errors
 /// As [`decode`].
-pub(crate) fn cmp_stored(
-    kind: LeafKind,
-    b: &[u8],
-    v: &Value,
-) -> std::result::Result<Ordering, String> {
+fn cmp_stored_leaf(kind: LeafKind, b: &[u8], v: &Value) -> std::result::Result<Ordering, String> {
     match v {
         Value::Str(s) => Ok(b.cmp(s.as_bytes())),
         Value::Bytes(x) => Ok(b.cmp(x.as_slice())),
-        _ => Ok(decode(kind, b)?.cmp(v)),
+        _ => Ok(decode_leaf(kind, b)?.cmp(v)),
     }
+}
+
+/// Checks that a column can hold values of `ty` (see [`check_kind`] for its leaves).
+///
+/// # Errors
+/// [`Error::InvalidArgument`] for an unsupported leaf type, an empty tuple, or more fields
+/// or deeper nesting than [`MAX_TUPLE_FIELDS`] and [`MAX_TUPLE_DEPTH`] allow.
+pub fn check_type(ty: &ValueType) -> Result<()> {
+    fn walk(ty: &ValueType, depth: usize) -> Result<()> {
+        match ty {
+            ValueType::Leaf(k) => check_kind(*k),
+            ValueType::Tuple(f) if f.is_empty() => Err(Error::InvalidArgument(
+                "a tuple type needs at least one field".into(),
+            )),
+            ValueType::Tuple(_) if depth >= MAX_TUPLE_DEPTH => Err(Error::InvalidArgument(
+                format!("tuple types nest at most {MAX_TUPLE_DEPTH} deep"),
+            )),
+            ValueType::Tuple(f) => f.iter().try_for_each(|t| walk(t, depth + 1)),
+        }
+    }
+    walk(ty, 0)?;
+    if ty.leaves().len() > MAX_TUPLE_FIELDS {
+        return Err(Error::InvalidArgument(format!(
+            "a tuple type has at most {MAX_TUPLE_FIELDS} leaf fields"
+        )));
+    }
+    Ok(())
+}
+
+/// Converts `v` to the canonical form of a value of `ty` (see [`coerce_leaf`]; a tuple
+/// field by field).
+///
+/// # Errors
+/// [`Error::InvalidArgument`] when `v` does not fit: a field that does not fit, a tuple of
+/// another length, a tuple for a leaf type or a leaf value for a tuple type.
+pub fn coerce(ty: &ValueType, v: &Value) -> Result<Value> {
+    match (ty, v) {
+        (ValueType::Leaf(k), _) => coerce_leaf(*k, v),
+        (ValueType::Tuple(f), Value::Tuple(x)) if f.len() == x.len() => Ok(Value::Tuple(
+            f.iter()
+                .zip(x)
+                .map(|(t, v)| coerce(t, v))
+                .collect::<Result<_>>()?,
+        )),
+        _ => Err(Error::InvalidArgument(format!(
+            "value {v} does not fit a {} column",
+            ty.name()
+        ))),
+    }
+}
+
+/// The stored bytes of a value already in canonical form (see [`coerce`]): a leaf's
+/// stored bytes, or a tuple's encoding (see the module documentation).
+pub(crate) fn encode(ty: &ValueType, v: &Value, out: &mut Vec<u8>) {
+    match (ty, v) {
+        (ValueType::Leaf(k), _) => encode_leaf(*k, v, out),
+        (ValueType::Tuple(f), Value::Tuple(x)) => encode_fields(f, x, out),
+        // Not reached for coerced values.
+        (ValueType::Tuple(_), other) => out.extend_from_slice(other.to_string().as_bytes()),
+    }
+}
+
+fn encode_fields(types: &[ValueType], vals: &[Value], out: &mut Vec<u8>) {
+    for (t, v) in types.iter().zip(vals) {
+        match (t, v) {
+            (ValueType::Tuple(f), Value::Tuple(x)) => encode_fields(f, x, out),
+            (ValueType::Leaf(k @ LeafKind::Fixed(_)), _) => encode_leaf(*k, v, out),
+            (ValueType::Leaf(k), _) => {
+                let at = out.len();
+                out.extend_from_slice(&[0; 4]);
+                encode_leaf(*k, v, out);
+                let n = (out.len() - at - 4) as u32;
+                out[at..at + 4].copy_from_slice(&n.to_le_bytes());
+            }
+            // Not reached for coerced values.
+            (ValueType::Tuple(_), _) => {}
+        }
+    }
+}
+
+/// Decodes stored bytes of a value of `ty` (see [`encode`]).
+///
+/// # Errors
+/// A description of the problem (wrong length, invalid UTF-8); the caller names the chunk.
+pub(crate) fn decode(ty: &ValueType, b: &[u8]) -> std::result::Result<Value, String> {
+    match ty {
+        ValueType::Leaf(k) => decode_leaf(*k, b),
+        ValueType::Tuple(f) => {
+            let mut pos = 0;
+            let v = decode_fields(f, b, &mut pos)?;
+            if pos != b.len() {
+                return Err(format!(
+                    "tuple value of {} bytes holds {} more after its fields",
+                    b.len(),
+                    b.len() - pos
+                ));
+            }
+            Ok(Value::Tuple(v))
+        }
+    }
+}
+
+fn decode_fields(
+    types: &[ValueType],
+    b: &[u8],
+    pos: &mut usize,
+) -> std::result::Result<Vec<Value>, String> {
+    let mut out = Vec::with_capacity(types.len());
+    for t in types {
+        out.push(match t {
+            ValueType::Tuple(f) => Value::Tuple(decode_fields(f, b, pos)?),
+            ValueType::Leaf(k) => {
+                let r = leaf_range(*k, b, *pos)?;
+                *pos = r.end;
+                decode_leaf(*k, &b[r])?
+            }
+        });
+    }
+    Ok(out)
+}
+
+/// Where the bytes of a tuple's leaf field of `kind` that starts at `pos` of its encoding
+/// lie (after the length of a variable-length field).
+fn leaf_range(
+    kind: LeafKind,
+    b: &[u8],
+    pos: usize,
+) -> std::result::Result<std::ops::Range<usize>, String> {
+    let short = || format!("tuple value of {} bytes ends inside a field", b.len());
+    let (start, n) = match kind {
+        LeafKind::Fixed(d) => (pos, d.itemsize()),
+        _ => {
+            let len = b.get(pos..pos + 4).ok_or_else(short)?;
+            let n = u32::from_le_bytes([len[0], len[1], len[2], len[3]]) as usize;
+            (pos + 4, n)
+        }
+    };
+    let end = start
+        .checked_add(n)
+        .filter(|&e| e <= b.len())
+        .ok_or_else(short)?;
+    Ok(start..end)
+}
+
+/// The bytes of each leaf field of a tuple's encoding, in order (`leaves` as
+/// [`ValueType::leaves`] gives them).
+///
+/// # Errors
+/// As [`decode`].
+pub(crate) fn split_leaves<'b>(
+    leaves: &[LeafKind],
+    b: &'b [u8],
+    out: &mut Vec<&'b [u8]>,
+) -> std::result::Result<(), String> {
+    out.clear();
+    let mut pos = 0;
+    for k in leaves {
+        let r = leaf_range(*k, b, pos)?;
+        pos = r.end;
+        out.push(&b[r]);
+    }
+    if pos != b.len() {
+        return Err("tuple value holds bytes after its fields".into());
+    }
+    Ok(())
+}
+
+/// Appends one leaf field's stored bytes to a tuple's encoding.
+pub(crate) fn join_leaf(kind: LeafKind, field: &[u8], out: &mut Vec<u8>) {
+    if !matches!(kind, LeafKind::Fixed(_)) {
+        out.extend_from_slice(&(field.len() as u32).to_le_bytes());
+    }
+    out.extend_from_slice(field);
+}
+
+/// Compares stored bytes of a value of `ty` with a canonical value.
+///
+/// # Errors
+/// As [`decode`].
+pub(crate) fn cmp_stored(
+    ty: &ValueType,
+    b: &[u8],
+    v: &Value,
+) -> std::result::Result<Ordering, String> {
+    match ty {
+        ValueType::Leaf(k) => cmp_stored_leaf(*k, b, v),
+        ValueType::Tuple(_) => Ok(decode(ty, b)?.cmp(v)),
+    }
+}
+
+/// The key of a value in an exact filter (integer leaf columns only; see
+/// [`super::filter::exact_key`]).
+pub(crate) fn exact_key(ty: &ValueType, b: &[u8]) -> Option<u64> {
+    ty.leaf().and_then(|k| super::filter::exact_key(k, b))
+}
+
+/// True when a column of `ty` can have exact filters (integer leaf columns).
+pub(crate) fn exact_capable(ty: &ValueType) -> bool {
+    ty.leaf().is_some_and(super::filter::exact_capable)
 }
 
 /// The 64-bit hash of a value's stored bytes used by the membership filters (its definition
@@ -329,16 +722,17 @@ mod tests {
             (LeafKind::VarStr, Value::Str("héllo".into())),
             (LeafKind::VarBytes, Value::Bytes(vec![0, 255])),
         ] {
-            let c = coerce(kind, &v).unwrap();
+            let ty = ValueType::Leaf(kind);
+            let c = coerce(&ty, &v).unwrap();
             let mut b = Vec::new();
-            encode(kind, &c, &mut b);
-            assert_eq!(decode(kind, &b).unwrap(), c);
-            assert_eq!(cmp_stored(kind, &b, &c).unwrap(), Ordering::Equal);
+            encode(&ty, &c, &mut b);
+            assert_eq!(decode(&ty, &b).unwrap(), c);
+            assert_eq!(cmp_stored(&ty, &b, &c).unwrap(), Ordering::Equal);
         }
-        assert!(coerce(LeafKind::Fixed(DType::I8), &Value::Int(200)).is_err());
-        assert!(coerce(LeafKind::Fixed(DType::U8), &Value::Int(-1)).is_err());
+        assert!(coerce_leaf(LeafKind::Fixed(DType::I8), &Value::Int(200)).is_err());
+        assert!(coerce_leaf(LeafKind::Fixed(DType::U8), &Value::Int(-1)).is_err());
         assert_eq!(
-            coerce(LeafKind::Fixed(DType::U8), &Value::Int(7)).unwrap(),
+            coerce_leaf(LeafKind::Fixed(DType::U8), &Value::Int(7)).unwrap(),
             Value::UInt(7)
         );
         assert!(Value::Float(-0.0) < Value::Float(0.0));
@@ -351,5 +745,88 @@ mod tests {
         assert_eq!(hash64(b""), mix(0x243f_6a88_85a3_08d3));
         assert_ne!(hash64(b"a"), hash64(b"a\0"));
         assert_ne!(hash64(&1i64.to_le_bytes()), hash64(&2i64.to_le_bytes()));
+    }
+
+    #[test]
+    fn tuple_types_parse_and_name() {
+        let t = ValueType::parse(" ( int64 , (uint8,varstr) ,float32) ").unwrap();
+        assert_eq!(t.name(), "(int64,(uint8,varstr),float32)");
+        assert_eq!(ValueType::parse(&t.name()).unwrap(), t);
+        assert_eq!(t.leaves().len(), 4);
+        assert_eq!(t.fixed_size(), None);
+        assert_eq!(
+            ValueType::parse("(int64,uint32)").unwrap().fixed_size(),
+            Some(12)
+        );
+        assert_eq!(
+            ValueType::parse("(int64,)").unwrap(),
+            ValueType::tuple([DType::I64])
+        );
+        for bad in [
+            "()",
+            "(int64",
+            "int64)",
+            "(int64,,int8)",
+            "(bool)",
+            "(int64) x",
+            "",
+            "(S4)",
+        ] {
+            assert!(ValueType::parse(bad).is_err(), "{bad:?}");
+        }
+        let deep = format!("{}int8{}", "(".repeat(9), ")".repeat(9));
+        assert!(ValueType::parse(&deep).is_err());
+        let wide = format!("({})", vec!["int8"; 65].join(","));
+        assert!(ValueType::parse(&wide).is_err());
+        assert!(check_type(&ValueType::Tuple(vec![])).is_err());
+    }
+
+    #[test]
+    fn tuples_encode_decode_and_order_as_rust_tuples() {
+        let ty = ValueType::parse("(int32,(varstr,uint8),varbytes)").unwrap();
+        let vals = [
+            (-5i32, ("", 0u8), vec![]),
+            (-5, ("", 1), vec![0u8]),
+            (-5, ("a", 0), vec![]),
+            (0, ("a", 0), vec![1, 2]),
+            (0, ("ab", 0), vec![]),
+            (7, ("", 255), vec![255]),
+        ];
+        let mut prev: Option<(Value, Vec<u8>)> = None;
+        for (a, (b, c), d) in vals {
+            let v = coerce(
+                &ty,
+                &Value::Tuple(vec![a.into(), (b, c).into(), d.clone().into()]),
+            )
+            .unwrap();
+            let mut enc = Vec::new();
+            encode(&ty, &v, &mut enc);
+            assert_eq!(decode(&ty, &enc).unwrap(), v);
+            assert_eq!(cmp_stored(&ty, &enc, &v).unwrap(), Ordering::Equal);
+            let mut parts = Vec::new();
+            split_leaves(&ty.leaves(), &enc, &mut parts).unwrap();
+            let mut joined = Vec::new();
+            for (k, p) in ty.leaves().iter().zip(&parts) {
+                join_leaf(*k, p, &mut joined);
+            }
+            assert_eq!(joined, enc);
+            if let Some((pv, penc)) = &prev {
+                assert!(pv < &v, "{pv} < {v}");
+                assert_eq!(cmp_stored(&ty, penc, &v).unwrap(), Ordering::Less);
+            }
+            prev = Some((v, enc));
+        }
+        // Wrong arity, wrong field type, truncated and overlong encodings.
+        assert!(coerce(&ty, &Value::Tuple(vec![1i32.into()])).is_err());
+        assert!(coerce(&ty, &Value::Int(1)).is_err());
+        assert!(coerce(&ValueType::Leaf(LeafKind::VarStr), &(1, 2).into()).is_err());
+        let (_, enc) = prev.unwrap();
+        assert!(decode(&ty, &enc[..enc.len() - 1]).is_err());
+        let mut long = enc.clone();
+        long.push(0);
+        assert!(decode(&ty, &long).is_err());
+        let mut huge = vec![0u8; 4];
+        huge.extend_from_slice(&u32::MAX.to_le_bytes());
+        assert!(decode(&ty, &huge).is_err());
     }
 }

@@ -8,7 +8,7 @@
 
 use super::filter;
 use super::sink::ChunkSink;
-use super::value::{self, hash64, Value};
+use super::value::{self, hash64, Value, ValueType};
 use super::{data_dir, ColumnCounts, LayerSchema, LayerSizes, LayerStorage};
 use crate::blosc::{self, CompressParams, Filter};
 use crate::column::varlen::encode_items;
@@ -87,11 +87,40 @@ struct FilterWriter {
     sink: ChunkSink,
 }
 
-struct ColWriter {
+/// The data chunks of one leaf of a column: the column's own, or one field's of a tuple
+/// column.
+struct Part {
     kind: LeafKind,
+    params: CompressParams,
+    fixed: Vec<u8>,
+    items: Vec<Vec<u8>>,
+    sink: ChunkSink,
+}
+
+impl Part {
+    fn push(&mut self, v: &[u8]) {
+        match self.kind {
+            LeafKind::Fixed(_) => self.fixed.extend_from_slice(v),
+            _ => self.items.push(v.to_vec()),
+        }
+    }
+
+    fn flush(&mut self) -> Result<()> {
+        let payload = match self.kind {
+            LeafKind::Fixed(_) => std::mem::take(&mut self.fixed),
+            _ => encode_items(&std::mem::take(&mut self.items))?,
+        };
+        let c = blosc::compress(&self.params, &payload).map_err(|e| Error::Compress(e.0))?;
+        self.sink.append(c)
+    }
+}
+
+struct ColWriter {
+    kind: ValueType,
+    /// The leaf fields of a tuple column (empty for a leaf column).
+    leaves: Vec<LeafKind>,
     chunklen: u64,
     fanout: u64,
-    params: CompressParams,
     index_params: CompressParams,
     root: PathBuf,
     /// The dataset's identity, recorded in the index files it creates.
@@ -100,12 +129,11 @@ struct ColWriter {
     superchunksize: u64,
     checksum: crate::blpk::Checksum,
     rows: u64,
-    fixed: Vec<u8>,
-    items: Vec<Vec<u8>>,
     nbuf: u64,
     first: Vec<u8>,
     last: Vec<u8>,
-    data: ChunkSink,
+    /// The data: one part for a leaf column, one per leaf field for a tuple column.
+    parts: Vec<Part>,
     levels: Vec<Level>,
     rowgroups: Option<FixedWriter>,
     filter: Option<FilterWriter>,
@@ -135,16 +163,21 @@ impl ColWriter {
         }
         self.last.clear();
         self.last.extend_from_slice(v);
-        match self.kind {
-            LeafKind::Fixed(_) => self.fixed.extend_from_slice(v),
-            _ => self.items.push(v.to_vec()),
+        if self.leaves.is_empty() {
+            self.parts[0].push(v);
+        } else {
+            let mut fields = Vec::with_capacity(self.leaves.len());
+            value::split_leaves(&self.leaves, v, &mut fields).map_err(Error::InvalidArgument)?;
+            for (p, b) in self.parts.iter_mut().zip(fields) {
+                p.push(b);
+            }
         }
         if let Some(f) = self.filter.as_mut() {
             if f.choice != filter::Choice::Exact {
                 f.hashes.push(hash64(v));
             }
             if f.choice != filter::Choice::Bloom {
-                if let Some(k) = filter::exact_key(self.kind, v) {
+                if let Some(k) = value::exact_key(&self.kind, v) {
                     f.keys.push(k);
                 }
             }
@@ -161,12 +194,9 @@ impl ColWriter {
         if self.nbuf == 0 {
             return Ok(());
         }
-        let payload = match self.kind {
-            LeafKind::Fixed(_) => std::mem::take(&mut self.fixed),
-            _ => encode_items(&std::mem::take(&mut self.items))?,
-        };
-        let c = blosc::compress(&self.params, &payload).map_err(|e| Error::Compress(e.0))?;
-        self.data.append(c)?;
+        for p in &mut self.parts {
+            p.flush()?;
+        }
         self.nbuf = 0;
         let entry = vec![
             std::mem::take(&mut self.first),
@@ -269,7 +299,9 @@ impl ColWriter {
             Self::flush_filter(f)?;
             f.sink.close()?;
         }
-        self.data.close()?;
+        for p in &mut self.parts {
+            p.sink.close()?;
+        }
         let mut l = 0;
         while l < self.levels.len() {
             let top = l + 1 == self.levels.len() && self.levels[l].sink.nchunks == 0;
@@ -277,8 +309,8 @@ impl ColWriter {
             self.levels[l].sink.close()?;
             l += 1;
         }
-        let mut nbytes = self.data.nbytes;
-        let mut cbytes = self.data.stored;
+        let mut nbytes: u64 = self.parts.iter().map(|p| p.sink.nbytes).sum();
+        let mut cbytes: u64 = self.parts.iter().map(|p| p.sink.stored).sum();
         if let Some(r) = self.rowgroups.as_mut() {
             r.finish()?;
             nbytes += r.sink.nbytes;
@@ -318,11 +350,7 @@ impl ColWriter {
     ) -> Result<(ColWriter, Option<FixedWriter>)> {
         let c = &meta.columns[i];
         let last = i + 1 == meta.columns.len();
-        let kind = LeafKind::parse(&c.dtype)?;
-        let typesize = match kind {
-            LeafKind::Fixed(d) => d.typesize(),
-            _ => 1,
-        };
+        let kind = ValueType::parse(&c.dtype)?;
         let dir = tmp.join(data_dir(&c.name));
         let binding = meta.id.as_deref().map(|id| (id, tmp));
         let sink = |d: PathBuf, ts: u8, varlen: bool| {
@@ -345,11 +373,31 @@ impl ColWriter {
                 sink: sink(dir.join(name), ts as u8, false)?,
             })
         };
-        let data = sink(
-            dir.clone(),
-            typesize as u8,
-            !matches!(kind, LeafKind::Fixed(_)),
-        )?;
+        let part = |leaf: LeafKind, d: PathBuf| -> Result<Part> {
+            let typesize = match leaf {
+                LeafKind::Fixed(d) => d.typesize(),
+                _ => 1,
+            };
+            Ok(Part {
+                kind: leaf,
+                params: params(c, typesize),
+                fixed: Vec::new(),
+                items: Vec::new(),
+                sink: sink(d, typesize as u8, !matches!(leaf, LeafKind::Fixed(_)))?,
+            })
+        };
+        let (leaves, parts) = match &kind {
+            ValueType::Leaf(k) => (Vec::new(), vec![part(*k, dir.clone())?]),
+            ValueType::Tuple(_) => {
+                let leaves = kind.leaves();
+                let parts = leaves
+                    .iter()
+                    .enumerate()
+                    .map(|(j, k)| part(*k, tmp.join(super::field_dir(&c.name, j))))
+                    .collect::<Result<_>>()?;
+                (leaves, parts)
+            }
+        };
         let rowgroups = if last {
             None
         } else {
@@ -359,7 +407,7 @@ impl ColWriter {
             Some(f) => Some(FilterWriter {
                 meta: f,
                 // The schema refuses exact filters on other columns than integers.
-                choice: match (f.kind, filter::exact_capable(kind)) {
+                choice: match (f.kind, value::exact_capable(&kind)) {
                     (super::FilterKind::Bloom, _) | (_, false) => filter::Choice::Bloom,
                     (super::FilterKind::Exact, true) => filter::Choice::Exact,
                     (super::FilterKind::Auto, true) => filter::Choice::Smaller,
@@ -378,9 +426,9 @@ impl ColWriter {
         };
         let col = ColWriter {
             kind,
+            leaves,
             chunklen: c.chunklen,
             fanout: c.fanout,
-            params: params(c, typesize),
             index_params: params(c, 1),
             root: tmp.to_path_buf(),
             dataset_id: meta.id.clone(),
@@ -388,12 +436,10 @@ impl ColWriter {
             superchunksize: c.superchunksize,
             checksum: c.checksum,
             rows: 0,
-            fixed: Vec::new(),
-            items: Vec::new(),
             nbuf: 0,
             first: Vec::new(),
             last: Vec::new(),
-            data,
+            parts,
             levels: Vec::new(),
             rowgroups,
             filter,
@@ -510,14 +556,14 @@ impl LayerWriter {
         let keys: Vec<Value> = keys
             .iter()
             .zip(&self.cols)
-            .map(|(k, c)| value::coerce(c.kind, k))
+            .map(|(k, c)| value::coerce(&c.kind, k))
             .collect::<Result<_>>()?;
         let wdtype = self.meta.weight.as_ref().map(|w| w.dtype);
         let wbytes = match (wdtype, weight) {
             (Some(d), Some(v)) => {
                 let kind = LeafKind::Fixed(d);
                 let mut b = Vec::new();
-                value::encode(kind, &value::coerce(kind, &v)?, &mut b);
+                value::encode_leaf(kind, &value::coerce_leaf(kind, &v)?, &mut b);
                 Some(b)
             }
             (None, None) => None,
@@ -566,7 +612,7 @@ impl LayerWriter {
                 }
             }
             buf.clear();
-            value::encode(self.cols[i].kind, key, &mut buf);
+            value::encode(&self.cols[i].kind, key, &mut buf);
             self.cols[i].push(&buf)?;
         }
         if let (Some(w), Some(b)) = (self.weight.as_mut(), wbytes) {

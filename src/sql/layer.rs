@@ -11,7 +11,6 @@
 
 use super::to_datafusion;
 use crate::dtype::DType;
-use crate::layer::value::coerce;
 use crate::layer::{Cursor, Layer, LeafKind, Value};
 use arrow_array::{
     ArrayRef, BinaryArray, Float64Array, Int64Array, RecordBatch, RecordBatchOptions, StringArray,
@@ -90,7 +89,14 @@ impl LayerSource {
             let kind = layer.kind(i).ok_or_else(|| {
                 crate::Error::metadata(layer.path(), format!("column {} has no kind", c.name))
             })?;
-            let ak = ArrowKind::of(kind);
+            let Some(leaf) = kind.leaf() else {
+                return Err(crate::Error::InvalidArgument(format!(
+                    "column {} holds tuples ({}): SQL reads layer datasets of leaf columns only",
+                    c.name,
+                    kind.name()
+                )));
+            };
+            let ak = ArrowKind::of(leaf);
             fields.push(Field::new(&c.name, ak.data_type(), false));
             columns.push((Source::Key(i), ak));
         }
@@ -177,7 +183,7 @@ fn literal_value(kind: LeafKind, e: &Expr) -> Option<Value> {
         _ => return None,
     };
     // A value the column cannot hold exactly (3.5 for an integer column) bounds nothing.
-    let c = coerce(kind, &v).ok()?;
+    let c = crate::layer::value::coerce_leaf(kind, &v).ok()?;
     let same = match (&v, &c) {
         (Value::Float(a), Value::Float(b)) => a == b,
         (Value::Int(a), Value::Float(b)) => (*a as f64) == *b && (*b as i64) == *a,
@@ -275,7 +281,9 @@ impl datafusion::catalog::TableProvider for LayerSource {
         let projection = projection.cloned().unwrap_or(all);
         let schema = Arc::new(self.schema.project(&projection)?);
         let mut range = KeyRange::default();
-        if let (Some(key), Some(kind)) = (self.key_name(), self.layer.kind(0)) {
+        if let (Some(key), Some(kind)) =
+            (self.key_name(), self.layer.kind(0).and_then(|k| k.leaf()))
+        {
             for f in filters {
                 narrow(&mut range, f, key, kind);
             }
