@@ -146,6 +146,7 @@ pub fn schema_of(layer: &Layer) -> Result<LayerSchema> {
         .columns
         .first()
         .map_or(schema.superchunksize, |c| c.superchunksize);
+    schema.shape = meta.shape;
     Ok(schema)
 }
 
@@ -366,5 +367,53 @@ impl Layer {
         schema.overwrite = overwrite;
         let refs: Vec<&Layer> = layers.iter().collect();
         merge(&refs, output, schema)
+    }
+}
+
+/// The whole key paths of a layer, in order, each with its weight (`None` without a weight
+/// column): `(k, r)` for a WSet, `(k, v, r)` for an IndexedZSet, `(k, v, t, r)` for a
+/// ValBatch. Made by [`Layer::paths`]; memory is one cursor per column. After an error the
+/// iterator ends.
+pub struct LayerPaths<'a> {
+    layer: &'a Layer,
+    inner: Option<Paths<'a>>,
+    started: bool,
+    failed: bool,
+}
+
+impl Iterator for LayerPaths<'_> {
+    type Item = Result<(Vec<Value>, Option<Value>)>;
+
+    fn next(&mut self) -> Option<Self::Item> {
+        if self.failed {
+            return None;
+        }
+        let step = if self.started {
+            match self.inner.as_mut() {
+                Some(p) if !p.done => p.advance(),
+                _ => return None,
+            }
+        } else {
+            self.started = true;
+            Paths::new(self.layer).map(|p| self.inner = Some(p))
+        };
+        if let Err(e) = step {
+            self.failed = true;
+            return Some(Err(e));
+        }
+        let p = self.inner.as_ref()?;
+        (!p.done).then(|| Ok((p.path.clone(), p.weight.clone())))
+    }
+}
+
+impl Layer {
+    /// Every whole key path of the layer, in order, with its weight: see [`LayerPaths`].
+    pub fn paths(&self) -> LayerPaths<'_> {
+        LayerPaths {
+            layer: self,
+            inner: None,
+            started: false,
+            failed: false,
+        }
     }
 }

@@ -44,7 +44,7 @@ mod sort;
 pub mod value;
 mod writer;
 
-pub use merge::{merge, schema_of, MergeReport};
+pub use merge::{merge, schema_of, LayerPaths, MergeReport};
 pub use reader::{Cursor, Layer, ReadStats};
 pub use sort::{
     SortOptions, SortReport, SortingLayerWriter, DEFAULT_FAN_IN, DEFAULT_SORT_MEMORY, SORT_RUNS_DIR,
@@ -135,6 +135,85 @@ impl FilterKind {
     }
 }
 
+/// The named shapes of DBSP's batches, as layer datasets. Each has a weight `R` on its
+/// last column's rows:
+///
+/// - [`Shape::WSet`] `(K, R)`: one column, the keys (`BTreeMap<K, R>`).
+/// - [`Shape::IndexedZSet`] `K -> (V, R)`: two columns, keys and their values
+///   (`BTreeMap<K, BTreeMap<V, R>>`).
+/// - [`Shape::ValBatch`] `K -> V -> [(T, R)]`: three columns, keys, values and times
+///   (`BTreeMap<K, BTreeMap<V, BTreeMap<T, R>>>`).
+///
+/// A shape is recorded in `meta/storage` (`"shape"`), checked against the columns when a
+/// layer is built or opened, and kept by merges.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub enum Shape {
+    /// `(K, R)`.
+    #[serde(rename = "wset")]
+    WSet,
+    /// `K -> (V, R)`.
+    #[serde(rename = "indexed_zset")]
+    IndexedZSet,
+    /// `K -> V -> [(T, R)]`.
+    #[serde(rename = "val_batch")]
+    ValBatch,
+}
+
+impl Shape {
+    /// The recorded name: `wset`, `indexed_zset` or `val_batch`.
+    pub fn name(&self) -> &'static str {
+        match self {
+            Shape::WSet => "wset",
+            Shape::IndexedZSet => "indexed_zset",
+            Shape::ValBatch => "val_batch",
+        }
+    }
+
+    /// Parses [`name`](Self::name).
+    ///
+    /// # Errors
+    /// [`Error::InvalidArgument`] for another name.
+    pub fn parse(s: &str) -> Result<Shape> {
+        match s {
+            "wset" => Ok(Shape::WSet),
+            "indexed_zset" => Ok(Shape::IndexedZSet),
+            "val_batch" => Ok(Shape::ValBatch),
+            other => Err(Error::InvalidArgument(format!(
+                "unknown shape {other:?} (wset, indexed_zset or val_batch)"
+            ))),
+        }
+    }
+
+    /// The number of key columns: 1, 2 or 3.
+    pub fn ncolumns(&self) -> usize {
+        match self {
+            Shape::WSet => 1,
+            Shape::IndexedZSet => 2,
+            Shape::ValBatch => 3,
+        }
+    }
+
+    /// The default column names of the shape's schema constructors: `key`, `val`, `time`.
+    pub fn column_names(&self) -> &'static [&'static str] {
+        &["key", "val", "time"][..self.ncolumns()]
+    }
+
+    /// Checks that `ncolumns` columns and a weight (or none) make this shape.
+    fn check(&self, ncolumns: usize, weighted: bool) -> std::result::Result<(), String> {
+        if ncolumns != self.ncolumns() || !weighted {
+            return Err(format!(
+                "a {} has {} column{} and a weight; this layer has {ncolumns} column{} and {}",
+                self.name(),
+                self.ncolumns(),
+                if self.ncolumns() == 1 { "" } else { "s" },
+                if ncolumns == 1 { "" } else { "s" },
+                if weighted { "a weight" } else { "no weight" }
+            ));
+        }
+        Ok(())
+    }
+}
+
 /// One column of a layer dataset, as given to [`LayerWriter::create`].
 #[derive(Debug, Clone)]
 pub struct ColumnDef {
@@ -207,6 +286,8 @@ pub struct LayerSchema {
     pub superchunksize: u64,
     /// Replace an existing layer dataset at the path.
     pub overwrite: bool,
+    /// The named shape the layer has (checked against the columns and weight).
+    pub shape: Option<Shape>,
 }
 
 impl LayerSchema {
@@ -217,7 +298,55 @@ impl LayerSchema {
             weight: None,
             superchunksize: DEFAULT_SUPERCHUNKSIZE,
             overwrite: false,
+            shape: None,
         }
+    }
+
+    /// A WSet `(K, R)`: column `key` of `key` values, weight `weight` of type `r`.
+    pub fn wset(key: impl Into<ValueType>, r: DType) -> LayerSchema {
+        Self::shaped(Shape::WSet, vec![key.into()], r)
+    }
+
+    /// An IndexedZSet `K -> (V, R)`: columns `key` and `val`, weight `weight` of type `r`.
+    pub fn indexed_zset(
+        key: impl Into<ValueType>,
+        val: impl Into<ValueType>,
+        r: DType,
+    ) -> LayerSchema {
+        Self::shaped(Shape::IndexedZSet, vec![key.into(), val.into()], r)
+    }
+
+    /// A ValBatch `K -> V -> [(T, R)]`: columns `key`, `val` and `time`, weight `weight` of
+    /// type `r`.
+    pub fn val_batch(
+        key: impl Into<ValueType>,
+        val: impl Into<ValueType>,
+        time: impl Into<ValueType>,
+        r: DType,
+    ) -> LayerSchema {
+        Self::shaped(
+            Shape::ValBatch,
+            vec![key.into(), val.into(), time.into()],
+            r,
+        )
+    }
+
+    fn shaped(shape: Shape, types: Vec<ValueType>, r: DType) -> LayerSchema {
+        let columns = shape
+            .column_names()
+            .iter()
+            .zip(types)
+            .map(|(n, t)| ColumnDef::new(n, t))
+            .collect();
+        let mut s = LayerSchema::new(columns).with_weight("weight", r);
+        s.shape = Some(shape);
+        s
+    }
+
+    /// Marks the schema as having `shape` (checked when the build starts).
+    pub fn with_shape(mut self, shape: Shape) -> LayerSchema {
+        self.shape = Some(shape);
+        self
     }
 
     /// Adds a weight of `dtype` to the last column's rows.
@@ -292,6 +421,19 @@ pub struct LayerStorage {
     /// its superchunk files; absent in layer datasets built before files were bound.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub id: Option<String>,
+    /// The named shape (`wset`, `indexed_zset`, `val_batch`), when the layer has one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub shape: Option<Shape>,
+}
+
+impl LayerStorage {
+    /// Checks the recorded shape against the columns and weight.
+    pub(crate) fn check_shape(&self) -> std::result::Result<(), String> {
+        match self.shape {
+            Some(s) => s.check(self.columns.len(), self.weight.is_some()),
+            None => Ok(()),
+        }
+    }
 }
 
 /// Counts of one column in `meta/sizes`.
@@ -450,6 +592,11 @@ impl LayerSchema {
             columns,
             weight,
             id: Some(crate::meta::new_id()),
+            shape: self.shape,
+        })
+        .and_then(|m: LayerStorage| {
+            m.check_shape().map_err(Error::InvalidArgument)?;
+            Ok(m)
         })
     }
 }

@@ -367,6 +367,8 @@ impl Layer {
                 format!("kind is {:?}, not a layer dataset", meta.kind),
             ));
         }
+        meta.check_shape()
+            .map_err(|why| Error::metadata(mp.storage(), why))?;
         let sizes: LayerSizes = meta::read_json(storage.as_ref(), &mp.sizes())?;
         let bad = |why: String| Error::metadata(mp.sizes(), why);
         if sizes.columns.len() != meta.columns.len() || meta.columns.is_empty() {
@@ -436,6 +438,12 @@ impl Layer {
     }
 
     /// Value type of column `col`.
+    /// The layer's named shape, when it has one.
+    pub fn shape(&self) -> Option<super::Shape> {
+        self.meta.shape
+    }
+
+    /// The value type of column `col`.
     pub fn kind(&self, col: usize) -> Option<&ValueType> {
         self.cols.get(col).map(|c| &c.kind)
     }
