@@ -32,6 +32,22 @@ enum LayerCommand {
     /// Merge layer datasets with the same columns into a new one: equal key paths add
     /// their weights, paths whose weights add up to zero are left out.
     Merge(MergeArgs),
+    /// Print every key path in order, with its weight, as CSV (what `build` reads: a tuple
+    /// as one field per leaf field) or as JSON lines.
+    Dump(DumpArgs),
+}
+
+/// Arguments of `blz layer dump`.
+#[derive(clap::Args, Debug)]
+struct DumpArgs {
+    /// The layer dataset.
+    dataset: PathBuf,
+    /// One JSON array per path (tuples as arrays) instead of CSV.
+    #[arg(long)]
+    json: bool,
+    /// Print at most N paths.
+    #[arg(long, value_name = "N")]
+    limit: Option<u64>,
 }
 
 /// Arguments of `blz layer build`.
@@ -46,6 +62,11 @@ struct BuildArgs {
     /// field after the keys.
     #[arg(long)]
     weight: Option<String>,
+    /// One of DBSP's batch shapes, recorded with the dataset and checked against the
+    /// columns: wset (one column and a weight), indexed_zset (two and a weight) or
+    /// val_batch (three and a weight).
+    #[arg(long, value_parser = ["wset", "indexed_zset", "val_batch"])]
+    shape: Option<String>,
     /// Target false-positive rate of the membership filters.
     #[arg(long, default_value_t = blz::layer::DEFAULT_FPR)]
     fpr: f64,
@@ -168,6 +189,66 @@ pub fn run(a: &LayerArgs) -> Result<(), Failure> {
         LayerCommand::Info(i) => layer_info(&i.dataset, i.json, Layer::open(&i.dataset)?),
         LayerCommand::Verify(v) => layer_verify(&v.dataset, Layer::open(&v.dataset)?),
         LayerCommand::Merge(m) => merge(m),
+        LayerCommand::Dump(d) => dump(d),
+    }
+}
+
+fn dump(a: &DumpArgs) -> Result<(), Failure> {
+    use std::io::Write;
+    let layer = Layer::open(&a.dataset)?;
+    let stdout = std::io::stdout();
+    let mut out = std::io::BufWriter::new(stdout.lock());
+    let paths = layer
+        .paths()
+        .take(usize::try_from(a.limit.unwrap_or(u64::MAX)).unwrap_or(usize::MAX));
+    // A closed pipe (`| head`) ends the dump quietly.
+    let io_err = |e: std::io::Error| {
+        if e.kind() == std::io::ErrorKind::BrokenPipe {
+            Ok(())
+        } else {
+            Err(Failure::new(format!("stdout: {e}")))
+        }
+    };
+    if a.json {
+        for p in paths {
+            let (keys, weight) = p?;
+            let mut row: Vec<serde_json::Value> = keys.iter().map(Value::to_json).collect();
+            row.extend(weight.as_ref().map(Value::to_json));
+            if let Err(e) = writeln!(out, "{}", serde_json::Value::Array(row)) {
+                return io_err(e);
+            }
+        }
+        return out.flush().or_else(io_err);
+    }
+    let mut w = csv::WriterBuilder::new()
+        .has_headers(false)
+        .from_writer(&mut out);
+    let mut fields = Vec::new();
+    for p in paths {
+        let (keys, weight) = p?;
+        fields.clear();
+        for k in keys.iter().chain(weight.as_ref()) {
+            csv_fields(k, &mut fields);
+        }
+        if let Err(e) = w.write_record(&fields) {
+            return match e.into_kind() {
+                csv::ErrorKind::Io(e) => io_err(e),
+                other => Err(Failure::new(format!("{other:?}"))),
+            };
+        }
+    }
+    w.flush().or_else(io_err)?;
+    drop(w);
+    out.flush().or_else(io_err)
+}
+
+/// The CSV fields of a value: one per leaf (a tuple's fields in order, depth first).
+fn csv_fields(v: &Value, out: &mut Vec<Vec<u8>>) {
+    match v {
+        Value::Tuple(f) => f.iter().for_each(|x| csv_fields(x, out)),
+        Value::Str(s) => out.push(s.as_bytes().to_vec()),
+        Value::Bytes(b) => out.push(b.clone()),
+        other => out.push(other.to_string().into_bytes()),
     }
 }
 
@@ -388,6 +469,11 @@ fn build(a: &BuildArgs) -> Result<(), Failure> {
     }
     let mut schema = LayerSchema::new(cols);
     schema.overwrite = a.overwrite;
+    schema.shape = a
+        .shape
+        .as_deref()
+        .map(blz::layer::Shape::parse)
+        .transpose()?;
     let mut wkind = None;
     if let Some(w) = &a.weight {
         let (name, kind) = name_type(w)?;
@@ -572,6 +658,9 @@ pub fn layer_info(path: &Path, json: bool, layer: Layer) -> Result<(), Failure> 
         return Ok(());
     }
     println!("layer dataset {}", path.display());
+    if let Some(s) = layer.shape() {
+        println!("shape: {}", s.name());
+    }
     if let Some(w) = &layer.storage_meta().weight {
         println!("weight: {} ({})", w.name, w.dtype);
     }

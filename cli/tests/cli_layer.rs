@@ -392,3 +392,145 @@ fn user_item_paths(path: &Path) -> Vec<(i64, String, i64)> {
     }
     got
 }
+
+#[test]
+fn tuple_columns_shapes_and_dump() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    // An IndexedZSet (user, day) -> score with weights, in no order; a tuple column takes
+    // one CSV field per leaf field; "a,b" days test quoting on the way out.
+    let days = ["mon", "tue", "a,b"];
+    let mut model = std::collections::BTreeMap::new();
+    let mut text = String::new();
+    for i in 0..400i64 {
+        let (u, day, score) = ((i * 7) % 23, days[(i % 3) as usize], (i * 5) % 4);
+        let w = if i % 9 == 0 { -1 } else { 1 };
+        text.push_str(&format!("{u},\"{day}\",{score},{w}\n"));
+        *model.entry(((u, day.to_string()), score)).or_insert(0i64) += w;
+    }
+    std::fs::write(d.join("in.csv"), &text).unwrap();
+    let out = d.join("z.blz");
+    let msg = ok(&[
+        "layer",
+        "build",
+        "--columns",
+        "k:(int64,varstr),v:float64",
+        "--weight",
+        "w:int64",
+        "--shape",
+        "indexed_zset",
+        "--sort",
+        "--chunklen",
+        "8",
+        s(&d.join("in.csv")),
+        s(&out),
+    ]);
+    assert!(msg.contains("400 input rows"), "{msg}");
+    let info = ok(&["layer", "info", s(&out)]);
+    assert!(info.contains("shape: indexed_zset"), "{info}");
+    assert!(info.contains("k ((int64,varstr))"), "{info}");
+    assert!(d.join("z.blz/data/k/fields/1").is_dir());
+    ok(&["layer", "verify", s(&out)]);
+
+    // The dump is the model, in Rust's tuple order, as CSV that builds the same layer.
+    let want: Vec<String> = model
+        .iter()
+        .filter(|(_, w)| **w != 0)
+        .map(|(((u, day), score), w)| {
+            let day = if day.contains(',') {
+                format!("\"{day}\"")
+            } else {
+                day.clone()
+            };
+            format!("{u},{day},{score},{w}")
+        })
+        .collect();
+    let dump = ok(&["layer", "dump", s(&out)]);
+    assert_eq!(dump.lines().collect::<Vec<_>>(), want);
+    std::fs::write(d.join("back.csv"), &dump).unwrap();
+    let again = d.join("again.blz");
+    ok(&[
+        "layer",
+        "build",
+        "--columns",
+        "k:(int64,varstr),v:float64",
+        "--weight",
+        "w:int64",
+        s(&d.join("back.csv")),
+        s(&again),
+    ]);
+    assert_eq!(ok(&["layer", "dump", s(&again)]), dump);
+    let j = ok(&["layer", "dump", s(&out), "--json", "--limit", "2"]);
+    let first: serde_json::Value = serde_json::from_str(j.lines().next().unwrap()).unwrap();
+    assert_eq!(first[0][0], 0);
+    assert_eq!(j.lines().count(), 2);
+
+    // Seeks and membership with tuple values, as (a,b) or as JSON arrays.
+    let (((u, day), _), _) = model.iter().find(|(_, w)| **w != 0).unwrap();
+    let o = ok(&[
+        "layer",
+        "contains",
+        s(&out),
+        &serde_json::json!([u, day]).to_string(),
+    ]);
+    assert!(o.starts_with("yes"), "{o}");
+    let o = ok(&["layer", "contains", s(&out), "(1, mon)"]);
+    assert!(
+        o.starts_with("yes")
+            == model
+                .iter()
+                .any(|(((u, d), _), w)| *u == 1 && d == "mon" && *w != 0),
+        "{o}"
+    );
+    let o = ok(&["layer", "contains", s(&out), "[99,\"mon\"]"]);
+    assert!(o.starts_with("no"), "{o}");
+    let o = ok(&["layer", "seek", s(&out), "(5,zzz)", "--json"]);
+    let j: serde_json::Value = serde_json::from_str(&o).unwrap();
+    assert_eq!(j["value"][0], 6);
+    let o = ok(&["layer", "seek", s(&out), "--in", "(1,mon)", "--le", "2.5"]);
+    assert!(
+        o.starts_with('2') || o.starts_with("1") || o.starts_with("none"),
+        "{o}"
+    );
+
+    // Bad types and values are errors, not panics.
+    for (cols, file) in [
+        ("k:(int64,varstr,v:float64", "in.csv"),
+        ("k:(),v:float64", "in.csv"),
+        ("k:(int64,bool),v:float64", "in.csv"),
+    ] {
+        let e = run(&[
+            "layer",
+            "build",
+            "--columns",
+            cols,
+            "--weight",
+            "w:int64",
+            s(&d.join(file)),
+            s(&d.join("bad.blz")),
+        ]);
+        assert_eq!(e.status.code(), Some(1), "{cols}");
+        assert!(!d.join("bad.blz").exists());
+    }
+    for v in ["(1)", "(x,mon)", "[1]", "1", "(1,mon,2)"] {
+        let e = run(&["layer", "contains", s(&out), v]);
+        assert_eq!(e.status.code(), Some(1), "{v}");
+        assert!(
+            String::from_utf8_lossy(&e.stderr).starts_with("blz: "),
+            "{v}"
+        );
+    }
+    let e = run(&[
+        "layer",
+        "build",
+        "--columns",
+        "k:(int64,varstr)",
+        "--weight",
+        "w:int64",
+        "--shape",
+        "val_batch",
+        s(&d.join("in.csv")),
+        s(&d.join("bad.blz")),
+    ]);
+    assert!(String::from_utf8_lossy(&e.stderr).contains("a val_batch has 3 columns"));
+}

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import itertools
 import json
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Mapping
 from typing import Any
 
 import numpy as np
@@ -14,6 +14,12 @@ from ._array import raise_problems
 _BATCH = 1024
 # The default memory budget of a sorting build (blz::layer::DEFAULT_SORT_MEMORY).
 _DEFAULT_SORT_MEMORY = 256 << 20
+# DBSP's batch shapes: their key columns (blz::layer::Shape::column_names).
+SHAPES = {
+    "wset": ("key",),
+    "indexed_zset": ("key", "val"),
+    "val_batch": ("key", "val", "time"),
+}
 
 
 class Cursor:
@@ -169,6 +175,27 @@ class Layer:
         """The weight's ``(name, dtype)``, if any."""
         return self._weight
 
+    @property
+    def shape(self) -> str | None:
+        """The named shape: ``"wset"`` ``(K, R)``, ``"indexed_zset"`` ``K -> (V, R)``,
+        ``"val_batch"`` ``K -> V -> [(T, R)]``, or None."""
+        return self._raw.shape()
+
+    def to_dict(self) -> dict[Any, Any]:
+        """The layer as nested dicts with the weights innermost: ``{k: r}`` for one column
+        (a WSet), ``{k: {v: r}}`` for two (an IndexedZSet), ``{k: {v: {t: r}}}`` for three
+        (a ValBatch); what ``build_layer(path, d, shape=...)`` takes. Needs a weight."""
+        if self._weight is None:
+            raise ValueError("to_dict needs a layer with weights; paths() reads any layer")
+        out: dict[Any, Any] = {}
+        n = self.ncolumns
+        for p in self.paths():
+            d = out
+            for k in p[: n - 1]:
+                d = d.setdefault(k, {})
+            d[p[n - 1]] = p[n]
+        return out
+
     def rows(self, column: int = 0) -> int:
         return self._columns[column][2]
 
@@ -260,6 +287,20 @@ def _kind(v: Any) -> str:
     raise TypeError(f"layer keys are integers, floats, str or bytes, not {type(v).__name__}")
 
 
+def _flatten(d: Mapping[Any, Any], depth: int) -> Iterator[tuple[Any, ...]]:
+    """The records of nested dicts ``depth`` levels deep: each key path, then the weight."""
+    for k, v in d.items():
+        if depth == 1:
+            if isinstance(v, Mapping):
+                raise ValueError(f"key {k!r}: expected a weight, found a dict")
+            yield (k, v)
+        else:
+            if not isinstance(v, Mapping):
+                raise ValueError(f"key {k!r}: expected a dict {depth - 1} level(s) deep, found {v!r}")
+            for rest in _flatten(v, depth - 1):
+                yield (k, *rest)
+
+
 def _dtype_kind(d: Any) -> str:
     """A column type given to build_layer (a numpy dtype, str, bytes, or a tuple of these)
     as blz names it."""
@@ -288,6 +329,7 @@ def build_layer(
     filter: str = "auto",
     sort: bool = False,
     sort_memory: int | None = None,
+    shape: str | None = None,
 ) -> Layer:
     """Builds a layer dataset at ``path`` from records sorted by their whole key path (or
     in any order, with ``sort``).
@@ -306,6 +348,14 @@ def build_layer(
     only: ``ValueError`` otherwise) or ``"off"``. ``info()["columns"][i]["filter"]`` shows
     the kind, the number of exact chunks and the stored bytes.
 
+    ``shape`` names one of DBSP's batch shapes: ``"wset"`` ``(K, R)``, ``"indexed_zset"``
+    ``K -> (V, R)`` or ``"val_batch"`` ``K -> V -> [(T, R)]``. The layer then has 1, 2 or
+    3 key columns (named ``key``, ``val``, ``time`` unless ``columns`` says otherwise) and a
+    weight (``weight``, named ``"weight"`` by default), and records may also be given as
+    nested dicts, ``{k: r}``, ``{k: {v: r}}`` or ``{k: {v: {t: r}}}`` (they are sorted, and
+    zero weights are left out, as in a consolidated batch). ``Layer.shape`` reads it back and
+    ``Layer.to_dict()`` gives the dicts.
+
     With ``sort=True`` the records may come in any order and repeat: they are sorted by an
     external sort that keeps at most ``sort_memory`` bytes of records in memory (default
     256 MiB) and writes sorted runs into the build's staging directory
@@ -313,6 +363,18 @@ def build_layer(
     adds its weights, a path whose weights add up to zero is left out, and without a weight
     a repeated path is kept once.
     """
+    if shape is not None:
+        if shape not in SHAPES:
+            raise ValueError(f"unknown shape {shape!r} (one of {', '.join(SHAPES)})")
+        if columns is None:
+            columns = list(SHAPES[shape])
+        if weight is None:
+            weight = "weight"
+    if isinstance(records, Mapping):
+        if shape is None:
+            raise ValueError("records as a dict need shape= (wset, indexed_zset or val_batch)")
+        records = _flatten(records, len(SHAPES[shape]))
+        sort = True
     if sort_memory is not None and not sort:
         raise ValueError("sort_memory= needs sort=True")
     if sort_memory is not None and sort_memory <= 0:
@@ -339,7 +401,7 @@ def build_layer(
     from . import _blz
 
     _blz.RawLayer.build(
-        str(path), list(zip(names, kinds)), wspec, rows, overwrite, filter, memory
+        str(path), list(zip(names, kinds)), wspec, rows, overwrite, filter, memory, shape
     )
     return Layer(_blz.RawLayer.open(str(path)))
 

@@ -1650,7 +1650,7 @@ impl RawLayer {
     /// by whole key path; with it they may come in any order and are sorted with that many
     /// bytes of buffer (repeated paths add their weights).
     #[staticmethod]
-    #[pyo3(signature = (path, columns, weight, records, overwrite, filter="auto", sort_memory=None))]
+    #[pyo3(signature = (path, columns, weight, records, overwrite, filter="auto", sort_memory=None, shape=None))]
     #[expect(clippy::too_many_arguments, reason = "build_layer's keyword arguments")]
     fn build(
         py: Python<'_>,
@@ -1661,7 +1661,12 @@ impl RawLayer {
         overwrite: bool,
         filter: &str,
         sort_memory: Option<u64>,
+        shape: Option<&str>,
     ) -> PyResult<u64> {
+        let shape = shape
+            .map(blz::layer::Shape::parse)
+            .transpose()
+            .map_err(|e| Fail::from(e).into_py(py))?;
         let filter_kind = match filter {
             "off" => None,
             f => Some(blz::layer::FilterKind::parse(f).map_err(|e| Fail::from(e).into_py(py))?),
@@ -1688,6 +1693,7 @@ impl RawLayer {
             schema = schema.with_weight(name, parse_dtype(d)?.0);
         }
         schema.overwrite = overwrite;
+        schema.shape = shape;
         let n = columns.len();
         let has_weight = weight.is_some();
         let writer = detached(py, || {
@@ -1776,6 +1782,11 @@ impl RawLayer {
             .enumerate()
             .map(|(i, c)| (c.name.clone(), c.dtype.clone(), self.layer.rows(i)))
             .collect()
+    }
+
+    /// The layer's named shape (`wset`, `indexed_zset`, `val_batch`), if it has one.
+    fn shape(&self) -> Option<&'static str> {
+        self.layer.shape().map(|s| s.name())
     }
 
     /// The weight's `(name, dtype)`, if the layer has one.

@@ -1041,6 +1041,7 @@ impl Layer {
         serde_json::json!({
             "path": self.root.display().to_string(),
             "kind": LAYER_KIND,
+            "shape": self.meta.shape.map(|s| s.name()),
             "columns": cols,
             "weight": self.meta.weight.as_ref().map(|w| serde_json::json!({"name": w.name, "dtype": w.dtype.name()})),
         })
