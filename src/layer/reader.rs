@@ -278,6 +278,38 @@ fn load_leaf(
     }
 }
 
+/// The hasher of the chunk caches: their keys are a few small integers (column, kind,
+/// level, chunk), which SplitMix64 mixes well at a fraction of SipHash's cost (a seek asks
+/// the caches a dozen times). Not for keys an adversary chooses.
+#[derive(Default, Clone, Copy)]
+struct MixHasher(u64);
+
+impl std::hash::Hasher for MixHasher {
+    fn finish(&self) -> u64 {
+        value::mix(self.0)
+    }
+
+    fn write(&mut self, bytes: &[u8]) {
+        for b in bytes {
+            self.0 = value::mix(self.0 ^ u64::from(*b));
+        }
+    }
+
+    fn write_u8(&mut self, x: u8) {
+        self.write_u64(u64::from(x));
+    }
+
+    fn write_u64(&mut self, x: u64) {
+        self.0 = value::mix(self.0 ^ x).wrapping_add(x);
+    }
+
+    fn write_usize(&mut self, x: usize) {
+        self.write_u64(x as u64);
+    }
+}
+
+type MixState = std::hash::BuildHasherDefault<MixHasher>;
+
 /// An open layer dataset. Shareable across threads; cursors borrow it.
 pub struct Layer {
     root: Root,
@@ -286,7 +318,7 @@ pub struct Layer {
     cols: Vec<ColReader>,
     weight_dtype: Option<DType>,
     counters: Counters,
-    cache: Mutex<HashMap<(usize, u8, usize, u64), Cached>>,
+    cache: Mutex<HashMap<(usize, u8, usize, u64), Cached, MixState>>,
     blocks: Mutex<BlockCache>,
 }
 
@@ -298,8 +330,8 @@ const BLOCK_CACHE_BYTES: usize = 64 << 20;
 /// neighbour decoded. Emptied whole when a chunk would take it past [`BLOCK_CACHE_BYTES`].
 #[derive(Default)]
 struct BlockCache {
-    data: HashMap<(usize, u64), Arc<Block>>,
-    weights: HashMap<u64, Arc<Vec<u8>>>,
+    data: HashMap<(usize, u64), Arc<Block>, MixState>,
+    weights: HashMap<u64, Arc<Vec<u8>>, MixState>,
     bytes: usize,
 }
 
@@ -402,7 +434,7 @@ impl Layer {
             sizes,
             cols,
             counters: Counters::default(),
-            cache: Mutex::new(HashMap::new()),
+            cache: Mutex::new(HashMap::default()),
             blocks: Mutex::new(BlockCache::default()),
         })
     }
@@ -1324,10 +1356,25 @@ impl<'a> Cursor<'a> {
             return Ok(Probe::Maybe);
         };
         let mut b = Vec::new();
-        value::encode(&cr.kind, &v, &mut b);
+        let mut fixed = [0u8; 8];
+        let b: &[u8] = match (&cr.kind, &v) {
+            // Integers and floats encode on the stack.
+            (
+                ValueType::Leaf(LeafKind::Fixed(d)),
+                Value::Int(_) | Value::UInt(_) | Value::Float(_),
+            ) if d.itemsize() <= 8 => {
+                let n = d.itemsize();
+                value::encode_fixed(*d, &v, &mut fixed[..n]);
+                &fixed[..n]
+            }
+            _ => {
+                value::encode(&cr.kind, &v, &mut b);
+                &b
+            }
+        };
         let blk = k / f.chunks_per_block;
         let bf = layer.filter(self.col, blk)?;
-        if !bf.may_contain(hash64(&b), value::exact_key(&cr.kind, &b)) {
+        if !bf.may_contain(hash64(b), value::exact_key(&cr.kind, b)) {
             return Ok(Probe::No);
         }
         // An exact filter's "yes" is certain when this row group holds every row the

@@ -363,6 +363,13 @@ pub fn check_kind(kind: LeafKind) -> Result<()> {
 /// # Errors
 /// [`Error::InvalidArgument`] when `v` does not fit the column.
 pub fn coerce_leaf(kind: LeafKind, v: &Value) -> Result<Value> {
+    // The common cases, already canonical.
+    if let (LeafKind::Fixed(DType::I64), Value::Int(_))
+    | (LeafKind::Fixed(DType::U64), Value::UInt(_))
+    | (LeafKind::Fixed(DType::F64), Value::Float(_)) = (kind, v)
+    {
+        return Ok(v.clone());
+    }
     let bad = || Error::InvalidArgument(format!("value {v} does not fit a {} column", kind.name()));
     match kind {
         LeafKind::VarStr => match v {
@@ -408,6 +415,19 @@ fn int_value(d: DType, x: i128) -> Value {
         Value::Int(x as i64)
     } else {
         Value::UInt(x as u64)
+    }
+}
+
+/// The stored bytes of a number already in the canonical variant of a column of `d` (see
+/// [`coerce`]), into `out` of `d`'s itemsize (at most 8).
+pub(crate) fn encode_fixed(d: DType, v: &Value, out: &mut [u8]) {
+    let n = out.len();
+    match v {
+        Value::Int(i) => out.copy_from_slice(&i.to_le_bytes()[..n]),
+        Value::UInt(u) => out.copy_from_slice(&u.to_le_bytes()[..n]),
+        Value::Float(x) if d == DType::F32 => out.copy_from_slice(&(*x as f32).to_le_bytes()[..n]),
+        Value::Float(x) => out.copy_from_slice(&x.to_le_bytes()[..n]),
+        _ => out.fill(0),
     }
 }
 

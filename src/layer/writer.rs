@@ -30,6 +30,9 @@ pub struct LayerWriter {
     cols: Vec<ColWriter>,
     weight: Option<FixedWriter>,
     prev: Option<Vec<Value>>,
+    /// Reused per row: the coerced keys (swapped with `prev`), and encoded bytes.
+    scratch: Vec<Value>,
+    buf: Vec<u8>,
     failed: bool,
     done: bool,
 }
@@ -492,6 +495,8 @@ impl LayerWriter {
             cols: Vec::new(),
             weight: None,
             prev: None,
+            scratch: Vec::new(),
+            buf: Vec::new(),
             failed: false,
             done: false,
         };
@@ -545,26 +550,27 @@ impl LayerWriter {
         r
     }
 
-    fn push_inner(&mut self, keys: &[Value], weight: Option<Value>) -> Result<()> {
+    fn push_inner(&mut self, keys_in: &[Value], weight: Option<Value>) -> Result<()> {
         let n = self.cols.len();
-        if keys.len() != n {
+        if keys_in.len() != n {
             return Err(Error::InvalidArgument(format!(
                 "{} keys given for {n} columns",
-                keys.len()
+                keys_in.len()
             )));
         }
-        let keys: Vec<Value> = keys
-            .iter()
-            .zip(&self.cols)
-            .map(|(k, c)| value::coerce(&c.kind, k))
-            .collect::<Result<_>>()?;
+        let mut keys = std::mem::take(&mut self.scratch);
+        keys.clear();
+        for (k, c) in keys_in.iter().zip(&self.cols) {
+            keys.push(value::coerce(&c.kind, k)?);
+        }
         let wdtype = self.meta.weight.as_ref().map(|w| w.dtype);
+        let mut wb = [0u8; 8];
         let wbytes = match (wdtype, weight) {
             (Some(d), Some(v)) => {
                 let kind = LeafKind::Fixed(d);
-                let mut b = Vec::new();
-                value::encode_leaf(kind, &value::coerce_leaf(kind, &v)?, &mut b);
-                Some(b)
+                let n = d.itemsize().min(8);
+                value::encode_fixed(d, &value::coerce_leaf(kind, &v)?, &mut wb[..n]);
+                Some(&wb[..n])
             }
             (None, None) => None,
             (Some(_), None) => {
@@ -603,7 +609,7 @@ impl LayerWriter {
                 }
             }
         };
-        let mut buf = Vec::new();
+        let mut buf = std::mem::take(&mut self.buf);
         for (i, key) in keys.iter().enumerate().skip(d) {
             if i + 1 < n && self.cols[i].rows > 0 {
                 let end = self.cols[i + 1].rows;
@@ -615,10 +621,12 @@ impl LayerWriter {
             value::encode(&self.cols[i].kind, key, &mut buf);
             self.cols[i].push(&buf)?;
         }
+        self.buf = buf;
         if let (Some(w), Some(b)) = (self.weight.as_mut(), wbytes) {
-            w.push(&b)?;
+            w.push(b)?;
         }
-        self.prev = Some(keys);
+        // The old path's vector holds the next row's keys.
+        self.scratch = self.prev.replace(keys).unwrap_or_default();
         Ok(())
     }
 
