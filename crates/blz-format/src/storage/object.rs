@@ -1503,18 +1503,7 @@ impl StorageFile for ObjectFile {
                 } else if let Some(h) = head.as_ref().filter(|h| r.end <= h.len() as u64) {
                     out[i] = Some(h.slice(r.start as usize..r.end as usize));
                 } else if let Some(at) = front.as_ref().and_then(|f| f.find(r.start, r.end)) {
-                    let b = front
-                        .as_ref()
-                        .map(|f| f.bytes())
-                        .transpose()
-                        .map_err(|why| {
-                            Error::metadata(
-                                self.backend.root.join(STATE_KEY),
-                                format!("file {}: {why}", self.path.display()),
-                            )
-                        })?
-                        .cloned()
-                        .unwrap_or_default();
+                    let b = front_bytes(&self.backend, front.as_deref(), &self.path)?;
                     out[i] = Some(b.slice(at..at + (r.end - r.start) as usize));
                 } else if r.end > head_len {
                     remote.push((i, r.clone()));
