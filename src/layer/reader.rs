@@ -608,9 +608,28 @@ impl Layer {
     }
 
     fn entry_cmp(&self, col: usize, level: usize, e: u64, v: &Value) -> Result<Ordering> {
-        let (chunk, i) = self.entry(col, level, e)?;
-        value::cmp_stored(&self.cols[col].kind, &chunk[i], v)
-            .map_err(|m| chunk_err(&self.cols[col].index[level], e / self.cols[col].fanout, m))
+        self.entry_cmp_memo(col, level, e, v, &mut None)
+    }
+
+    /// As [`entry_cmp`](Self::entry_cmp), keeping the index chunk last used in `memo`
+    /// (level, chunk number, chunk): a binary search asks for the same chunk again and
+    /// again, and this spares it the cache's lock each time.
+    fn entry_cmp_memo(
+        &self,
+        col: usize,
+        level: usize,
+        e: u64,
+        v: &Value,
+        memo: &mut Option<(usize, u64, Arc<Vec<Vec<u8>>>)>,
+    ) -> Result<Ordering> {
+        let cr = &self.cols[col];
+        let c = e / cr.fanout;
+        let i = ((e % cr.fanout) * if level == 0 { 2 } else { 1 }) as usize;
+        let chunk = match memo {
+            Some((l, mc, chunk)) if *l == level && *mc == c => chunk,
+            _ => &memo.insert((level, c, self.index_chunk(col, level, c)?)).2,
+        };
+        value::cmp_stored(&cr.kind, &chunk[i], v).map_err(|m| chunk_err(&cr.index[level], c, m))
     }
 
     /// The data chunk of column `col` that may hold `v` within the row group `a..b`: the
@@ -621,6 +640,7 @@ impl Layer {
         let k0 = a / cr.chunklen;
         let k1 = (b - 1) / cr.chunklen;
         let (mut lo, mut hi) = (k0 + 1, k1);
+        let mut memo = None;
         for level in (0..cr.entries.len()).rev() {
             if lo > hi {
                 return Ok(k0);
@@ -636,7 +656,7 @@ impl Layer {
             let (mut l, mut r) = (e_lo, e_hi + 1);
             while l < r {
                 let m = l + (r - l) / 2;
-                if self.entry_cmp(col, level, m, v)? != Ordering::Greater {
+                if self.entry_cmp_memo(col, level, m, v, &mut memo)? != Ordering::Greater {
                     l = m + 1;
                 } else {
                     r = m;
@@ -1262,7 +1282,14 @@ impl<'a> Cursor<'a> {
             return Ok(None);
         };
         let cl = self.layer.cols[self.col].chunklen;
-        let b = self.block(row / cl)?;
+        let k = row / cl;
+        // The cursor's own block when it holds the row (no reference count touched).
+        if let Some((bk, b)) = &self.block {
+            if *bk == k {
+                return Ok(Some(b.get((row % cl) as usize)));
+            }
+        }
+        let b = self.block(k)?;
         Ok(Some(b.get((row % cl) as usize)))
     }
 

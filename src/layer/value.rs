@@ -456,6 +456,15 @@ pub(crate) fn encode_leaf(kind: LeafKind, v: &Value, out: &mut Vec<u8>) {
 /// # Errors
 /// A description of the problem (wrong length, invalid UTF-8); the caller names the chunk.
 pub(crate) fn decode_leaf(kind: LeafKind, b: &[u8]) -> std::result::Result<Value, String> {
+    // The common 8-byte numbers directly.
+    if let (LeafKind::Fixed(d), Ok(a)) = (kind, <[u8; 8]>::try_from(b)) {
+        match d {
+            DType::I64 => return Ok(Value::Int(i64::from_le_bytes(a))),
+            DType::U64 => return Ok(Value::UInt(u64::from_le_bytes(a))),
+            DType::F64 => return Ok(Value::Float(f64::from_le_bytes(a))),
+            _ => {}
+        }
+    }
     let fixed = |n: usize| -> std::result::Result<[u8; 8], String> {
         if b.len() != n {
             return Err(format!("value of {} bytes, expected {n}", b.len()));
@@ -491,6 +500,13 @@ pub(crate) fn decode_leaf(kind: LeafKind, b: &[u8]) -> std::result::Result<Value
 /// # Errors
 /// As [`decode`].
 fn cmp_stored_leaf(kind: LeafKind, b: &[u8], v: &Value) -> std::result::Result<Ordering, String> {
+    if let (LeafKind::Fixed(DType::U64), Value::UInt(x), Ok(a)) = (kind, v, <[u8; 8]>::try_from(b))
+    {
+        return Ok(u64::from_le_bytes(a).cmp(x));
+    }
+    if let (LeafKind::Fixed(DType::I64), Value::Int(x), Ok(a)) = (kind, v, <[u8; 8]>::try_from(b)) {
+        return Ok(i64::from_le_bytes(a).cmp(x));
+    }
     match v {
         Value::Str(s) => Ok(b.cmp(s.as_bytes())),
         Value::Bytes(x) => Ok(b.cmp(x.as_slice())),

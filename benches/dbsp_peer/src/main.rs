@@ -19,7 +19,7 @@ use std::sync::Arc;
 use std::time::Instant;
 
 use blz::DType;
-use blz::layer::{ColumnDef, Layer, LayerSchema, LayerWriter, LeafKind, Value};
+use blz::layer::{FilterSetting, Layer, LayerSchema, LayerWriter, Value};
 use dbsp::dynamic::{DowncastTrait, DynData, Erase};
 use dbsp::storage::backend::StorageBackend;
 use dbsp::storage::buffer_cache::BufferCache;
@@ -337,14 +337,32 @@ fn dbsp_izset(dir: &Path, n: u64) {
 
 // ---- blz ------------------------------------------------------------------------------------
 
-fn blz_wset_schema() -> LayerSchema {
-    LayerSchema::new(vec![ColumnDef::new("k", LeafKind::Fixed(DType::U64))])
-        .with_weight("r", DType::I64)
+/// blz's name in the report: with its filters (the default) or without, as dbsp's default.
+fn blz_name(filter: bool) -> &'static str {
+    if filter { "blz" } else { "blz (no filter)" }
 }
 
-fn blz_build_wset(path: &Path, rows: impl Iterator<Item = (u64, i64)>) -> (f64, u64) {
+/// `schema` with every column's filter off unless `filter`.
+fn filtered(mut schema: LayerSchema, filter: bool) -> LayerSchema {
+    if !filter {
+        for c in &mut schema.columns {
+            c.filter = FilterSetting::Off;
+        }
+    }
+    schema
+}
+
+fn blz_wset_schema(filter: bool) -> LayerSchema {
+    filtered(LayerSchema::wset(DType::U64, DType::I64), filter)
+}
+
+fn blz_build_wset(
+    path: &Path,
+    rows: impl Iterator<Item = (u64, i64)>,
+    filter: bool,
+) -> (f64, u64) {
     let t = Instant::now();
-    let mut w = LayerWriter::create(path, blz_wset_schema()).unwrap();
+    let mut w = LayerWriter::create(path, blz_wset_schema(filter)).unwrap();
     for (k, r) in rows {
         w.push(&[Value::UInt(k)], Some(Value::Int(r))).unwrap();
     }
@@ -352,11 +370,12 @@ fn blz_build_wset(path: &Path, rows: impl Iterator<Item = (u64, i64)>) -> (f64, 
     (t.elapsed().as_secs_f64(), dir_bytes(path))
 }
 
-fn blz_wset(dir: &Path, n: u64) {
+fn blz_wset(dir: &Path, n: u64, filter: bool) {
+    let name = blz_name(filter);
     let path = dir.join("a.blz");
-    let (secs, bytes) = blz_build_wset(&path, (0..n).map(|i| (3 * i, weight(i))));
+    let (secs, bytes) = blz_build_wset(&path, (0..n).map(|i| (3 * i, weight(i))), filter);
     report(
-        "blz",
+        name,
         "wset",
         "build",
         n,
@@ -374,28 +393,30 @@ fn blz_wset(dir: &Path, n: u64) {
         }
     }
     report(
-        "blz",
+        name,
         "wset",
         "seek",
         keys.len() as u64,
         t.elapsed().as_secs_f64(),
         serde_json::json!({"found": found}),
     );
-    let t = Instant::now();
-    let mut pos = [0u64; 2];
-    for (p, k) in keys.iter().enumerate() {
-        if layer.may_contain(&Value::UInt(*k)).unwrap() {
-            pos[p % 2] += 1;
+    if filter {
+        let t = Instant::now();
+        let mut pos = [0u64; 2];
+        for (p, k) in keys.iter().enumerate() {
+            if layer.may_contain(&Value::UInt(*k)).unwrap() {
+                pos[p % 2] += 1;
+            }
         }
+        report(
+            name,
+            "wset",
+            "filter",
+            keys.len() as u64,
+            t.elapsed().as_secs_f64(),
+            serde_json::json!({"present_passed": pos[0], "absent_passed": pos[1]}),
+        );
     }
-    report(
-        "blz",
-        "wset",
-        "filter",
-        keys.len() as u64,
-        t.elapsed().as_secs_f64(),
-        serde_json::json!({"present_passed": pos[0], "absent_passed": pos[1]}),
-    );
     let t = Instant::now();
     let mut c = layer.cursor();
     let (mut sum, mut count) = (0i64, 0u64);
@@ -408,7 +429,7 @@ fn blz_wset(dir: &Path, n: u64) {
         ok = c.next();
     }
     report(
-        "blz",
+        name,
         "wset",
         "scan",
         count,
@@ -419,12 +440,14 @@ fn blz_wset(dir: &Path, n: u64) {
     blz_build_wset(
         &pb,
         (0..n).map(|i| (3 * (i + n / 2), -weight(i + n / 2) + 1)),
+        filter,
     );
     let b = Layer::open(&pb).unwrap();
     let t = Instant::now();
-    let rep = blz::layer::merge(&[&layer, &b], &dir.join("m.blz"), blz_wset_schema()).unwrap();
+    let rep =
+        blz::layer::merge(&[&layer, &b], &dir.join("m.blz"), blz_wset_schema(filter)).unwrap();
     report(
-        "blz",
+        name,
         "wset",
         "merge",
         2 * n,
@@ -433,14 +456,14 @@ fn blz_wset(dir: &Path, n: u64) {
     );
 }
 
-fn blz_izset(dir: &Path, n: u64) {
+fn blz_izset(dir: &Path, n: u64, filter: bool) {
+    let name = blz_name(filter);
     let nkeys = n / GROUP;
     let path = dir.join("iz.blz");
-    let schema = LayerSchema::new(vec![
-        ColumnDef::new("k", LeafKind::Fixed(DType::U64)),
-        ColumnDef::new("v", LeafKind::Fixed(DType::U64)),
-    ])
-    .with_weight("r", DType::I64);
+    let schema = filtered(
+        LayerSchema::indexed_zset(DType::U64, DType::U64, DType::I64),
+        filter,
+    );
     let t = Instant::now();
     let mut w = LayerWriter::create(&path, schema).unwrap();
     for i in 0..nkeys {
@@ -453,7 +476,7 @@ fn blz_izset(dir: &Path, n: u64) {
     w.finish().unwrap();
     let bytes = dir_bytes(&path);
     report(
-        "blz",
+        name,
         "indexed_zset",
         "build",
         n,
@@ -472,7 +495,7 @@ fn blz_izset(dir: &Path, n: u64) {
         }
     }
     report(
-        "blz",
+        name,
         "indexed_zset",
         "seek",
         keys.len() as u64,
@@ -498,7 +521,7 @@ fn blz_izset(dir: &Path, n: u64) {
         ok = c.next();
     }
     report(
-        "blz",
+        name,
         "indexed_zset",
         "scan",
         count,
@@ -526,13 +549,17 @@ fn main() {
             let d = tempfile::tempdir_in(&base).unwrap();
             dbsp_wset(d.path(), n, filter);
         }
-        let d = tempfile::tempdir_in(&base).unwrap();
-        blz_wset(d.path(), n);
+        for filter in [false, true] {
+            let d = tempfile::tempdir_in(&base).unwrap();
+            blz_wset(d.path(), n, filter);
+        }
     }
     if run("indexed_zset") {
         let d = tempfile::tempdir_in(&base).unwrap();
         dbsp_izset(d.path(), n);
-        let d = tempfile::tempdir_in(&base).unwrap();
-        blz_izset(d.path(), n);
+        for filter in [false, true] {
+            let d = tempfile::tempdir_in(&base).unwrap();
+            blz_izset(d.path(), n, filter);
+        }
     }
 }
