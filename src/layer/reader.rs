@@ -1282,13 +1282,15 @@ impl<'a> Cursor<'a> {
             return Ok(None);
         };
         let cl = self.layer.cols[self.col].chunklen;
-        let k = row / cl;
-        // The cursor's own block when it holds the row (no reference count touched).
+        // The cursor's own block when it holds the row (no division, no reference count
+        // touched).
         if let Some((bk, b)) = &self.block {
-            if *bk == k {
-                return Ok(Some(b.get((row % cl) as usize)));
+            let base = bk * cl;
+            if row >= base && row - base < cl {
+                return Ok(Some(b.get((row - base) as usize)));
             }
         }
+        let k = row / cl;
         let b = self.block(k)?;
         Ok(Some(b.get((row % cl) as usize)))
     }
@@ -1313,6 +1315,18 @@ impl<'a> Cursor<'a> {
             return Ok(None);
         };
         let cl = self.layer.cols[self.col].chunklen;
+        // In the chunk already held (a scan's common case): no division.
+        if let Some((k, w)) = &self.weights {
+            let base = k * cl;
+            if row >= base && row - base < cl {
+                let i = (row - base) as usize * dtype.itemsize();
+                if let Some(b) = w.get(i..i + dtype.itemsize()) {
+                    if let Ok(v) = value::decode_leaf(LeafKind::Fixed(dtype), b) {
+                        return Ok(Some(v));
+                    }
+                }
+            }
+        }
         let k = row / cl;
         if self.weights.as_ref().map(|w| w.0) != Some(k) {
             self.weights = Some((k, self.layer.weight_chunk(k)?));
