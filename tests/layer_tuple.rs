@@ -92,7 +92,7 @@ fn bad_tuples_and_settings_are_refused() {
         Value::UInt(1),
     ] {
         let mut w = LayerWriter::create(&p, schema()).unwrap();
-        match w.push(&[bad.clone()], None) {
+        match w.push(std::slice::from_ref(&bad), None) {
             Err(Error::InvalidArgument(m)) => assert!(m.contains("does not fit"), "{m}"),
             other => panic!("{bad}: {other:?}"),
         }
@@ -146,14 +146,15 @@ fn an_external_sort_orders_tuples_as_rust_does() {
         ..SortOptions::with_memory(4096)
     };
     let mut w = LayerWriter::create_unsorted(&p, schema, opts).unwrap();
-    let mut model: BTreeMap<((String, i16), (u8, u8)), i64> = BTreeMap::new();
+    type Path = ((String, i16), (u8, u8));
+    let mut model: BTreeMap<Path, i64> = BTreeMap::new();
     for i in 0..2000u32 {
         let k = (format!("{}", (i * 7919) % 13), ((i * 31) % 9) as i16 - 4);
         let v = ((i % 3) as u8, (i % 5) as u8);
         let r = if i % 4 == 0 { -1 } else { 1 };
         w.push(&[k.clone().into(), v.into()], Some(Value::Int(r)))
             .unwrap();
-        *model.entry((k, v)).or_default() += i64::from(r);
+        *model.entry((k, v)).or_default() += r;
     }
     let report = w.finish().unwrap();
     assert!(report.runs > 3, "{report:?}");

@@ -310,6 +310,12 @@ impl std::hash::Hasher for MixHasher {
 
 type MixState = std::hash::BuildHasherDefault<MixHasher>;
 
+/// Decoded index, row-group and filter chunks by (column, kind, level, chunk).
+type ChunkCache = HashMap<(usize, u8, usize, u64), Cached, MixState>;
+
+/// The index chunk a binary search used last: (level, chunk number, its items).
+type IndexMemo = (usize, u64, Arc<Vec<Vec<u8>>>);
+
 /// An open layer dataset. Shareable across threads; cursors borrow it.
 pub struct Layer {
     root: Root,
@@ -318,7 +324,7 @@ pub struct Layer {
     cols: Vec<ColReader>,
     weight_dtype: Option<DType>,
     counters: Counters,
-    cache: Mutex<HashMap<(usize, u8, usize, u64), Cached, MixState>>,
+    cache: Mutex<ChunkCache>,
     blocks: Mutex<BlockCache>,
 }
 
@@ -620,7 +626,7 @@ impl Layer {
         level: usize,
         e: u64,
         v: &Value,
-        memo: &mut Option<(usize, u64, Arc<Vec<Vec<u8>>>)>,
+        memo: &mut Option<IndexMemo>,
     ) -> Result<Ordering> {
         let cr = &self.cols[col];
         let c = e / cr.fanout;
