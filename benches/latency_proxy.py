@@ -4,7 +4,7 @@ local S3 server to model a remote one).
 
     with LatencyProxy("http://127.0.0.1:9000", delay_ms=20) as proxy:
         ...  # point the clients at proxy.url
-        proxy.take()  # [Request(method, path, range, body_bytes), ...] since the last take
+        proxy.take()  # [Request(method, path, range, body_bytes, t), ...] since the last take
 
 Bytes are copied as they come, both ways, one thread per direction of each connection. The
 client-to-server direction is parsed just enough to find where each HTTP/1.1 request starts
@@ -33,6 +33,8 @@ class Request(NamedTuple):
     path: str
     range: str | None
     body_bytes: int
+    # time.perf_counter() when the request's head had arrived (before its delay)
+    t: float = 0.0
 
 
 class _RequestParser:
@@ -45,12 +47,12 @@ class _RequestParser:
         self.head = bytearray()
         self.left = 0  # body bytes (or chunk bytes with their CRLF) still to come
         self.line = bytearray()
-        self.pending = None  # the request whose body is being read: (method, path, range)
+        self.pending = None  # the request whose body is being read: (method, path, range, t)
         self.body = 0
 
     def _finish(self):
-        method, path, rng = self.pending
-        self.on_request(Request(method, path, rng, self.body))
+        method, path, rng, t = self.pending
+        self.on_request(Request(method, path, rng, self.body, t))
         self.pending = None
         self.state = "start"
 
@@ -120,7 +122,7 @@ class _RequestParser:
             if ":" in line:
                 k, v = line.split(":", 1)
                 headers[k.strip().lower()] = v.strip()
-        self.pending = (method, path, headers.get("range"))
+        self.pending = (method, path, headers.get("range"), time.perf_counter())
         self.body = 0
         if "chunked" in headers.get("transfer-encoding", "").lower():
             self.state = "chunk-size"
