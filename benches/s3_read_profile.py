@@ -110,9 +110,12 @@ def main():
     p.add_argument("--repeat", type=int, default=3)
     args = p.parse_args()
     n = int(float(args.n))
-    if not os.environ.get("BLZ_S3_REQUEST_LOG"):
+    own_log = not os.environ.get("BLZ_S3_REQUEST_LOG")
+    if own_log:
         # Opened once per process, at blz's first S3 request: set before any.
-        os.environ["BLZ_S3_REQUEST_LOG"] = tempfile.mktemp(prefix="blz-requests-")
+        fd, path = tempfile.mkstemp(prefix="blz-requests-")
+        os.close(fd)
+        os.environ["BLZ_S3_REQUEST_LOG"] = path
     log = Log(os.environ["BLZ_S3_REQUEST_LOG"])
     data = np.cumsum(np.random.default_rng(42).standard_normal(n))
     gb = data.nbytes / 1e9
@@ -208,6 +211,8 @@ def main():
         t_zr = best(lambda: fetch_zarr(), args.repeat)
         print(f"obstore alone, zarr's chunk objects whole (10 in flight): {t_zr * 1e3:.0f} ms")
     os.environ["AWS_ENDPOINT_URL"] = SERVER
+    if own_log:
+        os.remove(os.environ["BLZ_S3_REQUEST_LOG"])
 
 
 if __name__ == "__main__":
