@@ -1,52 +1,63 @@
-"""blz against zarr-python (over obstore) on the same S3 server: write and whole-read
-throughput, and the requests each operation costs.
+"""blz against zarr-python (over obstore), and tensorstore and icechunk where installed, on
+the same S3 server: write and whole-read throughput, and the requests each operation costs.
 
-    bash tests/s3/run.sh target/py-venv/bin/python benches/compare_s3.py [N]
+    bash tests/s3/run.sh     target/py-venv/bin/python benches/compare_s3.py [N] [options]
+    bash tests/s3/run_s3s.sh target/py-venv/bin/python benches/compare_s3.py [N] --server-name s3s-fs
 
-(tests/s3/run.sh starts a local moto server and sets AWS_ENDPOINT_URL and the test bucket;
-target/py-venv needs `pip install zarr obstore` beside blz.) N float64 elements (default
+(tests/s3/run.sh starts a local moto server, tests/s3/run_s3s.sh a local s3s-fs; both set
+AWS_ENDPOINT_URL, the AWS_* keys and the test bucket. target/py-venv needs `pip install zarr
+obstore` beside blz, and `tensorstore icechunk` for those peers.) N float64 elements (default
 1e7, 80 MB), a random walk, chunks of 1e6 elements, Blosc lz4 clevel 5 with byte shuffle for
-both. Throughput is measured against the server, best of three; requests are counted from
-moto's request recorder (by HTTP method), in a separate pass.
+all. Throughput is measured against the server, best of --repeat (3) fresh writes and a
+whole read of each.
+
+--latency-ms MS puts benches/latency_proxy.py between every client and the server: each
+HTTP request is held MS milliseconds before it is forwarded (a server MS further away).
+At 0 the clients talk to the server directly, unless --proxy (to see what the proxy costs).
+
+Requests per operation are counted, on 2e6 elements (two chunks), in a separate first pass,
+by a delay-free latency_proxy.LatencyProxy in front of the server (any server; it sees
+every HTTP request a client sends).
 """
 
+from __future__ import annotations
+
+import argparse
+import contextlib
 import os
-import re
 import sys
 import time
-import urllib.request
 import uuid
 
 import numpy as np
 
 import blz
+import obstore
 import zarr
 from obstore.store import S3Store
 from zarr.codecs import BloscCodec
 from zarr.storage import ObjectStore
 
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from latency_proxy import LatencyProxy  # noqa: E402
+
+try:
+    import tensorstore as ts
+except ImportError:
+    ts = None
+try:
+    import icechunk
+except ImportError:
+    icechunk = None
+
 BUCKET = os.environ["BLZ_S3_TEST_BUCKET"]
-ENDPOINT = os.environ["AWS_ENDPOINT_URL"]
-N = int(float(sys.argv[1])) if len(sys.argv) > 1 else 10_000_000
+SERVER = os.environ["AWS_ENDPOINT_URL"]
+REGION = os.environ.get("AWS_REGION", "us-east-1")
+KEY_ID = os.environ["AWS_ACCESS_KEY_ID"]
+SECRET = os.environ["AWS_SECRET_ACCESS_KEY"]
 CHUNK = 1_000_000
 COUNT_N = 2_000_000
-
-
-def moto(path, method="POST"):
-    req = urllib.request.Request(ENDPOINT + path, method=method, data=b"" if method == "POST" else None)
-    return urllib.request.urlopen(req).read()
-
-
-def recorded():
-    """Requests the server saw since the last call, by HTTP method (moto's request recorder)."""
-    text = moto("/moto-api/recorder/download-recording", "GET").decode("utf-8", "replace")
-    moto("/moto-api/recorder/reset-recording")
-    out = {}
-    # One JSON record per request; bodies may hold anything, so the methods are found by
-    # their key rather than by parsing lines.
-    for m in re.findall(r'"method": ?"([A-Z]+)"', text):
-        out[m] = out.get(m, 0) + 1
-    return out
+OPS = ("create", "open", "read 10", "read all", "append")
 
 
 def zarr_store(prefix, endpoint):
@@ -54,34 +65,72 @@ def zarr_store(prefix, endpoint):
         BUCKET,
         prefix=prefix,
         endpoint=endpoint,
-        region=os.environ.get("AWS_REGION", "us-east-1"),
-        access_key_id=os.environ["AWS_ACCESS_KEY_ID"],
-        secret_access_key=os.environ["AWS_SECRET_ACCESS_KEY"],
+        region=REGION,
+        access_key_id=KEY_ID,
+        secret_access_key=SECRET,
         client_options={"allow_http": True},
     )
     return ObjectStore(s3)
 
 
-def blz_ops(url, data, more, per_file=None):
+def remove(key):
+    """Deletes every object under key/ (untimed; keeps a file-backed server's disk small)."""
+    store = S3Store(
+        BUCKET,
+        endpoint=SERVER,
+        region=REGION,
+        access_key_id=KEY_ID,
+        secret_access_key=SECRET,
+        client_options={"allow_http": True},
+    )
+    paths = [m["path"] for batch in obstore.list(store, prefix=f"{key}/") for m in batch]
+    if paths:
+        obstore.delete(store, paths)
+
+
+def blosc_zarr():
+    return BloscCodec(cname="lz4", clevel=5, shuffle="shuffle")
+
+
+def middle(data):
+    m = data.shape[0] // 2 + 12345
+    return slice(m, m + 10)
+
+
+def blz_ops(key, endpoint, data, more, per_file=None):
+    url = f"s3://{BUCKET}/{key}/x.blz"
+
+    def env(f):
+        # blz builds its S3 client from the environment at each open.
+        def run():
+            os.environ["AWS_ENDPOINT_URL"] = endpoint
+            return f()
+
+        return run
+
     return {
-        "create": lambda: blz.create(
-            url, data, chunks=(CHUNK,), codec="lz4", clevel=5, filter="shuffle", superchunksize=per_file
+        "create": env(
+            lambda: blz.create(
+                url, data, chunks=(CHUNK,), codec="lz4", clevel=5, filter="shuffle", superchunksize=per_file
+            )
         ),
-        "open": lambda: blz.open(url),
-        "read 10": lambda: blz.open(url)[data.shape[0] // 2 + 12345 : data.shape[0] // 2 + 12355],
-        "read all": lambda: blz.open(url)[:],
-        "append": lambda: blz.open(url, "r+").append(more),
+        "open": env(lambda: blz.open(url)),
+        "read 10": env(lambda: blz.open(url)[middle(data)]),
+        "read all": env(lambda: blz.open(url)[:]),
+        "append": env(lambda: blz.open(url, "r+").append(more)),
     }
 
 
-def zarr_ops(prefix, endpoint, data, more):
+def zarr_ops(key, endpoint, data, more):
+    prefix = f"{key}/x.zarr"
+
     def create():
         a = zarr.create_array(
             store=zarr_store(prefix, endpoint),
             shape=data.shape,
             chunks=(CHUNK,),
             dtype=data.dtype,
-            compressors=BloscCodec(cname="lz4", clevel=5, shuffle="shuffle"),
+            compressors=blosc_zarr(),
             overwrite=True,
         )
         a[:] = data
@@ -92,15 +141,125 @@ def zarr_ops(prefix, endpoint, data, more):
         a.resize((n + more.shape[0],))
         a[n:] = more
 
+    def opened():
+        return zarr.open_array(store=zarr_store(prefix, endpoint), mode="r")
+
     return {
         "create": create,
-        "open": lambda: zarr.open_array(store=zarr_store(prefix, endpoint), mode="r"),
-        "read 10": lambda: zarr.open_array(store=zarr_store(prefix, endpoint), mode="r")[
-            data.shape[0] // 2 + 12345 : data.shape[0] // 2 + 12355
-        ],
-        "read all": lambda: zarr.open_array(store=zarr_store(prefix, endpoint), mode="r")[:],
+        "open": opened,
+        "read 10": lambda: opened()[middle(data)],
+        "read all": lambda: opened()[:],
         "append": append,
     }
+
+
+def tensorstore_ops(key, endpoint, data, more):
+    kvstore = {
+        "driver": "s3",
+        "bucket": BUCKET,
+        "path": f"{key}/x.zarr/",
+        "endpoint": endpoint,
+        "aws_region": REGION,
+        "aws_credentials": {"type": "environment"},
+    }
+    spec = {"driver": "zarr3", "kvstore": kvstore}
+    metadata = {
+        "shape": list(data.shape),
+        "chunk_grid": {"name": "regular", "configuration": {"chunk_shape": [CHUNK]}},
+        "chunk_key_encoding": {"name": "default"},
+        "data_type": "float64",
+        "fill_value": 0.0,
+        "codecs": [
+            {"name": "bytes", "configuration": {"endian": "little"}},
+            {
+                "name": "blosc",
+                "configuration": {"cname": "lz4", "clevel": 5, "shuffle": "shuffle", "typesize": 8, "blocksize": 0},
+            },
+        ],
+    }
+
+    def create():
+        a = ts.open({**spec, "metadata": metadata}, create=True, delete_existing=True).result()
+        a.write(data).result()
+
+    def opened():
+        return ts.open(spec).result()
+
+    def append():
+        a = opened()
+        n = a.shape[0]
+        a = a.resize(exclusive_max=[n + more.shape[0]]).result()
+        a[n:].write(more).result()
+
+    return {
+        "create": create,
+        "open": opened,
+        "read 10": lambda: opened()[middle(data)].read().result(),
+        "read all": lambda: opened().read().result(),
+        "append": append,
+    }
+
+
+def icechunk_ops(key, endpoint, data, more):
+    def storage():
+        return icechunk.s3_storage(
+            bucket=BUCKET,
+            prefix=f"{key}/x.icechunk",
+            endpoint_url=endpoint,
+            allow_http=True,
+            force_path_style=True,
+            region=REGION,
+            access_key_id=KEY_ID,
+            secret_access_key=SECRET,
+        )
+
+    def create():
+        repo = icechunk.Repository.create(storage())
+        session = repo.writable_session("main")
+        a = zarr.create_array(
+            store=session.store,
+            shape=data.shape,
+            chunks=(CHUNK,),
+            dtype=data.dtype,
+            compressors=blosc_zarr(),
+        )
+        a[:] = data
+        session.commit("write")
+
+    def opened():
+        repo = icechunk.Repository.open(storage())
+        return zarr.open_array(store=repo.readonly_session(branch="main").store, mode="r")
+
+    def append():
+        repo = icechunk.Repository.open(storage())
+        session = repo.writable_session("main")
+        a = zarr.open_array(store=session.store, mode="r+")
+        n = a.shape[0]
+        a.resize((n + more.shape[0],))
+        a[n:] = more
+        session.commit("append")
+
+    return {
+        "create": create,
+        "open": opened,
+        "read 10": lambda: opened()[middle(data)],
+        "read all": lambda: opened()[:],
+        "append": append,
+    }
+
+
+def ops_for(name, key, endpoint, data, more):
+    if name == "blz":
+        return blz_ops(key, endpoint, data, more)
+    if name == "blz sc=1":
+        return blz_ops(key, endpoint, data, more, per_file=1)
+    if name == "zarr":
+        return zarr_ops(key, endpoint, data, more)
+    if name == "tensorstore":
+        return tensorstore_ops(key, endpoint, data, more)
+    if name == "icechunk":
+        return icechunk_ops(key, endpoint, data, more)
+    raise ValueError(name)
 
 
 def timed(f):
@@ -109,61 +268,108 @@ def timed(f):
     return time.perf_counter() - t, r
 
 
+def load():
+    return "/".join(f"{x:.2f}" for x in os.getloadavg())
+
+
 def main():
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("n", nargs="?", default="1e7", help="float64 elements (default 1e7)")
+    p.add_argument("--latency-ms", type=float, default=0.0, help="delay added to every request")
+    p.add_argument("--proxy", action="store_true", help="go through the proxy even at 0 ms")
+    p.add_argument("--server-name", default="moto", help="the server's name, for the printout")
+    p.add_argument("--repeat", type=int, default=3, help="writes and reads per client; the best counts")
+    p.add_argument(
+        "--peers",
+        default="blz,blz sc=1,zarr,tensorstore,icechunk",
+        help="comma-separated clients (zarr is the reference; tensorstore and icechunk are"
+        " left out when not installed)",
+    )
+    p.add_argument("--no-count", action="store_true", help="skip the request-counting pass")
+    args = p.parse_args()
+    n = int(float(args.n))
+    names = [x.strip() for x in args.peers.split(",") if x.strip()]
+    missing = {"tensorstore": ts is None, "icechunk": icechunk is None}
+    for x in list(names):
+        if missing.get(x):
+            print(f"({x} is not installed: left out)")
+            names.remove(x)
+
     rng = np.random.default_rng(42)
-    data = np.cumsum(rng.standard_normal(N))
+    data = np.cumsum(rng.standard_normal(n))
     more = np.cumsum(rng.standard_normal(100_000))
     gb = data.nbytes / 1e9
+    print(f"load average at start (1/5/15 min): {load()}", flush=True)
 
-    # Requests per operation, from the server's request log (which holds every body: on
-    # 2e6 elements, two chunks, to keep it small), first, on a fresh server.
-    small = data[:COUNT_N]
-    key = f"bench-{uuid.uuid4().hex}"
+    # Requests per operation, counted by a delay-free proxy, on 2e6 elements (two chunks).
     counts = {}
-    moto("/moto-api/recorder/start-recording")
-    moto("/moto-api/recorder/reset-recording")  # makes the (empty) recording
-    for name, ops in (
-        ("blz", blz_ops(f"s3://{BUCKET}/{key}/x.blz", small, more)),
-        ("zarr", zarr_ops(f"{key}/x.zarr", ENDPOINT, small, more)),
-    ):
-        for op in ("create", "open", "read 10", "read all", "append"):
-            recorded()
-            ops[op]()
-            counts[(name, op)] = recorded()
-    moto("/moto-api/recorder/stop-recording")
-    # Throughput, straight to the server: best of three fresh creates, and reads of each.
-    # blz twice: superchunk files of its default size (64 MiB of chunks), and of one chunk
-    # each (one object per chunk, as zarr stores them).
-    rows = []
-    for name in ("blz", "blz sc=1", "zarr"):
-        w, r = [], []
-        for _ in range(3):
-            key = f"bench-{uuid.uuid4().hex}"
-            if name.startswith("blz"):
-                per_file = 1 if name == "blz sc=1" else None
-                ops = blz_ops(f"s3://{BUCKET}/{key}/x.blz", data, more, per_file)
-            else:
-                ops = zarr_ops(f"{key}/x.zarr", ENDPOINT, data, more)
-            dt, _ = timed(ops["create"])
-            w.append(dt)
-            dt, got = timed(ops["read all"])
-            r.append(dt)
-            assert np.array_equal(np.asarray(got), data)
-        rows.append((name, gb / min(w), gb / min(r)))
-    print(f"{N} float64 ({data.nbytes / 1e6:.0f} MB random walk), chunks {CHUNK}, lz4 5 shuffle, moto on loopback")
-    print(f"{'':9} {'write GB/s':>11} {'read GB/s':>10} {'write/zarr':>11} {'read/zarr':>10}")
-    zw, zr = rows[-1][1], rows[-1][2]
-    for name, w, r in rows:
-        print(f"{name:9} {w:11.3f} {r:10.3f} {w / zw:11.2f} {r / zr:10.2f}")
+    if not args.no_count:
+        small = data[:COUNT_N]
+        with LatencyProxy(SERVER, 0) as counter:
+            for name in names:
+                key = f"bench-{uuid.uuid4().hex}"
+                ops = ops_for(name, key, counter.url, small, more)
+                for op in OPS:
+                    counter.take()
+                    try:
+                        ops[op]()
+                    except Exception as e:  # noqa: BLE001 - a peer's failure is reported
+                        counts[(name, op)] = f"failed: {type(e).__name__}: {str(e)[:120]}"
+                        continue
+                    got = {}
+                    for r in counter.take():
+                        got[r.method] = got.get(r.method, 0) + 1
+                    counts[(name, op)] = got
 
-    print(f"\nrequests per operation (by method), on {COUNT_N} elements ({COUNT_N // CHUNK} chunks)")
-    for op in ("create", "open", "read 10", "read all", "append"):
-        cells = []
-        for name in ("blz", "zarr"):
-            c = counts[(name, op)]
-            detail = " ".join(f"{m}:{n}" for m, n in sorted(c.items()))
-            cells.append(f"{sum(c.values()):4d} ({detail})")
-        print(f"{op:9} blz {cells[0]:30} zarr {cells[1]}")
+    # Throughput: best of --repeat fresh creates, and a read of each.
+    proxy = None
+    if args.latency_ms > 0 or args.proxy:
+        proxy = LatencyProxy(SERVER, args.latency_ms)
+    rows = []
+    with proxy if proxy else contextlib.nullcontext():
+        endpoint = proxy.url if proxy else SERVER
+        for name in names:
+            w, r = [], []
+            for _ in range(args.repeat):
+                key = f"bench-{uuid.uuid4().hex}"
+                ops = ops_for(name, key, endpoint, data, more)
+                dt, _ = timed(ops["create"])
+                w.append(dt)
+                dt, got = timed(ops["read all"])
+                r.append(dt)
+                assert np.array_equal(np.asarray(got), data), name
+                del got
+                remove(key)
+            rows.append((name, gb / min(w), gb / min(r)))
+            print(f"  {name}: write {gb / min(w):.3f} GB/s, read {gb / min(r):.3f} GB/s (load {load()})", flush=True)
+    os.environ["AWS_ENDPOINT_URL"] = SERVER
+
+    how = f"+{args.latency_ms:g} ms per request" + (" (proxy)" if proxy else "")
+    if not proxy:
+        how = "direct"
+    print(
+        f"\n{n} float64 ({data.nbytes / 1e6:.0f} MB random walk), chunks {CHUNK}, lz4 5 shuffle,"
+        f" {args.server_name} on loopback, {how}; best of {args.repeat}"
+    )
+    print(f"{'':12} {'write GB/s':>11} {'read GB/s':>10} {'write/zarr':>11} {'read/zarr':>10}")
+    ref = {name: (w, r) for name, w, r in rows}.get("zarr")
+    for name, w, r in rows:
+        ratios = f"{w / ref[0]:11.2f} {r / ref[1]:10.2f}" if ref else ""
+        print(f"{name:12} {w:11.3f} {r:10.3f} {ratios}")
+    print(f"load average at end (1/5/15 min): {load()}")
+
+    if counts:
+        print(f"\nrequests per operation (by method), on {COUNT_N} elements ({COUNT_N // CHUNK} chunks)")
+        for op in OPS:
+            cells = []
+            for name in names:
+                c = counts[(name, op)]
+                if isinstance(c, str):
+                    cells.append(f"{name} {c}")
+                else:
+                    detail = " ".join(f"{m}:{k}" for m, k in sorted(c.items()))
+                    cells.append(f"{name} {sum(c.values())} ({detail})")
+            print(f"{op:9} " + "; ".join(cells))
 
 
 if __name__ == "__main__":

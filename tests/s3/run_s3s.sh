@@ -1,0 +1,82 @@
+#!/usr/bin/env bash
+# Runs a command against a second local S3 server: s3s-fs (the s3s project's file-system
+# backed S3 server, Rust, on hyper), started on 127.0.0.1 on a free port with a scratch
+# directory as its root, stopped and removed when this script exits. Mirrors the
+# "CMD with the server up" mode of tests/s3/run.sh:
+#
+#   bash tests/s3/run_s3s.sh CMD ARGS   CMD with the server up and the AWS_* variables set
+#
+# Install the server once (0.14.1: later versions need a newer rustc than 1.95):
+#   cargo install s3s-fs --version 0.14.1 --features binary --root /work/tools/s3s
+# S3S_FS: the server's binary (default: /work/tools/s3s/bin/s3s-fs, else s3s-fs on PATH).
+# S3S_ROOT: the directory the objects are stored in (default: a temporary directory,
+#   removed on exit; a bucket is a subdirectory, an object a file).
+# Needs target/s3-venv (tests/s3/venv.sh) for boto3, which creates the bucket and checks the
+# server's conditional writes and ranged reads (tests/s3/check_server.py).
+set -euo pipefail
+cd "$(dirname "$0")/../.."
+
+if [ "$#" -eq 0 ]; then
+    echo "usage: bash tests/s3/run_s3s.sh CMD [ARGS...]" >&2
+    exit 2
+fi
+
+bin=${S3S_FS:-/work/tools/s3s/bin/s3s-fs}
+if [ ! -x "$bin" ]; then
+    bin=$(command -v s3s-fs || true)
+fi
+if [ -z "$bin" ]; then
+    echo "s3s-fs not found: cargo install s3s-fs --version 0.14.1 --features binary --root /work/tools/s3s" >&2
+    exit 1
+fi
+
+bash tests/s3/venv.sh
+venv=target/s3-venv
+
+port=$("$venv/bin/python" -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
+log=$(mktemp)
+if [ -n "${S3S_ROOT:-}" ]; then
+    root=$S3S_ROOT
+    own_root=0
+    mkdir -p "$root"
+else
+    root=$(mktemp -d)
+    own_root=1
+fi
+# RUST_LOG unset: s3s-fs logs nothing per request (its tracing would cost time).
+env -u RUST_LOG "$bin" --host 127.0.0.1 --port "$port" \
+    --access-key testing --secret-key testing "$root" >"$log" 2>&1 &
+server=$!
+cleanup() {
+    kill "$server" 2>/dev/null || true
+    wait "$server" 2>/dev/null || true
+    rm -f "$log"
+    if [ "$own_root" = 1 ]; then rm -rf "$root"; fi
+}
+trap cleanup EXIT
+
+export AWS_ENDPOINT_URL="http://127.0.0.1:$port"
+export AWS_ACCESS_KEY_ID=testing AWS_SECRET_ACCESS_KEY=testing AWS_REGION=us-east-1
+export AWS_ALLOW_HTTP=true
+export BLZ_S3_TEST_BUCKET=blz-test
+
+up=0
+for _ in $(seq 1 100); do
+    if "$venv/bin/python" - <<'PY' 2>/dev/null; then up=1; break; fi
+import os, socket, urllib.parse
+u = urllib.parse.urlsplit(os.environ["AWS_ENDPOINT_URL"])
+socket.create_connection((u.hostname, u.port), timeout=1).close()
+PY
+    if ! kill -0 "$server" 2>/dev/null; then break; fi
+    sleep 0.1
+done
+if [ "$up" != 1 ]; then
+    echo "s3s-fs did not come up on port $port:" >&2
+    cat "$log" >&2
+    exit 1
+fi
+# The bucket (a PUT bucket request: a directory under the root), and the server's
+# conditional writes and ranged reads, checked first: blz's commit protocol rests on them.
+"$venv/bin/python" tests/s3/check_server.py
+
+"$@"
