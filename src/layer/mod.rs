@@ -50,7 +50,7 @@ pub use sort::{
     SortOptions, SortReport, SortingLayerWriter, DEFAULT_FAN_IN, DEFAULT_SORT_MEMORY, SORT_RUNS_DIR,
 };
 pub use value::{Value, ValueType};
-pub use writer::LayerWriter;
+pub use writer::{LayerWriter, Numbers};
 
 use crate::blpk::Checksum;
 pub use crate::column::LeafKind;

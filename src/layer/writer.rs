@@ -17,6 +17,7 @@ use crate::error::{Error, Result};
 use crate::meta::{self, MetaPaths};
 use crate::staging::Staging;
 use crate::storage::{self, Storage};
+use std::cmp::Ordering;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
@@ -611,12 +612,7 @@ impl LayerWriter {
         };
         let mut buf = std::mem::take(&mut self.buf);
         for (i, key) in keys.iter().enumerate().skip(d) {
-            if i + 1 < n && self.cols[i].rows > 0 {
-                let end = self.cols[i + 1].rows;
-                if let Some(r) = self.cols[i].rowgroups.as_mut() {
-                    r.push(&end.to_le_bytes())?;
-                }
-            }
+            self.close_group(i)?;
             buf.clear();
             value::encode(&self.cols[i].kind, key, &mut buf);
             self.cols[i].push(&buf)?;
@@ -628,6 +624,166 @@ impl LayerWriter {
         // The old path's vector holds the next row's keys.
         self.scratch = self.prev.replace(keys).unwrap_or_default();
         Ok(())
+    }
+
+    /// Before a new row of column `i`: the row group of its previous row (in column
+    /// `i + 1`) ends where column `i + 1` is now.
+    fn close_group(&mut self, i: usize) -> Result<()> {
+        if i + 1 < self.cols.len() && self.cols[i].rows > 0 {
+            let end = self.cols[i + 1].rows;
+            if let Some(r) = self.cols[i].rowgroups.as_mut() {
+                r.push(&end.to_le_bytes())?;
+            }
+        }
+        Ok(())
+    }
+
+    /// Adds `n` whole key paths at once from typed columns: path `r` is row `r` of every
+    /// column of `keys` (one per layer column, each of the column's own dtype and `n` long)
+    /// and its weight row `r` of `weights`. The same as `n` calls of [`push`](Self::push),
+    /// in order and with the same checks, without a [`Value`] per key: the fast way to
+    /// write numbers.
+    ///
+    /// On any error the build is abandoned and its temporary directory removed.
+    ///
+    /// # Errors
+    /// [`Error::InvalidArgument`] for a wrong number of columns, columns of different
+    /// lengths, a column whose type is not the layer column's (or a layer column that does
+    /// not hold numbers: use [`push`](Self::push)), a missing or unexpected weight, and
+    /// duplicate or unsorted paths (as [`push`](Self::push)); I/O errors.
+    pub fn push_columns(
+        &mut self,
+        keys: &[Numbers<'_>],
+        weights: Option<Numbers<'_>>,
+    ) -> Result<()> {
+        if self.failed || self.done {
+            return Err(Error::InvalidArgument(
+                "the layer build was already abandoned or finished".into(),
+            ));
+        }
+        let r = self.push_columns_inner(keys, weights);
+        if r.is_err() {
+            self.abandon();
+        }
+        r
+    }
+
+    fn push_columns_inner(
+        &mut self,
+        keys: &[Numbers<'_>],
+        weights: Option<Numbers<'_>>,
+    ) -> Result<()> {
+        let ncols = self.cols.len();
+        if keys.len() != ncols {
+            return Err(Error::InvalidArgument(format!(
+                "{} key columns given for {ncols} columns",
+                keys.len()
+            )));
+        }
+        let n = keys.first().map_or(0, Numbers::len);
+        for (i, (k, c)) in keys.iter().zip(&self.cols).enumerate() {
+            if c.kind != ValueType::Leaf(LeafKind::Fixed(k.dtype())) {
+                return Err(Error::InvalidArgument(format!(
+                    "column {} ({:?}) holds {}, given {}",
+                    i + 1,
+                    self.meta.columns[i].name,
+                    c.kind,
+                    k.dtype()
+                )));
+            }
+            if k.len() != n {
+                return Err(Error::InvalidArgument(format!(
+                    "key columns of {} and {} rows",
+                    n,
+                    k.len()
+                )));
+            }
+        }
+        match (self.meta.weight.as_ref().map(|w| w.dtype), &weights) {
+            (Some(d), Some(w)) if w.dtype() == d && w.len() == n => {}
+            (Some(d), Some(w)) => {
+                return Err(Error::InvalidArgument(format!(
+                    "{} weights of {} given; the dataset's are {d}, one per path ({n})",
+                    w.len(),
+                    w.dtype()
+                )))
+            }
+            (None, None) => {}
+            (Some(_), None) => {
+                return Err(Error::InvalidArgument(
+                    "the dataset has a weight; give one with every row".into(),
+                ))
+            }
+            (None, Some(_)) => {
+                return Err(Error::InvalidArgument(
+                    "the dataset has no weight column".into(),
+                ))
+            }
+        }
+        if n == 0 {
+            return Ok(());
+        }
+        let path = |r: usize| -> Vec<Value> { keys.iter().map(|k| k.value(r)).collect() };
+        let mut buf = [0u8; 8];
+        for r in 0..n {
+            // The first column that differs from the previous path, which must be smaller.
+            let d = if r == 0 {
+                match &self.prev {
+                    None => 0,
+                    Some(prev) => {
+                        let p0 = path(0);
+                        match prev.iter().zip(&p0).position(|(a, b)| a != b) {
+                            Some(d) if p0[d] > prev[d] => d,
+                            _ => return Err(self.order_error(prev, &p0)),
+                        }
+                    }
+                }
+            } else {
+                let mut d = None;
+                for (c, k) in keys.iter().enumerate() {
+                    match k.cmp_rows(r - 1, r) {
+                        Ordering::Equal => {}
+                        Ordering::Less => {
+                            d = Some(c);
+                            break;
+                        }
+                        Ordering::Greater => break,
+                    }
+                }
+                match d {
+                    Some(d) => d,
+                    None => return Err(self.order_error(&path(r - 1), &path(r))),
+                }
+            };
+            for (c, k) in keys.iter().enumerate().skip(d) {
+                self.close_group(c)?;
+                let b = k.le_bytes(r, &mut buf);
+                self.cols[c].push(b)?;
+            }
+            if let (Some(w), Some(ws)) = (self.weight.as_mut(), &weights) {
+                w.push(ws.le_bytes(r, &mut buf))?;
+            }
+        }
+        self.prev = Some(path(n - 1));
+        Ok(())
+    }
+
+    /// The error for path `next` pushed after `prev`: a duplicate, or out of order.
+    fn order_error(&self, prev: &[Value], next: &[Value]) -> Error {
+        match prev.iter().zip(next).position(|(a, b)| a != b) {
+            None => Error::InvalidArgument(format!(
+                "duplicate input: {} repeats the previous row",
+                show(next)
+            )),
+            Some(d) => Error::InvalidArgument(format!(
+                "unsorted input: {} comes after {} (column {} = {:?} must increase{})",
+                show(next),
+                show(prev),
+                d + 1,
+                self.meta.columns[d].name,
+                if d > 0 { " within its row group" } else { "" }
+            )),
+        }
     }
 
     /// Completes the dataset: flushes every column, writes `meta/storage` and then
@@ -704,6 +860,118 @@ impl LayerWriter {
 impl Drop for LayerWriter {
     fn drop(&mut self) {
         self.abandon();
+    }
+}
+
+/// A column of numbers of one dtype, for [`LayerWriter::push_columns`].
+#[derive(Debug, Clone, Copy)]
+pub enum Numbers<'a> {
+    /// `int8` values.
+    I8(&'a [i8]),
+    /// `int16` values.
+    I16(&'a [i16]),
+    /// `int32` values.
+    I32(&'a [i32]),
+    /// `int64` values.
+    I64(&'a [i64]),
+    /// `uint8` values.
+    U8(&'a [u8]),
+    /// `uint16` values.
+    U16(&'a [u16]),
+    /// `uint32` values.
+    U32(&'a [u32]),
+    /// `uint64` values.
+    U64(&'a [u64]),
+    /// `float32` values (ordered by IEEE 754 total order, as in a layer).
+    F32(&'a [f32]),
+    /// `float64` values (ordered by IEEE 754 total order).
+    F64(&'a [f64]),
+}
+
+macro_rules! numbers {
+    ($self:ident, $x:ident => $e:expr) => {
+        match $self {
+            Numbers::I8($x) => $e,
+            Numbers::I16($x) => $e,
+            Numbers::I32($x) => $e,
+            Numbers::I64($x) => $e,
+            Numbers::U8($x) => $e,
+            Numbers::U16($x) => $e,
+            Numbers::U32($x) => $e,
+            Numbers::U64($x) => $e,
+            Numbers::F32($x) => $e,
+            Numbers::F64($x) => $e,
+        }
+    };
+}
+
+impl Numbers<'_> {
+    /// Values in the column.
+    pub fn len(&self) -> usize {
+        numbers!(self, x => x.len())
+    }
+
+    /// True for an empty column.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// The dtype of the values.
+    pub fn dtype(&self) -> crate::dtype::DType {
+        use crate::dtype::DType;
+        match self {
+            Numbers::I8(_) => DType::I8,
+            Numbers::I16(_) => DType::I16,
+            Numbers::I32(_) => DType::I32,
+            Numbers::I64(_) => DType::I64,
+            Numbers::U8(_) => DType::U8,
+            Numbers::U16(_) => DType::U16,
+            Numbers::U32(_) => DType::U32,
+            Numbers::U64(_) => DType::U64,
+            Numbers::F32(_) => DType::F32,
+            Numbers::F64(_) => DType::F64,
+        }
+    }
+
+    /// Value `r` as a [`Value`].
+    fn value(&self, r: usize) -> Value {
+        match self {
+            Numbers::F32(x) => Value::Float(f64::from(x[r])),
+            Numbers::F64(x) => Value::Float(x[r]),
+            Numbers::I8(x) => Value::Int(x[r].into()),
+            Numbers::I16(x) => Value::Int(x[r].into()),
+            Numbers::I32(x) => Value::Int(x[r].into()),
+            Numbers::I64(x) => Value::Int(x[r]),
+            Numbers::U8(x) => Value::UInt(x[r].into()),
+            Numbers::U16(x) => Value::UInt(x[r].into()),
+            Numbers::U32(x) => Value::UInt(x[r].into()),
+            Numbers::U64(x) => Value::UInt(x[r]),
+        }
+    }
+
+    /// Row `a` against row `b`, in a layer's order.
+    fn cmp_rows(&self, a: usize, b: usize) -> Ordering {
+        match self {
+            Numbers::F32(x) => x[a].total_cmp(&x[b]),
+            Numbers::F64(x) => x[a].total_cmp(&x[b]),
+            Numbers::I8(x) => x[a].cmp(&x[b]),
+            Numbers::I16(x) => x[a].cmp(&x[b]),
+            Numbers::I32(x) => x[a].cmp(&x[b]),
+            Numbers::I64(x) => x[a].cmp(&x[b]),
+            Numbers::U8(x) => x[a].cmp(&x[b]),
+            Numbers::U16(x) => x[a].cmp(&x[b]),
+            Numbers::U32(x) => x[a].cmp(&x[b]),
+            Numbers::U64(x) => x[a].cmp(&x[b]),
+        }
+    }
+
+    /// The stored (little-endian) bytes of value `r`, in `buf`.
+    fn le_bytes<'b>(&self, r: usize, buf: &'b mut [u8; 8]) -> &'b [u8] {
+        numbers!(self, x => {
+            let b = x[r].to_le_bytes();
+            buf[..b.len()].copy_from_slice(&b);
+            &buf[..b.len()]
+        })
     }
 }
 

@@ -19,7 +19,7 @@ use std::sync::Arc;
 use std::time::Instant;
 
 use blz::DType;
-use blz::layer::{FilterSetting, Layer, LayerSchema, LayerWriter, Value};
+use blz::layer::{FilterSetting, Layer, LayerSchema, LayerWriter, Numbers, Value};
 use dbsp::dynamic::{DowncastTrait, DynData, Erase};
 use dbsp::storage::backend::StorageBackend;
 use dbsp::storage::buffer_cache::BufferCache;
@@ -34,6 +34,8 @@ use rand::{Rng, SeedableRng};
 
 const PROBES: usize = 100_000;
 const GROUP: u64 = 4;
+/// Paths per `push_columns` call in blz's builds.
+const BATCH: usize = 65536;
 
 fn cache() -> Option<Arc<BufferCache>> {
     thread_local! {
@@ -363,9 +365,21 @@ fn blz_build_wset(
 ) -> (f64, u64) {
     let t = Instant::now();
     let mut w = LayerWriter::create(path, blz_wset_schema(filter)).unwrap();
+    // Typed columns of numbers, BATCH paths at a time (`push` takes one `Value` path).
+    let (mut ks, mut rs) = (Vec::with_capacity(BATCH), Vec::with_capacity(BATCH));
+    let mut flush = |ks: &mut Vec<u64>, rs: &mut Vec<i64>| {
+        w.push_columns(&[Numbers::U64(ks)], Some(Numbers::I64(rs))).unwrap();
+        ks.clear();
+        rs.clear();
+    };
     for (k, r) in rows {
-        w.push(&[Value::UInt(k)], Some(Value::Int(r))).unwrap();
+        ks.push(k);
+        rs.push(r);
+        if ks.len() == BATCH {
+            flush(&mut ks, &mut rs);
+        }
     }
+    flush(&mut ks, &mut rs);
     w.finish().unwrap();
     (t.elapsed().as_secs_f64(), dir_bytes(path))
 }
@@ -466,11 +480,19 @@ fn blz_izset(dir: &Path, n: u64, filter: bool) {
     );
     let t = Instant::now();
     let mut w = LayerWriter::create(&path, schema).unwrap();
+    let (mut ks, mut vs, mut rs) = (Vec::new(), Vec::new(), Vec::new());
     for i in 0..nkeys {
         for j in 0..GROUP {
-            let (v, r) = (5 * j + i % 5, weight(i + j));
-            w.push(&[Value::UInt(3 * i), Value::UInt(v)], Some(Value::Int(r)))
+            ks.push(3 * i);
+            vs.push(5 * j + i % 5);
+            rs.push(weight(i + j));
+        }
+        if ks.len() >= BATCH || i + 1 == nkeys {
+            w.push_columns(&[Numbers::U64(&ks), Numbers::U64(&vs)], Some(Numbers::I64(&rs)))
                 .unwrap();
+            ks.clear();
+            vs.clear();
+            rs.clear();
         }
     }
     w.finish().unwrap();
