@@ -539,12 +539,17 @@ impl LayerWriter {
     /// fit its column, a missing or unexpected weight, a path equal to the previous one
     /// (duplicate) or smaller (unsorted input); I/O errors.
     pub fn push(&mut self, keys: &[Value], weight: Option<Value>) -> Result<()> {
+        self.guarded(|w| w.push_inner(keys, weight))
+    }
+
+    /// Runs `step` on a build still under way; on an error abandons the build.
+    fn guarded<T>(&mut self, step: impl FnOnce(&mut Self) -> Result<T>) -> Result<T> {
         if self.failed || self.done {
             return Err(Error::InvalidArgument(
                 "the layer build was already abandoned or finished".into(),
             ));
         }
-        let r = self.push_inner(keys, weight);
+        let r = step(self);
         if r.is_err() {
             self.abandon();
         }
@@ -574,41 +579,11 @@ impl LayerWriter {
                 Some(&wb[..n])
             }
             (None, None) => None,
-            (Some(_), None) => {
-                return Err(Error::InvalidArgument(
-                    "the dataset has a weight; give one with every row".into(),
-                ))
-            }
-            (None, Some(_)) => {
-                return Err(Error::InvalidArgument(
-                    "the dataset has no weight column".into(),
-                ))
-            }
+            (has, _) => return Err(weight_presence(has.is_some())),
         };
         let d = match &self.prev {
             None => 0,
-            Some(prev) => {
-                let d = prev.iter().zip(&keys).position(|(a, b)| a != b);
-                match d {
-                    None => {
-                        return Err(Error::InvalidArgument(format!(
-                            "duplicate input: {} repeats the previous row",
-                            show(&keys)
-                        )))
-                    }
-                    Some(d) if keys[d] < prev[d] => {
-                        return Err(Error::InvalidArgument(format!(
-                            "unsorted input: {} comes after {} (column {} = {:?} must increase{})",
-                            show(&keys),
-                            show(prev),
-                            d + 1,
-                            self.meta.columns[d].name,
-                            if d > 0 { " within its row group" } else { "" }
-                        )))
-                    }
-                    Some(d) => d,
-                }
-            }
+            Some(prev) => self.first_change(prev, &keys)?,
         };
         let mut buf = std::mem::take(&mut self.buf);
         for (i, key) in keys.iter().enumerate().skip(d) {
@@ -656,16 +631,7 @@ impl LayerWriter {
         keys: &[Numbers<'_>],
         weights: Option<Numbers<'_>>,
     ) -> Result<()> {
-        if self.failed || self.done {
-            return Err(Error::InvalidArgument(
-                "the layer build was already abandoned or finished".into(),
-            ));
-        }
-        let r = self.push_columns_inner(keys, weights);
-        if r.is_err() {
-            self.abandon();
-        }
-        r
+        self.guarded(|w| w.push_columns_inner(keys, weights))
     }
 
     fn push_columns_inner(
@@ -709,16 +675,7 @@ impl LayerWriter {
                 )))
             }
             (None, None) => {}
-            (Some(_), None) => {
-                return Err(Error::InvalidArgument(
-                    "the dataset has a weight; give one with every row".into(),
-                ))
-            }
-            (None, Some(_)) => {
-                return Err(Error::InvalidArgument(
-                    "the dataset has no weight column".into(),
-                ))
-            }
+            (has, _) => return Err(weight_presence(has.is_some())),
         }
         if n == 0 {
             return Ok(());
@@ -730,13 +687,7 @@ impl LayerWriter {
             let d = if r == 0 {
                 match &self.prev {
                     None => 0,
-                    Some(prev) => {
-                        let p0 = path(0);
-                        match prev.iter().zip(&p0).position(|(a, b)| a != b) {
-                            Some(d) if p0[d] > prev[d] => d,
-                            _ => return Err(self.order_error(prev, &p0)),
-                        }
-                    }
+                    Some(prev) => self.first_change(prev, &path(0))?,
                 }
             } else {
                 let mut d = None;
@@ -768,6 +719,15 @@ impl LayerWriter {
         Ok(())
     }
 
+    /// The first column where path `next` differs from `prev`, the path before it; an
+    /// error unless `next` is the larger there.
+    fn first_change(&self, prev: &[Value], next: &[Value]) -> Result<usize> {
+        match prev.iter().zip(next).position(|(a, b)| a != b) {
+            Some(d) if next[d] > prev[d] => Ok(d),
+            _ => Err(self.order_error(prev, next)),
+        }
+    }
+
     /// The error for path `next` pushed after `prev`: a duplicate, or out of order.
     fn order_error(&self, prev: &[Value], next: &[Value]) -> Error {
         match prev.iter().zip(next).position(|(a, b)| a != b) {
@@ -793,18 +753,9 @@ impl LayerWriter {
     /// # Errors
     /// I/O errors; the build directory is then removed.
     pub fn finish(mut self) -> Result<LayerSizes> {
-        if self.failed || self.done {
-            return Err(Error::InvalidArgument(
-                "the layer build was already abandoned or finished".into(),
-            ));
-        }
-        let r = self.finish_inner();
-        if r.is_err() {
-            self.abandon();
-        } else {
-            self.done = true;
-        }
-        r
+        let sizes = self.guarded(Self::finish_inner)?;
+        self.done = true;
+        Ok(sizes)
     }
 
     fn finish_inner(&mut self) -> Result<LayerSizes> {
@@ -861,6 +812,16 @@ impl Drop for LayerWriter {
     fn drop(&mut self) {
         self.abandon();
     }
+}
+
+/// The error for a weight given to a dataset without one (`has_weight` false), or missing
+/// for a dataset with one.
+fn weight_presence(has_weight: bool) -> Error {
+    Error::InvalidArgument(if has_weight {
+        "the dataset has a weight; give one with every row".into()
+    } else {
+        "the dataset has no weight column".into()
+    })
 }
 
 /// A column of numbers of one dtype, for [`LayerWriter::push_columns`].
