@@ -434,16 +434,13 @@ pub(crate) fn encode_fixed(d: DType, v: &Value, out: &mut [u8]) {
 /// The stored bytes of a value already in the column's canonical variant (see [`coerce`]).
 pub(crate) fn encode_leaf(kind: LeafKind, v: &Value, out: &mut Vec<u8>) {
     match (kind, v) {
-        (LeafKind::Fixed(d), Value::Int(i)) => {
-            out.extend_from_slice(&i.to_le_bytes()[..d.itemsize()]);
+        (LeafKind::Fixed(d), Value::Int(_) | Value::UInt(_) | Value::Float(_))
+            if d.itemsize() <= 8 =>
+        {
+            let at = out.len();
+            out.resize(at + d.itemsize(), 0);
+            encode_fixed(d, v, &mut out[at..]);
         }
-        (LeafKind::Fixed(d), Value::UInt(u)) => {
-            out.extend_from_slice(&u.to_le_bytes()[..d.itemsize()]);
-        }
-        (LeafKind::Fixed(DType::F32), Value::Float(x)) => {
-            out.extend_from_slice(&(*x as f32).to_le_bytes());
-        }
-        (LeafKind::Fixed(_), Value::Float(x)) => out.extend_from_slice(&x.to_le_bytes()),
         (_, Value::Str(s)) => out.extend_from_slice(s.as_bytes()),
         (_, Value::Bytes(b)) => out.extend_from_slice(b),
         // Not reached for coerced values; keep the bytes well-defined anyway.
