@@ -946,3 +946,111 @@ fn the_request_log_counts_a_blz_process() {
     assert_eq!(out.status.code(), Some(1), "{msg}");
     assert!(msg.contains("BLZ_S3_REQUEST_LOG"), "{msg}");
 }
+
+/// The worker of [`staged_writes_from_many_processes`]: this test binary run again with
+/// `BLZ_TEST_STAGED_WORKER=<session URL>|<first row>|<rows>`, writing those rows (of
+/// `0..`, as i64) into the staged write's session; without the variable, nothing.
+#[test]
+fn staged_worker_process() {
+    let Ok(job) = std::env::var("BLZ_TEST_STAGED_WORKER") else {
+        return;
+    };
+    let parts: Vec<&str> = job.split('|').collect();
+    let (first, rows): (u64, u64) = (parts[1].parse().unwrap(), parts[2].parse().unwrap());
+    let bytes: Vec<u8> = (first as i64..(first + rows) as i64)
+        .flat_map(|i| i.to_ne_bytes())
+        .collect();
+    if std::env::var_os("BLZ_TEST_STAGED_HANG").is_some() {
+        // Killed before it uploads anything.
+        std::thread::sleep(Duration::from_secs(600));
+    }
+    blz::array::staged::write_rows(Path::new(parts[0]), first, &bytes).unwrap();
+}
+
+fn staged_worker(dir: &Path, first: u64, rows: u64, hang: bool) -> std::process::Child {
+    let mut c = Command::new(std::env::current_exe().unwrap());
+    c.args([
+        "--exact",
+        "staged_worker_process",
+        "--nocapture",
+        "--test-threads=1",
+    ])
+    .env(
+        "BLZ_TEST_STAGED_WORKER",
+        format!("{}|{first}|{rows}", dir.display()),
+    )
+    .stdout(Stdio::null())
+    .stderr(Stdio::piped());
+    if hang {
+        c.env("BLZ_TEST_STAGED_HANG", "1");
+    }
+    c.spawn().unwrap()
+}
+
+/// A staged append to an `s3://` dataset whose regions are written by separate worker
+/// processes (one of them killed and its region written again by another), committed once
+/// by this process; a second one whose writer gives up leaves the dataset as it was, and
+/// gc removes its uploads.
+#[test]
+fn staged_writes_from_many_processes() {
+    let Some(url) = s3_url("staged.blz") else {
+        return;
+    };
+    let mut ds = Dataset::create_with(&url, DType::I64, &[0], &opts(1000, 4)).unwrap();
+    ds.append(
+        &Array1::from((0..2_500i64).collect::<Vec<_>>())
+            .into_dyn()
+            .view(),
+    )
+    .unwrap();
+    let s = ds.begin_staged(40_000).unwrap();
+    assert!(s
+        .dir()
+        .to_str()
+        .unwrap()
+        .starts_with(&format!("{url}/staged/")));
+    let regions = s.regions(1);
+    assert_eq!(regions.len(), 10);
+    let mut killed = staged_worker(s.dir(), regions[0].0, regions[0].1, true);
+    let workers: Vec<_> = regions
+        .iter()
+        .map(|&(first, rows)| staged_worker(s.dir(), first, rows, false))
+        .collect();
+    std::thread::sleep(Duration::from_millis(300));
+    killed.kill().unwrap();
+    killed.wait().unwrap();
+    for w in workers {
+        let out = w.wait_with_output().unwrap();
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+    // Nothing is visible before the commit.
+    assert_eq!(read_all(&url), (0..2_500).collect::<Vec<i64>>());
+    let head: Vec<u8> = (2_500i64..(2_500 + s.head_rows() as i64))
+        .flat_map(|i| i.to_ne_bytes())
+        .collect();
+    ds.commit_staged(s, &head).unwrap();
+    drop(ds);
+    let want: Vec<i64> = (0..42_500).collect();
+    assert_eq!(read_all(&url), want);
+
+    // A writer that gives up after its workers uploaded: the dataset is as it was.
+    let mut ds = Dataset::open_rw(&url).unwrap();
+    let s = ds.begin_staged(8_000).unwrap();
+    for (first, rows) in s.regions(1) {
+        let out = staged_worker(s.dir(), first, rows, false)
+            .wait_with_output()
+            .unwrap();
+        assert!(out.status.success());
+    }
+    std::mem::forget(s);
+    drop(ds);
+    assert_eq!(read_all(&url), want);
+    let s = ObjectStorage::open_url(&url).unwrap();
+    let c = collect_garbage(&s, Duration::ZERO).unwrap();
+    assert!(c.deleted.iter().any(|k| k.starts_with("staged/")), "{c:?}");
+    assert_eq!(read_all(&url), want);
+}

@@ -37,7 +37,7 @@ use crate::engine::{CreateOptions, Mode};
 use crate::error::{Error, Result};
 use crate::meta::{self, ArrayStorage};
 use crate::staging::Staging;
-use crate::storage::{self, OpenMode, Storage};
+use crate::storage::{self, Bytes, OpenMode, SharedDir, Storage};
 use crate::txn::Txn;
 use serde::{Deserialize, Serialize};
 use std::path::{Path, PathBuf};
@@ -134,7 +134,17 @@ fn gcd(a: u64, b: u64) -> u64 {
 pub struct StagedWrite {
     storage: Arc<dyn Storage>,
     root: PathBuf,
+    /// Where the workers write: the session directory, or the shared directory's location.
     dir: PathBuf,
+    /// On a backend whose files no other process sees before a commit (an object store):
+    /// the shared directory the workers put their files into ([`Storage::shared_dir`]).
+    shared: Option<Arc<dyn SharedDir>>,
+    /// Where the commit finds the session's files in the dataset's storage:
+    /// `<root>/staged/<id>` (the session directory itself, on a filesystem; on an object
+    /// store, where the commit adopts the workers' objects, [`Storage::adopt`]).
+    files_dir: PathBuf,
+    /// The shared directory's files the commit made the dataset's: never removed here.
+    adopted: Vec<String>,
     doc: SessionDoc,
     /// The dataset's rows when the session began.
     old_rows: u64,
@@ -189,6 +199,21 @@ impl StagedWrite {
     fn remove_dir(&mut self) -> Result<()> {
         self.finished = true;
         let st = self.storage.as_ref();
+        if let Some(shared) = &self.shared {
+            // The session document goes first (a straggling worker then stops), then every
+            // file the commit did not make the dataset's. The adopted ones stay even when the
+            // commit failed (it may have taken effect with its answer lost): what no state
+            // names, garbage collection removes.
+            let _ = st.remove_dir_all(&self.files_dir);
+            shared.remove(&[SESSION_FILE.to_string()])?;
+            let rest: Vec<String> = shared
+                .list()?
+                .into_iter()
+                .map(|(name, _)| name)
+                .filter(|n| !self.adopted.contains(n))
+                .collect();
+            return shared.remove(&rest);
+        }
         // A worker still writing (a straggler of a failed write) can add a file while the
         // directory is being removed, which then fails as "not empty"; the worker stops at
         // its next step (session.json is gone), so trying again for a while succeeds.
@@ -245,7 +270,11 @@ impl Dataset {
         let start = old.next_multiple_of(unit).min(end);
         let id = meta::new_id();
         let staged = self.root.join(STAGED_DIR);
-        let dir = staged.join(&id);
+        let files_dir = staged.join(&id);
+        let shared = self.root.storage.shared_dir(&self.root, &id)?;
+        let dir = shared
+            .as_ref()
+            .map_or_else(|| files_dir.clone(), |s| s.location().to_path_buf());
         let doc = SessionDoc {
             format: "blz-staged".into(),
             version: 1,
@@ -257,17 +286,30 @@ impl Dataset {
             unit,
         };
         let st = self.root.storage.as_ref();
-        let had_staged = st.exists(&staged);
-        st.create_dir_all(&dir)?;
-        let session = StagedWrite {
+        let mut session = StagedWrite {
             storage: Arc::clone(&self.root.storage),
             root: self.root.to_path_buf(),
             dir,
+            shared,
+            files_dir,
+            adopted: Vec::new(),
             doc,
             old_rows: old,
             generation: self.sizes.generation,
             finished: false,
         };
+        if let Some(shared) = &session.shared {
+            // Nothing in the dataset's own storage: the workers read the session's document
+            // from the shared directory, and the files appear in the dataset at the commit.
+            let put = shared.put(SESSION_FILE, Bytes::from(meta::to_json_bytes(&session.doc)));
+            if put.is_err() {
+                session.finished = true;
+            }
+            put?;
+            return Ok(session);
+        }
+        let had_staged = st.exists(&staged);
+        st.create_dir_all(&session.dir)?;
         storage::write_file_atomic(
             st,
             &session.dir.join(SESSION_FILE),
@@ -294,7 +336,7 @@ impl Dataset {
     /// a complete superchunk file of this dataset at its position; [`Error::Mismatch`] for a
     /// `head` of the wrong size; I/O errors.
     pub fn commit_staged(&mut self, mut session: StagedWrite, head: &[u8]) -> Result<()> {
-        let result = self.commit_staged_inner(&session, head);
+        let result = self.commit_staged_inner(&mut session, head);
         // What cannot be removed now (a straggling worker), the next writer removes: the
         // commit's outcome is the result either way.
         let _ = session.remove_dir();
@@ -309,10 +351,11 @@ impl Dataset {
         session.remove_dir()
     }
 
-    fn commit_staged_inner(&mut self, session: &StagedWrite, head: &[u8]) -> Result<()> {
+    fn commit_staged_inner(&mut self, session: &mut StagedWrite, head: &[u8]) -> Result<()> {
         let _turn = self.turn()?;
         self.check_writable()?;
-        let doc = &session.doc;
+        let doc = session.doc.clone();
+        let doc = &doc;
         if session.root != *self.root.path()
             || session.generation != self.sizes.generation
             || session.old_rows != self.sizes.shape[0]
@@ -459,10 +502,72 @@ impl Dataset {
     }
 }
 
-/// Checks that the session directory holds exactly files `first..last`, each a complete
-/// superchunk file of the dataset at its position; returns each file's stored bytes.
-fn checked_files(session: &StagedWrite, first: u64, last: u64) -> Result<Vec<(u64, u64)>> {
-    let doc = &session.doc;
+/// The number `n` of a superchunk file's name `__n__.bin`.
+fn file_number(name: &str) -> Option<u64> {
+    name.strip_prefix("__")
+        .and_then(|s| s.strip_suffix("__.bin"))
+        .and_then(|s| s.parse::<u64>().ok())
+}
+
+/// Makes the workers' files in the shared directory of `session` the files of its
+/// `files_dir` in the dataset's storage ([`Storage::adopt`]: no bytes copied): for each of
+/// files `first..last`, one of the objects a worker put for it (`__n__.bin.<tag>`; a
+/// retried task puts another, with the same rows). Anything else there is an error.
+fn adopt_shared(
+    session: &mut StagedWrite,
+    shared: &dyn SharedDir,
+    first: u64,
+    last: u64,
+) -> Result<()> {
+    let listed = shared.list()?;
+    if !listed.iter().any(|(n, _)| n == SESSION_FILE) {
+        return Err(Error::InvalidArgument(format!(
+            "{}: the staged write's session is gone (removed by another writer?)",
+            shared.location().display()
+        )));
+    }
+    let mut picks: std::collections::BTreeMap<u64, (String, u64)> = Default::default();
+    for (name, size) in listed {
+        if name == SESSION_FILE {
+            continue;
+        }
+        let num = name
+            .rsplit_once('.')
+            .filter(|(_, tag)| !tag.is_empty() && tag.bytes().all(|b| b.is_ascii_hexdigit()))
+            .and_then(|(file, _)| file_number(file));
+        match num {
+            Some(n) if n > first && n <= last => {
+                picks.entry(n).or_insert((name, size));
+            }
+            _ => {
+                return Err(Error::InvalidArgument(format!(
+                    "{}: not a file of this staged write (it writes files {} to {})",
+                    shared.location().join(name).display(),
+                    first + 1,
+                    last
+                )))
+            }
+        }
+    }
+    for f in first..last {
+        let name = crate::engine::superchunk_name(f);
+        let Some((object, size)) = picks.get(&(f + 1)) else {
+            return Err(Error::InvalidArgument(format!(
+                "{}: missing: the staged write's worker for it did not finish",
+                shared.location().join(&name).display()
+            )));
+        };
+        session
+            .storage
+            .adopt(shared, object, *size, &session.files_dir.join(&name))?;
+        session.adopted.push(object.clone());
+    }
+    Ok(())
+}
+
+/// Checks that the session directory (on a filesystem) is there and holds no file but
+/// files `first..last` (and the workers' private directories).
+fn check_listing(session: &StagedWrite, first: u64, last: u64) -> Result<()> {
     let st = session.storage.as_ref();
     if !st.exists(&session.dir.join(SESSION_FILE)) {
         return Err(Error::InvalidArgument(format!(
@@ -474,11 +579,7 @@ fn checked_files(session: &StagedWrite, first: u64, last: u64) -> Result<Vec<(u6
         if name == SESSION_FILE || name.starts_with(WORKER_TMP_PREFIX) {
             continue;
         }
-        let num = name
-            .strip_prefix("__")
-            .and_then(|s| s.strip_suffix("__.bin"))
-            .and_then(|s| s.parse::<u64>().ok());
-        if !num.is_some_and(|n| n > first && n <= last) {
+        if !file_number(&name).is_some_and(|n| n > first && n <= last) {
             return Err(Error::InvalidArgument(format!(
                 "{}: not a file of this staged write (it writes files {} to {})",
                 session.dir.join(name).display(),
@@ -487,9 +588,22 @@ fn checked_files(session: &StagedWrite, first: u64, last: u64) -> Result<Vec<(u6
             )));
         }
     }
+    Ok(())
+}
+
+/// Checks that the session directory holds exactly files `first..last`, each a complete
+/// superchunk file of the dataset at its position; returns each file's stored bytes.
+fn checked_files(session: &mut StagedWrite, first: u64, last: u64) -> Result<Vec<(u64, u64)>> {
+    if let Some(shared) = session.shared.clone() {
+        adopt_shared(session, shared.as_ref(), first, last)?;
+    } else {
+        check_listing(session, first, last)?;
+    }
+    let doc = &session.doc;
+    let st = session.storage.as_ref();
     let core = make_core(
         Arc::clone(&session.storage),
-        &session.dir,
+        &session.files_dir,
         PathBuf::new(),
         &doc.storage,
     )?;
@@ -542,25 +656,70 @@ fn checked_files(session: &StagedWrite, first: u64, last: u64) -> Result<Vec<(u6
 /// [`Error::InvalidArgument`] when the session is gone (committed or abandoned) or the rows
 /// are not a region of it; [`Error::Mismatch`] for bytes that are not the rows; I/O errors.
 pub fn write_rows(session_dir: &Path, first_row: u64, bytes: &[u8]) -> Result<Vec<u64>> {
+    if storage::is_url(session_dir) {
+        return write_rows_shared(
+            storage::shared_dir_at(session_dir)?.as_ref(),
+            first_row,
+            bytes,
+        );
+    }
     write_rows_in(storage::local(), session_dir, first_row, bytes)
 }
 
-/// As [`write_rows`], on a given storage backend.
+/// As [`write_rows`], into the shared directory of a staged write on an object store (its
+/// [`StagedWrite::dir`] is the directory's `s3://` location, which [`write_rows`] opens with
+/// [`storage::shared_dir_at`]): the files are encoded under a private temporary directory
+/// of this process and each put into the shared directory as one object,
+/// `__n__.bin.<tag>`, `tag` drawn anew at every call. A retried task therefore adds objects
+/// rather than replacing any; the commit takes one per file, and garbage collection removes
+/// the others (`spec/object-store.md` §8).
 ///
 /// # Errors
 /// As [`write_rows`].
-pub fn write_rows_in(
-    storage: Arc<dyn Storage>,
-    session_dir: &Path,
-    first_row: u64,
-    bytes: &[u8],
-) -> Result<Vec<u64>> {
-    let st = storage.as_ref();
-    let doc = read_session(st, session_dir)?;
+pub fn write_rows_shared(shared: &dyn SharedDir, first_row: u64, bytes: &[u8]) -> Result<Vec<u64>> {
+    let location = shared.location();
+    let session_doc = shared.get(SESSION_FILE, crate::meta::MAX_META_FILE)?;
+    let doc = parse_session(
+        session_doc.as_deref(),
+        &location.join(SESSION_FILE),
+        location,
+    )?;
+    let rows = check_region(&doc, location, first_row, bytes)?;
+    let local = storage::local();
+    let tmp = std::env::temp_dir().join(format!("blz-staged-{}", meta::new_id()));
+    local.create_dir_all(&tmp)?;
+    let result = encode_into(&local, &tmp, &doc, first_row, rows, bytes).and_then(|files| {
+        // A session committed or abandoned meanwhile takes no more files.
+        if shared
+            .get(SESSION_FILE, crate::meta::MAX_META_FILE)?
+            .is_none()
+        {
+            return Err(Error::InvalidArgument(format!(
+                "{}: the staged write was committed or abandoned while this worker wrote",
+                location.display()
+            )));
+        }
+        let tag = &meta::new_id()[..16];
+        use rayon::prelude::*;
+        files.par_iter().try_for_each(|&f| {
+            let name = crate::engine::superchunk_name(f);
+            let path = tmp.join(&name);
+            let data = std::fs::read(&path).map_err(|e| Error::io("read", &path, e))?;
+            shared.put(&format!("{name}.{tag}"), Bytes::from(data))
+        })?;
+        Ok(files)
+    });
+    let _ = local.remove_dir_all(&tmp);
+    result
+}
+
+/// The rows of a region `first_row..` of `bytes` of the session `doc` (at `place`, for
+/// messages), checked: whole rows, whole units inside the workers' rows.
+fn check_region(doc: &SessionDoc, place: &Path, first_row: u64, bytes: &[u8]) -> Result<u64> {
     let row_bytes = doc.row_bytes();
     if row_bytes == 0 || !(bytes.len() as u64).is_multiple_of(row_bytes) {
         return Err(Error::Mismatch {
-            dataset: session_dir.to_path_buf(),
+            dataset: place.to_path_buf(),
             reason: format!(
                 "{} bytes are not whole rows of {row_bytes} bytes",
                 bytes.len()
@@ -579,11 +738,27 @@ pub fn write_rows_in(
         return Err(Error::InvalidArgument(format!(
             "{}: rows {first_row}..{end_row} are not a region of the staged write (rows {}..{} \
              in units of {unit})",
-            session_dir.display(),
+            place.display(),
             doc.start,
             doc.end
         )));
     }
+    Ok(rows)
+}
+
+/// As [`write_rows`], on a given storage backend.
+///
+/// # Errors
+/// As [`write_rows`].
+pub fn write_rows_in(
+    storage: Arc<dyn Storage>,
+    session_dir: &Path,
+    first_row: u64,
+    bytes: &[u8],
+) -> Result<Vec<u64>> {
+    let st = storage.as_ref();
+    let doc = read_session(st, session_dir)?;
+    let rows = check_region(&doc, session_dir, first_row, bytes)?;
     let tmp = session_dir.join(format!("{WORKER_TMP_PREFIX}{}", meta::new_id()));
     read_session(st, session_dir)?;
     st.create_dir_all(&tmp)?;
@@ -602,13 +777,30 @@ pub fn write_rows_in(
 
 fn read_session(st: &dyn Storage, session_dir: &Path) -> Result<SessionDoc> {
     let path = session_dir.join(SESSION_FILE);
-    if !st.exists(&path) {
+    let bytes = if st.exists(&path) {
+        Some(storage::read_small_file(
+            st,
+            &path,
+            crate::meta::MAX_META_FILE,
+        )?)
+    } else {
+        None
+    };
+    parse_session(bytes.as_deref(), &path, session_dir)
+}
+
+/// The session document `bytes` (of the file `path`; `None` when there is none) of the
+/// session at `session_dir`, checked.
+fn parse_session(bytes: Option<&[u8]>, path: &Path, session_dir: &Path) -> Result<SessionDoc> {
+    let Some(bytes) = bytes else {
         return Err(Error::InvalidArgument(format!(
             "{}: no staged write there (it was committed or abandoned)",
             session_dir.display()
         )));
-    }
-    let doc: SessionDoc = meta::read_json(st, &path)?;
+    };
+    let path = path.to_path_buf();
+    let doc: SessionDoc =
+        serde_json::from_slice(bytes).map_err(|e| Error::metadata(&path, e.to_string()))?;
     if doc.format != "blz-staged" || doc.version != 1 {
         return Err(Error::metadata(
             &path,

@@ -128,6 +128,12 @@ impl Storage for Deferred {
     fn discard_unpublished(&self, root: &Path) {
         self.inner.discard_unpublished(root)
     }
+    fn shared_dir(&self, root: &Path, id: &str) -> Result<Option<Arc<dyn super::SharedDir>>> {
+        self.inner.shared_dir(root, id)
+    }
+    fn adopt(&self, dir: &dyn super::SharedDir, name: &str, size: u64, path: &Path) -> Result<()> {
+        self.inner.adopt(dir, name, size, path)
+    }
 }
 
 /// Makes every file and directory under `dir` (and `dir` itself) durable: the files' data

@@ -285,6 +285,92 @@ pub trait Storage: Send + Sync + std::fmt::Debug {
     fn discard_unpublished(&self, root: &Path) {
         let _ = root;
     }
+    /// Where the workers of the staged write `id` on the dataset at `root` leave their files,
+    /// when this backend's own files are seen by no other process before a commit (an object
+    /// store: a prefix of the dataset's, `spec/object-store.md` §8). `None` (the default, a
+    /// filesystem): the session is the directory `root/staged/<id>`, which every process
+    /// that mounts the filesystem sees.
+    ///
+    /// # Errors
+    /// As the backend's.
+    fn shared_dir(&self, root: &Path, id: &str) -> Result<Option<Arc<dyn SharedDir>>> {
+        let _ = (root, id);
+        Ok(None)
+    }
+    /// Makes the file `name` of `dir` (a [`SharedDir`] this handle's
+    /// [`Storage::shared_dir`] gave), `size` bytes long, the file at `path` among this
+    /// handle's uncommitted changes, without copying its bytes: the next publish names it
+    /// where it lies. Only backends with shared directories support it.
+    ///
+    /// # Errors
+    /// [`Error::Unsupported`] by default; I/O errors reading the file's front.
+    fn adopt(&self, dir: &dyn SharedDir, name: &str, size: u64, path: &Path) -> Result<()> {
+        let _ = (name, size);
+        Err(Error::Unsupported {
+            path: path.to_path_buf(),
+            reason: format!(
+                "this storage has no shared directories to take {} from",
+                dir.location().display()
+            ),
+        })
+    }
+}
+
+/// A directory that every process sees as soon as a file is put into it, apart from any
+/// dataset's commit: where the workers of a staged write on an object store leave the
+/// superchunk files the writer then commits ([`Storage::shared_dir`], [`shared_dir_at`]).
+/// Files are written whole (a reader sees all of a file or none of it) and never changed.
+pub trait SharedDir: Send + Sync + std::fmt::Debug {
+    /// How workers name it: `s3://bucket/prefix/staged/<id>`.
+    fn location(&self) -> &Path;
+    /// Stores `bytes` as the file `name` (a plain name), whole.
+    ///
+    /// # Errors
+    /// I/O errors naming the file.
+    fn put(&self, name: &str, bytes: Bytes) -> Result<()>;
+    /// The bytes of the file `name` (at most `limit` of them), or `None` when there is no
+    /// such file.
+    ///
+    /// # Errors
+    /// I/O errors naming the file; [`Error::InvalidMetadata`] for a file over `limit` bytes.
+    fn get(&self, name: &str, limit: u64) -> Result<Option<Bytes>>;
+    /// Every file: its name and size in bytes, by name.
+    ///
+    /// # Errors
+    /// I/O errors naming the directory.
+    fn list(&self) -> Result<Vec<(String, u64)>>;
+    /// Removes the files `names` (a missing one is no error).
+    ///
+    /// # Errors
+    /// I/O errors naming the directory.
+    fn remove(&self, names: &[String]) -> Result<()>;
+}
+
+/// The shared directory at `location`, an `s3://bucket/key` URL (a staged write's session
+/// on an object store, as [`SharedDir::location`] names it), for a worker in any process.
+///
+/// # Errors
+/// As [`for_path`] for a URL; [`Error::InvalidArgument`] for a location that is not one.
+pub fn shared_dir_at(location: &Path) -> Result<Arc<dyn SharedDir>> {
+    if !is_url(location) {
+        return Err(Error::InvalidArgument(format!(
+            "{}: not an s3:// URL",
+            location.display()
+        )));
+    }
+    #[cfg(feature = "s3")]
+    {
+        Ok(Arc::new(object::SharedPrefix::open_url(
+            &location.to_string_lossy(),
+        )?))
+    }
+    #[cfg(not(feature = "s3"))]
+    {
+        Err(Error::Unsupported {
+            path: location.to_path_buf(),
+            reason: "this build of blz has no object-store support (the `s3` feature)".into(),
+        })
+    }
 }
 
 /// Of a file, the byte ranges every reader of it reads before anything else, or `None`

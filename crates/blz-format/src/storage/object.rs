@@ -19,7 +19,7 @@
 //! [`Error::Conflict`]; its uploads are orphans that [`collect_garbage`] removes. The state
 //! object and the collection rule are described in `spec/object-store.md`.
 
-use super::{FrontRanges, LockGuard, OpenMode, Storage, StorageFile};
+use super::{FrontRanges, LockGuard, OpenMode, SharedDir, Storage, StorageFile};
 use crate::error::{Error, Result};
 use bytes::Bytes;
 use futures::{StreamExt, TryStreamExt};
@@ -535,6 +535,53 @@ fn not_found(op: &'static str, path: &Path) -> Error {
     )
 }
 
+/// Objects larger than this are uploaded in parts ([`put_object`]).
+pub const MULTIPART_MIN: usize = 16 << 20;
+
+/// The size of each part of a multipart upload (the last one shorter); S3 wants 5 MiB at
+/// least of every part but the last.
+pub const UPLOAD_PART: usize = 8 << 20;
+
+/// Uploads `bytes` as the object `loc`: one PUT, or, above [`MULTIPART_MIN`] bytes, a
+/// multipart upload whose parts of [`UPLOAD_PART`] bytes go up at once (the object appears
+/// whole when the upload completes; a failed part aborts it).
+async fn put_object(
+    store: &Arc<dyn ObjectStore>,
+    loc: &OPath,
+    bytes: Bytes,
+) -> std::result::Result<(), object_store::Error> {
+    if bytes.len() <= MULTIPART_MIN {
+        return store
+            .put(loc, PutPayload::from_bytes(bytes))
+            .await
+            .map(drop);
+    }
+    let mut upload = store.put_multipart(loc).await?;
+    let parts: Vec<_> = (0..bytes.len())
+        .step_by(UPLOAD_PART)
+        .map(|a| {
+            let part = bytes.slice(a..(a + UPLOAD_PART).min(bytes.len()));
+            upload.put_part(PutPayload::from_bytes(part))
+        })
+        .collect();
+    match futures::future::try_join_all(parts).await {
+        Ok(_) => upload.complete().await.map(drop),
+        Err(e) => {
+            let _ = upload.abort().await;
+            Err(e)
+        }
+    }
+}
+
+/// The parts an upload of `len` bytes takes, for the request log.
+fn parts_note(len: usize) -> String {
+    if len <= MULTIPART_MIN {
+        String::new()
+    } else {
+        format!("multipart parts={}", len.div_ceil(UPLOAD_PART))
+    }
+}
+
 /// What kind of failure to reach the endpoint an `object_store` error is, if it is one.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Unreachable {
@@ -732,6 +779,26 @@ fn request_log() -> Result<Option<Arc<std::fs::File>>> {
 }
 
 impl Backend {
+    /// The same store and clients for the objects below `rel` (a key relative to this
+    /// prefix), named `<root>/<rel>`; requests are counted apart.
+    fn below(&self, rel: &str) -> Backend {
+        let tuning = self.read_tuning().0;
+        Backend {
+            store: Arc::clone(&self.store),
+            write_store: Arc::clone(&self.write_store),
+            endpoint: self.endpoint.clone(),
+            prefix: if self.prefix.is_empty() {
+                rel.to_string()
+            } else {
+                format!("{}/{rel}", self.prefix)
+            },
+            root: self.root.join(rel),
+            requests: AtomicU64::new(0),
+            log: self.log.clone(),
+            reads: Mutex::new((tuning, read_slots(&tuning))),
+        }
+    }
+
     fn key(&self, rel_key: &str) -> OPath {
         if self.prefix.is_empty() {
             OPath::from(rel_key)
@@ -2473,13 +2540,10 @@ impl ObjectStorage {
                     let (key, node) = (u.key.as_str(), &u.node);
                     let bytes = node_bytes(backend, node, &path, u.ranges.as_deref())?;
                     let loc = backend.key(key);
-                    backend.note("PUT", key, format_args!(""));
+                    backend.note("PUT", key, format_args!("{}", parts_note(bytes.len())));
                     let started = std::time::Instant::now();
-                    backend
-                        .client(Client::Write)
-                        .put(&loc, PutPayload::from_bytes(bytes))
+                    put_object(backend.client(Client::Write), &loc, bytes)
                         .await
-                        .map(drop)
                         .map_err(|e| backend.error("upload", &path, Client::Write, started, e))
                 })
                 .buffer_unordered(PARALLEL)
@@ -2770,6 +2834,240 @@ impl Storage for ObjectStorage {
             self.reset_tree();
         }
     }
+
+    fn shared_dir(&self, root: &Path, id: &str) -> Result<Option<Arc<dyn SharedDir>>> {
+        // A staged create builds at `<root>.tmp-build`, which is never uploaded: the
+        // session lies under the dataset's own prefix, where its state will name the files.
+        let _ = root;
+        let rel = format!("{STAGED_PREFIX}/{id}");
+        if id.is_empty() || id.contains('/') || id == "." || id == ".." {
+            return Err(Error::InvalidArgument(format!(
+                "{id:?} is not a plain session name"
+            )));
+        }
+        Ok(Some(Arc::new(SharedPrefix {
+            backend: self.backend.below(&rel),
+        })))
+    }
+
+    fn adopt(&self, dir: &dyn SharedDir, name: &str, size: u64, path: &Path) -> Result<()> {
+        let location = dir.location();
+        let rel_dir = location
+            .strip_prefix(&self.backend.root)
+            .ok()
+            .and_then(Path::to_str)
+            .filter(|r| r.starts_with(STAGED_PREFIX))
+            .ok_or_else(|| {
+                Error::InvalidArgument(format!(
+                    "{}: not a shared directory of {}",
+                    location.display(),
+                    self.backend.root.display()
+                ))
+            })?;
+        if name.is_empty() || name.contains('/') {
+            return Err(Error::InvalidArgument(format!(
+                "{name:?} is not a plain file name"
+            )));
+        }
+        let key: Arc<str> = Arc::from(format!("{rel_dir}/{name}").as_str());
+        let pieces = if size > 0 {
+            vec![Piece {
+                key,
+                size,
+                at: 0,
+                len: size,
+            }]
+        } else {
+            Vec::new()
+        };
+        let node = Node::new(Data::Remote {
+            pieces,
+            len: size,
+            head: None,
+            front: None,
+        });
+        // The front the state keeps for it (as for a file this handle uploads): read now,
+        // through the object, so that readers of the commit open it with no request.
+        let file = ObjectFile {
+            node: Arc::clone(&node),
+            backend: Arc::clone(&self.backend),
+            path: path.to_path_buf(),
+            writable: false,
+        };
+        if let Some(ranges) = crate::blpk::front_ranges(&file) {
+            let total: u64 = ranges.iter().map(|r| r.end.saturating_sub(r.start)).sum();
+            if total > 0 && total <= MAX_FRONT {
+                let mut bytes = vec![0u8; total as usize];
+                let mut at = 0usize;
+                for r in &ranges {
+                    let n = (r.end - r.start) as usize;
+                    file.read_at(r.start, &mut bytes[at..at + n])?;
+                    at += n;
+                }
+                if let Some(front) = Front::new(&ranges, &bytes) {
+                    if let Data::Remote { front: f, .. } = &mut *lock_data(&node) {
+                        *f = Some(FrontCopy::new(front));
+                    }
+                }
+            }
+        }
+        let key = self.key_of(path)?;
+        let mut tree = self.tree();
+        if tree.is_dir(&key) {
+            return Err(Error::io(
+                "create",
+                path,
+                std::io::Error::new(ErrorKind::IsADirectory, "a directory"),
+            ));
+        }
+        tree.files.insert(key, node);
+        Ok(())
+    }
+}
+
+/// The key prefix, below a dataset's, of the sessions of staged writes on it
+/// ([`Storage::shared_dir`]): `staged/<id>/`.
+pub const STAGED_PREFIX: &str = "staged";
+
+/// A shared directory on an object store: the objects below a key prefix, each file one
+/// object ([`SharedDir`]). A staged write's session is `PREFIX/staged/<id>/`.
+pub struct SharedPrefix {
+    backend: Backend,
+}
+
+impl std::fmt::Debug for SharedPrefix {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("SharedPrefix")
+            .field("location", &self.backend.root)
+            .finish_non_exhaustive()
+    }
+}
+
+impl SharedPrefix {
+    /// The shared directory `s3://bucket/key`, with a client configured from the
+    /// environment as [`ObjectStorage::open_url`]'s (no request is made).
+    ///
+    /// # Errors
+    /// As [`parse_s3_url`] and [`s3_store`].
+    pub fn open_url(url: &str) -> Result<SharedPrefix> {
+        let (bucket, key) = parse_s3_url(url)?;
+        let c = s3_clients(&bucket)?;
+        let tuning = ReadTuning::from_env()?;
+        Ok(SharedPrefix {
+            backend: Backend {
+                store: c.read,
+                write_store: c.write,
+                endpoint: Some((c.endpoint, c.timeouts)),
+                root: PathBuf::from(format!("s3://{bucket}/{key}")),
+                prefix: key,
+                requests: AtomicU64::new(0),
+                log: request_log()?,
+                reads: Mutex::new((tuning, read_slots(&tuning))),
+            },
+        })
+    }
+
+    fn check_name(&self, name: &str) -> Result<()> {
+        if name.is_empty() || name.contains('/') || name == "." || name == ".." {
+            return Err(Error::InvalidArgument(format!(
+                "{}: {name:?} is not a plain file name",
+                self.backend.root.display()
+            )));
+        }
+        Ok(())
+    }
+}
+
+impl SharedDir for SharedPrefix {
+    fn location(&self) -> &Path {
+        &self.backend.root
+    }
+
+    fn put(&self, name: &str, bytes: Bytes) -> Result<()> {
+        self.check_name(name)?;
+        let rt = runtime()?;
+        let b = &self.backend;
+        let path = b.root.join(name);
+        b.note("PUT", name, format_args!("{}", parts_note(bytes.len())));
+        let started = std::time::Instant::now();
+        rt.block_on(put_object(b.client(Client::Write), &b.key(name), bytes))
+            .map_err(|e| b.error("upload", &path, Client::Write, started, e))
+    }
+
+    fn get(&self, name: &str, limit: u64) -> Result<Option<Bytes>> {
+        self.check_name(name)?;
+        let rt = runtime()?;
+        let b = &self.backend;
+        let path = b.root.join(name);
+        b.note("GET", name, format_args!(""));
+        let started = std::time::Instant::now();
+        let got = rt.block_on(async {
+            let r = b
+                .store
+                .get_opts(&b.key(name), GetOptions::default())
+                .await?;
+            if r.meta.size > limit {
+                return Ok(None);
+            }
+            Ok::<_, object_store::Error>(Some(r.bytes().await?))
+        });
+        match got {
+            Ok(Some(bytes)) => Ok(Some(bytes)),
+            Ok(None) => Err(Error::metadata(
+                &path,
+                format!("larger than the {limit} bytes it may be"),
+            )),
+            Err(object_store::Error::NotFound { .. }) => Ok(None),
+            Err(e) => Err(b.error("read", &path, Client::Read, started, e)),
+        }
+    }
+
+    fn list(&self) -> Result<Vec<(String, u64)>> {
+        let rt = runtime()?;
+        let b = &self.backend;
+        b.note("LIST", "", format_args!(""));
+        let started = std::time::Instant::now();
+        let prefix = OPath::from(b.prefix.as_str());
+        let listed: Vec<object_store::ObjectMeta> = rt
+            .block_on(b.store.list(Some(&prefix)).try_collect())
+            .map_err(|e| b.error("list", &b.root, Client::Read, started, e))?;
+        let skip = b.prefix.len() + 1;
+        let mut out: Vec<(String, u64)> = listed
+            .iter()
+            .filter_map(|m| {
+                let rel = m.location.as_ref().get(skip..)?;
+                (!rel.contains('/')).then(|| (rel.to_string(), m.size))
+            })
+            .collect();
+        out.sort();
+        Ok(out)
+    }
+
+    fn remove(&self, names: &[String]) -> Result<()> {
+        let rt = runtime()?;
+        let b = &self.backend;
+        let store = Arc::clone(b.client(Client::Write));
+        let started = std::time::Instant::now();
+        rt.block_on(async {
+            futures::stream::iter(names)
+                .map(|name| {
+                    let store = Arc::clone(&store);
+                    let loc = b.key(name);
+                    b.note("DELETE", name, format_args!(""));
+                    async move {
+                        match store.delete(&loc).await {
+                            Ok(()) | Err(object_store::Error::NotFound { .. }) => Ok(()),
+                            Err(e) => Err(e),
+                        }
+                    }
+                })
+                .buffer_unordered(PARALLEL)
+                .try_collect::<Vec<()>>()
+                .await
+        })
+        .map_err(|e| b.error("delete", &b.root, Client::Write, started, e))
+        .map(drop)
+    }
 }
 
 /// What [`collect_garbage`] did.
@@ -2805,17 +3103,10 @@ pub fn collect_garbage(storage: &ObjectStorage, grace: Duration) -> Result<Colle
         let c = storage.committed_lock();
         (c.state.clone(), c.version.clone(), c.superseded)
     };
-    let Some(mut state) = state else {
-        return Err(Error::InvalidArgument(format!(
-            "{}: no dataset there",
-            backend.root.display()
-        )));
-    };
     // Every object an entry names stays, whole or for one extent of it.
     let used: HashSet<String> = state
-        .files
-        .values()
-        .flat_map(StateFile::keys)
+        .iter()
+        .flat_map(|s| s.files.values().flat_map(StateFile::keys))
         .map(str::to_string)
         .collect();
     // The store's "now": the Last-Modified of an object written now, as the listing shows.
@@ -2861,10 +3152,30 @@ pub fn collect_garbage(storage: &ObjectStorage, grace: Duration) -> Result<Colle
         .find(|m| rel_of(m).as_deref() == Some(STATE_KEY))
         .map_or(now, stamp);
     let retired: BTreeMap<String, u64> = state
-        .retired
         .iter()
+        .flat_map(|s| &s.retired)
         .map(|r| (r.key.clone(), r.stored_by.unwrap_or(state_stored)))
         .collect();
+    // With no state (a create that never committed: its client was killed), only what blz
+    // names so is collected: sessions of staged writes and clock probes. Anything else
+    // there is not blz's to remove.
+    let blz_own = |rel: &str| {
+        state.is_some()
+            || rel.starts_with(&format!("{STAGED_PREFIX}/"))
+            || rel.starts_with(CLOCK_PROBE)
+    };
+    if state.is_none()
+        && !listed
+            .iter()
+            .filter_map(&rel_of)
+            .any(|r| blz_own(&r) && r != probe)
+    {
+        let _ = rt.block_on(backend.client(Client::Write).delete(&backend.key(&probe)));
+        return Err(Error::InvalidArgument(format!(
+            "{}: no dataset there",
+            backend.root.display()
+        )));
+    }
     let old_enough = |t: u64| t.saturating_add(grace.as_secs()) <= now;
     let mut doomed = Vec::new();
     let mut kept = 0;
@@ -2872,7 +3183,7 @@ pub fn collect_garbage(storage: &ObjectStorage, grace: Duration) -> Result<Colle
         let Some(rel) = rel_of(m) else {
             continue;
         };
-        if rel == STATE_KEY || rel == probe || used.contains(&rel) {
+        if rel == STATE_KEY || rel == probe || used.contains(&rel) || !blz_own(&rel) {
             continue;
         }
         let t = retired.get(&rel).copied().unwrap_or_else(|| stamp(m));
@@ -2903,6 +3214,12 @@ pub fn collect_garbage(storage: &ObjectStorage, grace: Duration) -> Result<Colle
             .await
     })
     .map_err(|e| backend.error("delete", &backend.root, Client::Write, started, e))?;
+    let Some(mut state) = state else {
+        return Ok(Collected {
+            deleted: doomed,
+            kept,
+        });
+    };
     let gone: HashSet<&str> = doomed.iter().map(String::as_str).collect();
     let before = state.retired.len();
     state.retired.retain(|r| !gone.contains(r.key.as_str()));
