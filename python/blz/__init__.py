@@ -220,6 +220,19 @@ def buffer_pool(max_bytes: int | None = None, keep_seconds: float | None = None)
     return {"max_bytes": m, "keep_seconds": k, "held_bytes": held, "hits": hits, "misses": misses}
 
 
+def gc(url: str, grace: float = 3600) -> list[str]:
+    """Removes the objects of the dataset at the ``s3://`` URL ``url`` that no reader needs:
+    objects its commits stopped using more than ``grace`` seconds ago, and orphans (the
+    uploads of writes that failed, were killed or abandoned, e.g. the tasks of a
+    :func:`blz.dask.to_blz` whose client died) older than that, by the store's own clock
+    (``blz gc``; ``spec/object-store.md`` §6). ``grace`` must exceed the longest read of an
+    old version and the longest write. Returns the keys removed, relative to the dataset."""
+    if grace < 0:
+        raise ValueError(f"grace must be 0 or more seconds, not {grace}")
+    deleted, _kept = _blz.collect_garbage(os.fspath(url), int(grace))
+    return deleted
+
+
 def num_threads() -> int:
     """The number of threads blz decodes and encodes chunks with in this process.
 
@@ -257,6 +270,7 @@ __all__ = [
     "build_layer",
     "merge_layers",
     "create",
+    "gc",
     "num_threads",
     "open",
     "sql",

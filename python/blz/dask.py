@@ -86,14 +86,6 @@ def _is_url(path: Any) -> bool:
     return isinstance(path, str) and path.startswith("s3://")
 
 
-def _refuse_url(path: Any) -> None:
-    if _is_url(path):
-        raise InvalidArgumentError(
-            f"{path}: blz.dask cannot write to an object store: its workers stage files in the"
-            " dataset, which another process cannot see there (write with blz.create/append)"
-        )
-
-
 def _path_of(source: Any) -> str:
     path = getattr(source, "path", source)
     if _is_url(path):
@@ -417,9 +409,13 @@ def to_blz(
     commits them all at once (``blz::array::staged``). The dataset appears whole, or not at
     all: a task that fails, a worker killed, or an exception here leaves nothing at ``path``
     (and an existing dataset there, replaced only with ``overwrite``, untouched). A task
-    retried by the scheduler writes the same files again. An ``s3://`` URL is refused
-    (:class:`blz.InvalidArgumentError`): workers cannot stage files in an object store."""
-    _refuse_url(os.fspath(path))
+    retried by the scheduler writes the same files again.
+
+    ``path`` may be an ``s3://`` URL: each task then uploads its superchunk files as objects
+    of the write's session on the store (with the worker's ``AWS_*`` environment), and this
+    process checks them and commits once, with one conditional write of the dataset's state
+    (``spec/object-store.md`` §8). Uploads of a failed or killed task, or of a write that
+    never commits, are named by no state: ``blz gc`` removes them."""
     import json
 
     from . import Array, _fill_json
@@ -462,11 +458,10 @@ def append(x: Any, target: Any) -> Any:
     which writes them at the commit; every further superchunk file is written by a task of
     its own on the workers, and this process commits all of it in one transaction, holding
     the writer lock throughout. A failure anywhere leaves the array exactly as it was. An
-    ``s3://`` target is refused (:class:`blz.InvalidArgumentError`), as in :func:`to_blz`."""
+    ``s3://`` target works as in :func:`to_blz`: one commit, all or nothing."""
     from . import Array
     from ._index import native
 
-    _refuse_url(getattr(target, "path", target))
     dt = _check_source(x)
     opened = not isinstance(target, Array)
     if opened:

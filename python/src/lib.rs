@@ -834,13 +834,11 @@ impl RawArray {
             ..Default::default()
         };
         let made = detached(py, || {
+            // A local path, or an `s3://` URL (the workers then put their files into the
+            // session's shared directory on the store).
+            let (storage, path) = blz::storage::for_path(&path)?;
             Ok(Dataset::create_staged(
-                blz::storage::local(),
-                &path,
-                dtype,
-                &row_shape,
-                &opts,
-                rows,
+                storage, &path, dtype, &row_shape, &opts, rows,
             )?)
         })?;
         let (dir, geo) = {
@@ -920,10 +918,11 @@ impl RawStaged {
 
 #[pymethods]
 impl RawStaged {
-    /// The session directory the workers write into.
+    /// The session directory the workers write into: a path, or an `s3://` URL (a string,
+    /// as `pathlib` would fold the URL's `//`).
     #[getter]
-    fn dir(&self) -> PathBuf {
-        self.dir.clone()
+    fn dir(&self) -> String {
+        self.dir.to_string_lossy().into_owned()
     }
 
     /// `(head_rows, start, end, unit)`: rows the client writes itself at the commit (from
@@ -2070,6 +2069,19 @@ fn locate(py: Python<'_>, root: PathBuf) -> PyResult<Vec<Located>> {
     })
 }
 
+/// Removes the objects of the dataset at the `s3://` URL `url` that no reader needs any more
+/// (`blz gc`, `blz::storage::object::collect_garbage`): those retired more than `grace`
+/// seconds ago, and orphans (uploads of failed, killed or abandoned writes) older than that,
+/// by the store's clock. Returns `(deleted keys, objects kept for being younger)`.
+#[pyfunction]
+fn collect_garbage(py: Python<'_>, url: &str, grace: u64) -> PyResult<(Vec<String>, usize)> {
+    detached(py, || {
+        let s = blz::storage::ObjectStorage::open_url(url)?;
+        let c = blz::storage::object::collect_garbage(&s, std::time::Duration::from_secs(grace))?;
+        Ok((c.deleted, c.kept))
+    })
+}
+
 /// The native module.
 /// Waits until the datasets replaced by creates with `overwrite` are removed (blz removes
 /// them in the background; `blz` calls this at interpreter exit).
@@ -2125,6 +2137,7 @@ fn _blz(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(buffers::buffer_pool, m)?)?;
     m.add_function(wrap_pyfunction!(block_cache::block_cache, m)?)?;
     m.add_function(wrap_pyfunction!(staged_write_rows, m)?)?;
+    m.add_function(wrap_pyfunction!(collect_garbage, m)?)?;
     m.add_function(wrap_pyfunction!(dataset_kind, m)?)?;
     m.add_function(wrap_pyfunction!(open, m)?)?;
     m.add_function(wrap_pyfunction!(select, m)?)?;
