@@ -385,16 +385,43 @@ impl ChunkStore {
                 .push(it);
         }
         let files: Vec<(u64, Vec<&T>)> = by_file.into_iter().collect();
+        let part = self.storage.read_part_size().unwrap_or(u64::MAX).max(1);
         let run = || {
             files.par_iter().try_for_each(|(f, its)| {
-                let ks: Vec<u64> = its.iter().map(|it| self.locate(chunk_of(it)).1).collect();
                 let r = self.reader(*f)?;
-                let fetched = Fetched {
-                    chunks: r.fetch_chunks(&ks)?.into_iter().collect(),
-                    reader: Some(r),
-                };
-                its.par_iter()
-                    .try_for_each_init(&init, |s, it| work(s, it, &fetched))
+                // The file's chunks in groups of about one request's bytes (whole chunks):
+                // each group is fetched apart and decoded as soon as it lands, while the
+                // others are still in flight.
+                let mut its = its.clone();
+                its.sort_by_key(|it| chunk_of(it));
+                let mut groups: Vec<Vec<&T>> = Vec::new();
+                let (mut bytes, mut last) = (0u64, None);
+                for it in its {
+                    let j = self.locate(chunk_of(it)).1;
+                    if last != Some(j) {
+                        let len = r.chunk_read_range(j).map_or(0, |x| x.end - x.start);
+                        if bytes > 0 && bytes.saturating_add(len) > part {
+                            groups.push(Vec::new());
+                            bytes = 0;
+                        }
+                        bytes += len;
+                        last = Some(j);
+                    }
+                    match groups.last_mut() {
+                        Some(g) => g.push(it),
+                        None => groups.push(vec![it]),
+                    }
+                }
+                groups.par_iter().try_for_each(|g| {
+                    let mut ks: Vec<u64> = g.iter().map(|it| self.locate(chunk_of(it)).1).collect();
+                    ks.dedup();
+                    let fetched = Fetched {
+                        chunks: r.fetch_chunks(&ks)?.into_iter().collect(),
+                        reader: Some(Arc::clone(&r)),
+                    };
+                    g.par_iter()
+                        .try_for_each_init(&init, |s, it| work(s, it, &fetched))
+                })
             })
         };
         // Where every read is a round trip, keep many in flight (they wait, not compute).

@@ -116,6 +116,9 @@ impl Storage for Deferred {
     fn concurrent_reads(&self) -> Option<usize> {
         self.inner.concurrent_reads()
     }
+    fn read_part_size(&self) -> Option<u64> {
+        self.inner.read_part_size()
+    }
     fn publish(&self, root: &Path) -> Result<()> {
         self.inner.publish(root)
     }

@@ -247,6 +247,13 @@ pub trait Storage: Send + Sync + std::fmt::Debug {
     fn concurrent_reads(&self) -> Option<usize> {
         None
     }
+    /// The most bytes one request of a read of many ranges should carry, where reads are
+    /// requests (an object store's part size, `BLZ_S3_PART_SIZE`): a reader of many chunks
+    /// fetches them in groups of about this size, each decoded as soon as it lands while
+    /// the others are still in flight. `None` (the default): no such bound.
+    fn read_part_size(&self) -> Option<u64> {
+        None
+    }
     /// Makes what was written under the dataset at `root` visible to every other reader in
     /// one atomic step, after a transaction committed or a staged create was renamed in. On
     /// a filesystem that has already happened (the default does nothing); an object store

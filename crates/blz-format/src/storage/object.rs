@@ -2813,6 +2813,10 @@ impl Storage for ObjectStorage {
         Some(CONCURRENT_READS)
     }
 
+    fn read_part_size(&self) -> Option<u64> {
+        Some(self.backend.read_tuning().0.part_size)
+    }
+
     fn publish(&self, root: &Path) -> Result<()> {
         self.publish_with_front(root, &|_| None)
     }
