@@ -29,7 +29,7 @@
 
 use crate::array::Dataset;
 use crate::dtype::{DType, Element};
-use crate::engine::ArrayCore;
+use crate::engine::{ArrayCore, Fetched};
 use crate::error::{Error, Result};
 use crate::locate::{locate_file, LocationKey};
 use crate::table::Table;
@@ -231,8 +231,13 @@ fn decode_valid<'b, T: Element>(
     grid: &[u64],
     k: u64,
     b: &'b mut Bufs<T>,
+    fetched: Option<&Fetched>,
 ) -> Result<&'b [T]> {
     let isz = core.itemsize();
+    let decode = |dst: &mut [u8], scratch: &mut Vec<u8>| match fetched {
+        Some(f) => core.decode_fetched_into(k, dst, scratch, f),
+        None => core.decode_chunk_into(k, dst, scratch),
+    };
     if T::POD {
         // SAFETY: POD elements have no padding and every bit pattern is valid (Element's
         // contract), so the element buffer may be filled as bytes.
@@ -242,9 +247,9 @@ fn decode_valid<'b, T: Element>(
                 std::mem::size_of_val(b.elems.as_slice()),
             )
         };
-        core.decode_chunk_into(k, dst, &mut b.scratch)?;
+        decode(dst, &mut b.scratch)?;
     } else {
-        core.decode_chunk_into(k, &mut b.bytes, &mut b.scratch)?;
+        decode(&mut b.bytes, &mut b.scratch)?;
         for (x, c) in b.elems.iter_mut().zip(b.bytes.chunks_exact(isz)) {
             *x = T::from_ne_bytes(c);
         }
@@ -293,10 +298,40 @@ where
         },
         scratch: Vec::new(),
     };
+    // Where every read is a request (an object store), each unit's chunks are fetched
+    // together, about one request's bytes at a time, and many units are in flight at once
+    // (they wait on the network more than they decode).
+    let batching = core.store.read_batching();
+    let (threads, per_fetch) = match batching {
+        Some((inflight, part)) => {
+            let chunk_bytes = (chunk_len * isz).max(1) as u64;
+            (threads.max(inflight), (part / chunk_bytes).max(1))
+        }
+        None => (threads, 0),
+    };
     let pool = rayon::ThreadPoolBuilder::new()
         .num_threads(threads)
         .build()
         .map_err(|e| Error::InvalidArgument(format!("cannot start {threads} threads: {e}")))?;
+    let units: Plan = if per_fetch > 0 {
+        plan.into_iter()
+            .map(|(key, us)| {
+                let split = us
+                    .iter()
+                    .flat_map(|u| {
+                        (u.k0..u.k1).step_by(per_fetch as usize).map(move |k| Unit {
+                            k0: k,
+                            k1: (k + per_fetch).min(u.k1),
+                        })
+                    })
+                    .collect();
+                (key, split)
+            })
+            .collect()
+    } else {
+        plan
+    };
+    let plan = units;
     pool.install(|| {
         plan.par_iter()
             .map(|(_, units)| {
@@ -304,8 +339,12 @@ where
                     .par_iter()
                     .map_init(new_bufs, |b, u| -> Result<A> {
                         let mut acc = init();
+                        let fetched = match batching {
+                            Some(_) if u.k1 > u.k0 + 1 => Some(core.store.fetch_run(u.k0, u.k1)?),
+                            _ => None,
+                        };
                         for k in u.k0..u.k1 {
-                            let v = decode_valid(core, shape, &grid, k, b)?;
+                            let v = decode_valid(core, shape, &grid, k, b, fetched.as_ref())?;
                             acc = fold(acc, v);
                         }
                         Ok(acc)

@@ -321,6 +321,44 @@ fn the_gap_merges_and_the_part_size_splits() {
         .is_err());
 }
 
+/// A scan (a reduction) fetches each run of chunks it decodes with one GET, many at once,
+/// where it read chunk by chunk before; its results are those of the local copy, also when
+/// the part size cuts every run into GETs of a few chunks.
+#[test]
+fn a_reduction_fetches_runs_of_chunks() {
+    use blz::scan::{reduce, Reduction, ScanOptions};
+    let (rec, _dir, local) = both();
+    let l = Dataset::open(&local).unwrap();
+    let s = rec.open();
+    let root = s.root().to_path_buf();
+    let nfiles = data_files(&s, &rec.prefix).len();
+    let chunks = (ROWS / CHUNK[0]) * (COLS / CHUNK[1]);
+    for part in [16u64 << 20, 2 * CHUNK[0] * CHUNK[1] * 8] {
+        s.set_read_tuning(ReadTuning {
+            part_size: part,
+            ..ReadTuning::DEFAULT
+        });
+        let ds = Dataset::open_in(Arc::clone(&s) as Arc<dyn Storage>, &root, Mode::ReadOnly)
+            .unwrap();
+        rec.take();
+        for op in [Reduction::Sum, Reduction::Min, Reduction::Max, Reduction::Count] {
+            let want = reduce(&l, &ScanOptions::default(), op).unwrap();
+            let got = reduce(&ds, &ScanOptions::default(), op).unwrap();
+            assert_eq!(got, want, "{op:?}, part {part}");
+        }
+        let gets = rec.take();
+        let per_op = gets.len() / 4;
+        if part == 16 << 20 {
+            // Runs of whole units: a few GETs per file, not one per chunk.
+            assert!(per_op <= 2 * nfiles, "{} GETs for {chunks} chunks", per_op);
+        } else {
+            // Runs of two chunks.
+            assert!(per_op >= (chunks as usize) / 2, "{per_op} GETs");
+            assert!(per_op < chunks as usize, "{per_op} GETs for {chunks} chunks");
+        }
+    }
+}
+
 /// A failed GET of a data object fails the read with the I/O error naming the file, as a
 /// chunk's read did before; a missing object is still told apart (the state names it).
 #[test]

@@ -437,6 +437,27 @@ impl ChunkStore {
         self.storage.concurrent_reads().is_some()
     }
 
+    /// Where every read is a request (an object store): the reads worth keeping in flight
+    /// and the bytes one request should carry ([`Storage::read_part_size`]); `None`
+    /// elsewhere, where chunks are best read one by one.
+    pub(crate) fn read_batching(&self) -> Option<(usize, u64)> {
+        let n = self.storage.concurrent_reads()?;
+        Some((n, self.storage.read_part_size().unwrap_or(u64::MAX).max(1)))
+    }
+
+    /// The bytes of chunks `k0..k1` (of one file), fetched together: one request per run
+    /// lying close (see [`SuperchunkReader::fetch_chunks`]), for
+    /// [`decompress_fetched`](Self::decompress_fetched).
+    pub(crate) fn fetch_run(&self, k0: u64, k1: u64) -> Result<Fetched> {
+        let (f, j0) = self.locate(k0);
+        let r = self.reader(f)?;
+        let ks: Vec<u64> = (j0..j0 + k1.saturating_sub(k0)).collect();
+        Ok(Fetched {
+            chunks: r.fetch_chunks(&ks)?.into_iter().collect(),
+            reader: Some(r),
+        })
+    }
+
     pub(crate) fn reader(&self, f: u64) -> Result<Arc<SuperchunkReader>> {
         use std::sync::atomic::Ordering;
         if let Some(r) = self.readers.lock().ok().and_then(|m| m.get(&f).cloned()) {

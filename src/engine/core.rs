@@ -232,6 +232,22 @@ impl ArrayCore {
         Ok(())
     }
 
+    /// [`decode_chunk_into`](Self::decode_chunk_into) from the chunk's bytes in `fetched`
+    /// when they are there.
+    pub(crate) fn decode_fetched_into(
+        &self,
+        k: u64,
+        dst: &mut [u8],
+        scratch: &mut Vec<u8>,
+        fetched: &super::chunks::Fetched,
+    ) -> Result<()> {
+        self.store.decompress_fetched(k, dst, scratch, fetched)?;
+        if self.swap_needed() {
+            swap_bytes(dst, self.dtype.swap_unit());
+        }
+        Ok(())
+    }
+
     /// When the part's elements are one contiguous run of the chunk, its first item and length.
     fn contiguous_run(&self, part: &ChunkPart) -> Option<(usize, usize)> {
         let nd = part.axes.len();
