@@ -338,10 +338,15 @@ fn a_reduction_fetches_runs_of_chunks() {
             part_size: part,
             ..ReadTuning::DEFAULT
         });
-        let ds = Dataset::open_in(Arc::clone(&s) as Arc<dyn Storage>, &root, Mode::ReadOnly)
-            .unwrap();
+        let ds =
+            Dataset::open_in(Arc::clone(&s) as Arc<dyn Storage>, &root, Mode::ReadOnly).unwrap();
         rec.take();
-        for op in [Reduction::Sum, Reduction::Min, Reduction::Max, Reduction::Count] {
+        for op in [
+            Reduction::Sum,
+            Reduction::Min,
+            Reduction::Max,
+            Reduction::Count,
+        ] {
             let want = reduce(&l, &ScanOptions::default(), op).unwrap();
             let got = reduce(&ds, &ScanOptions::default(), op).unwrap();
             assert_eq!(got, want, "{op:?}, part {part}");
@@ -354,7 +359,10 @@ fn a_reduction_fetches_runs_of_chunks() {
         } else {
             // Runs of two chunks.
             assert!(per_op >= (chunks as usize) / 2, "{per_op} GETs");
-            assert!(per_op < chunks as usize, "{per_op} GETs for {chunks} chunks");
+            assert!(
+                per_op < chunks as usize,
+                "{per_op} GETs for {chunks} chunks"
+            );
         }
     }
 }

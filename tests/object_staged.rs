@@ -398,3 +398,50 @@ fn gc_removes_what_a_create_killed_before_its_commit_left() {
     assert!(err.to_string().contains("no dataset there"), "{err}");
     assert_eq!(keys(&store), vec!["notes.txt".to_string()]);
 }
+
+/// Files over `MULTIPART_MIN` go up in parts (a worker's and a commit's alike) and read back
+/// whole.
+#[test]
+fn large_files_upload_in_parts_and_read_back() {
+    use blz::storage::object::MULTIPART_MIN;
+    let store = Arc::new(InMemory::new());
+    // Incompressible values: 3 chunks of 1 MiB elements per file, 24 MiB a file.
+    let n = 6 * (1u64 << 20);
+    let mut x = 0x9e37_79b9_7f4a_7c15u64;
+    let all: Vec<u8> = (0..n)
+        .flat_map(|_| {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            x.to_ne_bytes()
+        })
+        .collect();
+    let c = Dataset::create_staged(
+        handle(&store),
+        &root(&store),
+        DType::U64,
+        &[],
+        &opts(1 << 20, 3),
+        n,
+    )
+    .unwrap();
+    write_regions(&store, c.session().unwrap(), &all, 1);
+    let mut ds = c.commit().unwrap();
+    // A commit's own upload of a large file: a second dataset file rewritten whole.
+    ds.append_bytes(&all[..(3 << 20) * 8], 3 << 20).unwrap();
+    drop(ds);
+    let h = handle(&store);
+    let state = h.state().unwrap();
+    let big = state
+        .files
+        .values()
+        .filter(|f| match f {
+            StateFile::Object { len, .. } => *len > MULTIPART_MIN as u64,
+            _ => false,
+        })
+        .count();
+    assert_eq!(big, 3, "{:?}", state.files.keys().collect::<Vec<_>>());
+    let mut want = all.clone();
+    want.extend_from_slice(&all[..(3 << 20) * 8]);
+    assert_eq!(reader_bytes(&store), want);
+}
