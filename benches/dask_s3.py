@@ -70,6 +70,9 @@ def main():
     ap.add_argument("n", nargs="?", type=float, default=1e8)
     ap.add_argument("--repeat", type=int, default=2)
     ap.add_argument("--workers", type=int, default=2)
+    ap.add_argument(
+        "--superchunksize", type=int, default=8, help="blz chunks per superchunk file (per task)"
+    )
     args = ap.parse_args()
     n = int(args.n)
 
@@ -90,7 +93,13 @@ def main():
             u = f"s3://{BUCKET}/dask-bench-{tag}/walk.blz"
             t = time.perf_counter()
             blz.dask.to_blz(
-                x, u, chunks=CHUNK, superchunksize=8, codec="lz4", clevel=5, filter="shuffle"
+                x,
+                u,
+                chunks=CHUNK,
+                superchunksize=args.superchunksize,
+                codec="lz4",
+                clevel=5,
+                filter="shuffle",
             )
             best["blz"] = min(best["blz"], time.perf_counter() - t)
             z = zarr_array(f"dask-bench-{tag}/walk.zarr", n)

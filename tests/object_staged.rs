@@ -405,8 +405,9 @@ fn gc_removes_what_a_create_killed_before_its_commit_left() {
 fn large_files_upload_in_parts_and_read_back() {
     use blz::storage::object::MULTIPART_MIN;
     let store = Arc::new(InMemory::new());
-    // Incompressible values: 3 chunks of 1 MiB elements per file, 24 MiB a file.
-    let n = 6 * (1u64 << 20);
+    // Incompressible values: 3 chunks of 3 Mi elements per file, 72 MiB a file.
+    let chunk = 3u64 << 20;
+    let n = 6 * chunk;
     let mut x = 0x9e37_79b9_7f4a_7c15u64;
     let all: Vec<u8> = (0..n)
         .flat_map(|_| {
@@ -421,14 +422,15 @@ fn large_files_upload_in_parts_and_read_back() {
         &root(&store),
         DType::U64,
         &[],
-        &opts(1 << 20, 3),
+        &opts(chunk, 3),
         n,
     )
     .unwrap();
     write_regions(&store, c.session().unwrap(), &all, 1);
     let mut ds = c.commit().unwrap();
     // A commit's own upload of a large file: a second dataset file rewritten whole.
-    ds.append_bytes(&all[..(3 << 20) * 8], 3 << 20).unwrap();
+    ds.append_bytes(&all[..(3 * chunk * 8) as usize], 3 * chunk)
+        .unwrap();
     drop(ds);
     let h = handle(&store);
     let state = h.state().unwrap();
@@ -442,6 +444,6 @@ fn large_files_upload_in_parts_and_read_back() {
         .count();
     assert_eq!(big, 3, "{:?}", state.files.keys().collect::<Vec<_>>());
     let mut want = all.clone();
-    want.extend_from_slice(&all[..(3 << 20) * 8]);
+    want.extend_from_slice(&all[..(3 * chunk * 8) as usize]);
     assert_eq!(reader_bytes(&store), want);
 }

@@ -535,8 +535,10 @@ fn not_found(op: &'static str, path: &Path) -> Error {
     )
 }
 
-/// Objects larger than this are uploaded in parts ([`put_object`]).
-pub const MULTIPART_MIN: usize = 16 << 20;
+/// Objects larger than this are uploaded in parts ([`put_object`]): above a default
+/// superchunk file, so that those go up in one request (one PUT is cheaper for a server
+/// than parts it must join, and as fast at these sizes).
+pub const MULTIPART_MIN: usize = 64 << 20;
 
 /// The size of each part of a multipart upload (the last one shorter); S3 wants 5 MiB at
 /// least of every part but the last.
