@@ -1,5 +1,7 @@
 """Comparisons against numpy models."""
 
+import os
+
 import numpy as np
 
 
@@ -10,3 +12,16 @@ def same(got, want):
     assert got.shape == want.shape, (got.shape, want.shape)
     assert got.dtype == want.dtype, (got.dtype, want.dtype)
     assert np.ascontiguousarray(got).tobytes() == np.ascontiguousarray(want).tobytes(), (got, want)
+
+
+def die_once(block, marker=None, block_info=None):
+    """A dask block function that kills its worker process the first time it runs for block 3
+    (a marker file says it did), after other tasks wrote their files."""
+    import signal
+    import time
+
+    if block_info[0]["chunk-location"][0] == 3 and not os.path.exists(marker):
+        time.sleep(0.5)
+        open(marker, "w").close()
+        os.kill(os.getpid(), signal.SIGKILL)
+    return block

@@ -11,6 +11,7 @@ import blz
 dask = pytest.importorskip("dask")
 distributed = pytest.importorskip("distributed")
 import blz.dask as bd  # noqa: E402
+from helpers import die_once  # noqa: E402
 
 
 @pytest.fixture(scope="module")
@@ -417,26 +418,13 @@ def test_append_failing_task_leaves_the_dataset_as_it_was(client, tmp_path):
     assert sorted(os.listdir(tmp_path)) == ["a.blz"]
 
 
-def _die_once(block, marker=None, block_info=None):
-    """Kills its worker process the first time it runs for block 3 (a marker file says it
-    did), after other tasks wrote their files."""
-    import signal
-    import time
-
-    if block_info[0]["chunk-location"][0] == 3 and not os.path.exists(marker):
-        time.sleep(0.5)
-        open(marker, "w").close()
-        os.kill(os.getpid(), signal.SIGKILL)
-    return block
-
-
 def test_worker_killed_mid_write_is_retried(client, tmp_path):
     import dask.array as da
 
     path = tmp_path / "a.blz"
     blz.create(path, np.arange(130.0), chunks=50, superchunksize=2)
     x = da.arange(3_000, chunks=100, dtype="f8")
-    y = x.map_blocks(_die_once, marker=str(tmp_path / "died"), dtype="f8")
+    y = x.map_blocks(die_once, marker=str(tmp_path / "died"), dtype="f8")
     bd.append(y, path)
     assert os.path.exists(tmp_path / "died")
     np.testing.assert_array_equal(blz.open(path)[:], np.concatenate([np.arange(130.0), np.arange(3_000.0)]))

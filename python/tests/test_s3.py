@@ -12,6 +12,7 @@ import numpy as np
 import pytest
 
 import blz
+from helpers import die_once
 
 pytestmark = pytest.mark.skipif(
     "AWS_ENDPOINT_URL" not in os.environ or "BLZ_S3_TEST_BUCKET" not in os.environ,
@@ -203,19 +204,6 @@ def test_dask_to_blz_and_append_to_s3(cluster_client):
     assert blz.open(u).shape == (338_333,)
 
 
-def _die_once(block, marker=None, block_info=None):
-    """Kills its worker process the first time it runs for block 3 (a marker file says it
-    did), after other tasks uploaded their files."""
-    import signal
-    import time
-
-    if block_info[0]["chunk-location"][0] == 3 and not os.path.exists(marker):
-        time.sleep(0.5)
-        open(marker, "w").close()
-        os.kill(os.getpid(), signal.SIGKILL)
-    return block
-
-
 def test_dask_worker_killed_mid_write_to_s3_is_retried(cluster_client, tmp_path):
     da = pytest.importorskip("dask.array")
     import blz.dask
@@ -223,7 +211,7 @@ def test_dask_worker_killed_mid_write_to_s3_is_retried(cluster_client, tmp_path)
     u = url("k.blz")
     blz.create(u, np.arange(130.0), chunks=50, superchunksize=2)
     x = da.arange(3_000, chunks=100, dtype="f8").map_blocks(
-        _die_once, marker=str(tmp_path / "died"), dtype="f8"
+        die_once, marker=str(tmp_path / "died"), dtype="f8"
     )
     blz.dask.append(x, u)
     assert (tmp_path / "died").exists()

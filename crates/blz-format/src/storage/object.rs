@@ -801,6 +801,33 @@ impl Backend {
         }
     }
 
+    /// Deletes the objects `keys` (relative to the prefix), [`PARALLEL`] at a time; one
+    /// already gone is no error.
+    fn delete_all<'k>(&self, keys: impl IntoIterator<Item = &'k String>) -> Result<()> {
+        let rt = runtime()?;
+        let store = Arc::clone(self.client(Client::Write));
+        let started = std::time::Instant::now();
+        rt.block_on(async {
+            futures::stream::iter(keys)
+                .map(|key| {
+                    let store = Arc::clone(&store);
+                    let loc = self.key(key);
+                    self.note("DELETE", key, format_args!(""));
+                    async move {
+                        match store.delete(&loc).await {
+                            Ok(()) | Err(object_store::Error::NotFound { .. }) => Ok(()),
+                            Err(e) => Err(e),
+                        }
+                    }
+                })
+                .buffer_unordered(PARALLEL)
+                .try_collect::<Vec<()>>()
+                .await
+        })
+        .map_err(|e| self.error("delete", &self.root, Client::Write, started, e))
+        .map(drop)
+    }
+
     fn key(&self, rel_key: &str) -> OPath {
         if self.prefix.is_empty() {
             OPath::from(rel_key)
@@ -3050,29 +3077,7 @@ impl SharedDir for SharedPrefix {
     }
 
     fn remove(&self, names: &[String]) -> Result<()> {
-        let rt = runtime()?;
-        let b = &self.backend;
-        let store = Arc::clone(b.client(Client::Write));
-        let started = std::time::Instant::now();
-        rt.block_on(async {
-            futures::stream::iter(names)
-                .map(|name| {
-                    let store = Arc::clone(&store);
-                    let loc = b.key(name);
-                    b.note("DELETE", name, format_args!(""));
-                    async move {
-                        match store.delete(&loc).await {
-                            Ok(()) | Err(object_store::Error::NotFound { .. }) => Ok(()),
-                            Err(e) => Err(e),
-                        }
-                    }
-                })
-                .buffer_unordered(PARALLEL)
-                .try_collect::<Vec<()>>()
-                .await
-        })
-        .map_err(|e| b.error("delete", &b.root, Client::Write, started, e))
-        .map(drop)
+        self.backend.delete_all(names)
     }
 }
 
@@ -3199,27 +3204,7 @@ pub fn collect_garbage(storage: &ObjectStorage, grace: Duration) -> Result<Colle
             kept += 1;
         }
     }
-    let store = Arc::clone(backend.client(Client::Write));
-    let started = std::time::Instant::now();
-    let keys = doomed.iter().chain(std::iter::once(&probe));
-    rt.block_on(async move {
-        futures::stream::iter(keys)
-            .map(|key| {
-                let store = Arc::clone(&store);
-                let loc = backend.key(key);
-                backend.note("DELETE", key, format_args!(""));
-                async move {
-                    match store.delete(&loc).await {
-                        Ok(()) | Err(object_store::Error::NotFound { .. }) => Ok(()),
-                        Err(e) => Err(e),
-                    }
-                }
-            })
-            .buffer_unordered(PARALLEL)
-            .try_collect::<Vec<()>>()
-            .await
-    })
-    .map_err(|e| backend.error("delete", &backend.root, Client::Write, started, e))?;
+    backend.delete_all(doomed.iter().chain(std::iter::once(&probe)))?;
     let Some(mut state) = state else {
         return Ok(Collected {
             deleted: doomed,
