@@ -549,6 +549,7 @@ fn adopt_shared(
             }
         }
     }
+    let mut taken = Vec::new();
     for f in first..last {
         let name = crate::engine::superchunk_name(f);
         let Some((object, size)) = picks.get(&(f + 1)) else {
@@ -557,11 +558,23 @@ fn adopt_shared(
                 shared.location().join(&name).display()
             )));
         };
-        session
-            .storage
-            .adopt(shared, object, *size, &session.files_dir.join(&name))?;
-        session.adopted.push(object.clone());
+        taken.push((session.files_dir.join(&name), object, *size));
     }
+    // Each adoption reads its file's front (a request): all of them at once.
+    use rayon::prelude::*;
+    let (storage, pool) = (&session.storage, session.storage.concurrent_reads());
+    let adopt = || {
+        taken
+            .par_iter()
+            .try_for_each(|(path, object, size)| storage.adopt(shared, object, *size, path))
+    };
+    match pool.and_then(|n| rayon::ThreadPoolBuilder::new().num_threads(n).build().ok()) {
+        Some(p) => p.install(adopt)?,
+        None => adopt()?,
+    }
+    session
+        .adopted
+        .extend(taken.into_iter().map(|(_, object, _)| object.clone()));
     Ok(())
 }
 
