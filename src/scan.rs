@@ -313,7 +313,7 @@ where
         .num_threads(threads)
         .build()
         .map_err(|e| Error::InvalidArgument(format!("cannot start {threads} threads: {e}")))?;
-    let units: Plan = if per_fetch > 0 {
+    let plan: Plan = if per_fetch > 0 {
         plan.into_iter()
             .map(|(key, us)| {
                 let split = us
@@ -331,7 +331,6 @@ where
     } else {
         plan
     };
-    let plan = units;
     pool.install(|| {
         plan.par_iter()
             .map(|(_, units)| {

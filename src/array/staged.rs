@@ -384,7 +384,7 @@ impl Dataset {
         } else {
             (0, 0)
         };
-        let staged = checked_files(session, first, last)?;
+        let staged = checked_files(session, first, last, self.core.store.io_pool())?;
         let rel_session = Path::new(STAGED_DIR).join(&doc.session);
         // Files at the names the session's files take are strays of an operation that never
         // committed (this handle holds the lock and removed them when it opened; nothing may
@@ -518,6 +518,7 @@ fn adopt_shared(
     shared: &dyn SharedDir,
     first: u64,
     last: u64,
+    pool: Option<&rayon::ThreadPool>,
 ) -> Result<()> {
     let listed = shared.list()?;
     if !listed.iter().any(|(n, _)| n == SESSION_FILE) {
@@ -562,13 +563,13 @@ fn adopt_shared(
     }
     // Each adoption reads its file's front (a request): all of them at once.
     use rayon::prelude::*;
-    let (storage, pool) = (&session.storage, session.storage.concurrent_reads());
+    let storage = &session.storage;
     let adopt = || {
         taken
             .par_iter()
             .try_for_each(|(path, object, size)| storage.adopt(shared, object, *size, path))
     };
-    match pool.and_then(|n| rayon::ThreadPoolBuilder::new().num_threads(n).build().ok()) {
+    match pool {
         Some(p) => p.install(adopt)?,
         None => adopt()?,
     }
@@ -605,10 +606,16 @@ fn check_listing(session: &StagedWrite, first: u64, last: u64) -> Result<()> {
 }
 
 /// Checks that the session directory holds exactly files `first..last`, each a complete
-/// superchunk file of the dataset at its position; returns each file's stored bytes.
-fn checked_files(session: &mut StagedWrite, first: u64, last: u64) -> Result<Vec<(u64, u64)>> {
+/// superchunk file of the dataset at its position; returns each file's stored bytes. The
+/// files of a shared directory are adopted first, on `pool` (the dataset's read pool).
+fn checked_files(
+    session: &mut StagedWrite,
+    first: u64,
+    last: u64,
+    pool: Option<&rayon::ThreadPool>,
+) -> Result<Vec<(u64, u64)>> {
     if let Some(shared) = session.shared.clone() {
-        adopt_shared(session, shared.as_ref(), first, last)?;
+        adopt_shared(session, shared.as_ref(), first, last, pool)?;
     } else {
         check_listing(session, first, last)?;
     }

@@ -781,6 +781,25 @@ fn request_log() -> Result<Option<Arc<std::fs::File>>> {
 }
 
 impl Backend {
+    /// The objects below `s3://bucket/key`, with S3 clients and read settings from the
+    /// environment, and the bucket's name.
+    fn for_url(url: &str) -> Result<(Backend, String)> {
+        let (bucket, key) = parse_s3_url(url)?;
+        let c = s3_clients(&bucket)?;
+        let tuning = ReadTuning::from_env()?;
+        let backend = Backend {
+            store: c.read,
+            write_store: c.write,
+            endpoint: Some((c.endpoint, c.timeouts)),
+            root: PathBuf::from(format!("s3://{bucket}/{key}")),
+            prefix: key,
+            requests: AtomicU64::new(0),
+            log: request_log()?,
+            reads: Mutex::new((tuning, read_slots(&tuning))),
+        };
+        Ok((backend, bucket))
+    }
+
     /// The same store and clients for the objects below `rel` (a key relative to this
     /// prefix), named `<root>/<rel>`; requests are counted apart.
     fn below(&self, rel: &str) -> Backend {
@@ -2051,22 +2070,8 @@ impl ObjectStorage {
     /// # Errors
     /// As [`parse_s3_url`], [`s3_store`] and [`ObjectStorage::new`].
     pub fn open_url(url: &str) -> Result<ObjectStorage> {
-        let (bucket, key) = parse_s3_url(url)?;
-        let c = s3_clients(&bucket)?;
-        let tuning = ReadTuning::from_env()?;
-        ObjectStorage::with_backend(
-            Backend {
-                store: c.read,
-                write_store: c.write,
-                endpoint: Some((c.endpoint, c.timeouts)),
-                root: PathBuf::from(format!("s3://{bucket}/{key}")),
-                prefix: key,
-                requests: AtomicU64::new(0),
-                log: request_log()?,
-                reads: Mutex::new((tuning, read_slots(&tuning))),
-            },
-            PathBuf::from(format!("s3://{bucket}")),
-        )
+        let (backend, bucket) = Backend::for_url(url)?;
+        ObjectStorage::with_backend(backend, PathBuf::from(format!("s3://{bucket}")))
     }
 
     /// The dataset whose files lie under `prefix` in `store` (which need not exist yet),
@@ -2436,25 +2441,41 @@ impl ObjectStorage {
     /// The copy of the first-read bytes of the spooled file `rel` (held by `node`) that
     /// `front` asks for, if it asks for one within [`MAX_FRONT`] bytes.
     fn front_of(&self, rel: &str, node: &Arc<Node>, front: &FrontRanges<'_>) -> Option<Front> {
+        self.read_front(&self.backend.root.join(rel), node, front)
+            .ok()
+            .flatten()
+    }
+
+    /// The front of the file held by `node` (named `path`): the ranges `front` asks for, if
+    /// within [`MAX_FRONT`] bytes, read through the file. `Ok(None)` when it asks for none
+    /// or too many; an error when reading them fails.
+    fn read_front(
+        &self,
+        path: &Path,
+        node: &Arc<Node>,
+        front: &FrontRanges<'_>,
+    ) -> Result<Option<Front>> {
         let file = ObjectFile {
             node: Arc::clone(node),
             backend: Arc::clone(&self.backend),
-            path: self.backend.root.join(rel),
+            path: path.to_path_buf(),
             writable: false,
         };
-        let ranges = front(&file)?;
+        let Some(ranges) = front(&file) else {
+            return Ok(None);
+        };
         let total: u64 = ranges.iter().map(|r| r.end.saturating_sub(r.start)).sum();
         if total == 0 || total > MAX_FRONT {
-            return None;
+            return Ok(None);
         }
-        let mut bytes = vec![0u8; usize::try_from(total).ok()?];
+        let mut bytes = vec![0u8; total as usize];
         let mut at = 0usize;
         for r in &ranges {
-            let n = usize::try_from(r.end - r.start).ok()?;
-            file.read_at(r.start, &mut bytes[at..at + n]).ok()?;
+            let n = (r.end - r.start) as usize;
+            file.read_at(r.start, &mut bytes[at..at + n])?;
             at += n;
         }
-        Front::new(&ranges, &bytes)
+        Ok(Front::new(&ranges, &bytes))
     }
 
     /// The state entry of the spooled file `rel` (held by `node`) at this commit, and what
@@ -2873,7 +2894,7 @@ impl Storage for ObjectStorage {
         // session lies under the dataset's own prefix, where its state will name the files.
         let _ = root;
         let rel = format!("{STAGED_PREFIX}/{id}");
-        if id.is_empty() || id.contains('/') || id == "." || id == ".." {
+        if !plain_name(id) {
             return Err(Error::InvalidArgument(format!(
                 "{id:?} is not a plain session name"
             )));
@@ -2897,7 +2918,7 @@ impl Storage for ObjectStorage {
                     self.backend.root.display()
                 ))
             })?;
-        if name.is_empty() || name.contains('/') {
+        if !plain_name(name) {
             return Err(Error::InvalidArgument(format!(
                 "{name:?} is not a plain file name"
             )));
@@ -2921,27 +2942,9 @@ impl Storage for ObjectStorage {
         });
         // The front the state keeps for it (as for a file this handle uploads): read now,
         // through the object, so that readers of the commit open it with no request.
-        let file = ObjectFile {
-            node: Arc::clone(&node),
-            backend: Arc::clone(&self.backend),
-            path: path.to_path_buf(),
-            writable: false,
-        };
-        if let Some(ranges) = crate::blpk::front_ranges(&file) {
-            let total: u64 = ranges.iter().map(|r| r.end.saturating_sub(r.start)).sum();
-            if total > 0 && total <= MAX_FRONT {
-                let mut bytes = vec![0u8; total as usize];
-                let mut at = 0usize;
-                for r in &ranges {
-                    let n = (r.end - r.start) as usize;
-                    file.read_at(r.start, &mut bytes[at..at + n])?;
-                    at += n;
-                }
-                if let Some(front) = Front::new(&ranges, &bytes) {
-                    if let Data::Remote { front: f, .. } = &mut *lock_data(&node) {
-                        *f = Some(FrontCopy::new(front));
-                    }
-                }
+        if let Some(front) = self.read_front(path, &node, &crate::blpk::front_ranges)? {
+            if let Data::Remote { front: f, .. } = &mut *lock_data(&node) {
+                *f = Some(FrontCopy::new(front));
             }
         }
         let key = self.key_of(path)?;
@@ -2956,6 +2959,11 @@ impl Storage for ObjectStorage {
         tree.files.insert(key, node);
         Ok(())
     }
+}
+
+/// Whether `name` is one plain component of a key: not empty, `.` or `..`, no `/`.
+fn plain_name(name: &str) -> bool {
+    !(name.is_empty() || name.contains('/') || name == "." || name == "..")
 }
 
 /// The key prefix, below a dataset's, of the sessions of staged writes on it
@@ -2983,25 +2991,12 @@ impl SharedPrefix {
     /// # Errors
     /// As [`parse_s3_url`] and [`s3_store`].
     pub fn open_url(url: &str) -> Result<SharedPrefix> {
-        let (bucket, key) = parse_s3_url(url)?;
-        let c = s3_clients(&bucket)?;
-        let tuning = ReadTuning::from_env()?;
-        Ok(SharedPrefix {
-            backend: Backend {
-                store: c.read,
-                write_store: c.write,
-                endpoint: Some((c.endpoint, c.timeouts)),
-                root: PathBuf::from(format!("s3://{bucket}/{key}")),
-                prefix: key,
-                requests: AtomicU64::new(0),
-                log: request_log()?,
-                reads: Mutex::new((tuning, read_slots(&tuning))),
-            },
-        })
+        let (backend, _) = Backend::for_url(url)?;
+        Ok(SharedPrefix { backend })
     }
 
     fn check_name(&self, name: &str) -> Result<()> {
-        if name.is_empty() || name.contains('/') || name == "." || name == ".." {
+        if !plain_name(name) {
             return Err(Error::InvalidArgument(format!(
                 "{}: {name:?} is not a plain file name",
                 self.backend.root.display()
