@@ -251,8 +251,8 @@ def icechunk_ops(key, endpoint, data, more):
 def ops_for(name, key, endpoint, data, more):
     if name == "blz":
         return blz_ops(key, endpoint, data, more)
-    if name == "blz sc=1":
-        return blz_ops(key, endpoint, data, more, per_file=1)
+    if name.startswith("blz sc="):
+        return blz_ops(key, endpoint, data, more, per_file=int(name[len("blz sc=") :]))
     if name == "zarr":
         return zarr_ops(key, endpoint, data, more)
     if name == "tensorstore":

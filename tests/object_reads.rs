@@ -393,6 +393,92 @@ fn a_failed_part_names_the_file() {
     assert!(e.to_string().contains("the dataset is damaged"), "{e}");
 }
 
+/// A flipped byte inside a chunk the read fetched whole (the chunk is checked and decoded
+/// where it landed, not copied first) is refused with the digest's error naming the file
+/// and the chunk, for a full read, a reduction and a read of a few elements alike.
+#[test]
+fn a_damaged_chunk_fetched_whole_is_refused() {
+    use blz::scan::{reduce, Reduction, ScanOptions};
+    use blz_format::blpk::SuperchunkReader;
+    let (rec, _dir, _local) = both();
+    let s = rec.open();
+    let (path, key, _) = data_files(&s, &rec.prefix)
+        .into_iter()
+        .find(|(p, _, _)| p.ends_with("__3__.bin"))
+        .unwrap();
+    let file = s.open(&s.root().join(&path), OpenMode::Read).unwrap();
+    let r = SuperchunkReader::open(file).unwrap();
+    let at = r.chunk_read_range(2).unwrap();
+    let k = OPath::from(key.as_str());
+    let mut bytes = futures::executor::block_on(async {
+        rec.inner.get(&k).await.unwrap().bytes().await.unwrap()
+    })
+    .to_vec();
+    // Past the Blosc header: the chunk's data, which only its digest guards.
+    bytes[(at.start + 40) as usize] ^= 0x5a;
+    futures::executor::block_on(rec.inner.put(&k, bytes.into())).unwrap();
+    let s = rec.open();
+    let ds =
+        Dataset::open_in(Arc::clone(&s) as Arc<dyn Storage>, s.root(), Mode::ReadOnly).unwrap();
+    let named = |e: &Error| match e {
+        Error::ChecksumMismatch { path: p, chunk, .. } => {
+            assert!(p.ends_with(&path), "{e}");
+            assert_eq!(*chunk, 2, "{e}");
+        }
+        other => panic!("{other:?}"),
+    };
+    named(&ds.read::<i64>().unwrap_err());
+    named(&reduce(&ds, &ScanOptions::default(), Reduction::Sum).unwrap_err());
+    // Files are numbered from 1: chunk 2 of the third file is the dataset's chunk
+    // 2 * PER_FILE + 2, in row-major chunk order.
+    let k = 2 * PER_FILE + 2;
+    let per_row = COLS / CHUNK[1];
+    let (r0, c0) = ((k / per_row) * CHUNK[0], (k % per_row) * CHUNK[1]);
+    let sel = Selection::parse(&format!("{}:{},{}:{}", r0 + 3, r0 + 4, c0 + 1, c0 + 6)).unwrap();
+    named(&ds.read_selection::<i64>(&sel).unwrap_err());
+}
+
+/// A new dataset on an object store aims for 16 MiB files where its creator names no
+/// superchunk size (objects many of which move at once); on a filesystem, 64 MiB.
+#[test]
+fn an_object_store_dataset_aims_for_smaller_files() {
+    let rec = Recording::new();
+    let s = rec.open();
+    // 1 MiB chunks.
+    let o = CreateOptions {
+        chunkshape: Some(vec![1 << 17]),
+        ..Default::default()
+    };
+    let ds = Dataset::create_in(
+        Arc::clone(&s) as Arc<dyn Storage>,
+        s.root(),
+        DType::I64,
+        &[0],
+        &o,
+    )
+    .unwrap();
+    assert_eq!(ds.storage_meta().superchunksize, 16);
+    let dir = tempfile::tempdir().unwrap();
+    let l = Dataset::create_with(dir.path().join("l.blz"), DType::I64, &[0], &o).unwrap();
+    assert_eq!(l.storage_meta().superchunksize, 64);
+    // A size the creator names is kept.
+    let rec = Recording::new();
+    let s = rec.open();
+    let named = CreateOptions {
+        superchunksize: Some(64),
+        ..o
+    };
+    let ds = Dataset::create_in(
+        Arc::clone(&s) as Arc<dyn Storage>,
+        s.root(),
+        DType::I64,
+        &[0],
+        &named,
+    )
+    .unwrap();
+    assert_eq!(ds.storage_meta().superchunksize, 64);
+}
+
 /// A selection as text, from proptest's numbers: `a:b:step` on each axis, or an index.
 fn selection() -> impl Strategy<Value = String> {
     let axis = |n: u64| {

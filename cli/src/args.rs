@@ -238,7 +238,7 @@ pub struct LayoutArgs {
     /// Extent of a chunk on each axis, e.g. 1000x20 (default: about 1 MiB per chunk).
     #[arg(long, value_name = "SHAPE")]
     pub chunkshape: Option<String>,
-    /// Chunks per superchunk file (default: files of about 64 MiB).
+    /// Chunks per superchunk file (default: files of about 64 MiB; 16 MiB on s3://).
     #[arg(long, value_name = "N")]
     pub superchunk_size: Option<u64>,
     /// Blosc codec.

@@ -103,7 +103,7 @@ def create(
     by default about 1 MiB per chunk. ``codec``: blosclz, lz4, lz4hc, zlib or zstd;
     ``clevel`` 0-9; ``filter``: shuffle, bitshuffle or none; ``checksum``: the digest after
     each chunk (crc32, adler32, md5, sha1, sha256, ..., none); ``superchunksize``: chunks per
-    superchunk file (by default about 64 MiB of chunks per file). The dataset appears whole
+    superchunk file (by default about 64 MiB of chunks per file; 16 MiB on ``s3://``). The dataset appears whole
     (data included) or not at all; an existing one is replaced only with ``overwrite``.
     """
     path = os.fspath(path)

@@ -25,7 +25,7 @@ pub use crate::engine::{
 use crate::dtype::{DType, Element};
 use crate::engine::limits::{self as layout, GROW_STEP_CHUNKS};
 use crate::engine::{
-    as_bytes, as_bytes_mut, build_storage_meta, elements_to_bytes, make_core,
+    as_bytes, as_bytes_mut, build_storage_meta, elements_to_bytes, file_bytes, make_core,
     validate_storage_meta, verify_store, ArrayCore, ChunkWrites, Root, Source, Turn,
 };
 use crate::error::{Error, Result};
@@ -273,7 +273,7 @@ impl Dataset {
     ) -> Result<(Staging, Dataset)> {
         let what = format!("creating {}", root.display());
         layout::shape_bytes(shape, dtype.itemsize() as u64, &what)?;
-        let meta = build_storage_meta(dtype, shape, opts)?;
+        let meta = build_storage_meta(dtype, shape, opts, file_bytes(storage.as_ref()))?;
         layout::check_fill_chunks(0, layout::chunk_count(shape, &meta.chunkshape), &what)?;
         let is_array =
             |p: &Path| meta::dataset_kind(storage.as_ref(), p) == Some(meta::Kind::Array);

@@ -97,7 +97,8 @@ pub fn check_shape(dtype: DType, shape: &[u64]) -> Result<u64> {
 pub struct CreateOptions {
     /// Extent of a chunk on each axis; `None` picks one near [`DEFAULT_CHUNK_BYTES`].
     pub chunkshape: Option<Vec<u64>>,
-    /// Chunks per superchunk file; `None` picks files near [`DEFAULT_SUPERCHUNK_BYTES`].
+    /// Chunks per superchunk file; `None` picks files near [`DEFAULT_SUPERCHUNK_BYTES`] (on
+    /// an object store, near its [`file_bytes`](crate::storage::Storage::file_bytes)).
     pub superchunksize: Option<u64>,
     /// Compression (default: lz4, clevel 5, shuffle).
     pub compression: Compression,
@@ -214,10 +215,23 @@ pub(crate) fn validate_storage_meta(meta: &ArrayStorage, path: &Path) -> Result<
     Ok(())
 }
 
+/// The superchunk file size a new dataset on `storage` aims for when its creator names no
+/// superchunk size.
+pub(crate) fn file_bytes(storage: &dyn Storage) -> u64 {
+    storage
+        .file_bytes()
+        .unwrap_or(DEFAULT_SUPERCHUNK_BYTES)
+        .max(1)
+}
+
+/// The layout of a new array dataset from `opts`; `file_bytes` is the superchunk file size
+/// aimed for when `opts` names no superchunk size (the storage's
+/// [`file_bytes`](crate::storage::Storage::file_bytes), else [`DEFAULT_SUPERCHUNK_BYTES`]).
 pub(crate) fn build_storage_meta(
     dtype: DType,
     shape: &[u64],
     opts: &CreateOptions,
+    file_bytes: u64,
 ) -> Result<ArrayStorage> {
     if shape.is_empty() {
         return Err(Error::InvalidArgument(
@@ -255,7 +269,7 @@ pub(crate) fn build_storage_meta(
     let chunk_bytes = chunkshape.iter().product::<u64>() * itemsize;
     let superchunksize = opts
         .superchunksize
-        .unwrap_or_else(|| (DEFAULT_SUPERCHUNK_BYTES / chunk_bytes.max(1)).clamp(1, 4096));
+        .unwrap_or_else(|| (file_bytes / chunk_bytes.max(1)).clamp(1, 4096));
     let fill = if opts.fill.is_null() {
         match dtype {
             DType::Bool => serde_json::json!(false),
@@ -494,7 +508,9 @@ mod tests {
             expectedlen,
             ..Default::default()
         };
-        build_storage_meta(dtype, shape, &opts).unwrap().chunkshape
+        build_storage_meta(dtype, shape, &opts, DEFAULT_SUPERCHUNK_BYTES)
+            .unwrap()
+            .chunkshape
     }
 
     #[test]

@@ -27,7 +27,7 @@ pub(crate) use self::core::{ArrayCore, Source};
 pub(crate) use self::elements::{as_bytes, as_bytes_mut, elements_to_bytes};
 pub(crate) use self::gather::GatherPlan;
 pub(crate) use self::layout::{
-    build_storage_meta, make_core, validate_storage_meta, verify_files, verify_store,
+    build_storage_meta, file_bytes, make_core, validate_storage_meta, verify_files, verify_store,
 };
 pub(crate) mod limits {
     pub(crate) use super::layout::{check_fill_chunks, chunk_count, shape_bytes, GROW_STEP_CHUNKS};

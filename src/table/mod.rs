@@ -460,6 +460,7 @@ fn leaf_storage(
     opts: &ColumnOptions,
     defaults: &ColumnOptions,
     expected: u64,
+    file_bytes: u64,
 ) -> Result<ColumnStorage> {
     let (compression, chunklen) = match kind {
         LeafKind::Fixed(dtype) => {
@@ -471,7 +472,7 @@ fn leaf_storage(
                 fill: pick(&opts.fill, &defaults.fill).unwrap_or(serde_json::Value::Null),
                 ..Default::default()
             };
-            let m = build_storage_meta(dtype, &[0], &probe)?;
+            let m = build_storage_meta(dtype, &[0], &probe, file_bytes)?;
             return Ok(ColumnStorage {
                 endianness: Endianness::native(),
                 chunklen: m.chunkshape[0],
@@ -523,14 +524,21 @@ fn leaf_storage(
     })
 }
 
-fn to_specs(fields: &[Field], defaults: &ColumnOptions, expected: u64) -> Result<Vec<FieldSpec>> {
+/// The columns' specs; `file_bytes` as [`build_storage_meta`] takes it.
+fn to_specs(
+    fields: &[Field],
+    defaults: &ColumnOptions,
+    expected: u64,
+    file_bytes: u64,
+) -> Result<Vec<FieldSpec>> {
     fields
         .iter()
         .map(|f| {
             let (dtype, storage) = match &f.kind {
-                FieldKind::Struct(sub) => {
-                    (FieldType::Struct(to_specs(sub, defaults, expected)?), None)
-                }
+                FieldKind::Struct(sub) => (
+                    FieldType::Struct(to_specs(sub, defaults, expected, file_bytes)?),
+                    None,
+                ),
                 k => {
                     let lk = match k {
                         FieldKind::Scalar(d) => LeafKind::Fixed(*d),
@@ -539,7 +547,9 @@ fn to_specs(fields: &[Field], defaults: &ColumnOptions, expected: u64) -> Result
                     };
                     (
                         FieldType::Leaf(lk.name()),
-                        Some(leaf_storage(lk, &f.options, defaults, expected)?),
+                        Some(leaf_storage(
+                            lk, &f.options, defaults, expected, file_bytes,
+                        )?),
                     )
                 }
             };
@@ -691,7 +701,12 @@ impl Table {
             format: FORMAT_NAME.into(),
             version: FORMAT_VERSION,
             kind: "table".into(),
-            dtype: to_specs(&fields, &opts.defaults, expected)?,
+            dtype: to_specs(
+                &fields,
+                &opts.defaults,
+                expected,
+                crate::engine::file_bytes(storage.as_ref()),
+            )?,
             expectedlen: expected,
             id: Some(meta::new_id()),
         };
@@ -1554,6 +1569,7 @@ impl Table {
             std::slice::from_ref(&field),
             &ColumnOptions::default(),
             self.nrows().max(self.meta.expectedlen),
+            crate::engine::file_bytes(self.storage().as_ref()),
         )?;
         let mut meta = self.meta.clone();
         meta.dtype.extend(spec.iter().cloned());

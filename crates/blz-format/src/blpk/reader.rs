@@ -449,8 +449,14 @@ impl SuperchunkReader {
         dst: &mut [u8],
         scratch: &mut Vec<u8>,
     ) -> Result<()> {
-        self.read_chunk_from(k, first, scratch)?;
-        blosc::decompress_into(scratch, dst, 1).map_err(|e| Error::chunk(&self.path, k, e.0))
+        let data = match self.held_chunk(k, first)? {
+            Some(held) => held,
+            None => {
+                self.read_chunk_from(k, first, scratch)?;
+                scratch
+            }
+        };
+        blosc::decompress_into(data, dst, 1).map_err(|e| Error::chunk(&self.path, k, e.0))
     }
 
     /// [`getitem_into`](Self::getitem_into) from the bytes `first` of
@@ -467,8 +473,14 @@ impl SuperchunkReader {
         dst: &mut [u8],
         scratch: &mut Vec<u8>,
     ) -> Result<()> {
-        self.read_chunk_from(k, first, scratch)?;
-        blosc::getitem(scratch, byte_start, dst).map_err(|e| Error::chunk(&self.path, k, e.0))
+        let data = match self.held_chunk(k, first)? {
+            Some(held) => held,
+            None => {
+                self.read_chunk_from(k, first, scratch)?;
+                scratch
+            }
+        };
+        blosc::getitem(data, byte_start, dst).map_err(|e| Error::chunk(&self.path, k, e.0))
     }
 
     /// [`read_checked`](Self::read_checked), the first read's bytes taken from `first` when
@@ -480,9 +492,6 @@ impl SuperchunkReader {
         buf: &mut Vec<u8>,
     ) -> Result<(u64, usize)> {
         let (offset, extent) = self.offset(k)?;
-        let checksum = self.layout.header.checksum;
-        let dlen = checksum.len();
-        let hlen = blosc::HEADER_LEN;
         let read_len = self.first_read_len(extent);
         match first {
             Some(b) if b.len() == read_len => {
@@ -496,7 +505,49 @@ impl SuperchunkReader {
                 self.file.read_at(offset, buf)?;
             }
         }
-        let ch = ChunkHeader::parse(buf).map_err(|e| Error::chunk(&self.path, k, e.0))?;
+        let (cbytes, need) = self.chunk_extent(k, offset, extent, buf)?;
+        if need > buf.len() {
+            let have = buf.len();
+            buf.resize(need, 0);
+            self.file.read_at(offset + have as u64, &mut buf[have..])?;
+        }
+        // What follows the digest (slack) is not the chunk's.
+        buf.truncate(need);
+        self.verify_held(k, buf, cbytes)?;
+        Ok((offset, cbytes))
+    }
+
+    /// Chunk `k`'s compressed bytes inside `first` (the bytes of
+    /// [`chunk_read_range`](Self::chunk_read_range), already read), checked as
+    /// [`read_chunk_from`](Self::read_chunk_from) checks them, without copying them; `None`
+    /// when `first` does not hold the whole chunk and its digest (then the caller reads it
+    /// with [`read_chunk_from`](Self::read_chunk_from)).
+    fn held_chunk<'a>(&self, k: u64, first: &'a [u8]) -> Result<Option<&'a [u8]>> {
+        let (offset, extent) = self.offset(k)?;
+        if first.len() != self.first_read_len(extent) {
+            return Ok(None);
+        }
+        let (cbytes, need) = self.chunk_extent(k, offset, extent, first)?;
+        if need > first.len() {
+            return Ok(None);
+        }
+        self.verify_held(k, &first[..need], cbytes)?;
+        Ok(Some(&first[..cbytes]))
+    }
+
+    /// From the Blosc header at the start of `head` (chunk `k`, at `offset`, with `extent`
+    /// bytes before the next chunk): its compressed size, and the bytes it takes with its
+    /// digest; an error when the header is damaged or claims more than the extent.
+    fn chunk_extent(
+        &self,
+        k: u64,
+        offset: u64,
+        extent: u64,
+        head: &[u8],
+    ) -> Result<(usize, usize)> {
+        let dlen = self.layout.header.checksum.len();
+        let hlen = blosc::HEADER_LEN;
+        let ch = ChunkHeader::parse(head).map_err(|e| Error::chunk(&self.path, k, e.0))?;
         if let Some(max) = self.max_nbytes() {
             if ch.nbytes > max {
                 return Err(Error::chunk(
@@ -523,15 +574,15 @@ impl SuperchunkReader {
                     ),
                 )
             })?;
-        if need > buf.len() {
-            let have = buf.len();
-            buf.resize(need, 0);
-            self.file.read_at(offset + have as u64, &mut buf[have..])?;
-        }
-        // What follows the digest (slack) is not the chunk's.
-        buf.truncate(need);
-        let (data, rest) = buf.split_at(cbytes);
-        let stored = &rest[..dlen];
+        Ok((cbytes, need))
+    }
+
+    /// Checks chunk `k` held in `held` (its `cbytes` compressed bytes, then its digest):
+    /// the digest, then the Blosc framing.
+    fn verify_held(&self, k: u64, held: &[u8], cbytes: usize) -> Result<()> {
+        let checksum = self.layout.header.checksum;
+        let (data, rest) = held.split_at(cbytes);
+        let stored = &rest[..checksum.len()];
         let got = checksum.digest(data);
         if got.as_slice() != stored {
             return Err(Error::ChecksumMismatch {
@@ -542,8 +593,8 @@ impl SuperchunkReader {
                 got: hex(got.as_slice()),
             });
         }
-        blosc::validate(&buf[..cbytes]).map_err(|e| Error::chunk(&self.path, k, e.0))?;
-        Ok((offset, cbytes))
+        blosc::validate(data).map_err(|e| Error::chunk(&self.path, k, e.0))?;
+        Ok(())
     }
 
     /// Reads and verifies chunk `k`, returning its compressed bytes.

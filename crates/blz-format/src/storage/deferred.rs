@@ -119,6 +119,9 @@ impl Storage for Deferred {
     fn read_part_size(&self) -> Option<u64> {
         self.inner.read_part_size()
     }
+    fn file_bytes(&self) -> Option<u64> {
+        self.inner.file_bytes()
+    }
     fn publish(&self, root: &Path) -> Result<()> {
         self.inner.publish(root)
     }

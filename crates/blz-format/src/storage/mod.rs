@@ -254,6 +254,14 @@ pub trait Storage: Send + Sync + std::fmt::Debug {
     fn read_part_size(&self) -> Option<u64> {
         None
     }
+    /// The size of superchunk file a new dataset here aims for when its creator names no
+    /// superchunk size: `None` (the default) takes blz's own (64 MiB). An object store asks
+    /// for less, since an object is what one PUT or GET stream moves: smaller objects go up
+    /// and come down many at once, and cost a server that answers a ranged GET from a
+    /// copy of the whole object less.
+    fn file_bytes(&self) -> Option<u64> {
+        None
+    }
     /// Makes what was written under the dataset at `root` visible to every other reader in
     /// one atomic step, after a transaction committed or a staged create was renamed in. On
     /// a filesystem that has already happened (the default does nothing); an object store
