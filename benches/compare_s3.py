@@ -15,6 +15,11 @@ whole read of each.
 HTTP request is held MS milliseconds before it is forwarded (a server MS further away).
 At 0 the clients talk to the server directly, unless --proxy (to see what the proxy costs).
 
+The client "bytes" is no store: it PUTs (and GETs back) the very objects zarr writes, the
+chunks compressed beforehand, all requests at once, with no codec work and no metadata: what
+the server itself allows for this data, the ceiling every client's figures sit under.
+"blz sc=N" is blz with N chunks per superchunk file ("blz" takes blz's default).
+
 Requests per operation are counted, on 2e6 elements (two chunks), in a separate first pass,
 by a delay-free latency_proxy.LatencyProxy in front of the server (any server; it sees
 every HTTP request a client sends).
@@ -248,11 +253,56 @@ def icechunk_ops(key, endpoint, data, more):
     }
 
 
+def bytes_ops(key, endpoint, data, more):
+    """The server's ceiling: zarr's chunk objects (compressed beforehand, untimed) PUT and
+    GET all at once through obstore, nothing encoded or decoded."""
+    import asyncio
+
+    import numcodecs
+
+    codec = numcodecs.Blosc(cname="lz4", clevel=5, shuffle=numcodecs.Blosc.SHUFFLE)
+    chunks = [codec.encode(data[i : i + CHUNK]) for i in range(0, data.shape[0], CHUNK)]
+    extra = codec.encode(more)
+    store = zarr_store(key, endpoint).store
+
+    async def put_all():
+        # One PUT each, as zarr's (obstore would cut an object over 5 MB into parts).
+        await asyncio.gather(
+            *[obstore.put_async(store, f"c/{i}", c, use_multipart=False) for i, c in enumerate(chunks)]
+        )
+
+    async def get_one(i):
+        # A plain GET, its whole body received; its length is kept, not the bytes (handing
+        # obstore's buffers out of the event loop made this 20x slower on moto).
+        return len(await (await obstore.get_async(store, f"c/{i}")).bytes_async())
+
+    async def get_all():
+        return await asyncio.gather(*[get_one(i) for i in range(len(chunks))])
+
+    def read_all():
+        got = asyncio.run(get_all())
+        assert sum(got) == sum(len(c) for c in chunks)
+        return data  # the bytes came back; decoding them is not what this client measures
+
+    def read_10():
+        return obstore.get_range(store, f"c/{len(chunks) // 2}", start=0, length=min(64 << 10, len(chunks[0])))
+
+    return {
+        "create": lambda: asyncio.run(put_all()),
+        "open": lambda: None,
+        "read 10": read_10,
+        "read all": read_all,
+        "append": lambda: obstore.put(store, f"c/{len(chunks)}", extra, use_multipart=False),
+    }
+
+
 def ops_for(name, key, endpoint, data, more):
     if name == "blz":
         return blz_ops(key, endpoint, data, more)
     if name.startswith("blz sc="):
         return blz_ops(key, endpoint, data, more, per_file=int(name[len("blz sc=") :]))
+    if name == "bytes":
+        return bytes_ops(key, endpoint, data, more)
     if name == "zarr":
         return zarr_ops(key, endpoint, data, more)
     if name == "tensorstore":
@@ -281,7 +331,7 @@ def main():
     p.add_argument("--repeat", type=int, default=3, help="writes and reads per client; the best counts")
     p.add_argument(
         "--peers",
-        default="blz,blz sc=1,zarr,tensorstore,icechunk",
+        default="blz,blz sc=1,zarr,tensorstore,icechunk,bytes",
         help="comma-separated clients (zarr is the reference; tensorstore and icechunk are"
         " left out when not installed)",
     )

@@ -35,6 +35,8 @@ struct Counting {
     inner: InMemory,
     data_bytes: AtomicU64,
     state_bytes: AtomicU64,
+    /// The keys of the objects PUT (the state object apart), in order.
+    data_keys: std::sync::Mutex<Vec<String>>,
 }
 
 impl std::fmt::Display for Counting {
@@ -52,6 +54,7 @@ impl Counting {
             inner: InMemory::new(),
             data_bytes: AtomicU64::new(0),
             state_bytes: AtomicU64::new(0),
+            data_keys: std::sync::Mutex::default(),
         })
     }
 
@@ -77,7 +80,11 @@ impl ObjectStore for Counting {
         } else {
             self.data_bytes.fetch_add(n, Ordering::SeqCst);
         }
-        self.inner.put_opts(location, payload, opts).await
+        let r = self.inner.put_opts(location, payload, opts).await;
+        if !location.as_ref().ends_with(STATE_KEY) {
+            self.data_keys.lock().unwrap().push(location.to_string());
+        }
+        r
     }
 
     async fn put_multipart_opts(
@@ -309,6 +316,137 @@ fn list_keys(store: &Counting) -> Vec<String> {
     let p = OPath::from(store.prefix.as_str());
     let metas: Vec<ObjectMeta> = block_on(store.inner.list(Some(&p)).try_collect()).unwrap();
     metas.into_iter().map(|m| m.location.to_string()).collect()
+}
+
+/// Whether an object whose key holds `part` was PUT, waiting up to 20 s for it.
+fn put_soon(store: &Counting, part: &str) -> bool {
+    let until = std::time::Instant::now() + Duration::from_secs(20);
+    while std::time::Instant::now() < until {
+        if store
+            .data_keys
+            .lock()
+            .unwrap()
+            .iter()
+            .any(|k| k.contains(part))
+        {
+            return true;
+        }
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    false
+}
+
+/// A superchunk file that fills up goes up at once, while the rows of the next files are
+/// still coming (the upload overlaps their encoding): the first file's object is in the
+/// store before the append has taken its last batch. The commit names the objects as they
+/// went up, one per file, all with the commit's one tag, and uploads nothing twice.
+#[test]
+fn full_files_go_up_before_the_commit() {
+    let chunk = 4096usize;
+    let store = Counting::new();
+    let s = handle(&store);
+    let root = s.root().to_path_buf();
+    let o = CreateOptions {
+        chunkshape: Some(vec![chunk as u64]),
+        superchunksize: Some(4),
+        ..Default::default()
+    };
+    let mut ds = Dataset::create_in(s, &root, DType::I64, &[0], &o).unwrap();
+    store.taken();
+    store.data_keys.lock().unwrap().clear();
+    let want = noisy(7, chunk * 13);
+    let mut first_up_early = false;
+    let batches = want.chunks(chunk).enumerate().map(|(i, b)| {
+        if i == 12 {
+            // Files 1 and 2 are full: the first is up (or going) by now.
+            first_up_early = put_soon(&store, "data/__1__.bin");
+        }
+        Ok(b.iter().flat_map(|x| x.to_ne_bytes()).collect::<Vec<u8>>())
+    });
+    ds.append_batches(batches).unwrap();
+    drop(ds);
+    assert!(first_up_early, "{:?}", store.data_keys.lock().unwrap());
+    let files = data_files(&store);
+    assert_eq!(files.len(), 4, "{files:?}");
+    let (data, _) = store.taken();
+    let lens: u64 = files.iter().map(|(_, f)| shape_of(f).0).sum();
+    assert_eq!(data, lens, "each file uploaded once, whole");
+    let mut tags = std::collections::BTreeSet::new();
+    for (rel, f) in &files {
+        let StateFile::Object { key, .. } = f else {
+            panic!("{rel}: {f:?}");
+        };
+        let (name, tag) = key.rsplit_once('-').unwrap();
+        assert!(name.starts_with(rel.as_str()), "{rel}: {key}");
+        assert_eq!(name, format!("{rel}.2"), "the dataset's second commit");
+        tags.insert(tag.to_string());
+    }
+    assert_eq!(tags.len(), 1, "one tag a commit: {files:?}");
+    assert_eq!(read(&store), want);
+}
+
+/// A file written again after it went up early is uploaded again by its commit (after
+/// the early upload ended): the object the state names holds the file as committed.
+#[test]
+fn a_file_written_after_its_early_upload_goes_up_again() {
+    use blz::storage::{OpenMode, Storage};
+    let store = Counting::new();
+    let s = handle(&store);
+    let root = s.root().to_path_buf();
+    let path = root.join("data/x.bin");
+    let mut bytes: Vec<u8> = noisy(3, 8192)
+        .iter()
+        .flat_map(|x| x.to_ne_bytes())
+        .collect();
+    let f = s.open(&path, OpenMode::Create).unwrap();
+    f.write_at(0, &bytes).unwrap();
+    f.sync().unwrap();
+    assert!(put_soon(&store, "data/x.bin"));
+    f.write_at(1000, b"written again").unwrap();
+    bytes[1000..1013].copy_from_slice(b"written again");
+    drop(f);
+    s.publish(&root).unwrap();
+    let (data, _) = store.taken();
+    assert_eq!(data, 2 * bytes.len() as u64, "up early, then again");
+    let again = handle(&store);
+    let f = again.open(&path, OpenMode::Read).unwrap();
+    let mut got = vec![0u8; bytes.len()];
+    f.read_at(0, &mut got).unwrap();
+    assert!(got == bytes, "the committed file reads back");
+}
+
+/// A create killed before its commit leaves the files that went up early and no state:
+/// gc takes them (a first commit's uploads, `<path>.1-<tag>`) and then finds nothing left.
+#[test]
+fn gc_collects_early_uploads_of_a_create_that_never_committed() {
+    use blz::storage::{OpenMode, Storage};
+    let store = Counting::new();
+    let s = handle(&store);
+    let root = s.root().to_path_buf();
+    let staging = root.with_file_name(format!(
+        "{}.tmp-build",
+        root.file_name().unwrap().to_str().unwrap()
+    ));
+    let f = s
+        .open(&staging.join("data/__1__.bin"), OpenMode::Create)
+        .unwrap();
+    let bytes: Vec<u8> = noisy(4, 4096)
+        .iter()
+        .flat_map(|x| x.to_ne_bytes())
+        .collect();
+    f.write_at(0, &bytes).unwrap();
+    f.sync().unwrap();
+    // The writer dies here: its upload lands, its commit never comes.
+    assert!(put_soon(&store, "data/__1__.bin.1-"));
+    drop(f);
+    drop(s);
+    let keys = list_keys(&store);
+    assert_eq!(keys.len(), 1, "{keys:?}");
+    let got = collect_garbage(&handle(&store), Duration::ZERO).unwrap();
+    assert_eq!(got.deleted.len(), 1, "{got:?}");
+    assert!(list_keys(&store).is_empty());
+    let e = collect_garbage(&handle(&store), Duration::ZERO).unwrap_err();
+    assert!(e.to_string().contains("no dataset there"), "{e}");
 }
 
 /// A state of version 1 may not hold extents, and a version this build does not know is

@@ -56,7 +56,13 @@ const HEAD_BLOCK: u64 = 64 << 10;
 /// Meta documents up to this size are kept inline in the state object.
 const INLINE_MAX: usize = 16 << 10;
 /// Uploads (and deletions) in flight at once.
-const PARALLEL: usize = 8;
+const PARALLEL: usize = 16;
+/// The most bytes, in MiB, that this process's uploads in flight hold in memory at once (an
+/// upload holds its object's bytes, up to all of this for a larger one).
+const UPLOAD_BUDGET_MIB: u32 = 256;
+/// The suffix of the staging directory a create builds in beside the dataset's path
+/// (`engine::staging`), renamed to the dataset's path before its commit.
+const STAGING_SUFFIX: &str = ".tmp-build";
 /// Ranged GETs the engine keeps in flight where it reads many chunks.
 const CONCURRENT_READS: usize = 16;
 /// The superchunk file size a new dataset on an object store aims for when its creator
@@ -1273,6 +1279,20 @@ struct Spool {
     written: Vec<std::ops::Range<u64>>,
     /// The committed file's front copy: it answers reads of bytes not written.
     front: Option<Arc<FrontCopy>>,
+    /// Counts the writes and length changes: an early upload is current while it holds
+    /// the count it was read at.
+    version: u64,
+    /// The file as it went up before the commit ([`ObjectFile::sync`]), if it did.
+    early: Option<Early>,
+}
+
+/// A spooled file uploaded before its commit, whole, under `key`, as it was at `version`
+/// ([`Spool::version`]).
+struct Early {
+    key: String,
+    version: u64,
+    /// The upload while it runs; `None` once it succeeded (the commit waits for it).
+    task: Option<tokio::task::JoinHandle<Result<()>>>,
 }
 
 impl Spool {
@@ -1285,6 +1305,8 @@ impl Spool {
             base: Vec::new(),
             written: Vec::new(),
             front: None,
+            version: 0,
+            early: None,
         })
     }
 
@@ -1403,6 +1425,21 @@ struct Node {
     head_fetch: Mutex<()>,
 }
 
+/// The room for upload bytes in memory ([`UPLOAD_BUDGET_MIB`] permits of 1 MiB).
+fn upload_budget() -> &'static Arc<tokio::sync::Semaphore> {
+    static BUDGET: OnceLock<Arc<tokio::sync::Semaphore>> = OnceLock::new();
+    BUDGET.get_or_init(|| Arc::new(tokio::sync::Semaphore::new(UPLOAD_BUDGET_MIB as usize)))
+}
+
+/// The permits of [`upload_budget`] an upload of `len` bytes takes.
+fn budget_of(len: u64) -> u32 {
+    len.div_ceil(1 << 20).clamp(1, u64::from(UPLOAD_BUDGET_MIB)) as u32
+}
+
+fn lock_committed(c: &Mutex<Committed>) -> MutexGuard<'_, Committed> {
+    c.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
+}
+
 fn lock_data(node: &Node) -> MutexGuard<'_, Data> {
     node.data
         .lock()
@@ -1477,6 +1514,9 @@ struct ObjectFile {
     backend: Arc<Backend>,
     path: PathBuf,
     writable: bool,
+    /// The committed state of the handle that opened it: the generation and tag its early
+    /// upload is named by.
+    committed: Arc<Mutex<Committed>>,
 }
 
 /// The length of `r` as a buffer size: [`eof`] for a range no file of this process holds.
@@ -1496,6 +1536,83 @@ fn eof(path: &Path) -> Error {
 }
 
 impl ObjectFile {
+    /// Starts uploading the file now, whole, under the name its commit would give it
+    /// (`<file path>.<generation>-<tag>`, the tag drawn for this handle's next commit), if
+    /// it is new since the last commit, longer than an inline document, and not uploaded
+    /// early already. The commit names the object if the file was not written again since
+    /// (else it uploads the file as usual, after this upload ended); it waits for the
+    /// upload, and fails with its error. Holds at most [`UPLOAD_BUDGET_MIB`] of this
+    /// process's upload bytes in memory: waits here for room.
+    fn upload_early(&self) -> Result<()> {
+        let Some(rel) = self.early_rel() else {
+            return Ok(());
+        };
+        // Called inside the runtime (no caller does), it could not wait for room: the
+        // commit uploads the file instead.
+        if tokio::runtime::Handle::try_current().is_ok() {
+            return Ok(());
+        }
+        let eligible =
+            |sp: &Spool| sp.base.is_empty() && sp.len > INLINE_MAX as u64 && sp.early.is_none();
+        let (version, len) = match &*lock_data(&self.node) {
+            Data::Spool(sp) if eligible(sp) => (sp.version, sp.len),
+            _ => return Ok(()),
+        };
+        let rt = runtime()?;
+        let permit = rt
+            .block_on(Arc::clone(upload_budget()).acquire_many_owned(budget_of(len)))
+            .map_err(|e| Error::io("upload", &self.path, std::io::Error::other(e)))?;
+        let key = {
+            let mut c = lock_committed(&self.committed);
+            let tag = *c.draft_tag.get_or_insert_with(rand::random);
+            let generation = c.state.as_ref().map_or(1, |s| s.generation + 1);
+            format!("{rel}.{generation}-{tag:016x}")
+        };
+        let mut d = lock_data(&self.node);
+        let Data::Spool(sp) = &mut *d else {
+            return Ok(());
+        };
+        if sp.version != version || !eligible(sp) {
+            return Ok(());
+        }
+        let bytes = sp.bytes_of(
+            &self.backend,
+            std::slice::from_ref(&(0..sp.len)),
+            &self.path,
+        )?;
+        let (backend, path, k) = (Arc::clone(&self.backend), self.path.clone(), key.clone());
+        let task = rt.spawn(async move {
+            let _room = permit;
+            backend.note("PUT", &k, format_args!("{}", parts_note(bytes.len())));
+            let started = std::time::Instant::now();
+            put_object(backend.client(Client::Write), &backend.key(&k), bytes)
+                .await
+                .map_err(|e| backend.error("upload", &path, Client::Write, started, e))
+        });
+        sp.early = Some(Early {
+            key,
+            version,
+            task: Some(task),
+        });
+        Ok(())
+    }
+
+    /// The file's path relative to the dataset root: below the root, or below the staging
+    /// directory a create builds in (`<root>.tmp-build`, renamed to the root before its
+    /// commit); `None` for a file elsewhere.
+    fn early_rel(&self) -> Option<String> {
+        let root = &self.backend.root;
+        let staging =
+            root.with_file_name(format!("{}{STAGING_SUFFIX}", root.file_name()?.to_str()?));
+        let rel = self
+            .path
+            .strip_prefix(root)
+            .or_else(|_| self.path.strip_prefix(&staging))
+            .ok()?
+            .to_str()?;
+        (!rel.is_empty()).then(|| rel.to_string())
+    }
+
     fn check_writable(&self) -> Result<()> {
         if self.writable {
             Ok(())
@@ -1657,6 +1774,7 @@ impl StorageFile for ObjectFile {
             let end = offset
                 .checked_add(data.len() as u64)
                 .ok_or_else(|| eof(&self.path))?;
+            sp.version += 1;
             sp.file
                 .write_all_at(data, offset)
                 .map_err(|e| Error::io("write", &self.path, e))?;
@@ -1674,6 +1792,7 @@ impl StorageFile for ObjectFile {
         let mut d = lock_data(&self.node);
         materialize(&mut d, &self.path)?;
         if let Data::Spool(sp) = &mut *d {
+            sp.version += 1;
             sp.file
                 .set_len(len)
                 .map_err(|e| Error::io("truncate", &self.path, e))?;
@@ -1689,7 +1808,13 @@ impl StorageFile for ObjectFile {
     }
 
     fn sync(&self) -> Result<()> {
-        // Durability comes from the upload at publish; a spool file dies with the process.
+        // Durability comes from the commit; a spool file dies with the process. A file
+        // written whole since the last commit goes up now, though (its commit names the
+        // object): the engine syncs a superchunk file once it is full, so the upload runs
+        // while the next files are encoded.
+        if self.writable {
+            self.upload_early()?;
+        }
         Ok(())
     }
 
@@ -1729,9 +1854,13 @@ impl Tree {
     }
 }
 
+#[derive(Default)]
 struct Committed {
     state: Option<State>,
     version: Option<UpdateVersion>,
+    /// The tag of the commit this handle prepares, drawn by the first file that went up
+    /// before it ([`ObjectFile::sync`]): the commit names all its uploads with it.
+    draft_tag: Option<u64>,
     /// This handle's last commit took effect, but its answer was lost and another writer's
     /// commit replaced it before it was read back: `version` is unknown, and the next
     /// commit of this handle is refused ([`Error::Conflict`]) without a request.
@@ -1756,14 +1885,12 @@ impl Committed {
             Written::Current(v) => Committed {
                 state: Some(state),
                 version: Some(v),
-                superseded: false,
-                stored_at: None,
+                ..Committed::default()
             },
             Written::Superseded => Committed {
                 state: Some(state),
-                version: None,
                 superseded: true,
-                stored_at: None,
+                ..Committed::default()
             },
         }
     }
@@ -1784,7 +1911,8 @@ pub struct ObjectStorage {
     /// The bucket as callers name it: paths are `<base>/<key>`.
     base: PathBuf,
     tree: Mutex<Tree>,
-    committed: Mutex<Committed>,
+    /// Shared with the files it opened, which name their early uploads by it.
+    committed: Arc<Mutex<Committed>>,
 }
 
 impl std::fmt::Debug for ObjectStorage {
@@ -2143,19 +2271,14 @@ impl ObjectStorage {
             backend: Arc::new(backend),
             base,
             tree: Mutex::default(),
-            committed: Mutex::new(Committed {
-                state: None,
-                version: None,
-                superseded: false,
-                stored_at: None,
-            }),
+            committed: Arc::default(),
         };
         let (state, version, stored_at) = s.load_state()?;
         *s.committed_lock() = Committed {
             state,
             version,
-            superseded: false,
             stored_at,
+            ..Committed::default()
         };
         s.reset_tree();
         Ok(s)
@@ -2193,9 +2316,7 @@ impl ObjectStorage {
     }
 
     fn committed_lock(&self) -> MutexGuard<'_, Committed> {
-        self.committed
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner)
+        lock_committed(&self.committed)
     }
 
     fn tree(&self) -> MutexGuard<'_, Tree> {
@@ -2285,17 +2406,18 @@ impl ObjectStorage {
                     .map(|r| (r.to_string(), Arc::clone(n)))
             })
             .collect();
-        let (old, version, superseded, loaded_at) = {
+        let (old, version, superseded, loaded_at, tag) = {
             let c = self.committed_lock();
             (
                 c.state.clone(),
                 c.version.clone(),
                 c.superseded,
                 c.stored_at,
+                // The files that went up early named their objects with it.
+                c.draft_tag.unwrap_or_else(rand::random),
             )
         };
         let generation = old.as_ref().map_or(1, |s| s.generation + 1);
-        let tag: u64 = rand::random();
         let mut new_files = BTreeMap::new();
         let mut uploads: Vec<Upload> = Vec::new();
         let mut changed = false;
@@ -2355,6 +2477,7 @@ impl ObjectStorage {
             Ok(())
         };
         let result = result
+            .and_then(|()| self.finish_early(&files))
             .and_then(|()| self.localize(&uploads))
             .and_then(|()| self.upload(&uploads))
             .and_then(|()| {
@@ -2439,9 +2562,33 @@ impl ObjectStorage {
             }
             Err(e) => {
                 self.reset_tree();
+                self.committed_lock().draft_tag = None;
                 Err(e)
             }
         }
+    }
+
+    /// Waits for the early uploads of `files` still running ([`ObjectFile::upload_early`]),
+    /// all at once; the first failure is the error.
+    fn finish_early(&self, files: &[(String, Arc<Node>)]) -> Result<()> {
+        let mut tasks = Vec::new();
+        for (_, node) in files {
+            if let Data::Spool(sp) = &mut *lock_data(node) {
+                if let Some(t) = sp.early.as_mut().and_then(|e| e.task.take()) {
+                    tasks.push(t);
+                }
+            }
+        }
+        if tasks.is_empty() {
+            return Ok(());
+        }
+        let root = &self.backend.root;
+        runtime()?
+            .block_on(futures::future::join_all(tasks))
+            .into_iter()
+            .try_for_each(|r| {
+                r.unwrap_or_else(|e| Err(Error::io("upload", root, std::io::Error::other(e))))
+            })
     }
 
     /// The copy of the first-read bytes of the spooled file `rel` (held by `node`) that
@@ -2466,6 +2613,7 @@ impl ObjectStorage {
             backend: Arc::clone(&self.backend),
             path: path.to_path_buf(),
             writable: false,
+            committed: Arc::clone(&self.committed),
         };
         let Some(ranges) = front(&file) else {
             return Ok(None);
@@ -2509,6 +2657,19 @@ impl ObjectStorage {
                 let text = text.to_string();
                 return Ok((StateFile::Inline { text }, None));
             }
+        }
+        let early = match &*lock_data(node) {
+            Data::Spool(sp) => sp
+                .early
+                .as_ref()
+                .filter(|e| e.version == sp.version)
+                .map(|e| e.key.clone()),
+            _ => None,
+        };
+        if let Some(key) = early {
+            // Up already, whole, as it is now: the commit names that object.
+            let front = self.front_of(rel, node, front);
+            return Ok((StateFile::Object { key, len, front }, None));
         }
         let new_front = self.front_of(rel, node, front);
         let upload = |ranges| Upload {
@@ -2581,8 +2742,8 @@ impl ObjectStorage {
         Ok(())
     }
 
-    /// Uploads what the commit writes of each file (one PUT each), [`PARALLEL`] at a time:
-    /// at most that many are held in memory at once.
+    /// Uploads what the commit writes of each file (one PUT each), [`PARALLEL`] at a time,
+    /// holding at most [`UPLOAD_BUDGET_MIB`] of bytes in memory (with the early uploads).
     fn upload(&self, uploads: &[Upload]) -> Result<()> {
         let rt = runtime()?;
         let jobs: Vec<(PathBuf, &Upload)> = uploads
@@ -2594,6 +2755,16 @@ impl ObjectStorage {
             futures::stream::iter(jobs)
                 .map(|(path, u)| async move {
                     let (key, node) = (u.key.as_str(), &u.node);
+                    let len = match (&u.ranges, &*lock_data(node)) {
+                        (Some(r), _) => r.iter().map(|r| r.end - r.start).sum(),
+                        (None, Data::Spool(sp)) => sp.len,
+                        (None, Data::Memory(b)) => b.len() as u64,
+                        (None, Data::Remote { len, .. }) => *len,
+                    };
+                    let _room = upload_budget()
+                        .acquire_many(budget_of(len))
+                        .await
+                        .map_err(|e| Error::io("upload", &path, std::io::Error::other(e)))?;
                     let bytes = node_bytes(backend, node, &path, u.ranges.as_deref())?;
                     let loc = backend.key(key);
                     backend.note("PUT", key, format_args!("{}", parts_note(bytes.len())));
@@ -2719,6 +2890,7 @@ impl Storage for ObjectStorage {
             backend: Arc::clone(&self.backend),
             path: path.to_path_buf(),
             writable: mode != OpenMode::Read,
+            committed: Arc::clone(&self.committed),
         }))
     }
 
@@ -2896,6 +3068,8 @@ impl Storage for ObjectStorage {
     fn discard_unpublished(&self, root: &Path) {
         if root == self.backend.root.as_path() {
             self.reset_tree();
+            // Files that went up early are orphans now (gc collects them).
+            self.committed_lock().draft_tag = None;
         }
     }
 
@@ -2969,6 +3143,16 @@ impl Storage for ObjectStorage {
         tree.files.insert(key, node);
         Ok(())
     }
+}
+
+/// Whether `rel` names an upload of a dataset's first commit (`<file path>.1-<tag>`, §2),
+/// which a create killed before its state write leaves behind.
+fn first_commit_upload(rel: &str) -> bool {
+    rel.rsplit_once(".1-").is_some_and(|(path, tag)| {
+        !path.is_empty()
+            && tag.len() == 16
+            && tag.bytes().all(|b| matches!(b, b'0'..=b'9' | b'a'..=b'f'))
+    })
 }
 
 /// Whether `name` is one plain component of a key: not empty, `.` or `..`, no `/`.
@@ -3173,12 +3357,13 @@ pub fn collect_garbage(storage: &ObjectStorage, grace: Duration) -> Result<Colle
         .map(|r| (r.key.clone(), r.stored_by.unwrap_or(state_stored)))
         .collect();
     // With no state (a create that never committed: its client was killed), only what blz
-    // names so is collected: sessions of staged writes and clock probes. Anything else
-    // there is not blz's to remove.
+    // names so is collected: sessions of staged writes, clock probes and a first commit's
+    // uploads. Anything else there is not blz's to remove.
     let blz_own = |rel: &str| {
         state.is_some()
             || rel.starts_with(&format!("{STAGED_PREFIX}/"))
             || rel.starts_with(CLOCK_PROBE)
+            || first_commit_upload(rel)
     };
     if state.is_none()
         && !listed
