@@ -7,8 +7,9 @@ a dask array from a two-worker distributed cluster to the same S3 server.
 (target/py-venv needs `pip install zarr obstore` beside blz.) N float64 elements (default
 1e8, 800 MB): a random walk made block by block on the workers (seeded per block, so both
 stores get the same values), chunks of 1e6 elements, Blosc lz4 clevel 5 with byte shuffle
-for both. blz writes superchunk files of 8 chunks (one task per file: `superchunksize=8`);
-zarr one object per chunk. Each write is timed from the graph's submission to its commit
+for both. blz writes superchunk files of its default size on an object store (16 MiB: 2
+chunks, one task per file; `--superchunksize N` sets N chunks per file); zarr one object per
+chunk. Each write is timed from the graph's submission to its commit
 (blz: the one conditional write of the state; zarr: the last chunk stored), best of
 --repeat (2); each result is then read back whole and compared with the source, block by
 block on the cluster.
@@ -71,7 +72,10 @@ def main():
     ap.add_argument("--repeat", type=int, default=2)
     ap.add_argument("--workers", type=int, default=2)
     ap.add_argument(
-        "--superchunksize", type=int, default=8, help="blz chunks per superchunk file (per task)"
+        "--superchunksize",
+        type=int,
+        default=None,
+        help="blz chunks per superchunk file (per task; default: blz's, 16 MiB files)",
     )
     args = ap.parse_args()
     n = int(args.n)
