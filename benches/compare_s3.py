@@ -9,7 +9,8 @@ AWS_ENDPOINT_URL, the AWS_* keys and the test bucket. target/py-venv needs `pip 
 obstore` beside blz, and `tensorstore icechunk` for those peers.) N float64 elements (default
 1e7, 80 MB), a random walk, chunks of 1e6 elements, Blosc lz4 clevel 5 with byte shuffle for
 all. Throughput is measured against the server, best of --repeat (3) fresh writes and a
-whole read of each.
+whole read of each; with --rounds K every client runs K times in turn and each figure is the
+median of the K (a ratio: the median of the K rounds' ratios, each measured side by side).
 
 --latency-ms MS puts benches/latency_proxy.py between every client and the server: each
 HTTP request is held MS milliseconds before it is forwarded (a server MS further away).
@@ -30,6 +31,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import os
+import statistics
 import sys
 import time
 import uuid
@@ -335,6 +337,13 @@ def main():
         help="comma-separated clients (zarr is the reference; tensorstore and icechunk are"
         " left out when not installed)",
     )
+    p.add_argument(
+        "--rounds",
+        type=int,
+        default=1,
+        help="rounds of every client in turn; a figure is the median over rounds (ratios: of"
+        " each round's ratio)",
+    )
     p.add_argument("--no-count", action="store_true", help="skip the request-counting pass")
     args = p.parse_args()
     n = int(float(args.n))
@@ -375,37 +384,52 @@ def main():
     proxy = None
     if args.latency_ms > 0 or args.proxy:
         proxy = LatencyProxy(SERVER, args.latency_ms)
-    rows = []
+    rounds = []  # per round: client -> (write GB/s, read GB/s), best of --repeat
     with proxy if proxy else contextlib.nullcontext():
         endpoint = proxy.url if proxy else SERVER
-        for name in names:
-            w, r = [], []
-            for _ in range(args.repeat):
-                key = f"bench-{uuid.uuid4().hex}"
-                ops = ops_for(name, key, endpoint, data, more)
-                dt, _ = timed(ops["create"])
-                w.append(dt)
-                dt, got = timed(ops["read all"])
-                r.append(dt)
-                assert np.array_equal(np.asarray(got), data), name
-                del got
-                remove(key)
-            rows.append((name, gb / min(w), gb / min(r)))
-            print(f"  {name}: write {gb / min(w):.3f} GB/s, read {gb / min(r):.3f} GB/s (load {load()})", flush=True)
+        for k in range(args.rounds):
+            got_round = {}
+            for name in names:
+                w, r = [], []
+                for _ in range(args.repeat):
+                    key = f"bench-{uuid.uuid4().hex}"
+                    ops = ops_for(name, key, endpoint, data, more)
+                    dt, _ = timed(ops["create"])
+                    w.append(dt)
+                    dt, got = timed(ops["read all"])
+                    r.append(dt)
+                    assert np.array_equal(np.asarray(got), data), name
+                    del got
+                    remove(key)
+                got_round[name] = (gb / min(w), gb / min(r))
+                print(
+                    f"  round {k + 1}: {name}: write {gb / min(w):.3f} GB/s, read {gb / min(r):.3f} GB/s"
+                    f" (load {load()})",
+                    flush=True,
+                )
+            rounds.append(got_round)
     os.environ["AWS_ENDPOINT_URL"] = SERVER
+    med = statistics.median
+    rows = [(name, med(x[name][0] for x in rounds), med(x[name][1] for x in rounds)) for name in names]
 
     how = f"+{args.latency_ms:g} ms per request" + (" (proxy)" if proxy else "")
     if not proxy:
         how = "direct"
+    over = f"; median of {args.rounds} rounds" if args.rounds > 1 else ""
     print(
         f"\n{n} float64 ({data.nbytes / 1e6:.0f} MB random walk), chunks {CHUNK}, lz4 5 shuffle,"
-        f" {args.server_name} on loopback, {how}; best of {args.repeat}"
+        f" {args.server_name} on loopback, {how}; best of {args.repeat}{over}"
     )
-    print(f"{'':12} {'write GB/s':>11} {'read GB/s':>10} {'write/zarr':>11} {'read/zarr':>10}")
-    ref = {name: (w, r) for name, w, r in rows}.get("zarr")
+    refs = [x for x in ("zarr", "tensorstore") if x in names]
+    head = "".join(f" {'write/' + x:>17} {'read/' + x:>16}" for x in refs)
+    print(f"{'':12} {'write GB/s':>11} {'read GB/s':>10}{head}")
     for name, w, r in rows:
-        ratios = f"{w / ref[0]:11.2f} {r / ref[1]:10.2f}" if ref else ""
-        print(f"{name:12} {w:11.3f} {r:10.3f} {ratios}")
+        cells = ""
+        for x in refs:
+            cw = med(rd[name][0] / rd[x][0] for rd in rounds)
+            cr = med(rd[name][1] / rd[x][1] for rd in rounds)
+            cells += f" {cw:17.2f} {cr:16.2f}"
+        print(f"{name:12} {w:11.3f} {r:10.3f}{cells}")
     print(f"load average at end (1/5/15 min): {load()}")
 
     if counts:
