@@ -708,7 +708,8 @@ pub fn write_rows_shared(shared: &dyn SharedDir, first_row: u64, bytes: &[u8]) -
     let local = storage::local();
     let tmp = std::env::temp_dir().join(format!("blz-staged-{}", meta::new_id()));
     local.create_dir_all(&tmp)?;
-    let result = encode_into(&local, &tmp, &doc, first_row, rows, bytes).and_then(|files| {
+    // The files are read back and uploaded here, then removed: nothing syncs them.
+    let result = encode_into(&local, &tmp, &doc, first_row, rows, bytes, false).and_then(|files| {
         // A session committed or abandoned meanwhile takes no more files.
         if shared
             .get(SESSION_FILE, crate::meta::MAX_META_FILE)?
@@ -782,7 +783,7 @@ pub fn write_rows_in(
     let tmp = session_dir.join(format!("{WORKER_TMP_PREFIX}{}", meta::new_id()));
     read_session(st, session_dir)?;
     st.create_dir_all(&tmp)?;
-    let written = encode_into(&storage, &tmp, &doc, first_row, rows, bytes)
+    let written = encode_into(&storage, &tmp, &doc, first_row, rows, bytes, true)
         .and_then(|files| move_into_session(st, session_dir, &tmp, &files).map(|()| files));
     let cleaned = st.remove_dir_all(&tmp);
     if !st.exists(&session_dir.join(SESSION_FILE)) {
@@ -841,7 +842,8 @@ fn parse_session(bytes: Option<&[u8]>, path: &Path, session_dir: &Path) -> Resul
     Ok(doc)
 }
 
-/// Encodes the rows into complete superchunk files under `tmp` (synced); returns their numbers.
+/// Encodes the rows into complete superchunk files under `tmp` (synced if `durable`); returns
+/// their numbers.
 fn encode_into(
     storage: &Arc<dyn Storage>,
     tmp: &Path,
@@ -849,19 +851,24 @@ fn encode_into(
     first_row: u64,
     rows: u64,
     bytes: &[u8],
+    durable: bool,
 ) -> Result<Vec<u64>> {
     let core = make_core(Arc::clone(storage), tmp, PathBuf::new(), &doc.storage)?;
     let end_row = first_row + rows;
     let shape = doc.shape(end_row);
     let k0 = doc.chunk_of_row(first_row);
     let mut txn = Txn::new(storage.as_ref(), tmp);
+    if !durable {
+        txn.skip_syncs();
+    }
     // Chunks before `k0` count as committed (their files are not touched: the first file
     // written starts at `k0`, which begins a file), so the writes append from `k0`.
     let mut w = ChunkWrites::new(&core.store, k0, None);
     let sel = rows_selection(&shape, first_row, rows);
     core.write(&mut txn, &mut w, k0, &sel, &shape, Source::Data(bytes))?;
     w.finish(&mut txn)?;
-    // Only fresh files: the commit syncs them and their directory, and writes no journal.
+    // Only fresh files: the commit syncs them and their directory (when durable), and
+    // writes no journal.
     txn.commit_files()?;
     let s = doc.storage.superchunksize.max(1);
     let k1 = doc.chunk_of_row(end_row.next_multiple_of(doc.storage.chunkshape[0]));
