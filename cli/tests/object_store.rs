@@ -588,14 +588,27 @@ fn kills_leave_the_old_or_the_new_state() {
             seen[1] += 1;
         }
     }
-    // Creates killed: nothing that opens, or the whole dataset.
+    // Creates killed: nothing that opens, or the whole dataset. Eight chunks a file: seven
+    // files, each uploaded as soon as it is full, before the commit; what a killed create
+    // uploaded, gc removes.
+    let create = |u: &str| {
+        blz_cmd(&[
+            "create",
+            u,
+            "--npy",
+            &npy,
+            "--chunkshape",
+            "8192",
+            "--superchunk-size",
+            "8",
+        ])
+    };
+    let (mut absent, mut collected) = (0, 0);
     for trial in 0..6u32 {
         let Some(u) = s3_url(&format!("kc{trial}.blz")) else {
             return;
         };
-        let mut child = blz_cmd(&["create", &u, "--npy", &npy, "--chunkshape", "8192"])
-            .spawn()
-            .unwrap();
+        let mut child = create(&u).spawn().unwrap();
         std::thread::sleep(Duration::from_micros(rng.next() % (clean * 3 / 2 + 1)));
         let sig = if trial % 2 == 0 {
             libc::SIGKILL
@@ -608,9 +621,22 @@ fn kills_leave_the_old_or_the_new_state() {
         match Dataset::open(&u) {
             Err(_) => {
                 assert!(!ObjectStorage::open_url(&u).unwrap().exists(Path::new(&u)));
-                let o = blz_cmd(&["create", &u, "--npy", &npy, "--chunkshape", "8192"])
-                    .output()
-                    .unwrap();
+                // The uploads it left (if any) go; after that there is nothing of blz's.
+                absent += 1;
+                let o = blz_cmd(&["gc", &u, "--grace", "0"]).output().unwrap();
+                let err = String::from_utf8_lossy(&o.stderr);
+                assert!(
+                    o.status.success() || err.contains("no dataset there"),
+                    "{err}"
+                );
+                collected += usize::from(o.status.success());
+                let o = blz_cmd(&["gc", &u, "--grace", "0"]).output().unwrap();
+                let err = String::from_utf8_lossy(&o.stderr);
+                assert!(
+                    !o.status.success() && err.contains("no dataset there"),
+                    "{err}"
+                );
+                let o = create(&u).output().unwrap();
                 assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
             }
             Ok(ds) => assert!(ds.verify(|_, _| {}).is_empty()),
@@ -618,7 +644,8 @@ fn kills_leave_the_old_or_the_new_state() {
         assert_eq!(read_all(&u), big);
     }
     eprintln!(
-        "appends killed: {} left the old state, {} the new",
+        "appends killed: {} left the old state, {} the new; creates killed: {absent} left \
+         no dataset ({collected} of them uploads that gc removed)",
         seen[0], seen[1]
     );
 }

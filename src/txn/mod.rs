@@ -792,7 +792,10 @@ mod sync_tests {
         }
         txn.done_with(Path::new("d/a.bin"));
         assert!(!txn.commit_files().unwrap());
-        assert_eq!(std::fs::read(dir.path().join("d/b.bin")).unwrap(), [7u8; 4096]);
+        assert_eq!(
+            std::fs::read(dir.path().join("d/b.bin")).unwrap(),
+            [7u8; 4096]
+        );
         st.operations()
     }
 
@@ -802,6 +805,9 @@ mod sync_tests {
     fn skipping_syncs_syncs_nothing() {
         let durable = ops(true);
         let scratch = ops(false);
-        assert!(scratch + 3 <= durable, "{scratch} operations against {durable}");
+        assert!(
+            scratch + 3 <= durable,
+            "{scratch} operations against {durable}"
+        );
     }
 }
