@@ -81,13 +81,27 @@ ceph-authtool --create-keyring "$dir/mon.keyring" --gen-key -n mon. --cap mon 'a
 monmaptool --create --add a "v1:127.0.0.1:$mon_port" --fsid "$fsid" "$dir/monmap" >/dev/null
 ceph-mon -c "$conf" --mkfs -i a --monmap "$dir/monmap" --keyring "$dir/mon.keyring"
 ceph-mon -c "$conf" -i a
-id=$(timeout 60 ceph -c "$conf" osd create)
-timeout 120 ceph-osd -c "$conf" -i "$id" --mkfs >/dev/null 2>&1
+osd_uuid=$(cat /proc/sys/kernel/random/uuid)
+id=$(timeout 60 ceph -c "$conf" osd create "$osd_uuid")
+timeout 120 ceph-osd -c "$conf" -i "$id" --mkfs --osd-uuid "$osd_uuid" >/dev/null 2>&1
 timeout 60 ceph -c "$conf" osd crush add-bucket localhost host >/dev/null
 timeout 60 ceph -c "$conf" osd crush move localhost root=default >/dev/null
 timeout 60 ceph -c "$conf" osd crush add "osd.$id" 1.0 host=localhost >/dev/null
-ceph-osd -c "$conf" -i "$id" 2>/dev/null
-radosgw -c "$conf" -n client.rgw.a --rgw-frontends "beast endpoint=127.0.0.1:$port"
+# Starts a daemon (it forks; the command returns once it runs), trying three times: the
+# OSD's first start right after the cluster is made sometimes exits at once.
+start() {
+    local what=$1
+    shift
+    for _ in 1 2 3; do
+        if "$@" 2>"$dir/log/start.err"; then return 0; fi
+        sleep 1
+    done
+    echo "$what did not start:" >&2
+    cat "$dir/log/start.err" >&2
+    exit 1
+}
+start ceph-osd ceph-osd -c "$conf" -i "$id"
+start radosgw radosgw -c "$conf" -n client.rgw.a --rgw-frontends "beast endpoint=127.0.0.1:$port"
 
 export AWS_ENDPOINT_URL="http://127.0.0.1:$port"
 export AWS_ACCESS_KEY_ID=testing AWS_SECRET_ACCESS_KEY=testing AWS_REGION=us-east-1
