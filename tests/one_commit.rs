@@ -137,3 +137,93 @@ fn table_reads_never_mix_two_in_place_commits() {
         },
     );
 }
+
+/// The local storage, running `hook` once, the first time anyone asks whether a superchunk
+/// file exists: a writer that commits just then, between a reader's read of `meta/sizes`
+/// and its look for the last file that sizes names.
+struct CommitWhileOpening {
+    inner: std::sync::Arc<dyn blz::storage::Storage>,
+    hook: std::sync::Mutex<Option<Box<dyn FnOnce() + Send>>>,
+}
+
+impl std::fmt::Debug for CommitWhileOpening {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("CommitWhileOpening")
+    }
+}
+
+impl blz::storage::Storage for CommitWhileOpening {
+    fn open(
+        &self,
+        path: &std::path::Path,
+        mode: blz::storage::OpenMode,
+    ) -> blz::Result<Box<dyn blz::storage::StorageFile>> {
+        self.inner.open(path, mode)
+    }
+    fn list(&self, dir: &std::path::Path) -> blz::Result<Vec<String>> {
+        self.inner.list(dir)
+    }
+    fn rename(&self, from: &std::path::Path, to: &std::path::Path) -> blz::Result<()> {
+        self.inner.rename(from, to)
+    }
+    fn remove_file(&self, path: &std::path::Path) -> blz::Result<()> {
+        self.inner.remove_file(path)
+    }
+    fn remove_dir_all(&self, path: &std::path::Path) -> blz::Result<()> {
+        self.inner.remove_dir_all(path)
+    }
+    fn create_dir_all(&self, path: &std::path::Path) -> blz::Result<()> {
+        self.inner.create_dir_all(path)
+    }
+    fn exists(&self, path: &std::path::Path) -> bool {
+        if path.extension().is_some_and(|e| e == "bin") {
+            if let Some(hook) = self.hook.lock().unwrap().take() {
+                hook();
+            }
+        }
+        self.inner.exists(path)
+    }
+    fn is_dir(&self, path: &std::path::Path) -> bool {
+        self.inner.is_dir(path)
+    }
+    fn stamp(&self, path: &std::path::Path) -> Option<[u64; 4]> {
+        self.inner.stamp(path)
+    }
+    fn sync_dir(&self, dir: &std::path::Path) -> blz::Result<()> {
+        self.inner.sync_dir(dir)
+    }
+    fn lock(&self, path: &std::path::Path) -> blz::Result<blz::storage::LockGuard> {
+        self.inner.lock(path)
+    }
+}
+
+/// A reader opening an array while a writer's shrink commits (the shrink removes the files
+/// past the new end after `meta/sizes` was read) is told the dataset changed, not that it
+/// is damaged; opening again shows the shrunk dataset.
+#[test]
+fn an_open_that_meets_a_shrink_is_told_the_dataset_changed() {
+    let dir = tempfile::tempdir().unwrap();
+    let a = dir.path().join("a.blz");
+    let o = CreateOptions {
+        chunkshape: Some(vec![1000]),
+        superchunksize: Some(2),
+        ..Default::default()
+    };
+    let mut ds = Dataset::create_with(&a, DType::I64, &[0], &o).unwrap();
+    ds.append(&values(0).into_dyn().view()).unwrap();
+    drop(ds);
+    let path = a.clone();
+    let hook: Box<dyn FnOnce() + Send> = Box::new(move || {
+        Dataset::open_rw(&path).unwrap().resize(1500).unwrap();
+    });
+    let s = std::sync::Arc::new(CommitWhileOpening {
+        inner: blz::storage::local(),
+        hook: std::sync::Mutex::new(Some(hook)),
+    });
+    match Dataset::open_in(s, &a, Mode::ReadOnly) {
+        Err(Error::Changed { .. }) => {}
+        Err(e) => panic!("{e}"),
+        Ok(d) => panic!("opened with shape {:?}", d.shape()),
+    }
+    assert_eq!(Dataset::open(&a).unwrap().shape(), &[1500]);
+}

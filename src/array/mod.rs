@@ -368,7 +368,14 @@ impl Dataset {
             ));
         }
         let core = make_core(storage.clone(), &root, PathBuf::from("data"), &meta)?;
-        check_sizes(storage.as_ref(), &core, &sizes, &mp.sizes())?;
+        // A writer committing (a shrink removing files) between the read of `meta/sizes` and
+        // the look for its last file is not damage: that is `Changed` (open again).
+        meta::unless_changed(
+            storage.as_ref(),
+            root.as_ref(),
+            sizes.generation,
+            check_sizes(storage.as_ref(), &core, &sizes, &mp.sizes()),
+        )?;
         let mode = root.mode;
         let mut ds = Dataset {
             root,
