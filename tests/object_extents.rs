@@ -415,6 +415,60 @@ fn a_file_written_after_its_early_upload_goes_up_again() {
     assert!(got == bytes, "the committed file reads back");
 }
 
+/// A file that went up early and was then renamed (as an atomic replace does), with a new
+/// file written and synced at its old path: the commit names the renamed file's early
+/// object where it lies, uploads the new file once under a tag of its own (the old path's
+/// key is taken), and each reads back as written.
+#[test]
+fn a_renamed_early_file_and_its_successor_keep_their_own_bytes() {
+    use blz::storage::{OpenMode, Storage};
+    let store = Counting::new();
+    let s = handle(&store);
+    let root = s.root().to_path_buf();
+    let (x, y) = (root.join("data/x.bin"), root.join("data/y.bin"));
+    let first: Vec<u8> = noisy(5, 8192)
+        .iter()
+        .flat_map(|v| v.to_ne_bytes())
+        .collect();
+    let second: Vec<u8> = noisy(6, 6000)
+        .iter()
+        .flat_map(|v| v.to_ne_bytes())
+        .collect();
+    let f = s.open(&x, OpenMode::Create).unwrap();
+    f.write_at(0, &first).unwrap();
+    f.sync().unwrap();
+    assert!(put_soon(&store, "data/x.bin"));
+    drop(f);
+    s.rename(&x, &y).unwrap();
+    let f = s.open(&x, OpenMode::Create).unwrap();
+    f.write_at(0, &second).unwrap();
+    f.sync().unwrap();
+    drop(f);
+    store.taken();
+    s.publish(&root).unwrap();
+    let (data, _) = store.taken();
+    assert_eq!(
+        data,
+        second.len() as u64,
+        "only the new file goes up at the commit"
+    );
+    let again = handle(&store);
+    for (path, want) in [(&y, &first), (&x, &second)] {
+        let f = again.open(path, OpenMode::Read).unwrap();
+        let mut got = vec![0u8; f.len().unwrap() as usize];
+        f.read_at(0, &mut got).unwrap();
+        assert!(&got == want, "{}", path.display());
+    }
+    let state = again.state().unwrap();
+    let key = |rel: &str| match &state.files[rel] {
+        StateFile::Object { key, .. } => key.clone(),
+        other => panic!("{other:?}"),
+    };
+    assert!(key("data/y.bin").starts_with("data/x.bin.1-"), "{state:?}");
+    assert!(key("data/x.bin").starts_with("data/x.bin.1-"), "{state:?}");
+    assert_ne!(key("data/x.bin"), key("data/y.bin"));
+}
+
 /// A create killed before its commit leaves the files that went up early and no state:
 /// gc takes them (a first commit's uploads, `<path>.1-<tag>`) and then finds nothing left.
 #[test]

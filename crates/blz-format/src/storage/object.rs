@@ -1287,12 +1287,10 @@ struct Spool {
 }
 
 /// A spooled file uploaded before its commit, whole, under `key`, as it was at `version`
-/// ([`Spool::version`]).
+/// ([`Spool::version`]). The upload itself is the draft's ([`Committed::draft_tasks`]).
 struct Early {
     key: String,
     version: u64,
-    /// The upload while it runs; `None` once it succeeded (the commit waits for it).
-    task: Option<tokio::task::JoinHandle<Result<()>>>,
 }
 
 impl Spool {
@@ -1562,24 +1560,29 @@ impl ObjectFile {
         let permit = rt
             .block_on(Arc::clone(upload_budget()).acquire_many_owned(budget_of(len)))
             .map_err(|e| Error::io("upload", &self.path, std::io::Error::other(e)))?;
+        // The node's lock and the draft's are never held together (a commit takes the
+        // draft's, then nodes').
         let key = {
             let mut c = lock_committed(&self.committed);
             let tag = *c.draft_tag.get_or_insert_with(rand::random);
             let generation = c.state.as_ref().map_or(1, |s| s.generation + 1);
-            format!("{rel}.{generation}-{tag:016x}")
+            let key = format!("{rel}.{generation}-{tag:016x}");
+            if !c.draft_keys.insert(key.clone()) {
+                // Another file went up early under this name (it was written here, then
+                // renamed): this one goes up with the commit, under a tag of its own.
+                return Ok(());
+            }
+            key
         };
-        let mut d = lock_data(&self.node);
-        let Data::Spool(sp) = &mut *d else {
-            return Ok(());
+        let bytes = match &*lock_data(&self.node) {
+            Data::Spool(sp) if sp.version == version && eligible(sp) => sp.bytes_of(
+                &self.backend,
+                std::slice::from_ref(&(0..sp.len)),
+                &self.path,
+            )?,
+            // Written meanwhile: the commit uploads it (under the key just claimed).
+            _ => return Ok(()),
         };
-        if sp.version != version || !eligible(sp) {
-            return Ok(());
-        }
-        let bytes = sp.bytes_of(
-            &self.backend,
-            std::slice::from_ref(&(0..sp.len)),
-            &self.path,
-        )?;
         let (backend, path, k) = (Arc::clone(&self.backend), self.path.clone(), key.clone());
         let task = rt.spawn(async move {
             let _room = permit;
@@ -1589,11 +1592,12 @@ impl ObjectFile {
                 .await
                 .map_err(|e| backend.error("upload", &path, Client::Write, started, e))
         });
-        sp.early = Some(Early {
-            key,
-            version,
-            task: Some(task),
-        });
+        lock_committed(&self.committed).draft_tasks.push(task);
+        // The bytes that went up are the file's at `version`: the commit names the object
+        // while the file is still so (else it uploads the file after this upload ended).
+        if let Data::Spool(sp) = &mut *lock_data(&self.node) {
+            sp.early = Some(Early { key, version });
+        }
         Ok(())
     }
 
@@ -1861,6 +1865,11 @@ struct Committed {
     /// The tag of the commit this handle prepares, drawn by the first file that went up
     /// before it ([`ObjectFile::sync`]): the commit names all its uploads with it.
     draft_tag: Option<u64>,
+    /// The keys the early uploads of that commit claimed: one upload a key, so no two
+    /// files' bytes ever race for one object.
+    draft_keys: HashSet<String>,
+    /// Those uploads, each until the commit waits for it ([`ObjectStorage::finish_early`]).
+    draft_tasks: Vec<tokio::task::JoinHandle<Result<()>>>,
     /// This handle's last commit took effect, but its answer was lost and another writer's
     /// commit replaced it before it was read back: `version` is unknown, and the next
     /// commit of this handle is refused ([`Error::Conflict`]) without a request.
@@ -2457,7 +2466,7 @@ impl ObjectStorage {
             let spooled = matches!(&*lock_data(node), Data::Spool(_));
             if spooled {
                 changed = true;
-                let key = format!("{rel}.{generation}-{tag:016x}");
+                let key = self.commit_key(rel, node, generation, tag);
                 let (entry, upload) = self.plan_spooled(rel, node, key, front)?;
                 uploads.extend(upload);
                 new_files.insert(rel.clone(), entry);
@@ -2474,7 +2483,7 @@ impl ObjectStorage {
                     },
                     Err(_) => {
                         changed = true;
-                        let key = format!("{rel}.{generation}-{tag:016x}");
+                        let key = self.commit_key(rel, node, generation, tag);
                         uploads.push(Upload {
                             rel: rel.clone(),
                             key: key.clone(),
@@ -2509,7 +2518,7 @@ impl ObjectStorage {
             Ok(())
         };
         let result = result
-            .and_then(|()| self.finish_early(&files))
+            .and_then(|()| self.finish_early())
             .and_then(|()| self.localize(&uploads))
             .and_then(|()| self.upload(&uploads))
             .and_then(|()| {
@@ -2594,23 +2603,42 @@ impl ObjectStorage {
             }
             Err(e) => {
                 self.reset_tree();
-                self.committed_lock().draft_tag = None;
+                self.forget_draft();
                 Err(e)
             }
         }
     }
 
-    /// Waits for the early uploads of `files` still running ([`ObjectFile::upload_early`]),
-    /// all at once; the first failure is the error.
-    fn finish_early(&self, files: &[(String, Arc<Node>)]) -> Result<()> {
-        let mut tasks = Vec::new();
-        for (_, node) in files {
-            if let Data::Spool(sp) = &mut *lock_data(node) {
-                if let Some(t) = sp.early.as_mut().and_then(|e| e.task.take()) {
-                    tasks.push(t);
-                }
-            }
+    /// The key the commit uploads the file `rel` (held by `node`) under:
+    /// `<rel>.<generation>-<tag>`, unless an early upload of another file (written at `rel`,
+    /// renamed since) holds that key, when a second tag is drawn for this file alone.
+    fn commit_key(&self, rel: &str, node: &Node, generation: u64, tag: u64) -> String {
+        let key = format!("{rel}.{generation}-{tag:016x}");
+        let own = match &*lock_data(node) {
+            Data::Spool(sp) => sp.early.as_ref().is_some_and(|e| e.key == key),
+            _ => false,
+        };
+        if !own && self.committed_lock().draft_keys.contains(&key) {
+            return format!("{rel}.{generation}-{:016x}", rand::random::<u64>());
         }
+        key
+    }
+
+    /// Drops the commit being prepared: the files that went up early are orphans now (gc
+    /// collects them), and the next commit draws a new tag.
+    fn forget_draft(&self) {
+        let mut c = self.committed_lock();
+        c.draft_tag = None;
+        c.draft_keys.clear();
+        c.draft_tasks.clear();
+    }
+
+    /// Waits for every early upload of the commit being prepared still running
+    /// ([`ObjectFile::upload_early`]), all at once, before anything else goes up (a file
+    /// the commit uploads may take a key an outdated early upload had); the first failure
+    /// is the error.
+    fn finish_early(&self) -> Result<()> {
+        let tasks = std::mem::take(&mut self.committed_lock().draft_tasks);
         if tasks.is_empty() {
             return Ok(());
         }
@@ -2690,6 +2718,8 @@ impl ObjectStorage {
                 return Ok((StateFile::Inline { text }, None));
             }
         }
+        // Up already, whole, as it is now (under the key of the path it was written at,
+        // if it was renamed since): the commit names that object.
         let early = match &*lock_data(node) {
             Data::Spool(sp) => sp
                 .early
@@ -2699,7 +2729,6 @@ impl ObjectStorage {
             _ => None,
         };
         if let Some(key) = early {
-            // Up already, whole, as it is now: the commit names that object.
             let front = self.front_of(rel, node, front);
             return Ok((StateFile::Object { key, len, front }, None));
         }
@@ -3100,8 +3129,7 @@ impl Storage for ObjectStorage {
     fn discard_unpublished(&self, root: &Path) {
         if root == self.backend.root.as_path() {
             self.reset_tree();
-            // Files that went up early are orphans now (gc collects them).
-            self.committed_lock().draft_tag = None;
+            self.forget_draft();
         }
     }
 
