@@ -81,8 +81,10 @@ fn not_found_ok(r: std::io::Result<()>) -> std::io::Result<()> {
     }
 }
 
-/// How long [`LocalStorage::lock`] tries again before it reports a lock as held.
-const LOCK_RETRY: std::time::Duration = std::time::Duration::from_millis(250);
+/// How long [`LocalStorage::lock`] tries again before it reports a lock as held. (250 ms
+/// proved short: on a loaded two-core machine a child started by another thread of the
+/// process kept a just-released lock longer, before its `exec`.)
+const LOCK_RETRY: std::time::Duration = std::time::Duration::from_secs(1);
 
 impl Storage for LocalStorage {
     /// Files opened to write are never opened through a symbolic link (`O_NOFOLLOW`): a link
