@@ -176,7 +176,7 @@ impl Staging {
                 )));
             }
         }
-        let tmp = sibling(path, ".tmp-build")?;
+        let tmp = sibling(path, crate::storage::STAGING_SUFFIX)?;
         let meta = tmp.join("meta");
         // The staging directory, made exclusively (or a killed build's, a real directory):
         // a link planted at its name is removed, never followed.

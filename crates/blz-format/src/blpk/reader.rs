@@ -449,13 +449,7 @@ impl SuperchunkReader {
         dst: &mut [u8],
         scratch: &mut Vec<u8>,
     ) -> Result<()> {
-        let data = match self.held_chunk(k, first)? {
-            Some(held) => held,
-            None => {
-                self.read_chunk_from(k, first, scratch)?;
-                scratch
-            }
-        };
+        let data = self.chunk_from(k, first, scratch)?;
         blosc::decompress_into(data, dst, 1).map_err(|e| Error::chunk(&self.path, k, e.0))
     }
 
@@ -473,13 +467,7 @@ impl SuperchunkReader {
         dst: &mut [u8],
         scratch: &mut Vec<u8>,
     ) -> Result<()> {
-        let data = match self.held_chunk(k, first)? {
-            Some(held) => held,
-            None => {
-                self.read_chunk_from(k, first, scratch)?;
-                scratch
-            }
-        };
+        let data = self.chunk_from(k, first, scratch)?;
         blosc::getitem(data, byte_start, dst).map_err(|e| Error::chunk(&self.path, k, e.0))
     }
 
@@ -515,6 +503,24 @@ impl SuperchunkReader {
         buf.truncate(need);
         self.verify_held(k, buf, cbytes)?;
         Ok((offset, cbytes))
+    }
+
+    /// Chunk `k`'s compressed bytes, checked: inside `first` (the bytes of
+    /// [`chunk_read_range`](Self::chunk_read_range), already read) when it holds them whole,
+    /// else read into `scratch` ([`read_chunk_from`](Self::read_chunk_from)).
+    fn chunk_from<'a>(
+        &self,
+        k: u64,
+        first: &'a [u8],
+        scratch: &'a mut Vec<u8>,
+    ) -> Result<&'a [u8]> {
+        match self.held_chunk(k, first)? {
+            Some(held) => Ok(held),
+            None => {
+                self.read_chunk_from(k, first, scratch)?;
+                Ok(scratch)
+            }
+        }
     }
 
     /// Chunk `k`'s compressed bytes inside `first` (the bytes of

@@ -20,6 +20,10 @@ pub use object::ObjectStorage;
 use crate::error::{Error, Result};
 /// The shared byte buffer [`StorageFile::read_ranges`] returns.
 pub use bytes::Bytes;
+
+/// The suffix of the staging directory a create builds a dataset in, beside its path
+/// (`<path>.tmp-build`), renamed to the path when complete.
+pub const STAGING_SUFFIX: &str = ".tmp-build";
 use std::ops::Range;
 use std::path::Path;
 use std::sync::Arc;

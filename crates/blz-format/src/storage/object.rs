@@ -19,7 +19,7 @@
 //! [`Error::Conflict`]; its uploads are orphans that [`collect_garbage`] removes. The state
 //! object and the collection rule are described in `spec/object-store.md`.
 
-use super::{FrontRanges, LockGuard, OpenMode, SharedDir, Storage, StorageFile};
+use super::{FrontRanges, LockGuard, OpenMode, SharedDir, Storage, StorageFile, STAGING_SUFFIX};
 use crate::error::{Error, Result};
 use bytes::Bytes;
 use futures::{StreamExt, TryStreamExt};
@@ -60,9 +60,6 @@ const PARALLEL: usize = 16;
 /// The most bytes, in MiB, that this process's uploads in flight hold in memory at once (an
 /// upload holds its object's bytes, up to all of this for a larger one).
 const UPLOAD_BUDGET_MIB: u32 = 256;
-/// The suffix of the staging directory a create builds in beside the dataset's path
-/// (`engine::staging`), renamed to the dataset's path before its commit.
-const STAGING_SUFFIX: &str = ".tmp-build";
 /// Ranged GETs the engine keeps in flight where it reads many chunks.
 const CONCURRENT_READS: usize = 16;
 /// The superchunk file size a new dataset on an object store aims for when its creator
@@ -793,6 +790,17 @@ fn request_log() -> Result<Option<Arc<std::fs::File>>> {
 }
 
 impl Backend {
+    /// Uploads `bytes` as the object `key` (relative to the prefix; [`put_object`]: in parts
+    /// when large), recorded in the request log; a failure is the error of an upload of the
+    /// file `path`.
+    async fn upload(&self, key: &str, path: &Path, bytes: Bytes) -> Result<()> {
+        self.note("PUT", key, format_args!("{}", parts_note(bytes.len())));
+        let started = std::time::Instant::now();
+        put_object(self.client(Client::Write), &self.key(key), bytes)
+            .await
+            .map_err(|e| self.error("upload", path, Client::Write, started, e))
+    }
+
     /// The objects below `s3://bucket/key`, with S3 clients and read settings from the
     /// environment, and the bucket's name.
     fn for_url(url: &str) -> Result<(Backend, String)> {
@@ -1586,11 +1594,7 @@ impl ObjectFile {
         let (backend, path, k) = (Arc::clone(&self.backend), self.path.clone(), key.clone());
         let task = rt.spawn(async move {
             let _room = permit;
-            backend.note("PUT", &k, format_args!("{}", parts_note(bytes.len())));
-            let started = std::time::Instant::now();
-            put_object(backend.client(Client::Write), &backend.key(&k), bytes)
-                .await
-                .map_err(|e| backend.error("upload", &path, Client::Write, started, e))
+            backend.upload(&k, &path, bytes).await
         });
         lock_committed(&self.committed).draft_tasks.push(task);
         // The bytes that went up are the file's at `version`: the commit names the object
@@ -2827,12 +2831,7 @@ impl ObjectStorage {
                         .await
                         .map_err(|e| Error::io("upload", &path, std::io::Error::other(e)))?;
                     let bytes = node_bytes(backend, node, &path, u.ranges.as_deref())?;
-                    let loc = backend.key(key);
-                    backend.note("PUT", key, format_args!("{}", parts_note(bytes.len())));
-                    let started = std::time::Instant::now();
-                    put_object(backend.client(Client::Write), &loc, bytes)
-                        .await
-                        .map_err(|e| backend.error("upload", &path, Client::Write, started, e))
+                    backend.upload(key, &path, bytes).await
                 })
                 .buffer_unordered(PARALLEL)
                 .try_collect::<Vec<()>>()
@@ -3268,12 +3267,8 @@ impl SharedDir for SharedPrefix {
     fn put(&self, name: &str, bytes: Bytes) -> Result<()> {
         self.check_name(name)?;
         let rt = runtime()?;
-        let b = &self.backend;
-        let path = b.root.join(name);
-        b.note("PUT", name, format_args!("{}", parts_note(bytes.len())));
-        let started = std::time::Instant::now();
-        rt.block_on(put_object(b.client(Client::Write), &b.key(name), bytes))
-            .map_err(|e| b.error("upload", &path, Client::Write, started, e))
+        let path = self.backend.root.join(name);
+        rt.block_on(self.backend.upload(name, &path, bytes))
     }
 
     fn get(&self, name: &str, limit: u64) -> Result<Option<Bytes>> {
