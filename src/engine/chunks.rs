@@ -413,14 +413,69 @@ impl ChunkStore {
                     }
                 }
                 groups.par_iter().try_for_each(|g| {
-                    let mut ks: Vec<u64> = g.iter().map(|it| self.locate(chunk_of(it)).1).collect();
-                    ks.dedup();
-                    let fetched = Fetched {
-                        chunks: r.fetch_chunks(&ks)?.into_iter().collect(),
+                    // Each chunk's items, decoded (elsewhere in the pool) as soon as the
+                    // chunk's bytes are in, while the rest of the group streams in.
+                    let mut by_chunk: BTreeMap<u64, Vec<&T>> = BTreeMap::new();
+                    for it in g {
+                        by_chunk.entry(self.locate(chunk_of(it)).1).or_default().push(it);
+                    }
+                    let ks: Vec<u64> = by_chunk.keys().copied().collect();
+                    let failed: Mutex<Option<Error>> = Mutex::new(None);
+                    let fail = |e: Error| {
+                        failed
+                            .lock()
+                            .unwrap_or_else(std::sync::PoisonError::into_inner)
+                            .get_or_insert(e);
+                    };
+                    let handed = Mutex::new(Vec::with_capacity(ks.len()));
+                    let do_chunk = |j: u64, fetched: &Fetched| {
+                        let mut state = init();
+                        for it in by_chunk.get(&j).into_iter().flatten() {
+                            if let Err(e) = work(&mut state, it, fetched) {
+                                fail(e);
+                                return;
+                            }
+                        }
+                    };
+                    rayon::in_place_scope(|s| {
+                        let got = r.fetch_chunks_each(&ks, &|j, bytes| {
+                            handed
+                                .lock()
+                                .unwrap_or_else(std::sync::PoisonError::into_inner)
+                                .push(j);
+                            let fetched = Fetched {
+                                chunks: HashMap::from([(j, bytes)]),
+                                reader: Some(Arc::clone(&r)),
+                            };
+                            let do_chunk = &do_chunk;
+                            s.spawn(move |_| do_chunk(j, &fetched));
+                        });
+                        if let Err(e) = got {
+                            fail(e);
+                        }
+                    });
+                    if let Some(e) = failed
+                        .into_inner()
+                        .unwrap_or_else(std::sync::PoisonError::into_inner)
+                    {
+                        return Err(e);
+                    }
+                    // Chunks the fetch left out (their place in the file is unreadable):
+                    // read by the items themselves, which report why.
+                    let handed = handed
+                        .into_inner()
+                        .unwrap_or_else(std::sync::PoisonError::into_inner);
+                    let none = Fetched {
+                        chunks: HashMap::new(),
                         reader: Some(Arc::clone(&r)),
                     };
-                    g.par_iter()
-                        .try_for_each_init(&init, |s, it| work(s, it, &fetched))
+                    by_chunk
+                        .iter()
+                        .filter(|(j, _)| !handed.contains(j))
+                        .flat_map(|(_, its)| its)
+                        .collect::<Vec<_>>()
+                        .par_iter()
+                        .try_for_each_init(&init, |s, it| work(s, it, &none))
                 })
             })
         };

@@ -410,6 +410,30 @@ impl SuperchunkReader {
     /// # Errors
     /// The read's error, naming the file.
     pub fn fetch_chunks(&self, ks: &[u64]) -> Result<Vec<(u64, bytes::Bytes)>> {
+        let got = std::sync::Mutex::new(Vec::with_capacity(ks.len()));
+        self.fetch_chunks_each(ks, &|k, b| {
+            got.lock()
+                .unwrap_or_else(std::sync::PoisonError::into_inner)
+                .push((k, b));
+        })?;
+        let mut got = got
+            .into_inner()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        got.sort_unstable_by_key(|(k, _)| *k);
+        Ok(got)
+    }
+
+    /// [`fetch_chunks`](Self::fetch_chunks), each chunk's bytes handed to `each` as soon
+    /// as they are in ([`StorageFile::read_ranges_each`]: on an object store, while the
+    /// chunks after it are still streaming in), on the calling thread.
+    ///
+    /// # Errors
+    /// The read's error, naming the file; chunks handed over before it stay so.
+    pub fn fetch_chunks_each(
+        &self,
+        ks: &[u64],
+        each: &(dyn Fn(u64, bytes::Bytes) + Sync),
+    ) -> Result<()> {
         let mut ks: Vec<u64> = ks.to_vec();
         ks.sort_unstable();
         ks.dedup();
@@ -421,8 +445,8 @@ impl SuperchunkReader {
                 ranges.push(r);
             }
         }
-        let got = self.file.read_ranges(&ranges)?;
-        Ok(found.into_iter().zip(got).collect())
+        self.file
+            .read_ranges_each(&ranges, &|i, b| each(found[i], b))
     }
 
     /// [`read_chunk_into`](Self::read_chunk_into) with the bytes of

@@ -130,6 +130,25 @@ pub trait StorageFile: Send + Sync {
             })
             .collect()
     }
+    /// [`read_ranges`](Self::read_ranges), each range's bytes handed to `each` (with its
+    /// index in `ranges`) as soon as they are in, in any order: a backend whose answers
+    /// stream in (an object store) hands a range over while the bytes after it are still
+    /// coming, so that its caller decodes one chunk while the next arrives. `each` runs on
+    /// the calling thread, between reads: heavy work it is given should go elsewhere. The
+    /// default reads them all, then hands them over in order.
+    ///
+    /// # Errors
+    /// As [`read_ranges`](Self::read_ranges); ranges handed over before an error stay so.
+    fn read_ranges_each(
+        &self,
+        ranges: &[Range<u64>],
+        each: &(dyn Fn(usize, Bytes) + Sync),
+    ) -> Result<()> {
+        for (i, b) in self.read_ranges(ranges)?.into_iter().enumerate() {
+            each(i, b);
+        }
+        Ok(())
+    }
     /// The path the file was opened with (for error messages).
     fn path(&self) -> &Path;
     /// True (the default) when a small read costs little more than its bytes, as on a

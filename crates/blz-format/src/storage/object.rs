@@ -977,41 +977,78 @@ impl Backend {
         ranges: &[std::ops::Range<u64>],
         path: &Path,
     ) -> Result<Vec<Bytes>> {
-        // Each range's pieces: (object, index of the piece among that object's ranges).
-        let mut by_object: BTreeMap<String, Vec<std::ops::Range<u64>>> = BTreeMap::new();
-        let mut wanted: Vec<Vec<(String, usize)>> = Vec::with_capacity(ranges.len());
-        for r in ranges {
-            let mut parts = Vec::new();
-            if r.start < r.end {
-                for (obj, or) in locate(pieces, r.clone()) {
-                    let obj = obj.to_string();
-                    let list = by_object.entry(obj.clone()).or_default();
-                    list.push(or);
-                    parts.push((obj, list.len() - 1));
-                }
+        let out = Mutex::new(vec![Bytes::new(); ranges.len()]);
+        self.read_file_ranges_each(pieces, ranges, path, &|i, b| {
+            out.lock().unwrap_or_else(std::sync::PoisonError::into_inner)[i] = b;
+        })?;
+        Ok(out
+            .into_inner()
+            .unwrap_or_else(std::sync::PoisonError::into_inner))
+    }
+
+    /// [`read_file_ranges`](Self::read_file_ranges), each range's bytes handed to `each`
+    /// (with its index in `ranges`) as soon as they are in: a range lying in one object
+    /// while its request is still streaming the bytes after it, one spread over several
+    /// objects once all of them are in. `each` runs on the thread that called, between
+    /// the reads of the answers: work it is given should go elsewhere.
+    fn read_file_ranges_each(
+        &self,
+        pieces: &[Piece],
+        ranges: &[std::ops::Range<u64>],
+        path: &Path,
+        each: &(dyn Fn(usize, Bytes) + Sync),
+    ) -> Result<()> {
+        // Each object's pieces to read: (piece number, range in the object).
+        let mut by_object: BTreeMap<String, Vec<(usize, std::ops::Range<u64>)>> = BTreeMap::new();
+        // Where each piece's bytes go: straight to `each` for a range of one piece, else
+        // into the range's list, to be joined.
+        let mut goes_to: Vec<(usize, Option<usize>)> = Vec::new();
+        let mut split: Vec<(usize, usize)> = Vec::new();
+        for (i, r) in ranges.iter().enumerate() {
+            let found = if r.start < r.end {
+                locate(pieces, r.clone())
+            } else {
+                Vec::new()
+            };
+            let n = found.len();
+            if n == 0 {
+                each(i, Bytes::new());
+            } else if n > 1 {
+                split.push((i, n));
             }
-            wanted.push(parts);
+            for (k, (obj, or)) in found.into_iter().enumerate() {
+                by_object
+                    .entry(obj.to_string())
+                    .or_default()
+                    .push((goes_to.len(), or));
+                goes_to.push((i, (n > 1).then_some(k)));
+            }
         }
         if by_object.is_empty() {
-            return Ok(vec![Bytes::new(); ranges.len()]);
+            return Ok(());
         }
+        let joins: Mutex<HashMap<usize, Vec<Option<Bytes>>>> = Mutex::new(
+            split
+                .iter()
+                .map(|&(i, n)| (i, vec![None; n]))
+                .collect(),
+        );
+        let emit = |piece: usize, b: Bytes| match goes_to[piece] {
+            (i, None) => each(i, b),
+            (i, Some(k)) => {
+                let mut j = joins.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+                if let Some(slot) = j.get_mut(&i).and_then(|v| v.get_mut(k)) {
+                    *slot = Some(b);
+                }
+            }
+        };
         let rt = runtime()?;
         let (tuning, slots) = self.read_tuning();
         let got = rt.block_on(futures::future::try_join_all(by_object.iter().map(
-            |(obj, list)| {
-                let slots = &slots;
-                async move {
-                    object_store::coalesce_ranges(
-                        list,
-                        |span| self.fetch_span(obj, span, &tuning, slots),
-                        tuning.coalesce,
-                    )
-                    .await
-                }
-            },
+            |(obj, list)| self.fetch_object_ranges(obj, list, &tuning, &slots, &emit),
         )));
-        let got: BTreeMap<&String, Vec<Bytes>> = match got {
-            Ok(g) => by_object.keys().zip(g).collect(),
+        match got {
+            Ok(_) => {}
             Err(FetchFailure::Short) => return Err(eof(path)),
             Err(FetchFailure::Store {
                 key: obj,
@@ -1021,55 +1058,104 @@ impl Backend {
             Err(FetchFailure::Store { started, error, .. }) => {
                 return Err(self.error("read", path, Client::Read, started, error))
             }
-        };
-        Ok(wanted
-            .into_iter()
-            .map(|pieces| match &pieces[..] {
-                [] => Bytes::new(),
-                [(obj, i)] => got[obj][*i].clone(),
-                many => {
-                    let mut joined = Vec::new();
-                    for (obj, i) in many {
-                        joined.extend_from_slice(&got[obj][*i]);
-                    }
-                    Bytes::from(joined)
-                }
-            })
-            .collect())
+        }
+        let joins = joins
+            .into_inner()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        for (i, parts) in joins {
+            let mut joined = Vec::new();
+            for b in parts.iter().flatten() {
+                joined.extend_from_slice(b);
+            }
+            each(i, Bytes::from(joined));
+        }
+        Ok(())
     }
 
-    /// The bytes of `span` of the object `key`: one ranged GET, or several at once (its
-    /// parts, [`ReadTuning::part_size`]) joined.
+    /// Reads the ranges `list` of the object `key` (each with its piece number), handing
+    /// each to `emit` as soon as its bytes are in: ranges lying close (within
+    /// [`ReadTuning::coalesce`]) are read by one span's requests, a span longer than
+    /// [`ReadTuning::part_size`] by several at once.
+    async fn fetch_object_ranges(
+        &self,
+        key: &str,
+        list: &[(usize, std::ops::Range<u64>)],
+        tuning: &ReadTuning,
+        slots: &tokio::sync::Semaphore,
+        emit: &(dyn Fn(usize, Bytes) + Sync),
+    ) -> std::result::Result<(), FetchFailure> {
+        let mut sorted: Vec<(usize, std::ops::Range<u64>)> = list.to_vec();
+        sorted.sort_by_key(|(_, r)| (r.start, r.end));
+        let mut spans: Vec<(std::ops::Range<u64>, Vec<(usize, std::ops::Range<u64>)>)> =
+            Vec::new();
+        for (id, r) in sorted {
+            match spans.last_mut() {
+                Some((span, members)) if r.start <= span.end.saturating_add(tuning.coalesce) => {
+                    span.end = span.end.max(r.end);
+                    members.push((id, r));
+                }
+                _ => spans.push((r.clone(), vec![(id, r)])),
+            }
+        }
+        futures::future::try_join_all(spans.iter().map(|(span, members)| {
+            self.fetch_span(key, span.clone(), members, tuning, slots, emit)
+        }))
+        .await
+        .map(drop)
+    }
+
+    /// The requests of one span ([`ReadTuning::parts`]), all at once. A member range lying
+    /// in one part is handed over as that part's answer streams in; one spread over two
+    /// parts once both are in.
     async fn fetch_span(
         &self,
         key: &str,
         span: std::ops::Range<u64>,
+        members: &[(usize, std::ops::Range<u64>)],
         tuning: &ReadTuning,
         slots: &tokio::sync::Semaphore,
-    ) -> std::result::Result<Bytes, FetchFailure> {
+        emit: &(dyn Fn(usize, Bytes) + Sync),
+    ) -> std::result::Result<(), FetchFailure> {
         let parts = tuning.parts(span);
-        if let [one] = &parts[..] {
-            return self.get_part(key, one.clone(), slots).await;
+        let mut own: Vec<Vec<(usize, std::ops::Range<u64>)>> = vec![Vec::new(); parts.len()];
+        let mut across = Vec::new();
+        for (id, r) in members {
+            match parts
+                .iter()
+                .position(|p| p.start <= r.start && r.end <= p.end)
+            {
+                Some(j) => own[j].push((*id, r.clone())),
+                None => across.push((*id, r.clone())),
+            }
         }
+        let keep = !across.is_empty();
         let got = futures::future::try_join_all(
-            parts.iter().map(|p| self.get_part(key, p.clone(), slots)),
+            parts
+                .iter()
+                .zip(&own)
+                .map(|(p, o)| self.get_part(key, p.clone(), o, slots, emit, keep)),
         )
         .await?;
-        let mut joined = Vec::with_capacity(got.iter().map(Bytes::len).sum());
-        for b in &got {
-            joined.extend_from_slice(b);
+        let segments: Vec<(u64, Bytes)> = got.into_iter().flatten().collect();
+        for (id, r) in across {
+            emit(id, cut(&segments, &r));
         }
-        Ok(Bytes::from(joined))
+        Ok(())
     }
 
     /// One ranged GET (`Range: bytes=a-b`) of the object `key`, once one of `slots` is
-    /// free; its answer must hold the whole range.
+    /// free; its answer must hold the whole range. Each range of `own` goes to `emit` as
+    /// soon as the answer has streamed past its end. With `keep`, returns the answer's
+    /// bytes as segments (start, bytes), for ranges that also need another part's.
     async fn get_part(
         &self,
         key: &str,
         range: std::ops::Range<u64>,
+        own: &[(usize, std::ops::Range<u64>)],
         slots: &tokio::sync::Semaphore,
-    ) -> std::result::Result<Bytes, FetchFailure> {
+        emit: &(dyn Fn(usize, Bytes) + Sync),
+        keep: bool,
+    ) -> std::result::Result<Vec<(u64, Bytes)>, FetchFailure> {
         // The slots are never closed: a failure to acquire one only lets the request go.
         let _slot = slots.acquire().await.ok();
         let loc = self.key(key);
@@ -1079,21 +1165,58 @@ impl Backend {
             format_args!("bytes={}-{}", range.start, range.end.saturating_sub(1)),
         );
         let started = std::time::Instant::now();
-        let want = range.end - range.start;
+        let failed = |error| FetchFailure::Store {
+            key: key.to_string(),
+            started,
+            error,
+        };
+        let want = usize::try_from(range.end - range.start).map_err(|_| FetchFailure::Short)?;
         let opts = GetOptions {
-            range: Some(GetRange::Bounded(range)),
+            range: Some(GetRange::Bounded(range.clone())),
             ..GetOptions::default()
         };
-        let got = async { self.store.get_opts(&loc, opts).await?.bytes().await }.await;
-        match got {
-            Ok(b) if b.len() as u64 == want => Ok(b),
-            Ok(_) => Err(FetchFailure::Short),
-            Err(error) => Err(FetchFailure::Store {
-                key: key.to_string(),
-                started,
-                error,
-            }),
+        let mut stream = self
+            .store
+            .get_opts(&loc, opts)
+            .await
+            .map_err(failed)?
+            .into_stream();
+        let mut own = own.to_vec();
+        own.sort_by_key(|(_, r)| r.end);
+        let mut next = 0;
+        // The answer so far: `segments` (handed-out pieces, in order), then `buf` from `at`.
+        let mut segments: Vec<(u64, Bytes)> = Vec::new();
+        let mut buf = bytes::BytesMut::with_capacity(want);
+        let mut at = range.start;
+        let mut got = 0usize;
+        while let Some(frame) = stream.next().await {
+            let frame = frame.map_err(failed)?;
+            got += frame.len();
+            if got > want {
+                return Err(FetchFailure::Short);
+            }
+            buf.extend_from_slice(&frame);
+            let end = range.start + got as u64;
+            while let Some((id, r)) = own.get(next).filter(|(_, r)| r.end <= end) {
+                if r.end > at {
+                    let n = (r.end - at) as usize;
+                    segments.push((at, buf.split_to(n).freeze()));
+                    at = r.end;
+                }
+                emit(*id, cut(&segments, r));
+                next += 1;
+            }
         }
+        if got != want {
+            return Err(FetchFailure::Short);
+        }
+        if !keep {
+            return Ok(Vec::new());
+        }
+        if !buf.is_empty() {
+            segments.push((at, buf.freeze()));
+        }
+        Ok(segments)
     }
 
     /// The read settings in force and their slots.
@@ -1258,6 +1381,23 @@ impl Backend {
     }
 }
 
+/// The bytes `r` from `segments` (start, bytes) that hold them, in order and adjoining:
+/// a slice of one segment when one holds them all, else a copy joined from several.
+fn cut(segments: &[(u64, Bytes)], r: &std::ops::Range<u64>) -> Bytes {
+    let within = |(s, b): &&(u64, Bytes)| *s <= r.start && r.end <= *s + b.len() as u64;
+    if let Some((s, b)) = segments.iter().find(within) {
+        return b.slice((r.start - s) as usize..(r.end - s) as usize);
+    }
+    let mut joined = Vec::with_capacity((r.end - r.start) as usize);
+    for (s, b) in segments {
+        let (a, e) = (r.start.max(*s), r.end.min(*s + b.len() as u64));
+        if a < e {
+            joined.extend_from_slice(&b[(a - s) as usize..(e - s) as usize]);
+        }
+    }
+    Bytes::from(joined)
+}
+
 /// What a file's bytes are.
 enum Data {
     /// A file of the committed state, not written since; its first block once read.
@@ -1292,6 +1432,10 @@ struct Spool {
     version: u64,
     /// The file as it went up before the commit ([`ObjectFile::sync`]), if it did.
     early: Option<Early>,
+    /// Whether bytes of `file` were handed out mapped ([`Spool::bytes_of`]: an upload may
+    /// still be reading them). A mapped spool file is never written again: the next write
+    /// moves the bytes to a fresh spool file first ([`Spool::file_to_write`]).
+    mapped: bool,
 }
 
 /// A spooled file uploaded before its commit, whole, under `key`, as it was at `version`
@@ -1301,10 +1445,14 @@ struct Early {
     version: u64,
 }
 
+/// Spool files made by this process (for tests: a file written many times has one).
+static SPOOL_FILES: AtomicU64 = AtomicU64::new(0);
+
 impl Spool {
     fn new(path: &Path) -> Result<Spool> {
         let file =
             tempfile::tempfile().map_err(|e| Error::io("create a spool file for", path, e))?;
+        SPOOL_FILES.fetch_add(1, Ordering::Relaxed);
         Ok(Spool {
             file,
             len: 0,
@@ -1313,7 +1461,26 @@ impl Spool {
             front: None,
             version: 0,
             early: None,
+            mapped: false,
         })
+    }
+
+    /// The spool file, to write: a fresh copy of it if its bytes were handed out mapped
+    /// (the mapping keeps the old one, unchanged, as long as it lives).
+    fn file_to_write(&mut self, path: &Path) -> Result<&std::fs::File> {
+        if self.mapped {
+            use std::io::{Seek, SeekFrom};
+            let err = |e| Error::io("copy a spool file for", path, e);
+            let mut fresh = tempfile::tempfile().map_err(err)?;
+            let mut old = &self.file;
+            old.seek(SeekFrom::Start(0)).map_err(err)?;
+            std::io::copy(&mut std::io::Read::take(old, self.len), &mut fresh).map_err(err)?;
+            fresh.set_len(self.len).map_err(err)?;
+            SPOOL_FILES.fetch_add(1, Ordering::Relaxed);
+            self.file = fresh;
+            self.mapped = false;
+        }
+        Ok(&self.file)
     }
 
     /// Reads the file bytes from `offset` into `buf`: written ones from the spool file, the
@@ -1373,7 +1540,7 @@ impl Spool {
                 let end = gap_end.min(pos + STEP);
                 let mut buf = vec![0u8; (end - pos) as usize];
                 self.read_at(backend, pos, &mut buf, path)?;
-                self.file
+                self.file_to_write(path)?
                     .write_all_at(&buf, pos)
                     .map_err(|e| Error::io("write a spool file for", path, e))?;
                 add_range(&mut self.written, pos..end);
@@ -1383,13 +1550,28 @@ impl Spool {
         Ok(())
     }
 
-    /// The file bytes `ranges`, concatenated.
+    /// The file bytes `ranges`, concatenated. One range written whole (a new file, or the
+    /// bytes appended to one) is mapped from the spool file, not copied: an upload sends it
+    /// from the page cache. The spool file is then never written in place again.
     fn bytes_of(
-        &self,
+        &mut self,
         backend: &Backend,
         ranges: &[std::ops::Range<u64>],
         path: &Path,
     ) -> Result<Bytes> {
+        if let [r] = ranges {
+            let written = self.written.iter().any(|w| w.start <= r.start && r.end <= w.end);
+            if written && r.start < r.end && r.end <= self.len {
+                let len = usize::try_from(r.end).map_err(|_| eof(path))?;
+                // SAFETY: the spool file is this process's own unnamed temporary file, and
+                // `mapped` keeps every later write away from it (`file_to_write`), so the
+                // mapped bytes never change and the file never shrinks under the mapping.
+                let map = unsafe { memmap2::MmapOptions::new().len(len).map(&self.file) }
+                    .map_err(|e| Error::io("map a spool file for", path, e))?;
+                self.mapped = true;
+                return Ok(Bytes::from_owner(map).slice(r.start as usize..));
+            }
+        }
         let total: u64 = ranges.iter().map(|r| r.end - r.start).sum();
         let total = usize::try_from(total).map_err(|_| {
             Error::io(
@@ -1473,7 +1655,7 @@ fn node_bytes(
     path: &Path,
     ranges: Option<&[std::ops::Range<u64>]>,
 ) -> Result<Bytes> {
-    match &*lock_data(node) {
+    match &mut *lock_data(node) {
         Data::Spool(sp) => match ranges {
             Some(r) => sp.bytes_of(backend, r, path),
             None => sp.bytes_of(backend, std::slice::from_ref(&(0..sp.len)), path),
@@ -1490,9 +1672,12 @@ fn node_bytes(
 /// Turns a file's data into a spool for writing. The committed bytes stay where they are:
 /// only what is later read of them is fetched.
 fn materialize(data: &mut Data, path: &Path) -> Result<()> {
+    if let Data::Spool(_) = data {
+        return Ok(());
+    }
     let mut sp = Spool::new(path)?;
     match data {
-        Data::Spool(_) => return Ok(()),
+        Data::Spool(_) => {}
         Data::Memory(b) => {
             sp.file
                 .write_all_at(b, 0)
@@ -1582,7 +1767,7 @@ impl ObjectFile {
             }
             key
         };
-        let bytes = match &*lock_data(&self.node) {
+        let bytes = match &mut *lock_data(&self.node) {
             Data::Spool(sp) if sp.version == version && eligible(sp) => sp.bytes_of(
                 &self.backend,
                 std::slice::from_ref(&(0..sp.len)),
@@ -1711,7 +1896,20 @@ impl StorageFile for ObjectFile {
     }
 
     fn read_ranges(&self, ranges: &[std::ops::Range<u64>]) -> Result<Vec<Bytes>> {
-        let mut out: Vec<Option<Bytes>> = vec![None; ranges.len()];
+        let out = Mutex::new(vec![Bytes::new(); ranges.len()]);
+        self.read_ranges_each(ranges, &|i, b| {
+            out.lock().unwrap_or_else(std::sync::PoisonError::into_inner)[i] = b;
+        })?;
+        Ok(out
+            .into_inner()
+            .unwrap_or_else(std::sync::PoisonError::into_inner))
+    }
+
+    fn read_ranges_each(
+        &self,
+        ranges: &[std::ops::Range<u64>],
+        each: &(dyn Fn(usize, Bytes) + Sync),
+    ) -> Result<()> {
         // The ranges left for the store: (index in `ranges`, range).
         let mut remote = Vec::new();
         // The ranges inside a front-less file's first block, not yet fetched.
@@ -1726,52 +1924,53 @@ impl StorageFile for ObjectFile {
             } = &*data
             else {
                 drop(data);
-                return ranges
-                    .iter()
-                    .map(|r| {
-                        let mut b = vec![0u8; range_len(r, &self.path)?];
-                        self.read_at(r.start, &mut b)?;
-                        Ok(Bytes::from(b))
-                    })
-                    .collect();
+                for (i, r) in ranges.iter().enumerate() {
+                    let mut b = vec![0u8; range_len(r, &self.path)?];
+                    self.read_at(r.start, &mut b)?;
+                    each(i, Bytes::from(b));
+                }
+                return Ok(());
             };
             let head_len = if front.is_some() {
                 0
             } else {
                 HEAD_BLOCK.min(*len)
             };
+            let mut here = Vec::new();
             for (i, r) in ranges.iter().enumerate() {
                 if r.start > r.end || r.end > *len {
                     return Err(eof(&self.path));
                 }
                 if r.start == r.end {
-                    out[i] = Some(Bytes::new());
+                    here.push((i, Bytes::new()));
                 } else if let Some(h) = head.as_ref().filter(|h| r.end <= h.len() as u64) {
-                    out[i] = Some(h.slice(r.start as usize..r.end as usize));
+                    here.push((i, h.slice(r.start as usize..r.end as usize)));
                 } else if let Some(at) = front.as_ref().and_then(|f| f.find(r.start, r.end)) {
                     let b = front_bytes(&self.backend, front.as_deref(), &self.path)?;
-                    out[i] = Some(b.slice(at..at + (r.end - r.start) as usize));
+                    here.push((i, b.slice(at..at + (r.end - r.start) as usize)));
                 } else if r.end > head_len {
                     remote.push((i, r.clone()));
                 } else {
                     in_head.push(i);
                 }
             }
-            pieces.clone()
+            let pieces = pieces.clone();
+            drop(data);
+            for (i, b) in here {
+                each(i, b);
+            }
+            pieces
         };
         // What a front-less file's first block holds is read through it (one request, kept).
         for i in in_head {
             let r = &ranges[i];
             let mut b = vec![0u8; range_len(r, &self.path)?];
             self.read_at(r.start, &mut b)?;
-            out[i] = Some(Bytes::from(b));
+            each(i, Bytes::from(b));
         }
         let asked: Vec<std::ops::Range<u64>> = remote.iter().map(|(_, r)| r.clone()).collect();
-        let got = self.backend.read_file_ranges(&pieces, &asked, &self.path)?;
-        for ((i, _), b) in remote.into_iter().zip(got) {
-            out[i] = Some(b);
-        }
-        Ok(out.into_iter().map(Option::unwrap_or_default).collect())
+        self.backend
+            .read_file_ranges_each(&pieces, &asked, &self.path, &|j, b| each(remote[j].0, b))
     }
 
     fn write_at(&self, offset: u64, data: &[u8]) -> Result<()> {
@@ -1783,7 +1982,7 @@ impl StorageFile for ObjectFile {
                 .checked_add(data.len() as u64)
                 .ok_or_else(|| eof(&self.path))?;
             sp.version += 1;
-            sp.file
+            sp.file_to_write(&self.path)?
                 .write_all_at(data, offset)
                 .map_err(|e| Error::io("write", &self.path, e))?;
             if !data.is_empty() {
@@ -1801,7 +2000,7 @@ impl StorageFile for ObjectFile {
         materialize(&mut d, &self.path)?;
         if let Data::Spool(sp) = &mut *d {
             sp.version += 1;
-            sp.file
+            sp.file_to_write(&self.path)?
                 .set_len(len)
                 .map_err(|e| Error::io("truncate", &self.path, e))?;
             if len < sp.len {
@@ -3478,6 +3677,54 @@ pub fn collect_garbage(storage: &ObjectStorage, grace: Duration) -> Result<Colle
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Writes to a file being written go to its one spool file: none is made per write.
+    #[test]
+    fn a_file_written_many_times_has_one_spool_file() {
+        let store = Arc::new(object_store::memory::InMemory::new());
+        let s = ObjectStorage::in_memory(&store, "spools/x.blz").unwrap();
+        let path = s.root().join("data/a.bin");
+        let f = s.open(&path, OpenMode::Create).unwrap();
+        let before = SPOOL_FILES.load(Ordering::Relaxed);
+        for i in 0..50u64 {
+            f.write_at(i * 8, &i.to_le_bytes()).unwrap();
+            f.set_len(i * 8 + 8).unwrap();
+        }
+        let mut buf = [0u8; 8];
+        f.read_at(49 * 8, &mut buf).unwrap();
+        assert_eq!(u64::from_le_bytes(buf), 49);
+        // Other tests of this process make spools meanwhile: a spool per write would show
+        // as 100 or more.
+        assert!(SPOOL_FILES.load(Ordering::Relaxed) - before < 20);
+    }
+
+    /// Bytes handed out mapped (an upload's) stay as they were while the file is written
+    /// again and shrunk; the file itself reads its new bytes.
+    #[test]
+    fn mapped_spool_bytes_outlive_later_writes() {
+        let path = Path::new("memory://spools/y.blz/data/b.bin");
+        let mut sp = Spool::new(path).unwrap();
+        let old: Vec<u8> = (0..100_000u32).map(|i| (i % 251) as u8).collect();
+        sp.file_to_write(path).unwrap().write_all_at(&old, 0).unwrap();
+        sp.len = old.len() as u64;
+        add_range(&mut sp.written, 0..sp.len);
+        let store = Arc::new(object_store::memory::InMemory::new());
+        let s = ObjectStorage::in_memory(&store, "spools/y.blz").unwrap();
+        let mapped = sp.bytes_of(&s.backend, &[0..sp.len], path).unwrap();
+        let tail = sp.bytes_of(&s.backend, &[90_000..100_000], path).unwrap();
+        assert!(sp.mapped);
+        assert_eq!(&mapped[..], &old[..]);
+        sp.file_to_write(path).unwrap().write_all_at(&[7u8; 1000], 0).unwrap();
+        assert!(!sp.mapped);
+        sp.file_to_write(path).unwrap().set_len(10).unwrap();
+        sp.len = 10;
+        clip_ranges(&mut sp.written, 10);
+        assert_eq!(&mapped[..], &old[..]);
+        assert_eq!(&tail[..], &old[90_000..]);
+        let mut now = [0u8; 10];
+        sp.read_at(&s.backend, 0, &mut now, path).unwrap();
+        assert_eq!(now, [7u8; 10]);
+    }
 
     /// A second open of a bucket under the same configuration takes the clients made for
     /// the first (no client is built per open); another bucket gets its own.
