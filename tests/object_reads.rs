@@ -11,6 +11,7 @@ use blz::storage::object::ReadTuning;
 use blz::storage::{ObjectStorage, OpenMode, Storage};
 use blz::{CreateOptions, DType, Dataset, Error, Mode, Selection};
 use futures::stream::BoxStream;
+use futures::StreamExt;
 use ndarray::{Array2, ArrayD};
 use object_store::memory::InMemory;
 use object_store::path::Path as OPath;
@@ -33,6 +34,12 @@ struct Recording {
     prefix: String,
     gets: Mutex<Vec<(String, Option<Range<u64>>)>>,
     fail: Mutex<Option<String>>,
+    /// Every answer comes in frames of this many bytes (a server's answer streams in).
+    frame: usize,
+    /// When set, an answer stops after its first half until the flag is raised (or 10 s
+    /// have passed), and `rest_sent` is raised when the rest goes.
+    hold: Mutex<Option<Arc<std::sync::atomic::AtomicBool>>>,
+    rest_sent: Arc<std::sync::atomic::AtomicBool>,
 }
 
 impl Recording {
@@ -44,6 +51,9 @@ impl Recording {
             prefix: format!("runs/ds{n}.blz"),
             gets: Mutex::default(),
             fail: Mutex::default(),
+            frame: 997,
+            hold: Mutex::default(),
+            rest_sent: Arc::default(),
         })
     }
 
@@ -103,7 +113,44 @@ impl ObjectStore for Recording {
                 source: Box::new(std::io::Error::other("refused (test fault)")),
             });
         }
-        self.inner.get_opts(location, options).await
+        let got = self.inner.get_opts(location, options).await?;
+        let (meta, range, attributes) =
+            (got.meta.clone(), got.range.clone(), got.attributes.clone());
+        let extensions = got.extensions.clone();
+        let bytes = got.bytes().await?;
+        let half = bytes.len() / 2;
+        let mut frames: Vec<(usize, blz::storage::Bytes)> = Vec::new();
+        for (at, piece) in [(0, bytes.slice(..half)), (half, bytes.slice(half..))] {
+            let mut a = 0;
+            while a < piece.len() {
+                let e = (a + self.frame).min(piece.len());
+                frames.push((at + a, piece.slice(a..e)));
+                a = e;
+            }
+        }
+        let hold = self.hold.lock().unwrap().clone();
+        let rest_sent = Arc::clone(&self.rest_sent);
+        let stream = futures::stream::iter(frames).map(move |(at, f)| {
+            if at >= half && half > 0 {
+                if let Some(h) = &hold {
+                    let t = std::time::Instant::now();
+                    while !h.load(std::sync::atomic::Ordering::SeqCst)
+                        && t.elapsed() < std::time::Duration::from_secs(10)
+                    {
+                        std::thread::sleep(std::time::Duration::from_millis(1));
+                    }
+                }
+                rest_sent.store(true, std::sync::atomic::Ordering::SeqCst);
+            }
+            Ok(f)
+        });
+        Ok(GetResult {
+            payload: object_store::GetResultPayload::Stream(Box::pin(stream)),
+            meta,
+            range,
+            attributes,
+            extensions,
+        })
     }
 
     fn delete_stream(
@@ -537,4 +584,41 @@ thread_local! {
         let (rec, dir, local) = both();
         (rec, Arc::new(dir), local)
     };
+}
+
+/// A range is handed over as soon as the answer has streamed past it: the first half of
+/// one GET's bytes reaches the caller while the server still holds back the second.
+#[test]
+fn a_range_is_handed_over_before_the_rest_of_its_answer() {
+    use std::sync::atomic::{AtomicBool, Ordering};
+    let (rec, _dir, _local) = both();
+    let s = rec.open();
+    let (path, _, _) = data_files(&s, &rec.prefix).remove(0);
+    let f = s.open(&s.root().join(&path), OpenMode::Read).unwrap();
+    let len = f.len().unwrap();
+    let (a, b) = (len / 2, len * 3 / 4);
+    let opened = Arc::new(AtomicBool::new(false));
+    *rec.hold.lock().unwrap() = Some(Arc::clone(&opened));
+    rec.rest_sent.store(false, Ordering::SeqCst);
+    rec.take();
+    let seen = Mutex::new(Vec::new());
+    f.read_ranges_each(&[a..b, b..len], &|i, bytes| {
+        seen.lock()
+            .unwrap()
+            .push((i, bytes.len() as u64, rec.rest_sent.load(Ordering::SeqCst)));
+        if i == 0 {
+            opened.store(true, Ordering::SeqCst);
+        }
+    })
+    .unwrap();
+    *rec.hold.lock().unwrap() = None;
+    // One GET for both ranges.
+    assert_eq!(rec.take().len(), 1);
+    let seen = seen.into_inner().unwrap();
+    assert_eq!(seen, vec![(0, b - a, false), (1, len - b, true)]);
+    // And the same bytes as a plain read.
+    let mut whole = vec![0u8; (len - a) as usize];
+    f.read_at(a, &mut whole).unwrap();
+    let got = f.read_ranges(&[a..b, b..len]).unwrap();
+    assert_eq!([&got[0][..], &got[1][..]].concat(), whole);
 }

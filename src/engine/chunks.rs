@@ -417,7 +417,10 @@ impl ChunkStore {
                     // chunk's bytes are in, while the rest of the group streams in.
                     let mut by_chunk: BTreeMap<u64, Vec<&T>> = BTreeMap::new();
                     for it in g {
-                        by_chunk.entry(self.locate(chunk_of(it)).1).or_default().push(it);
+                        by_chunk
+                            .entry(self.locate(chunk_of(it)).1)
+                            .or_default()
+                            .push(it);
                     }
                     let ks: Vec<u64> = by_chunk.keys().copied().collect();
                     let failed: Mutex<Option<Error>> = Mutex::new(None);

@@ -979,7 +979,8 @@ impl Backend {
     ) -> Result<Vec<Bytes>> {
         let out = Mutex::new(vec![Bytes::new(); ranges.len()]);
         self.read_file_ranges_each(pieces, ranges, path, &|i, b| {
-            out.lock().unwrap_or_else(std::sync::PoisonError::into_inner)[i] = b;
+            out.lock()
+                .unwrap_or_else(std::sync::PoisonError::into_inner)[i] = b;
         })?;
         Ok(out
             .into_inner()
@@ -1027,16 +1028,14 @@ impl Backend {
         if by_object.is_empty() {
             return Ok(());
         }
-        let joins: Mutex<HashMap<usize, Vec<Option<Bytes>>>> = Mutex::new(
-            split
-                .iter()
-                .map(|&(i, n)| (i, vec![None; n]))
-                .collect(),
-        );
+        let joins: Mutex<HashMap<usize, Vec<Option<Bytes>>>> =
+            Mutex::new(split.iter().map(|&(i, n)| (i, vec![None; n])).collect());
         let emit = |piece: usize, b: Bytes| match goes_to[piece] {
             (i, None) => each(i, b),
             (i, Some(k)) => {
-                let mut j = joins.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+                let mut j = joins
+                    .lock()
+                    .unwrap_or_else(std::sync::PoisonError::into_inner);
                 if let Some(slot) = j.get_mut(&i).and_then(|v| v.get_mut(k)) {
                     *slot = Some(b);
                 }
@@ -1086,8 +1085,7 @@ impl Backend {
     ) -> std::result::Result<(), FetchFailure> {
         let mut sorted: Vec<(usize, std::ops::Range<u64>)> = list.to_vec();
         sorted.sort_by_key(|(_, r)| (r.start, r.end));
-        let mut spans: Vec<(std::ops::Range<u64>, Vec<(usize, std::ops::Range<u64>)>)> =
-            Vec::new();
+        let mut spans: Vec<(std::ops::Range<u64>, Vec<Member>)> = Vec::new();
         for (id, r) in sorted {
             match spans.last_mut() {
                 Some((span, members)) if r.start <= span.end.saturating_add(tuning.coalesce) => {
@@ -1381,6 +1379,9 @@ impl Backend {
     }
 }
 
+/// A range of an object to read, with the number of the file piece it is.
+type Member = (usize, std::ops::Range<u64>);
+
 /// The bytes `r` from `segments` (start, bytes) that hold them, in order and adjoining:
 /// a slice of one segment when one holds them all, else a copy joined from several.
 fn cut(segments: &[(u64, Bytes)], r: &std::ops::Range<u64>) -> Bytes {
@@ -1560,7 +1561,10 @@ impl Spool {
         path: &Path,
     ) -> Result<Bytes> {
         if let [r] = ranges {
-            let written = self.written.iter().any(|w| w.start <= r.start && r.end <= w.end);
+            let written = self
+                .written
+                .iter()
+                .any(|w| w.start <= r.start && r.end <= w.end);
             if written && r.start < r.end && r.end <= self.len {
                 let len = usize::try_from(r.end).map_err(|_| eof(path))?;
                 // SAFETY: the spool file is this process's own unnamed temporary file, and
@@ -1898,7 +1902,8 @@ impl StorageFile for ObjectFile {
     fn read_ranges(&self, ranges: &[std::ops::Range<u64>]) -> Result<Vec<Bytes>> {
         let out = Mutex::new(vec![Bytes::new(); ranges.len()]);
         self.read_ranges_each(ranges, &|i, b| {
-            out.lock().unwrap_or_else(std::sync::PoisonError::into_inner)[i] = b;
+            out.lock()
+                .unwrap_or_else(std::sync::PoisonError::into_inner)[i] = b;
         })?;
         Ok(out
             .into_inner()
@@ -3705,16 +3710,26 @@ mod tests {
         let path = Path::new("memory://spools/y.blz/data/b.bin");
         let mut sp = Spool::new(path).unwrap();
         let old: Vec<u8> = (0..100_000u32).map(|i| (i % 251) as u8).collect();
-        sp.file_to_write(path).unwrap().write_all_at(&old, 0).unwrap();
+        sp.file_to_write(path)
+            .unwrap()
+            .write_all_at(&old, 0)
+            .unwrap();
         sp.len = old.len() as u64;
         add_range(&mut sp.written, 0..sp.len);
         let store = Arc::new(object_store::memory::InMemory::new());
         let s = ObjectStorage::in_memory(&store, "spools/y.blz").unwrap();
-        let mapped = sp.bytes_of(&s.backend, &[0..sp.len], path).unwrap();
-        let tail = sp.bytes_of(&s.backend, &[90_000..100_000], path).unwrap();
+        let mapped = sp
+            .bytes_of(&s.backend, std::slice::from_ref(&(0..sp.len)), path)
+            .unwrap();
+        let tail = sp
+            .bytes_of(&s.backend, std::slice::from_ref(&(90_000..100_000)), path)
+            .unwrap();
         assert!(sp.mapped);
         assert_eq!(&mapped[..], &old[..]);
-        sp.file_to_write(path).unwrap().write_all_at(&[7u8; 1000], 0).unwrap();
+        sp.file_to_write(path)
+            .unwrap()
+            .write_all_at(&[7u8; 1000], 0)
+            .unwrap();
         assert!(!sp.mapped);
         sp.file_to_write(path).unwrap().set_len(10).unwrap();
         sp.len = 10;
