@@ -2,7 +2,8 @@
 //! the chunks a selection needs from one file are fetched together, one ranged GET per run
 //! of chunks lying close (`ReadTuning::coalesce`), a long run split into parts read at once
 //! (`ReadTuning::part_size`), nothing asked for the bytes the state's front holds. The store
-//! is the in-memory one behind a wrapper that records every GET, so these run every time,
+//! is the in-memory one behind a wrapper that records every GET and sends each answer in
+//! small frames, as a server's answer streams in, so these run every time,
 //! with no server; every read is compared with the same dataset on a local disk.
 
 mod common;
