@@ -410,17 +410,11 @@ impl SuperchunkReader {
     /// # Errors
     /// The read's error, naming the file.
     pub fn fetch_chunks(&self, ks: &[u64]) -> Result<Vec<(u64, bytes::Bytes)>> {
-        let got = std::sync::Mutex::new(Vec::with_capacity(ks.len()));
-        self.fetch_chunks_each(ks, &|k, b| {
-            got.lock()
-                .unwrap_or_else(std::sync::PoisonError::into_inner)
-                .push((k, b));
+        let (found, ranges) = self.chunk_ranges(ks);
+        let got = crate::storage::in_order(ranges.len(), |each| {
+            self.file.read_ranges_each(&ranges, each)
         })?;
-        let mut got = got
-            .into_inner()
-            .unwrap_or_else(std::sync::PoisonError::into_inner);
-        got.sort_unstable_by_key(|(k, _)| *k);
-        Ok(got)
+        Ok(found.into_iter().zip(got).collect())
     }
 
     /// [`fetch_chunks`](Self::fetch_chunks), each chunk's bytes handed to `each` as soon
@@ -434,19 +428,20 @@ impl SuperchunkReader {
         ks: &[u64],
         each: &(dyn Fn(u64, bytes::Bytes) + Sync),
     ) -> Result<()> {
+        let (found, ranges) = self.chunk_ranges(ks);
+        self.file
+            .read_ranges_each(&ranges, &|i, b| each(found[i], b))
+    }
+
+    /// The chunks of `ks` in order, repeats and chunks out of range left out, with their
+    /// [`chunk_read_range`](Self::chunk_read_range)s.
+    fn chunk_ranges(&self, ks: &[u64]) -> (Vec<u64>, Vec<std::ops::Range<u64>>) {
         let mut ks: Vec<u64> = ks.to_vec();
         ks.sort_unstable();
         ks.dedup();
-        let mut found = Vec::with_capacity(ks.len());
-        let mut ranges = Vec::with_capacity(ks.len());
-        for k in ks {
-            if let Ok(r) = self.chunk_read_range(k) {
-                found.push(k);
-                ranges.push(r);
-            }
-        }
-        self.file
-            .read_ranges_each(&ranges, &|i, b| each(found[i], b))
+        ks.into_iter()
+            .filter_map(|k| self.chunk_read_range(k).ok().map(|r| (k, r)))
+            .unzip()
     }
 
     /// [`read_chunk_into`](Self::read_chunk_into) with the bytes of

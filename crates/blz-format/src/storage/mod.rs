@@ -28,6 +28,31 @@ use std::ops::Range;
 use std::path::Path;
 use std::sync::Arc;
 
+/// The `n` byte strings that `read` hands, each with its index, to the callback it is
+/// given (in any order), in index order: a `read_ranges` made of a `read_ranges_each`.
+/// An index never handed over is empty.
+///
+/// # Errors
+/// The error of `read`.
+pub fn in_order(
+    n: usize,
+    read: impl FnOnce(&(dyn Fn(usize, Bytes) + Sync)) -> Result<()>,
+) -> Result<Vec<Bytes>> {
+    let out = std::sync::Mutex::new(vec![Bytes::new(); n]);
+    read(&|i, b| {
+        if let Some(slot) = out
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .get_mut(i)
+        {
+            *slot = b;
+        }
+    })?;
+    Ok(out
+        .into_inner()
+        .unwrap_or_else(std::sync::PoisonError::into_inner))
+}
+
 /// How a file is opened.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum OpenMode {

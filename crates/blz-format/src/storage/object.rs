@@ -977,14 +977,9 @@ impl Backend {
         ranges: &[std::ops::Range<u64>],
         path: &Path,
     ) -> Result<Vec<Bytes>> {
-        let out = Mutex::new(vec![Bytes::new(); ranges.len()]);
-        self.read_file_ranges_each(pieces, ranges, path, &|i, b| {
-            out.lock()
-                .unwrap_or_else(std::sync::PoisonError::into_inner)[i] = b;
-        })?;
-        Ok(out
-            .into_inner()
-            .unwrap_or_else(std::sync::PoisonError::into_inner))
+        super::in_order(ranges.len(), |each| {
+            self.read_file_ranges_each(pieces, ranges, path, each)
+        })
     }
 
     /// [`read_file_ranges`](Self::read_file_ranges), each range's bytes handed to `each`
@@ -1900,14 +1895,7 @@ impl StorageFile for ObjectFile {
     }
 
     fn read_ranges(&self, ranges: &[std::ops::Range<u64>]) -> Result<Vec<Bytes>> {
-        let out = Mutex::new(vec![Bytes::new(); ranges.len()]);
-        self.read_ranges_each(ranges, &|i, b| {
-            out.lock()
-                .unwrap_or_else(std::sync::PoisonError::into_inner)[i] = b;
-        })?;
-        Ok(out
-            .into_inner()
-            .unwrap_or_else(std::sync::PoisonError::into_inner))
+        super::in_order(ranges.len(), |each| self.read_ranges_each(ranges, each))
     }
 
     fn read_ranges_each(
