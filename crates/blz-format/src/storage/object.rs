@@ -1179,7 +1179,8 @@ impl Backend {
         let mut next = 0;
         // The answer so far: `segments` (handed-out pieces, in order), then `buf` from `at`.
         let mut segments: Vec<(u64, Bytes)> = Vec::new();
-        let mut buf = bytes::BytesMut::with_capacity(want);
+        // Room for what the range promises, up to 64 MiB (more grows as bytes come).
+        let mut buf = bytes::BytesMut::with_capacity(want.min(64 << 20));
         let mut at = range.start;
         let mut got = 0usize;
         while let Some(frame) = stream.next().await {
@@ -1560,7 +1561,9 @@ impl Spool {
                 .written
                 .iter()
                 .any(|w| w.start <= r.start && r.end <= w.end);
-            if written && r.start < r.end && r.end <= self.len {
+            // The mapping never reaches past the spool file's end (a read there would fault).
+            let held = self.file.metadata().is_ok_and(|m| m.len() >= r.end);
+            if written && held && r.start < r.end && r.end <= self.len {
                 let len = usize::try_from(r.end).map_err(|_| eof(path))?;
                 // SAFETY: the spool file is this process's own unnamed temporary file, and
                 // `mapped` keeps every later write away from it (`file_to_write`), so the
