@@ -37,6 +37,10 @@ struct Counting {
     state_bytes: AtomicU64,
     /// The keys of the objects PUT (the state object apart), in order.
     data_keys: std::sync::Mutex<Vec<String>>,
+    /// When set, a GET of the state is held until an object other than the state has been
+    /// PUT (or 20 s have passed); `state_waited_for_put` then says which came first.
+    hold_state: std::sync::atomic::AtomicBool,
+    state_waited_for_put: std::sync::atomic::AtomicBool,
 }
 
 impl std::fmt::Display for Counting {
@@ -55,6 +59,8 @@ impl Counting {
             data_bytes: AtomicU64::new(0),
             state_bytes: AtomicU64::new(0),
             data_keys: std::sync::Mutex::default(),
+            hold_state: Default::default(),
+            state_waited_for_put: Default::default(),
         })
     }
 
@@ -100,6 +106,12 @@ impl ObjectStore for Counting {
         location: &OPath,
         options: GetOptions,
     ) -> object_store::Result<GetResult> {
+        if location.as_ref().ends_with(STATE_KEY) && self.hold_state.load(Ordering::SeqCst) {
+            // Blocks the thread that reads the state (a create's own: blz's uploads run
+            // elsewhere).
+            let put = put_soon(self, "data/");
+            self.state_waited_for_put.store(put, Ordering::SeqCst);
+        }
         self.inner.get_opts(location, options).await
     }
 
@@ -619,4 +631,70 @@ proptest! {
             }
         }
     }
+}
+
+/// A create does not wait for the state's GET before it builds: its first full file goes
+/// up while that GET is still unanswered (one round trip less before a create starts), and
+/// the commit, which waits for the GET, finds the dataset absent and commits.
+#[test]
+fn a_create_builds_while_the_state_is_read() {
+    // Files of 4 chunks of 512 KiB: large enough for a create to send them up early.
+    let chunk = 1usize << 16;
+    let store = Counting::new();
+    store.hold_state.store(true, Ordering::SeqCst);
+    let s: Arc<dyn ObjectStore> = Arc::clone(&store) as Arc<dyn ObjectStore>;
+    let s =
+        Arc::new(ObjectStorage::to_create(s, PathBuf::from("memory://"), &store.prefix).unwrap());
+    let root = s.root().to_path_buf();
+    let o = CreateOptions {
+        chunkshape: Some(vec![chunk as u64]),
+        superchunksize: Some(4),
+        ..Default::default()
+    };
+    let want = noisy(3, chunk * 9);
+    let batches = want
+        .chunks(chunk)
+        .map(|b| Ok(b.iter().flat_map(|x| x.to_ne_bytes()).collect::<Vec<u8>>()));
+    let ds = Dataset::create_from(s, &root, DType::I64, &[0], &o, batches).unwrap();
+    drop(ds);
+    store.hold_state.store(false, Ordering::SeqCst);
+    assert!(
+        store.state_waited_for_put.load(Ordering::SeqCst),
+        "no object went up while the state was read: {:?}",
+        store.data_keys.lock().unwrap()
+    );
+    assert_eq!(read(&store), want);
+}
+
+/// A create made without waiting for the state (as `blz.create` without overwrite makes
+/// it) over a dataset that is there is refused, and the dataset keeps its data.
+#[test]
+fn a_create_over_an_existing_dataset_is_refused() {
+    let chunk = 512usize;
+    let store = Counting::new();
+    let s = handle(&store);
+    let root = s.root().to_path_buf();
+    let o = CreateOptions {
+        chunkshape: Some(vec![chunk as u64]),
+        superchunksize: Some(2),
+        ..Default::default()
+    };
+    let old = noisy(1, chunk * 5);
+    let mut ds = Dataset::create_in(s, &root, DType::I64, &[0], &o).unwrap();
+    ds.append(&ndarray::ArrayView1::from(&old[..]).into_dyn())
+        .unwrap();
+    drop(ds);
+    let s: Arc<dyn ObjectStore> = Arc::clone(&store) as Arc<dyn ObjectStore>;
+    let again =
+        Arc::new(ObjectStorage::to_create(s, PathBuf::from("memory://"), &store.prefix).unwrap());
+    let new = noisy(2, chunk * 9);
+    let batches = new
+        .chunks(chunk)
+        .map(|b| Ok(b.iter().flat_map(|x| x.to_ne_bytes()).collect::<Vec<u8>>()));
+    let err = Dataset::create_from(again, &root, DType::I64, &[0], &o, batches).unwrap_err();
+    assert!(
+        matches!(&err, Error::InvalidArgument(m) if m.contains("already exists")),
+        "{err}"
+    );
+    assert_eq!(read(&store), old);
 }

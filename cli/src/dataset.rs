@@ -310,7 +310,7 @@ pub fn create(a: &CreateArgs) -> Result<(), Failure> {
     blz::check_shape(dtype, &whole)?;
     // One step: built beside the path and renamed into place, so a failure or a kill leaves
     // no dataset behind.
-    let (storage, root) = blz::storage::for_path(&a.path)?;
+    let (storage, root) = blz::storage::for_new_path(&a.path, opts.overwrite)?;
     let ds = if a.zeros.is_some() && a.layout.fill.is_none() {
         // Zeros are the fill value: the dataset is created with its shape, filled as a
         // resize fills (one encoded chunk written again and again, within the limit of

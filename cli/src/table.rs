@@ -134,7 +134,7 @@ pub fn create(a: &CreateArgs) -> Result<(), Failure> {
     let opts = table_options(&a.layout, plan.rows())?;
     // Second pass: the table and every row, in one step.
     let pb = progress(plan.rows(), "create", "rows");
-    let (storage, root) = blz::storage::for_path(&a.path)?;
+    let (storage, root) = blz::storage::for_new_path(&a.path, opts.overwrite)?;
     let t = plan.create_table(storage, &root, &opts, batch_rows(), |n| pb.inc(n));
     pb.finish_and_clear();
     report_create(&a.path, &t?, plan.leaves())

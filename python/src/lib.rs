@@ -618,7 +618,7 @@ impl RawArray {
             .transpose()?;
         let failed: Mutex<Option<PyErr>> = Mutex::new(None);
         let made = detached(py, || {
-            let (storage, path) = blz::storage::for_path(&path)?;
+            let (storage, path) = blz::storage::for_new_path(&path, overwrite)?;
             let mut s = shape.clone();
             s[0] = 0;
             Ok(match (&buf, &pulled) {
@@ -1229,7 +1229,7 @@ impl RawTable {
         walk("", &fields, &mut kinds);
         let batch = columns.map(|c| values_from_py(&kinds, c)).transpose()?;
         let t = detached(py, || {
-            let (storage, path) = blz::storage::for_path(&path)?;
+            let (storage, path) = blz::storage::for_new_path(&path, overwrite)?;
             let batches: Vec<blz::Result<Vec<(String, Values)>>> =
                 batch.into_iter().map(Ok).collect();
             Ok(Table::create_from(storage, &path, fields, &opts, batches)?)

@@ -39,6 +39,22 @@ def test_array_round_trip():
     assert r.attrs["units"] == "m"
 
 
+def test_create_over_an_existing_dataset():
+    # A create (without overwrite) does not wait for the dataset's state before it builds:
+    # over an existing array or table it is refused at its commit, the data kept.
+    u = url("e.blz")
+    old = np.arange(300_000, dtype=np.int64)
+    blz.create(u, old, chunks=(65536,), superchunksize=2)
+    with pytest.raises(ValueError, match="already exists"):
+        blz.create(u, np.zeros(500_000), chunks=(65536,), superchunksize=2)
+    with pytest.raises(ValueError, match="already exists"):
+        blz.create(u, {"x": np.arange(10)})
+    np.testing.assert_array_equal(blz.open(u)[:], old)
+    new = np.linspace(0, 1, 1000)
+    blz.create(u, new, overwrite=True)
+    np.testing.assert_array_equal(blz.open(u)[:], new)
+
+
 REPO = pathlib.Path(__file__).resolve().parents[2]
 
 

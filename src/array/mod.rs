@@ -206,7 +206,7 @@ impl Dataset {
         shape: &[u64],
         opts: &CreateOptions,
     ) -> Result<Dataset> {
-        let (s, root) = storage::for_path(path.as_ref())?;
+        let (s, root) = storage::for_new_path(path.as_ref(), opts.overwrite)?;
         Self::create_in(s, &root, dtype, shape, opts)
     }
 

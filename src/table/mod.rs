@@ -660,7 +660,7 @@ impl Table {
         fields: Vec<Field>,
         opts: &TableOptions,
     ) -> Result<Table> {
-        let (s, root) = storage::for_path(path.as_ref())?;
+        let (s, root) = storage::for_new_path(path.as_ref(), opts.overwrite)?;
         Self::create_in(s, &root, fields, opts)
     }
 

@@ -503,6 +503,27 @@ pub fn for_path(path: &Path) -> Result<(Arc<dyn Storage>, std::path::PathBuf)> {
     }
 }
 
+/// [`for_path`] for a dataset about to be created at `path`: with `overwrite` off, an
+/// `s3://` URL's storage is made without waiting for its state
+/// ([`ObjectStorage::open_url_to_create`]: the state's GET runs while the create builds,
+/// and its commit is refused if the dataset was there after all).
+///
+/// # Errors
+/// As [`for_path`].
+pub fn for_new_path(
+    path: &Path,
+    overwrite: bool,
+) -> Result<(Arc<dyn Storage>, std::path::PathBuf)> {
+    #[cfg(feature = "s3")]
+    if is_url(path) && !overwrite {
+        let s = ObjectStorage::open_url_to_create(&path.to_string_lossy())?;
+        let root = s.root().to_path_buf();
+        return Ok((Arc::new(s), root));
+    }
+    let _ = overwrite;
+    for_path(path)
+}
+
 /// Reads a whole (small) file, refusing files larger than `limit` bytes.
 ///
 /// # Errors

@@ -1626,6 +1626,58 @@ fn budget_of(len: u64) -> u32 {
     len.div_ceil(1 << 20).clamp(1, u64::from(UPLOAD_BUDGET_MIB)) as u32
 }
 
+/// Settles a create's [`Probe`] (waiting for its GET when `wait`, else only if the GET is
+/// done): an error when the dataset turned out to be there (or its state could not be
+/// read); `Ok` when it is absent, as assumed, or not known yet and `!wait`.
+fn settle_probe(c: &Mutex<Committed>, root: &Path, wait: bool) -> Result<()> {
+    let exists = || {
+        Error::InvalidArgument(format!(
+            "{} already exists (use overwrite to replace it)",
+            root.display()
+        ))
+    };
+    let failed = |why: &str| {
+        Error::io(
+            "read",
+            root.join(STATE_KEY),
+            std::io::Error::other(format!("whether the dataset exists is unknown: {why}")),
+        )
+    };
+    let pending = {
+        let mut g = lock_committed(c);
+        match g.probe.take() {
+            None => return Ok(()),
+            Some(Probe::Exists) => {
+                g.probe = Some(Probe::Exists);
+                return Err(exists());
+            }
+            Some(Probe::Failed(why)) => {
+                let e = failed(&why);
+                g.probe = Some(Probe::Failed(why));
+                return Err(e);
+            }
+            Some(Probe::Pending(h)) if !wait && !h.is_finished() => {
+                g.probe = Some(Probe::Pending(h));
+                return Ok(());
+            }
+            Some(Probe::Pending(h)) => h,
+        }
+    };
+    let got = pending
+        .join()
+        .unwrap_or_else(|panic| std::panic::resume_unwind(panic));
+    let (settled, result) = match got {
+        Ok(false) => (None, Ok(())),
+        Ok(true) => (Some(Probe::Exists), Err(exists())),
+        Err(e) => {
+            let why = e.to_string();
+            (Some(Probe::Failed(why.clone())), Err(failed(&why)))
+        }
+    };
+    lock_committed(c).probe = settled;
+    result
+}
+
 fn lock_committed(c: &Mutex<Committed>) -> MutexGuard<'_, Committed> {
     c.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
 }
@@ -1745,6 +1797,8 @@ impl ObjectFile {
         if tokio::runtime::Handle::try_current().is_ok() {
             return Ok(());
         }
+        // A create that found the dataset there stops here, not at its commit.
+        settle_probe(&self.committed, &self.backend.root, false)?;
         let eligible =
             |sp: &Spool| sp.base.is_empty() && sp.len > INLINE_MAX as u64 && sp.early.is_none();
         let (version, len) = match &*lock_data(&self.node) {
@@ -2076,6 +2130,20 @@ struct Committed {
     /// When the store stored `state` (its Last-Modified, by the store's clock), when this
     /// handle read it.
     stored_at: Option<u64>,
+    /// For a handle made to create a dataset ([`ObjectStorage::open_url_to_create`]): the
+    /// read of the state that tells whether the dataset is there after all, until the
+    /// commit (or an early upload finding it done) has settled it.
+    probe: Option<Probe>,
+}
+
+/// What a create's handle knows of a dataset it assumed absent ([`Committed::probe`]).
+enum Probe {
+    /// The state's GET, still on its way: whether the state is there.
+    Pending(std::thread::JoinHandle<Result<bool>>),
+    /// The state is there: the create must not commit.
+    Exists,
+    /// The state could not be read: why.
+    Failed(String),
 }
 
 /// What a conditional write of the state did.
@@ -2506,6 +2574,65 @@ impl ObjectStorage {
         ObjectStorage::new(store, PathBuf::from("memory://"), prefix)
     }
 
+    /// The dataset `s3://bucket/key`, to be created there: made without waiting for its
+    /// state, as if absent, while one GET of the state runs meanwhile (one round trip less
+    /// before a create starts). Its commit (the first one: `If-None-Match`) first waits for
+    /// that GET, and is refused with [`Error::InvalidArgument`] ("already exists") when the
+    /// state was there; so is an early upload made after the GET found it. To replace a
+    /// dataset, open it with [`ObjectStorage::open_url`] instead.
+    ///
+    /// # Errors
+    /// As [`parse_s3_url`] and [`s3_store`].
+    pub fn open_url_to_create(url: &str) -> Result<ObjectStorage> {
+        let (backend, bucket) = Backend::for_url(url)?;
+        ObjectStorage::assumed_absent(backend, PathBuf::from(format!("s3://{bucket}")))
+    }
+
+    /// [`ObjectStorage::new`] for a dataset to be created (as
+    /// [`open_url_to_create`](Self::open_url_to_create)): its state's GET runs meanwhile.
+    ///
+    /// # Errors
+    /// As [`ObjectStorage::new`].
+    pub fn to_create(
+        store: Arc<dyn ObjectStore>,
+        base: PathBuf,
+        prefix: &str,
+    ) -> Result<ObjectStorage> {
+        let prefix = prefix.trim_matches('/').to_string();
+        let tuning = ReadTuning::DEFAULT;
+        ObjectStorage::assumed_absent(
+            Backend {
+                write_store: Arc::clone(&store),
+                store,
+                endpoint: None,
+                root: base.join(&prefix),
+                prefix,
+                requests: AtomicU64::new(0),
+                log: None,
+                reads: Mutex::new((tuning, read_slots(&tuning))),
+            },
+            base,
+        )
+    }
+
+    fn assumed_absent(backend: Backend, base: PathBuf) -> Result<ObjectStorage> {
+        let backend = Arc::new(backend);
+        let b = Arc::clone(&backend);
+        let probe = std::thread::Builder::new()
+            .name("blz-state-probe".into())
+            .spawn(move || b.fetch_state().map(|(state, _, _)| state.is_some()))
+            .map_err(|e| Error::io("read the state of", &backend.root, e))?;
+        let s = ObjectStorage {
+            backend,
+            base,
+            tree: Mutex::default(),
+            committed: Arc::default(),
+        };
+        s.committed_lock().probe = Some(Probe::Pending(probe));
+        s.reset_tree();
+        Ok(s)
+    }
+
     fn with_backend(backend: Backend, base: PathBuf) -> Result<ObjectStorage> {
         let s = ObjectStorage {
             backend: Arc::new(backend),
@@ -2636,6 +2763,8 @@ impl ObjectStorage {
     /// conditional write. On [`Error::Conflict`] (or any failure of the state write) the
     /// overlay is dropped: this handle shows the state it loaded, and must be reopened.
     fn publish_root(&self, front: &FrontRanges<'_>) -> Result<()> {
+        // A create's handle commits only once it knows the dataset absent.
+        settle_probe(&self.committed, &self.backend.root, true)?;
         let prefix_slash = format!("{}/", self.backend.prefix);
         let files: Vec<(String, Arc<Node>)> = self
             .tree()
