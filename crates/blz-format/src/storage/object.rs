@@ -1797,7 +1797,8 @@ impl ObjectFile {
         if tokio::runtime::Handle::try_current().is_ok() {
             return Ok(());
         }
-        // A create that found the dataset there stops here, not at its commit.
+        // A create that found the dataset there uploads nothing more (the sync's error is
+        // the create's).
         settle_probe(&self.committed, &self.backend.root, false)?;
         let eligible =
             |sp: &Spool| sp.base.is_empty() && sp.len > INLINE_MAX as u64 && sp.early.is_none();
@@ -2578,7 +2579,8 @@ impl ObjectStorage {
     /// state, as if absent, while one GET of the state runs meanwhile (one round trip less
     /// before a create starts). Its commit (the first one: `If-None-Match`) first waits for
     /// that GET, and is refused with [`Error::InvalidArgument`] ("already exists") when the
-    /// state was there; so is an early upload made after the GET found it. To replace a
+    /// state was there (once the GET has found it, no file goes up early any more: its sync
+    /// fails with that error). To replace a
     /// dataset, open it with [`ObjectStorage::open_url`] instead.
     ///
     /// # Errors
