@@ -41,6 +41,9 @@ struct Counting {
     /// PUT (or 20 s have passed); `state_waited_for_put` then says which came first.
     hold_state: std::sync::atomic::AtomicBool,
     state_waited_for_put: std::sync::atomic::AtomicBool,
+    /// When set, every PUT of an object other than the state is refused (and counted).
+    refuse_data: std::sync::atomic::AtomicBool,
+    refused: AtomicU64,
 }
 
 impl std::fmt::Display for Counting {
@@ -61,6 +64,8 @@ impl Counting {
             data_keys: std::sync::Mutex::default(),
             hold_state: Default::default(),
             state_waited_for_put: Default::default(),
+            refuse_data: Default::default(),
+            refused: AtomicU64::new(0),
         })
     }
 
@@ -81,6 +86,13 @@ impl ObjectStore for Counting {
         opts: PutOptions,
     ) -> object_store::Result<PutResult> {
         let n = payload.content_length() as u64;
+        if !location.as_ref().ends_with(STATE_KEY) && self.refuse_data.load(Ordering::SeqCst) {
+            self.refused.fetch_add(1, Ordering::SeqCst);
+            return Err(object_store::Error::Generic {
+                store: "counting",
+                source: Box::new(std::io::Error::other("access denied (test fault)")),
+            });
+        }
         if location.as_ref().ends_with(STATE_KEY) {
             self.state_bytes.fetch_add(n, Ordering::SeqCst);
         } else {
@@ -697,4 +709,41 @@ fn a_create_over_an_existing_dataset_is_refused() {
         "{err}"
     );
     assert_eq!(read(&store), old);
+}
+
+/// A create whose early upload is refused stops at a later file, not after encoding all of
+/// its rows for a commit that cannot succeed, and reports the upload's error; nothing is
+/// committed.
+#[test]
+fn a_refused_early_upload_stops_the_create() {
+    let chunk = 1usize << 16;
+    let store = Counting::new();
+    store.refuse_data.store(true, Ordering::SeqCst);
+    let s: Arc<dyn ObjectStore> = Arc::clone(&store) as Arc<dyn ObjectStore>;
+    let s =
+        Arc::new(ObjectStorage::to_create(s, PathBuf::from("memory://"), &store.prefix).unwrap());
+    let root = s.root().to_path_buf();
+    let o = CreateOptions {
+        chunkshape: Some(vec![chunk as u64]),
+        superchunksize: Some(4),
+        ..Default::default()
+    };
+    // 24 files of 4 chunks. Once a PUT has been refused, the rows come slowly (20 ms a
+    // chunk): the background sync that meets the failure has seconds to raise it before
+    // the rows run out.
+    let total = 24 * 4;
+    let rows = noisy(5, chunk * total);
+    let pulled = std::sync::atomic::AtomicUsize::new(0);
+    let batches = rows.chunks(chunk).map(|b| {
+        pulled.fetch_add(1, Ordering::SeqCst);
+        if store.refused.load(Ordering::SeqCst) > 0 {
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        Ok(b.iter().flat_map(|x| x.to_ne_bytes()).collect::<Vec<u8>>())
+    });
+    let err = Dataset::create_from(s, &root, DType::I64, &[0], &o, batches).unwrap_err();
+    assert!(err.to_string().contains("access denied"), "{err}");
+    let n = pulled.load(Ordering::SeqCst);
+    assert!(n < total, "the create took all {n} chunks");
+    assert!(handle(&store).state().is_none(), "nothing committed");
 }

@@ -869,7 +869,7 @@ impl<'s> ChunkWrites<'s> {
             if j + 1 == s.superchunksize {
                 // The file is full: nothing more is appended to it in this operation.
                 self.seal(txn, f)?;
-                txn.done_with(&rel);
+                txn.done_with(&rel)?;
             }
         }
         spare.clear();

@@ -103,23 +103,31 @@ pub(crate) struct Txn<'a> {
 struct Syncer {
     tx: mpsc::Sender<Arc<dyn StorageFile>>,
     worker: JoinHandle<Result<()>>,
+    /// Raised by the worker at its first failure: the writer stops at its next file
+    /// instead of encoding the rest of the operation for a commit that will fail.
+    failed: Arc<std::sync::atomic::AtomicBool>,
 }
 
 impl Syncer {
     fn start() -> Syncer {
         let (tx, rx) = mpsc::channel::<Arc<dyn StorageFile>>();
+        let failed = Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let raise = Arc::clone(&failed);
         // After an error, later files are still received (and dropped) so senders never
-        // block; the first error is reported at commit.
+        // block; the first error is the transaction's (at its next file, or at commit).
         let worker = std::thread::spawn(move || {
             let mut first = Ok(());
             for f in rx {
                 if first.is_ok() {
                     first = f.sync();
+                    if first.is_err() {
+                        raise.store(true, std::sync::atomic::Ordering::Release);
+                    }
                 }
             }
             first
         });
-        Syncer { tx, worker }
+        Syncer { tx, worker, failed }
     }
 
     /// Waits for every file handed over so far to be synced.
@@ -403,15 +411,28 @@ impl<'a> Txn<'a> {
 
     /// Tells the transaction that `rel` gets no more writes for now: its fresh bytes start
     /// being synced in the background. A later write to it is synced at commit as usual.
-    pub(crate) fn done_with(&mut self, rel: &Path) {
+    ///
+    /// # Errors
+    /// The error of a file synced earlier in the background (a failed fsync, a refused
+    /// upload): the operation stops here rather than at its commit.
+    pub(crate) fn done_with(&mut self, rel: &Path) -> Result<()> {
+        if self
+            .syncer
+            .as_ref()
+            .is_some_and(|s| s.failed.load(std::sync::atomic::Ordering::Acquire))
+        {
+            if let Some(s) = self.syncer.take() {
+                s.finish()?;
+            }
+        }
         if !self.durable {
-            return;
+            return Ok(());
         }
         let Some(f) = self.files.get_mut(rel).filter(|f| f.fresh_writes) else {
-            return;
+            return Ok(());
         };
         let Some(file) = f.file.take() else {
-            return;
+            return Ok(());
         };
         // The syncer holds the file until it is synced; the transaction lets it go (and
         // reopens it should it be written again).
@@ -424,6 +445,7 @@ impl<'a> Txn<'a> {
             f.file = Some(file);
             self.open_count += 1;
         }
+        Ok(())
     }
 
     /// Truncates a file to `len` once the transaction commits.
@@ -790,7 +812,7 @@ mod sync_tests {
             txn.create(rel).unwrap();
             txn.write_slice(rel, 0, &[7u8; 4096]).unwrap();
         }
-        txn.done_with(Path::new("d/a.bin"));
+        txn.done_with(Path::new("d/a.bin")).unwrap();
         assert!(!txn.commit_files().unwrap());
         assert_eq!(
             std::fs::read(dir.path().join("d/b.bin")).unwrap(),

@@ -1626,6 +1626,20 @@ fn budget_of(len: u64) -> u32 {
     len.div_ceil(1 << 20).clamp(1, u64::from(UPLOAD_BUDGET_MIB)) as u32
 }
 
+/// Waits for the uploads `tasks` (of the dataset at `root`), all at once; the first
+/// failure is the error.
+fn join_uploads(root: &Path, tasks: Vec<tokio::task::JoinHandle<Result<()>>>) -> Result<()> {
+    if tasks.is_empty() {
+        return Ok(());
+    }
+    runtime()?
+        .block_on(futures::future::join_all(tasks))
+        .into_iter()
+        .try_for_each(|r| {
+            r.unwrap_or_else(|e| Err(Error::io("upload", root, std::io::Error::other(e))))
+        })
+}
+
 /// Settles a create's [`Probe`] (waiting for its GET when `wait`, else only if the GET is
 /// done): an error when the dataset turned out to be there (or its state could not be
 /// read); `Ok` when it is absent, as assumed, or not known yet and `!wait`.
@@ -1800,6 +1814,9 @@ impl ObjectFile {
         // A create that found the dataset there uploads nothing more (the sync's error is
         // the create's).
         settle_probe(&self.committed, &self.backend.root, false)?;
+        // An earlier early upload that failed fails this sync: the writer stops at its next
+        // file instead of encoding the rest for a commit that cannot succeed.
+        self.early_failure()?;
         let eligible =
             |sp: &Spool| sp.base.is_empty() && sp.len > INLINE_MAX as u64 && sp.early.is_none();
         let (version, len) = match &*lock_data(&self.node) {
@@ -1845,6 +1862,27 @@ impl ObjectFile {
             sp.early = Some(Early { key, version });
         }
         Ok(())
+    }
+
+    /// The first error of this commit's early uploads that have ended (those still running
+    /// are left to run; those that succeeded need no more waiting).
+    fn early_failure(&self) -> Result<()> {
+        let done: Vec<tokio::task::JoinHandle<Result<()>>> = {
+            let mut c = lock_committed(&self.committed);
+            let (done, running) = std::mem::take(&mut c.draft_tasks)
+                .into_iter()
+                .partition(tokio::task::JoinHandle::is_finished);
+            c.draft_tasks = running;
+            done
+        };
+        if done.is_empty() {
+            return Ok(());
+        }
+        let r = join_uploads(&self.backend.root, done);
+        if let Err(e) = &r {
+            lock_committed(&self.committed).draft_failed = Some(e.to_string());
+        }
+        r
     }
 
     /// The file's path relative to the dataset root: below the root, or below the staging
@@ -2124,6 +2162,9 @@ struct Committed {
     draft_keys: HashSet<String>,
     /// Those uploads, each until the commit waits for it ([`ObjectStorage::finish_early`]).
     draft_tasks: Vec<tokio::task::JoinHandle<Result<()>>>,
+    /// The error of one of them found ended before the commit ([`ObjectFile::sync`]): the
+    /// commit fails with it (its file's entry would name an object that is not there).
+    draft_failed: Option<String>,
     /// This handle's last commit took effect, but its answer was lost and another writer's
     /// commit replaced it before it was read back: `version` is unknown, and the next
     /// commit of this handle is refused ([`Error::Conflict`]) without a request.
@@ -2961,6 +3002,7 @@ impl ObjectStorage {
         c.draft_tag = None;
         c.draft_keys.clear();
         c.draft_tasks.clear();
+        c.draft_failed = None;
     }
 
     /// Waits for every early upload of the commit being prepared still running
@@ -2968,17 +3010,19 @@ impl ObjectStorage {
     /// the commit uploads may take a key an outdated early upload had); the first failure
     /// is the error.
     fn finish_early(&self) -> Result<()> {
-        let tasks = std::mem::take(&mut self.committed_lock().draft_tasks);
-        if tasks.is_empty() {
-            return Ok(());
+        let (tasks, failed) = {
+            let mut c = self.committed_lock();
+            (std::mem::take(&mut c.draft_tasks), c.draft_failed.clone())
+        };
+        let waited = join_uploads(&self.backend.root, tasks);
+        match failed {
+            Some(why) => Err(Error::io(
+                "upload",
+                &self.backend.root,
+                std::io::Error::other(why),
+            )),
+            None => waited,
         }
-        let root = &self.backend.root;
-        runtime()?
-            .block_on(futures::future::join_all(tasks))
-            .into_iter()
-            .try_for_each(|r| {
-                r.unwrap_or_else(|e| Err(Error::io("upload", root, std::io::Error::other(e))))
-            })
     }
 
     /// The copy of the first-read bytes of the spooled file `rel` (held by `node`) that
