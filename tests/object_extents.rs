@@ -645,6 +645,26 @@ proptest! {
     }
 }
 
+/// A handle made to create the store's dataset ([`ObjectStorage::to_create`]: its state's
+/// GET runs meanwhile).
+fn to_create(store: &Arc<Counting>) -> Arc<ObjectStorage> {
+    let s: Arc<dyn ObjectStore> = Arc::clone(store) as Arc<dyn ObjectStore>;
+    Arc::new(ObjectStorage::to_create(s, PathBuf::from("memory://"), &store.prefix).unwrap())
+}
+
+/// Chunks of `chunk` elements, `per_file` to a superchunk file.
+fn create_options(chunk: usize, per_file: u64) -> CreateOptions {
+    CreateOptions {
+        chunkshape: Some(vec![chunk as u64]),
+        superchunksize: Some(per_file),
+        ..Default::default()
+    }
+}
+
+fn bytes_of(v: &[i64]) -> Vec<u8> {
+    v.iter().flat_map(|x| x.to_ne_bytes()).collect()
+}
+
 /// A create does not wait for the state's GET before it builds: its first full file goes
 /// up while that GET is still unanswered (one round trip less before a create starts), and
 /// the commit, which waits for the GET, finds the dataset absent and commits.
@@ -654,19 +674,11 @@ fn a_create_builds_while_the_state_is_read() {
     let chunk = 1usize << 16;
     let store = Counting::new();
     store.hold_state.store(true, Ordering::SeqCst);
-    let s: Arc<dyn ObjectStore> = Arc::clone(&store) as Arc<dyn ObjectStore>;
-    let s =
-        Arc::new(ObjectStorage::to_create(s, PathBuf::from("memory://"), &store.prefix).unwrap());
+    let s = to_create(&store);
     let root = s.root().to_path_buf();
-    let o = CreateOptions {
-        chunkshape: Some(vec![chunk as u64]),
-        superchunksize: Some(4),
-        ..Default::default()
-    };
+    let o = create_options(chunk, 4);
     let want = noisy(3, chunk * 9);
-    let batches = want
-        .chunks(chunk)
-        .map(|b| Ok(b.iter().flat_map(|x| x.to_ne_bytes()).collect::<Vec<u8>>()));
+    let batches = want.chunks(chunk).map(|b| Ok(bytes_of(b)));
     let ds = Dataset::create_from(s, &root, DType::I64, &[0], &o, batches).unwrap();
     drop(ds);
     store.hold_state.store(false, Ordering::SeqCst);
@@ -686,23 +698,15 @@ fn a_create_over_an_existing_dataset_is_refused() {
     let store = Counting::new();
     let s = handle(&store);
     let root = s.root().to_path_buf();
-    let o = CreateOptions {
-        chunkshape: Some(vec![chunk as u64]),
-        superchunksize: Some(2),
-        ..Default::default()
-    };
+    let o = create_options(chunk, 2);
     let old = noisy(1, chunk * 5);
     let mut ds = Dataset::create_in(s, &root, DType::I64, &[0], &o).unwrap();
     ds.append(&ndarray::ArrayView1::from(&old[..]).into_dyn())
         .unwrap();
     drop(ds);
-    let s: Arc<dyn ObjectStore> = Arc::clone(&store) as Arc<dyn ObjectStore>;
-    let again =
-        Arc::new(ObjectStorage::to_create(s, PathBuf::from("memory://"), &store.prefix).unwrap());
+    let again = to_create(&store);
     let new = noisy(2, chunk * 9);
-    let batches = new
-        .chunks(chunk)
-        .map(|b| Ok(b.iter().flat_map(|x| x.to_ne_bytes()).collect::<Vec<u8>>()));
+    let batches = new.chunks(chunk).map(|b| Ok(bytes_of(b)));
     let err = Dataset::create_from(again, &root, DType::I64, &[0], &o, batches).unwrap_err();
     assert!(
         matches!(&err, Error::InvalidArgument(m) if m.contains("already exists")),
@@ -719,15 +723,9 @@ fn a_refused_early_upload_stops_the_create() {
     let chunk = 1usize << 16;
     let store = Counting::new();
     store.refuse_data.store(true, Ordering::SeqCst);
-    let s: Arc<dyn ObjectStore> = Arc::clone(&store) as Arc<dyn ObjectStore>;
-    let s =
-        Arc::new(ObjectStorage::to_create(s, PathBuf::from("memory://"), &store.prefix).unwrap());
+    let s = to_create(&store);
     let root = s.root().to_path_buf();
-    let o = CreateOptions {
-        chunkshape: Some(vec![chunk as u64]),
-        superchunksize: Some(4),
-        ..Default::default()
-    };
+    let o = create_options(chunk, 4);
     // 24 files of 4 chunks. Once a PUT has been refused, the rows come slowly (20 ms a
     // chunk): the background sync that meets the failure has seconds to raise it before
     // the rows run out.
@@ -739,7 +737,7 @@ fn a_refused_early_upload_stops_the_create() {
         if store.refused.load(Ordering::SeqCst) > 0 {
             std::thread::sleep(Duration::from_millis(20));
         }
-        Ok(b.iter().flat_map(|x| x.to_ne_bytes()).collect::<Vec<u8>>())
+        Ok(bytes_of(b))
     });
     let err = Dataset::create_from(s, &root, DType::I64, &[0], &o, batches).unwrap_err();
     assert!(err.to_string().contains("access denied"), "{err}");

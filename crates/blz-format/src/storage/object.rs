@@ -803,6 +803,23 @@ impl Backend {
 
     /// The objects below `s3://bucket/key`, with S3 clients and read settings from the
     /// environment, and the bucket's name.
+    /// The backend of the dataset under `prefix` in `store`, named `<base>/<prefix>`, with
+    /// the default read settings (no endpoint, no request log).
+    fn in_store(store: Arc<dyn ObjectStore>, base: &Path, prefix: &str) -> Backend {
+        let prefix = prefix.trim_matches('/').to_string();
+        let tuning = ReadTuning::DEFAULT;
+        Backend {
+            write_store: Arc::clone(&store),
+            store,
+            endpoint: None,
+            root: base.join(&prefix),
+            prefix,
+            requests: AtomicU64::new(0),
+            log: None,
+            reads: Mutex::new((tuning, read_slots(&tuning))),
+        }
+    }
+
     fn for_url(url: &str) -> Result<(Backend, String)> {
         let (bucket, key) = parse_s3_url(url)?;
         let c = s3_clients(&bucket)?;
@@ -2564,21 +2581,7 @@ impl ObjectStorage {
     /// # Errors
     /// I/O errors from the store; [`Error::InvalidMetadata`] for a malformed state object.
     pub fn new(store: Arc<dyn ObjectStore>, base: PathBuf, prefix: &str) -> Result<ObjectStorage> {
-        let prefix = prefix.trim_matches('/').to_string();
-        let tuning = ReadTuning::DEFAULT;
-        ObjectStorage::with_backend(
-            Backend {
-                write_store: Arc::clone(&store),
-                store,
-                endpoint: None,
-                root: base.join(&prefix),
-                prefix,
-                requests: AtomicU64::new(0),
-                log: None,
-                reads: Mutex::new((tuning, read_slots(&tuning))),
-            },
-            base,
-        )
+        ObjectStorage::with_backend(Backend::in_store(store, &base, prefix), base)
     }
 
     /// The dataset under `prefix` of an in-memory object store, named `memory://<prefix>`
@@ -2641,21 +2644,7 @@ impl ObjectStorage {
         base: PathBuf,
         prefix: &str,
     ) -> Result<ObjectStorage> {
-        let prefix = prefix.trim_matches('/').to_string();
-        let tuning = ReadTuning::DEFAULT;
-        ObjectStorage::assumed_absent(
-            Backend {
-                write_store: Arc::clone(&store),
-                store,
-                endpoint: None,
-                root: base.join(&prefix),
-                prefix,
-                requests: AtomicU64::new(0),
-                log: None,
-                reads: Mutex::new((tuning, read_slots(&tuning))),
-            },
-            base,
-        )
+        ObjectStorage::assumed_absent(Backend::in_store(store, &base, prefix), base)
     }
 
     fn assumed_absent(backend: Backend, base: PathBuf) -> Result<ObjectStorage> {
