@@ -430,7 +430,6 @@ impl ChunkStore {
                             .unwrap_or_else(std::sync::PoisonError::into_inner)
                             .get_or_insert(e);
                     };
-                    let handed = Mutex::new(Vec::with_capacity(ks.len()));
                     let do_chunk = |j: u64, fetched: &Fetched| {
                         let mut state = init();
                         for it in by_chunk.get(&j).into_iter().flatten() {
@@ -442,10 +441,6 @@ impl ChunkStore {
                     };
                     rayon::in_place_scope(|s| {
                         let got = r.fetch_chunks_each(&ks, &|j, bytes| {
-                            handed
-                                .lock()
-                                .unwrap_or_else(std::sync::PoisonError::into_inner)
-                                .push(j);
                             let fetched = Fetched {
                                 chunks: HashMap::from([(j, bytes)]),
                                 reader: Some(Arc::clone(&r)),
@@ -465,16 +460,13 @@ impl ChunkStore {
                     }
                     // Chunks the fetch left out (their place in the file is unreadable):
                     // read by the items themselves, which report why.
-                    let handed = handed
-                        .into_inner()
-                        .unwrap_or_else(std::sync::PoisonError::into_inner);
                     let none = Fetched {
                         chunks: HashMap::new(),
                         reader: Some(Arc::clone(&r)),
                     };
                     by_chunk
                         .iter()
-                        .filter(|(j, _)| !handed.contains(j))
+                        .filter(|(j, _)| r.chunk_read_range(**j).is_err())
                         .flat_map(|(_, its)| its)
                         .collect::<Vec<_>>()
                         .par_iter()

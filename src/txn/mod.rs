@@ -416,14 +416,9 @@ impl<'a> Txn<'a> {
     /// The error of a file synced earlier in the background (a failed fsync, a refused
     /// upload): the operation stops here rather than at its commit.
     pub(crate) fn done_with(&mut self, rel: &Path) -> Result<()> {
-        if self
-            .syncer
-            .as_ref()
-            .is_some_and(|s| s.failed.load(std::sync::atomic::Ordering::Acquire))
-        {
-            if let Some(s) = self.syncer.take() {
-                s.finish()?;
-            }
+        let failed = |s: &mut Syncer| s.failed.load(std::sync::atomic::Ordering::Acquire);
+        if let Some(s) = self.syncer.take_if(failed) {
+            s.finish()?;
         }
         if !self.durable {
             return Ok(());

@@ -20,13 +20,13 @@ pub use object::ObjectStorage;
 use crate::error::{Error, Result};
 /// The shared byte buffer [`StorageFile::read_ranges`] returns.
 pub use bytes::Bytes;
+use std::ops::Range;
+use std::path::Path;
+use std::sync::Arc;
 
 /// The suffix of the staging directory a create builds a dataset in, beside its path
 /// (`<path>.tmp-build`), renamed to the path when complete.
 pub const STAGING_SUFFIX: &str = ".tmp-build";
-use std::ops::Range;
-use std::path::Path;
-use std::sync::Arc;
 
 /// The `n` byte strings that `read` hands, each with its index, to the callback it is
 /// given (in any order), in index order: a `read_ranges` made of a `read_ranges_each`.

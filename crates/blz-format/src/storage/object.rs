@@ -801,8 +801,6 @@ impl Backend {
             .map_err(|e| self.error("upload", path, Client::Write, started, e))
     }
 
-    /// The objects below `s3://bucket/key`, with S3 clients and read settings from the
-    /// environment, and the bucket's name.
     /// The backend of the dataset under `prefix` in `store`, named `<base>/<prefix>`, with
     /// the default read settings (no endpoint, no request log).
     fn in_store(store: Arc<dyn ObjectStore>, base: &Path, prefix: &str) -> Backend {
@@ -820,6 +818,8 @@ impl Backend {
         }
     }
 
+    /// The objects below `s3://bucket/key`, with S3 clients and read settings from the
+    /// environment, and the bucket's name.
     fn for_url(url: &str) -> Result<(Backend, String)> {
         let (bucket, key) = parse_s3_url(url)?;
         let c = s3_clients(&bucket)?;
@@ -1012,7 +1012,7 @@ impl Backend {
         each: &(dyn Fn(usize, Bytes) + Sync),
     ) -> Result<()> {
         // Each object's pieces to read: (piece number, range in the object).
-        let mut by_object: BTreeMap<String, Vec<(usize, std::ops::Range<u64>)>> = BTreeMap::new();
+        let mut by_object: BTreeMap<String, Vec<Member>> = BTreeMap::new();
         // Where each piece's bytes go: straight to `each` for a range of one piece, else
         // into the range's list, to be joined.
         let mut goes_to: Vec<(usize, Option<usize>)> = Vec::new();
@@ -1090,12 +1090,12 @@ impl Backend {
     async fn fetch_object_ranges(
         &self,
         key: &str,
-        list: &[(usize, std::ops::Range<u64>)],
+        list: &[Member],
         tuning: &ReadTuning,
         slots: &tokio::sync::Semaphore,
         emit: &(dyn Fn(usize, Bytes) + Sync),
     ) -> std::result::Result<(), FetchFailure> {
-        let mut sorted: Vec<(usize, std::ops::Range<u64>)> = list.to_vec();
+        let mut sorted: Vec<Member> = list.to_vec();
         sorted.sort_by_key(|(_, r)| (r.start, r.end));
         let mut spans: Vec<(std::ops::Range<u64>, Vec<Member>)> = Vec::new();
         for (id, r) in sorted {
@@ -1121,13 +1121,13 @@ impl Backend {
         &self,
         key: &str,
         span: std::ops::Range<u64>,
-        members: &[(usize, std::ops::Range<u64>)],
+        members: &[Member],
         tuning: &ReadTuning,
         slots: &tokio::sync::Semaphore,
         emit: &(dyn Fn(usize, Bytes) + Sync),
     ) -> std::result::Result<(), FetchFailure> {
         let parts = tuning.parts(span);
-        let mut own: Vec<Vec<(usize, std::ops::Range<u64>)>> = vec![Vec::new(); parts.len()];
+        let mut own: Vec<Vec<Member>> = vec![Vec::new(); parts.len()];
         let mut across = Vec::new();
         for (id, r) in members {
             match parts
@@ -1161,7 +1161,7 @@ impl Backend {
         &self,
         key: &str,
         range: std::ops::Range<u64>,
-        own: &[(usize, std::ops::Range<u64>)],
+        own: &[Member],
         slots: &tokio::sync::Semaphore,
         emit: &(dyn Fn(usize, Bytes) + Sync),
         keep: bool,
@@ -1676,23 +1676,17 @@ fn settle_probe(c: &Mutex<Committed>, root: &Path, wait: bool) -> Result<()> {
     };
     let pending = {
         let mut g = lock_committed(c);
-        match g.probe.take() {
-            None => return Ok(()),
-            Some(Probe::Exists) => {
-                g.probe = Some(Probe::Exists);
-                return Err(exists());
-            }
-            Some(Probe::Failed(why)) => {
-                let e = failed(&why);
-                g.probe = Some(Probe::Failed(why));
-                return Err(e);
-            }
-            Some(Probe::Pending(h)) if !wait && !h.is_finished() => {
-                g.probe = Some(Probe::Pending(h));
-                return Ok(());
-            }
-            Some(Probe::Pending(h)) => h,
+        match &g.probe {
+            Some(Probe::Exists) => return Err(exists()),
+            Some(Probe::Failed(why)) => return Err(failed(why)),
+            Some(Probe::Pending(h)) if wait || h.is_finished() => {}
+            // Settled absent, or not known yet and not to be waited for.
+            _ => return Ok(()),
         }
+        let Some(Probe::Pending(h)) = g.probe.take() else {
+            return Ok(());
+        };
+        h
     };
     let got = pending
         .join()
@@ -2654,33 +2648,38 @@ impl ObjectStorage {
             .name("blz-state-probe".into())
             .spawn(move || b.fetch_state().map(|(state, _, _)| state.is_some()))
             .map_err(|e| Error::io("read the state of", &backend.root, e))?;
-        let s = ObjectStorage {
-            backend,
-            base,
-            tree: Mutex::default(),
-            committed: Arc::default(),
+        let committed = Committed {
+            probe: Some(Probe::Pending(probe)),
+            ..Committed::default()
         };
-        s.committed_lock().probe = Some(Probe::Pending(probe));
-        s.reset_tree();
-        Ok(s)
+        Ok(ObjectStorage::with_committed(backend, base, committed))
     }
 
     fn with_backend(backend: Backend, base: PathBuf) -> Result<ObjectStorage> {
-        let s = ObjectStorage {
-            backend: Arc::new(backend),
-            base,
-            tree: Mutex::default(),
-            committed: Arc::default(),
-        };
-        let (state, version, stored_at) = s.load_state()?;
-        *s.committed_lock() = Committed {
+        let (state, version, stored_at) = backend.fetch_state()?;
+        let committed = Committed {
             state,
             version,
             stored_at,
             ..Committed::default()
         };
+        Ok(ObjectStorage::with_committed(
+            Arc::new(backend),
+            base,
+            committed,
+        ))
+    }
+
+    /// A handle on `backend`'s dataset that shows `committed`.
+    fn with_committed(backend: Arc<Backend>, base: PathBuf, committed: Committed) -> ObjectStorage {
+        let s = ObjectStorage {
+            backend,
+            base,
+            tree: Mutex::default(),
+            committed: Arc::new(Mutex::new(committed)),
+        };
         s.reset_tree();
-        Ok(s)
+        s
     }
 
     /// The dataset root, as paths name it (`s3://bucket/prefix`).
@@ -2726,11 +2725,6 @@ impl ObjectStorage {
 
     fn state_path(&self) -> PathBuf {
         self.backend.root.join(STATE_KEY)
-    }
-
-    /// Reads the state object (see [`Backend::fetch_state`]).
-    fn load_state(&self) -> Result<(Option<State>, Option<UpdateVersion>, Option<u64>)> {
-        self.backend.fetch_state()
     }
 
     /// Makes the visible tree the committed state again (no overlay).
