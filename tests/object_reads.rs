@@ -623,3 +623,215 @@ fn a_range_is_handed_over_before_the_rest_of_its_answer() {
     let got = f.read_ranges(&[a..b, b..len]).unwrap();
     assert_eq!([&got[0][..], &got[1][..]].concat(), whole);
 }
+
+/// Elements of a 1-D dataset of noisy float64 (a random walk: chunks of many Blosc blocks).
+const WALK: usize = 6 << 18;
+/// Its chunks: 2 MiB, of 16 blocks of 128 KiB.
+const WALK_CHUNK: u64 = 1 << 18;
+
+/// A random walk of `WALK` elements, in chunks of `WALK_CHUNK`, on the recording store and
+/// on a local disk, with `per_file` chunks per file.
+fn walk(per_file: u64) -> (Arc<Recording>, tempfile::TempDir, PathBuf) {
+    let rec = Recording::new();
+    let s = rec.open();
+    let root = s.root().to_path_buf();
+    let o = CreateOptions {
+        chunkshape: Some(vec![WALK_CHUNK]),
+        superchunksize: Some(per_file),
+        ..Default::default()
+    };
+    let (mut x, mut seed) = (0f64, 11u64);
+    let data = ndarray::Array1::from_shape_fn(WALK, |_| {
+        seed = seed
+            .wrapping_mul(6364136223846793005)
+            .wrapping_add(1442695040888963407);
+        x += (seed >> 11) as f64 / (1u64 << 53) as f64 - 0.5;
+        x
+    })
+    .into_dyn();
+    let mut ds = Dataset::create_in(s, &root, DType::F64, &[0], &o).unwrap();
+    ds.append(&data.view()).unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let local = dir.path().join("walk.blz");
+    let mut l = Dataset::create_with(&local, DType::F64, &[0], &o).unwrap();
+    l.append(&data.view()).unwrap();
+    rec.take();
+    (rec, dir, local)
+}
+
+/// The files of the state whose front carries a block index.
+fn indexed(s: &ObjectStorage) -> usize {
+    s.state()
+        .unwrap()
+        .files
+        .values()
+        .filter(|f| match f {
+            blz::storage::object::StateFile::Object { front, .. }
+            | blz::storage::object::StateFile::Extents { front, .. } => {
+                front.as_ref().is_some_and(|fr| fr.blocks.is_some())
+            }
+            _ => false,
+        })
+        .count()
+}
+
+fn read_f64(ds: &Dataset, sel: &str) -> ArrayD<f64> {
+    ds.read_selection::<f64>(&Selection::parse(sel).unwrap())
+        .unwrap()
+}
+
+/// A read of a few elements of a large chunk fetches, after the state, one GET of just the
+/// Blosc blocks holding them (the state's block index says where they lie and their
+/// CRC-32s), not the chunk; a read spanning most of a chunk still fetches it whole.
+#[test]
+fn a_small_read_fetches_only_its_blocks() {
+    let (rec, _dir, local) = walk(3);
+    let s = rec.open();
+    assert_eq!(indexed(&s), 2, "both data files carry a block index");
+    let ds =
+        Dataset::open_in(Arc::clone(&s) as Arc<dyn Storage>, s.root(), Mode::ReadOnly).unwrap();
+    let l = Dataset::open(&local).unwrap();
+    rec.take();
+    // Inside one block, then across two blocks' boundary (128 KiB = 16384 elements).
+    for sel in ["300000:300010", "16380:16390", "786431"] {
+        assert_eq!(read_f64(&ds, sel), read_f64(&l, sel), "{sel}");
+        let gets = rec.take();
+        assert_eq!(gets.len(), 1, "{sel}: {gets:?}");
+        let r = gets[0].1.clone().unwrap();
+        // Two blocks of noise at most, of a chunk of about 2 MiB compressed.
+        assert!(r.end - r.start <= 2 * (130 << 10), "{sel}: {r:?}");
+    }
+    // A short read of several chunks: one GET, of the blocks of each.
+    let pts = blz::fancy::Fancy::points(vec![vec![5, 262_150, 524_300, 524_301]]);
+    let got = ds.read_fancy::<f64>(&pts).unwrap();
+    assert_eq!(got, l.read_fancy::<f64>(&pts).unwrap());
+    let gets = rec.take();
+    let asked: u64 = gets
+        .iter()
+        .map(|(_, r)| r.clone().unwrap())
+        .map(|r| r.end - r.start)
+        .sum();
+    assert!(!gets.is_empty() && asked <= 3 * (130 << 10), "{gets:?}");
+    // Most of a chunk: the chunk whole.
+    assert_eq!(read_f64(&ds, "1000:250000"), read_f64(&l, "1000:250000"));
+    let gets = rec.take();
+    assert_eq!(gets.len(), 1, "{gets:?}");
+    let r = gets[0].1.clone().unwrap();
+    assert!(r.end - r.start > 1 << 20, "{r:?}");
+}
+
+/// A flipped byte in a block a short read fetches is refused by the block's CRC-32, naming
+/// the file and the chunk; a full read meets the chunk's digest.
+#[test]
+fn a_damaged_block_is_refused() {
+    use blz_format::blpk::SuperchunkReader;
+    let (rec, _dir, _local) = walk(3);
+    let s = rec.open();
+    let (path, key, _) = data_files(&s, &rec.prefix).remove(0);
+    let file = s.open(&s.root().join(&path), OpenMode::Read).unwrap();
+    let r = SuperchunkReader::open(file).unwrap();
+    // Elements 300000.. are in chunk 1 of the first file, block 2 (300000 - 262144 = 37856).
+    let blocks = r.block_read_range(1, 37_856 * 8, 80).unwrap().unwrap();
+    let k = OPath::from(key.as_str());
+    let mut bytes = futures::executor::block_on(async {
+        rec.inner.get(&k).await.unwrap().bytes().await.unwrap()
+    })
+    .to_vec();
+    bytes[((blocks.start + blocks.end) / 2) as usize] ^= 0x21;
+    futures::executor::block_on(rec.inner.put(&k, bytes.into())).unwrap();
+    let s = rec.open();
+    let ds =
+        Dataset::open_in(Arc::clone(&s) as Arc<dyn Storage>, s.root(), Mode::ReadOnly).unwrap();
+    let e = ds
+        .read_selection::<f64>(&Selection::parse("300000:300010").unwrap())
+        .unwrap_err();
+    match &e {
+        Error::ChecksumMismatch {
+            path: p,
+            chunk,
+            algorithm,
+            ..
+        } => {
+            assert!(p.ends_with(&path), "{e}");
+            assert_eq!((*chunk, *algorithm), (1, "crc32"), "{e}");
+        }
+        other => panic!("{other:?}"),
+    }
+    // Elements of another block of the chunk read fine; the whole chunk does not.
+    assert_eq!(read_f64(&ds, "262144:262150").len(), 6);
+    assert!(matches!(
+        ds.read::<f64>().unwrap_err(),
+        Error::ChecksumMismatch { chunk: 1, .. }
+    ));
+}
+
+/// An append keeps the index of the chunks it did not touch (no GET of them) and indexes
+/// the chunks it wrote: every chunk, old and new, is then read by its blocks.
+#[test]
+fn an_append_keeps_and_extends_the_block_index() {
+    let (rec, _dir, local) = walk(4);
+    let s = rec.open();
+    let mut ds = Dataset::open_in(
+        Arc::clone(&s) as Arc<dyn Storage>,
+        s.root(),
+        Mode::ReadWrite,
+    )
+    .unwrap();
+    let mut l = Dataset::open_rw(&local).unwrap();
+    let more =
+        ndarray::Array1::from_shape_fn(1 << 18, |i| (i as f64).sin() * 1e3 + 0.123).into_dyn();
+    rec.take();
+    ds.append(&more.view()).unwrap();
+    l.append(&more.view()).unwrap();
+    let gets = rec.take();
+    assert!(gets.is_empty(), "the append read nothing: {gets:?}");
+    let s = rec.open();
+    let ds =
+        Dataset::open_in(Arc::clone(&s) as Arc<dyn Storage>, s.root(), Mode::ReadOnly).unwrap();
+    rec.take();
+    for (chunk, sel) in ["20:30", "262200:262210", "600000:600004", "800000:800010"]
+        .iter()
+        .enumerate()
+    {
+        assert_eq!(read_f64(&ds, sel), read_f64(&l, sel), "{sel}");
+        let gets = rec.take();
+        assert_eq!(gets.len(), 1, "chunk {chunk}: {gets:?}");
+        let r = gets[0].1.clone().unwrap();
+        assert!(r.end - r.start <= 2 * (130 << 10), "chunk {chunk}: {r:?}");
+    }
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig {
+        failure_persistence: None,
+        ..common::config(16)
+    })]
+
+    /// Any slice or point selection of the random walk, by blocks or by chunks, reads what
+    /// the local copy reads.
+    #[test]
+    fn any_read_of_the_walk_reads_as_the_local_copy(
+        a in 0..WALK as u64,
+        n in prop_oneof![1u64..40, 1u64..300_000],
+        step in prop_oneof![Just(1u64), 1u64..5000],
+        points in proptest::collection::vec(0..WALK as u64, 1..12),
+    ) {
+        let (rec, _dir, local) = WALKED.with(|b| b.clone());
+        let s = rec.open();
+        let ds = Dataset::open_in(Arc::clone(&s) as Arc<dyn Storage>, s.root(), Mode::ReadOnly)
+            .unwrap();
+        let l = Dataset::open(&local).unwrap();
+        let sel = format!("{a}:{}:{step}", (a + n).min(WALK as u64));
+        prop_assert_eq!(read_f64(&ds, &sel), read_f64(&l, &sel), "{}", sel);
+        let pts = blz::fancy::Fancy::points(vec![points]);
+        prop_assert_eq!(ds.read_fancy::<f64>(&pts).unwrap(), l.read_fancy::<f64>(&pts).unwrap());
+    }
+}
+
+thread_local! {
+    /// The random walk of the property, made once per thread.
+    static WALKED: (Arc<Recording>, Arc<tempfile::TempDir>, PathBuf) = {
+        let (rec, dir, local) = walk(4);
+        (rec, Arc::new(dir), local)
+    };
+}

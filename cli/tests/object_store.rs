@@ -926,6 +926,37 @@ fn blz_get_of_ten_elements_costs_two_requests() {
     assert!(wrong.is_empty(), "{}", wrong.join("\n\n"));
 }
 
+/// `blz get` of ten elements of a large chunk (2 MiB of noise, 16 Blosc blocks) fetches,
+/// after the state, just the Blosc blocks holding them (the state's block index says where
+/// they lie, `spec/object-store.md` §3), not the chunk; an append after it fetches nothing
+/// (the chunks' headers are in the index too).
+#[test]
+fn blz_get_of_ten_elements_fetches_only_their_blocks() {
+    let Some(url) = s3_url("cli-blocks.blz") else {
+        return;
+    };
+    let v = noise(3 << 18);
+    let mut ds = Dataset::create_with(&url, DType::I64, &[0], &opts(1 << 18, 64)).unwrap();
+    ds.append(&Array1::from(v.clone()).into_dyn().view())
+        .unwrap();
+    drop(ds);
+    let (out, log) = blz_requests(&["get", &url, "300000:300010"]);
+    assert!(out.contains(&v[300_009].to_string()), "{out}");
+    assert!(state_then_chunk(&url, &log), "{log:?}");
+    let range = log[1].split(" bytes=").nth(1).unwrap();
+    let (a, b) = range.split_once('-').unwrap();
+    let asked = b.parse::<u64>().unwrap() + 1 - a.parse::<u64>().unwrap();
+    // One block of 128 KiB of noise (the ten lie in one), with Blosc's framing.
+    assert!(asked < 140 << 10, "{} bytes: {log:?}", asked);
+    let dir = tempfile::tempdir().unwrap();
+    let csv = dir.path().join("more.csv");
+    std::fs::write(&csv, "1\n2\n3\n").unwrap();
+    let csv = csv.to_str().unwrap();
+    let (_, log) = blz_requests(&["append", "--csv", csv, "--column", "0", "--no-header", &url]);
+    let gets: Vec<_> = log.iter().filter(|l| l.starts_with("GET ")).collect();
+    assert_eq!(gets.len(), 1, "only the state: {log:?}");
+}
+
 /// The request log of a `blz` process lists every request it makes: `blz gc` of a dataset
 /// with nothing to collect reads the state, writes its clock probe, lists the prefix and
 /// deletes the probe; `blz get` of ten elements

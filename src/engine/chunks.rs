@@ -354,16 +354,20 @@ impl ChunkStore {
     }
 
     /// Runs `work` on every item of `items`, in parallel, as `par_iter().try_for_each_init`
-    /// would; `chunk_of` says which chunk an item reads. Where every read is a request (an
-    /// object store), the items are taken file by file (files in parallel): the chunks a
-    /// file's items need are fetched first, together (one [`SuperchunkReader::fetch_chunks`]:
-    /// one request per run of chunks lying close, `spec/object-store.md` §4), and `work`
-    /// gets them in its [`Fetched`] to decode from. Elsewhere `work` gets nothing fetched
-    /// and reads each chunk itself.
+    /// would; `chunk_of` says which chunk an item reads, `span_of` which of its
+    /// uncompressed bytes when the item decodes only those (`None`: the whole chunk). Where
+    /// every read is a request (an object store), the items are taken file by file (files
+    /// in parallel): the bytes a file's items need are fetched first, together (one request
+    /// per run of chunks lying close, `spec/object-store.md` §4): of a chunk whose items
+    /// all decode a few bytes and whose blocks the storage indexes, just the Blosc blocks
+    /// holding them ([`SuperchunkReader::block_read_range`]); of the others, the whole
+    /// chunk. `work` gets them in its [`Fetched`] to decode from. Elsewhere `work` gets
+    /// nothing fetched and reads each chunk itself.
     pub(crate) fn for_each_fetched<T, S>(
         &self,
         items: &[T],
         chunk_of: impl Fn(&T) -> u64 + Sync,
+        span_of: impl Fn(&T) -> Option<std::ops::Range<usize>> + Sync,
         init: impl Fn() -> S + Sync + Send,
         work: impl Fn(&mut S, &T, &Fetched) -> Result<()> + Sync + Send,
     ) -> Result<()>
@@ -377,52 +381,58 @@ impl ChunkStore {
                 .par_iter()
                 .try_for_each_init(&init, |s, it| work(s, it, &none));
         }
-        let mut by_file: BTreeMap<u64, Vec<&T>> = BTreeMap::new();
+        let mut by_file: BTreeMap<u64, BTreeMap<u64, Vec<&T>>> = BTreeMap::new();
         for it in items {
-            by_file
-                .entry(self.locate(chunk_of(it)).0)
-                .or_default()
-                .push(it);
+            let (f, j) = self.locate(chunk_of(it));
+            by_file.entry(f).or_default().entry(j).or_default().push(it);
         }
-        let files: Vec<(u64, Vec<&T>)> = by_file.into_iter().collect();
+        let files: Vec<(u64, BTreeMap<u64, Vec<&T>>)> = by_file.into_iter().collect();
         let part = self.storage.read_part_size().unwrap_or(u64::MAX).max(1);
         let run = || {
-            files.par_iter().try_for_each(|(f, its)| {
+            files.par_iter().try_for_each(|(f, by_chunk)| {
                 let r = self.reader(*f)?;
-                // The file's chunks in groups of about one request's bytes (whole chunks):
-                // each group is fetched apart and decoded as soon as it lands, while the
-                // others are still in flight.
-                let mut its = its.clone();
-                its.sort_by_key(|it| chunk_of(it));
-                let mut groups: Vec<Vec<&T>> = Vec::new();
-                let (mut bytes, mut last) = (0u64, None);
-                for it in its {
-                    let j = self.locate(chunk_of(it)).1;
-                    if last != Some(j) {
-                        let len = r.chunk_read_range(j).map_or(0, |x| x.end - x.start);
-                        if bytes > 0 && bytes.saturating_add(len) > part {
-                            groups.push(Vec::new());
-                            bytes = 0;
-                        }
-                        bytes += len;
-                        last = Some(j);
+                // What each chunk's items need read: its blocks holding the bytes they
+                // decode, or all of it. A chunk the file cannot place is read by its items
+                // themselves, which report why.
+                let mut reads: Vec<(u64, Read)> = Vec::new();
+                for (&j, its) in by_chunk {
+                    let need =
+                        its.iter()
+                            .try_fold(None, |acc: Option<std::ops::Range<usize>>, it| {
+                                let s = span_of(it)?;
+                                Some(Some(match acc {
+                                    Some(a) => a.start.min(s.start)..a.end.max(s.end),
+                                    None => s,
+                                }))
+                            });
+                    let blocks = need
+                        .flatten()
+                        .and_then(|n| r.block_read_range(j, n.start, n.len()).ok().flatten());
+                    match (blocks, r.chunk_read_range(j)) {
+                        (Some(b), _) => reads.push((j, Read::Blocks(b))),
+                        (None, Ok(c)) => reads.push((j, Read::Chunk(c))),
+                        (None, Err(_)) => {}
                     }
-                    match groups.last_mut() {
-                        Some(g) => g.push(it),
-                        None => groups.push(vec![it]),
+                }
+                // In groups of about one request's bytes (whole reads): each group is
+                // fetched apart and decoded as soon as it lands, while the others are
+                // still in flight.
+                let mut groups: Vec<Vec<(u64, Read)>> = Vec::new();
+                let mut bytes = 0u64;
+                for (j, rd) in reads {
+                    let len = rd.range().end - rd.range().start;
+                    if groups.is_empty() || (bytes > 0 && bytes.saturating_add(len) > part) {
+                        groups.push(Vec::new());
+                        bytes = 0;
+                    }
+                    bytes += len;
+                    if let Some(g) = groups.last_mut() {
+                        g.push((j, rd));
                     }
                 }
                 groups.par_iter().try_for_each(|g| {
-                    // Each chunk's items, decoded (elsewhere in the pool) as soon as the
-                    // chunk's bytes are in, while the rest of the group streams in.
-                    let mut by_chunk: BTreeMap<u64, Vec<&T>> = BTreeMap::new();
-                    for it in g {
-                        by_chunk
-                            .entry(self.locate(chunk_of(it)).1)
-                            .or_default()
-                            .push(it);
-                    }
-                    let ks: Vec<u64> = by_chunk.keys().copied().collect();
+                    // Each chunk's items, decoded (elsewhere in the pool) as soon as its
+                    // bytes are in, while the rest of the group streams in.
                     let failed: Mutex<Option<Error>> = Mutex::new(None);
                     let fail = |e: Error| {
                         failed
@@ -439,39 +449,49 @@ impl ChunkStore {
                             }
                         }
                     };
+                    let ranges: Vec<std::ops::Range<u64>> =
+                        g.iter().map(|(_, rd)| rd.range().clone()).collect();
                     rayon::in_place_scope(|s| {
-                        let got = r.fetch_chunks_each(&ks, &|j, bytes| {
-                            let fetched = Fetched {
-                                chunks: HashMap::from([(j, bytes)]),
+                        let got = r.fetch_ranges_each(&ranges, &|i, bytes| {
+                            let (j, rd) = &g[i];
+                            let mut fetched = Fetched {
                                 reader: Some(Arc::clone(&r)),
+                                ..Fetched::default()
                             };
-                            let do_chunk = &do_chunk;
+                            match rd {
+                                Read::Chunk(_) => fetched.chunks.insert(*j, bytes),
+                                Read::Blocks(b) => {
+                                    fetched.blocks.insert(*j, (b.start, bytes)).map(|x| x.1)
+                                }
+                            };
+                            let (do_chunk, j) = (&do_chunk, *j);
                             s.spawn(move |_| do_chunk(j, &fetched));
                         });
                         if let Err(e) = got {
                             fail(e);
                         }
                     });
-                    if let Some(e) = failed
+                    match failed
                         .into_inner()
                         .unwrap_or_else(std::sync::PoisonError::into_inner)
                     {
-                        return Err(e);
+                        Some(e) => Err(e),
+                        None => Ok(()),
                     }
-                    // Chunks the fetch left out (their place in the file is unreadable):
-                    // read by the items themselves, which report why.
-                    let none = Fetched {
-                        chunks: HashMap::new(),
-                        reader: Some(Arc::clone(&r)),
-                    };
-                    by_chunk
-                        .iter()
-                        .filter(|(j, _)| r.chunk_read_range(**j).is_err())
-                        .flat_map(|(_, its)| its)
-                        .collect::<Vec<_>>()
-                        .par_iter()
-                        .try_for_each_init(&init, |s, it| work(s, it, &none))
-                })
+                })?;
+                // Chunks left out of the reads (their place in the file is unreadable):
+                // read by the items themselves, which report why.
+                let none = Fetched {
+                    reader: Some(Arc::clone(&r)),
+                    ..Fetched::default()
+                };
+                by_chunk
+                    .iter()
+                    .filter(|(j, _)| r.chunk_read_range(**j).is_err())
+                    .flat_map(|(_, its)| its)
+                    .collect::<Vec<_>>()
+                    .par_iter()
+                    .try_for_each_init(&init, |s, it| work(s, it, &none))
             })
         };
         // Where every read is a round trip, keep many in flight (they wait, not compute).
@@ -505,6 +525,7 @@ impl ChunkStore {
         Ok(Fetched {
             chunks: r.fetch_chunks(&ks)?.into_iter().collect(),
             reader: Some(r),
+            blocks: HashMap::new(),
         })
     }
 
@@ -600,9 +621,14 @@ impl ChunkStore {
         if fetched.reader.is_none() {
             return self.getitem(k, byte_start, dst, scratch);
         }
-        self.with_reader(k, |r, j| match fetched.first(r, j) {
-            Some(b) => r.getitem_from(j, b, byte_start, dst, scratch),
-            None => r.getitem_into(j, byte_start, dst, scratch),
+        self.with_reader(k, |r, j| {
+            if let Some((at, b)) = fetched.blocks(r, j) {
+                return r.getitem_blocks(j, at, b, byte_start, dst, scratch);
+            }
+            match fetched.first(r, j) {
+                Some(b) => r.getitem_from(j, b, byte_start, dst, scratch),
+                None => r.getitem_into(j, byte_start, dst, scratch),
+            }
         })
     }
 
@@ -710,6 +736,24 @@ impl ChunkStore {
 pub(crate) struct Fetched {
     reader: Option<Arc<SuperchunkReader>>,
     chunks: HashMap<u64, crate::storage::Bytes>,
+    /// Chunks of which only some Blosc blocks were fetched: where in the file the bytes
+    /// start, and the bytes ([`SuperchunkReader::block_read_range`]).
+    blocks: HashMap<u64, (u64, crate::storage::Bytes)>,
+}
+
+/// What [`ChunkStore::for_each_fetched`] reads of a chunk: the file's bytes of the whole
+/// chunk, or of its blocks a short read decodes.
+enum Read {
+    Chunk(std::ops::Range<u64>),
+    Blocks(std::ops::Range<u64>),
+}
+
+impl Read {
+    fn range(&self) -> &std::ops::Range<u64> {
+        match self {
+            Read::Chunk(r) | Read::Blocks(r) => r,
+        }
+    }
 }
 
 impl Fetched {
@@ -717,8 +761,21 @@ impl Fetched {
     /// reader they were fetched through (a reader reloaded since may place the chunk
     /// elsewhere).
     fn first(&self, r: &SuperchunkReader, j: u64) -> Option<&[u8]> {
-        let mine = self.reader.as_deref().is_some_and(|m| std::ptr::eq(m, r));
-        mine.then(|| self.chunks.get(&j).map(|b| &b[..])).flatten()
+        self.mine(r)
+            .then(|| self.chunks.get(&j).map(|b| &b[..]))
+            .flatten()
+    }
+
+    /// The fetched blocks of chunk `j` (where they start in the file, and their bytes), on
+    /// the terms of [`first`](Self::first).
+    fn blocks(&self, r: &SuperchunkReader, j: u64) -> Option<(u64, &[u8])> {
+        self.mine(r)
+            .then(|| self.blocks.get(&j).map(|(at, b)| (*at, &b[..])))
+            .flatten()
+    }
+
+    fn mine(&self, r: &SuperchunkReader) -> bool {
+        self.reader.as_deref().is_some_and(|m| std::ptr::eq(m, r))
     }
 }
 

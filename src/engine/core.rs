@@ -147,9 +147,20 @@ impl ArrayCore {
         // per thread, not once per read: a process making many reads (a dask worker, whose
         // allocator returns every freed buffer to the system) reuses them.
         let pool = &READ_SCRATCH;
+        // A part that is a short run of its chunk decodes just the blocks holding it.
+        let short_run = |part: &ChunkPart| {
+            let full = part
+                .axes
+                .iter()
+                .zip(cs)
+                .all(|(a, &c)| a.in_start == 0 && a.step == 1 && a.count == c);
+            self.contiguous_run(part)
+                .filter(|&(_, n)| !full && n * isz * 4 < chunk_bytes)
+        };
         self.store.for_each_fetched(
             &parts,
             |part| self.linear(&part.coords, shape),
+            |part| short_run(part).map(|(item, n)| item * isz..(item + n) * isz),
             || pool.lease(),
             |bufs, part, fetched| -> Result<()> {
                 let (scratch, chunk) = &mut **bufs;
@@ -174,8 +185,8 @@ impl ArrayCore {
                     }
                     return Ok(());
                 }
-                if let Some((item, n)) = self.contiguous_run(part) {
-                    if n * isz * 4 < chunk_bytes {
+                if let Some((item, n)) = short_run(part) {
+                    {
                         // A short run: decode only the Blosc blocks that hold it.
                         let mut run = vec![0u8; n * isz];
                         self.store

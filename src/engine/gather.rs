@@ -251,13 +251,31 @@ impl ArrayCore {
         let shared = SharedMut(out.as_mut_ptr(), out.len());
         let swap = self.swap_needed();
         let unit = self.dtype.swap_unit();
+        // A chunk that gives a few short runs decodes just the blocks holding them.
+        let by_runs = |c: &[u32]| {
+            let (nruns, elems) = plan.size(c);
+            nruns <= 16 && elems as usize * isz * 4 < chunk_bytes
+        };
         self.store.for_each_fetched(
             &plan.chunks,
             |(k, _)| *k,
+            |(_, c)| {
+                if !by_runs(c) {
+                    return None;
+                }
+                let mut span: Option<std::ops::Range<usize>> = None;
+                plan.for_each_run(c, &mut |_, i, n| {
+                    let r = i as usize * isz..(i + n) as usize * isz;
+                    span = Some(match span.take() {
+                        Some(s) => s.start.min(r.start)..s.end.max(r.end),
+                        None => r,
+                    });
+                });
+                span
+            },
             || (Vec::new(), Vec::new()),
             |(scratch, chunk): &mut (Vec<u8>, Vec<u8>), (k, c), fetched| -> Result<()> {
-                let (nruns, elems) = plan.size(c);
-                if nruns <= 16 && elems as usize * isz * 4 < chunk_bytes {
+                if by_runs(c) {
                     let mut r = Ok(());
                     plan.for_each_run(c, &mut |o, i, n| {
                         if r.is_err() {

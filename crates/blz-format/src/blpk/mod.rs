@@ -5,6 +5,7 @@
 //!
 //! The byte layout is described in `spec/blpk.md`.
 
+mod blocks;
 mod checksum;
 mod front;
 mod header;
@@ -14,6 +15,10 @@ mod reader;
 mod seal;
 mod writer;
 
+pub use blocks::{
+    block_index, block_index_of_bytes, decode_index, encode_index, BlockFault, BlockIndex,
+    ChunkBlocks,
+};
 pub use checksum::{hex, Checksum, DigestBytes, MAX_DIGEST_LEN};
 pub use front::front_ranges;
 pub use header::{

@@ -433,6 +433,21 @@ impl SuperchunkReader {
             .read_ranges_each(&ranges, &|i, b| each(found[i], b))
     }
 
+    /// Reads byte ranges of the file (a plan of [`chunk_read_range`](Self::chunk_read_range)s
+    /// and [`block_read_range`](Self::block_read_range)s), each handed to `each` with its
+    /// index as soon as it is in ([`StorageFile::read_ranges_each`]). Nothing is checked
+    /// here.
+    ///
+    /// # Errors
+    /// The read's error, naming the file; ranges handed over before it stay so.
+    pub fn fetch_ranges_each(
+        &self,
+        ranges: &[std::ops::Range<u64>],
+        each: &(dyn Fn(usize, bytes::Bytes) + Sync),
+    ) -> Result<()> {
+        self.file.read_ranges_each(ranges, each)
+    }
+
     /// The chunks of `ks` in order, repeats and chunks out of range left out, with their
     /// [`chunk_read_range`](Self::chunk_read_range)s.
     fn chunk_ranges(&self, ks: &[u64]) -> (Vec<u64>, Vec<std::ops::Range<u64>>) {
@@ -669,6 +684,13 @@ impl SuperchunkReader {
         if self.read_blocks(k, byte_start, dst, scratch)? {
             return Ok(());
         }
+        if !self.file.small_reads_are_cheap() && !dst.is_empty() {
+            if let Some(r) = self.block_read_range(k, byte_start, dst.len())? {
+                let mut bytes = vec![0u8; (r.end - r.start) as usize];
+                self.file.read_at(r.start, &mut bytes)?;
+                return self.getitem_blocks(k, r.start, &bytes, byte_start, dst, scratch);
+            }
+        }
         let (offset, cbytes) = self.read_checked(k, scratch)?;
         if cbytes < scratch.len() {
             // The digest just checked, still in `scratch` after the chunk's bytes.
@@ -677,6 +699,73 @@ impl SuperchunkReader {
             }
         }
         scratch.truncate(cbytes);
+        blosc::getitem(scratch, byte_start, dst).map_err(|e| Error::chunk(&self.path, k, e.0))
+    }
+
+    /// Where the storage keeps a block index for chunk `k` ([`StorageFile::chunk_blocks`]:
+    /// an object store) and the Blosc blocks holding its uncompressed bytes
+    /// `byte_start..byte_start + len` are at most half of its compressed bytes: the file's
+    /// bytes of those blocks, which a caller fetches and gives to
+    /// [`getitem_blocks`](Self::getitem_blocks). `None` when the chunk is better read
+    /// whole.
+    ///
+    /// # Errors
+    /// [`Error::ChunkOutOfRange`], a damaged offsets table, or a kept index that does not
+    /// decode.
+    pub fn block_read_range(
+        &self,
+        k: u64,
+        byte_start: usize,
+        len: usize,
+    ) -> Result<Option<std::ops::Range<u64>>> {
+        let (offset, _) = self.offset(k)?;
+        let Some(cb) = self.file.chunk_blocks(offset)? else {
+            return Ok(None);
+        };
+        Ok(cb
+            .span(byte_start, len)
+            .filter(|s| s.len() * 2 <= cb.cbytes())
+            .map(|s| offset + s.start as u64..offset + s.end as u64))
+    }
+
+    /// Decodes bytes `byte_start..byte_start + dst.len()` of chunk `k` from the file's bytes
+    /// `bytes` read from `from` (a [`block_read_range`](Self::block_read_range)): each block
+    /// is checked against its CRC-32 in the index, then decoded, as
+    /// [`getitem_into`](Self::getitem_into) decodes (`scratch` holds the chunk laid out).
+    ///
+    /// # Errors
+    /// [`Error::ChecksumMismatch`] (algorithm `crc32`) naming the file and chunk when a
+    /// block's bytes are not those indexed; [`Error::InvalidChunk`] when the bytes do not
+    /// hold the blocks or do not decode.
+    pub fn getitem_blocks(
+        &self,
+        k: u64,
+        from: u64,
+        bytes: &[u8],
+        byte_start: usize,
+        dst: &mut [u8],
+        scratch: &mut Vec<u8>,
+    ) -> Result<()> {
+        let (offset, _) = self.offset(k)?;
+        let cb = self
+            .file
+            .chunk_blocks(offset)?
+            .ok_or_else(|| Error::chunk(&self.path, k, "no block index for the chunk"))?;
+        let at = from
+            .checked_sub(offset)
+            .and_then(|a| usize::try_from(a).ok())
+            .ok_or_else(|| Error::chunk(&self.path, k, "blocks read from before the chunk"))?;
+        cb.assemble(at, bytes, byte_start, dst.len(), scratch)
+            .map_err(|f| match f {
+                super::BlockFault::Crc { expected, got } => Error::ChecksumMismatch {
+                    path: self.path.clone(),
+                    chunk: k,
+                    algorithm: "crc32",
+                    expected: format!("{expected:08x}"),
+                    got: format!("{got:08x}"),
+                },
+                super::BlockFault::Misfit(why) => Error::chunk(&self.path, k, why),
+            })?;
         blosc::getitem(scratch, byte_start, dst).map_err(|e| Error::chunk(&self.path, k, e.0))
     }
 

@@ -182,6 +182,15 @@ pub trait StorageFile: Send + Sync {
     fn small_reads_are_cheap(&self) -> bool {
         true
     }
+    /// The block index of the chunk at `offset` ([`crate::blpk::ChunkBlocks`]), where the
+    /// storage keeps one for the file (an object store, in its state): a short read of the
+    /// chunk then fetches just the blocks it decodes. `None` (the default) elsewhere.
+    ///
+    /// # Errors
+    /// A kept index that does not decode, naming where it is kept.
+    fn chunk_blocks(&self, _offset: u64) -> Result<Option<Arc<crate::blpk::ChunkBlocks>>> {
+        Ok(None)
+    }
 }
 
 /// A place files live: a local directory tree, a distributed filesystem mount, ...

@@ -20,6 +20,7 @@
 //! object and the collection rule are described in `spec/object-store.md`.
 
 use super::{FrontRanges, LockGuard, OpenMode, SharedDir, Storage, StorageFile, STAGING_SUFFIX};
+use crate::blpk::BlockIndex;
 use crate::error::{Error, Result};
 use bytes::Bytes;
 use futures::{StreamExt, TryStreamExt};
@@ -73,6 +74,9 @@ const MAX_STATE: u64 = 64 << 20;
 /// Largest front matter of one file kept in the state object ([`Front`]): a larger one is
 /// read from the file's object.
 pub const MAX_FRONT: u64 = 1 << 20;
+/// Most bytes of block indexes ([`Front::blocks`]) one state carries: past it, files (in
+/// path order) go without one, their chunks read whole.
+pub const MAX_BLOCK_INDEXES: u64 = 8 << 20;
 
 /// One file of a committed state.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -323,6 +327,11 @@ pub struct Front {
     /// The ranges' bytes, concatenated in order, compressed with zlib (RFC 1950) and
     /// encoded in base64 (RFC 4648, standard alphabet, padded).
     pub zlib: String,
+    /// The file's block index ([`crate::blpk::encode_index`]: for chunks of a superchunk
+    /// file, their Blosc headers, block starts and blocks' CRC-32s), compressed with zlib
+    /// and encoded in base64 as `zlib` is; absent when the writer kept none.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub blocks: Option<String>,
 }
 
 impl Front {
@@ -334,7 +343,24 @@ impl Front {
         Some(Front {
             ranges: ranges.iter().map(|r| [r.start, r.end - r.start]).collect(),
             zlib: base64_encode(&z.finish().ok()?),
+            blocks: None,
         })
+    }
+
+    /// The front with `index` as its block index (none when it is empty, or encodes to more
+    /// than [`MAX_FRONT`] bytes).
+    fn with_blocks(mut self, index: Option<&BlockIndex>) -> Front {
+        use std::io::Write;
+        self.blocks = index.filter(|i| !i.is_empty()).and_then(|i| {
+            let raw = crate::blpk::encode_index(i);
+            if raw.len() as u64 > MAX_FRONT {
+                return None;
+            }
+            let mut z = flate2::write::ZlibEncoder::new(Vec::new(), flate2::Compression::fast());
+            z.write_all(&raw).ok()?;
+            Some(base64_encode(&z.finish().ok()?))
+        });
+        self
     }
 
     /// What is wrong with it for a file of `len` bytes, if anything.
@@ -364,6 +390,7 @@ impl Front {
 struct FrontCopy {
     front: Front,
     bytes: OnceLock<std::result::Result<Bytes, String>>,
+    blocks: OnceLock<std::result::Result<Option<Arc<BlockIndex>>, String>>,
 }
 
 impl FrontCopy {
@@ -371,7 +398,33 @@ impl FrontCopy {
         Arc::new(FrontCopy {
             front,
             bytes: OnceLock::new(),
+            blocks: OnceLock::new(),
         })
+    }
+
+    /// The block index, decoded (`None` when the front has none).
+    fn block_index(&self) -> std::result::Result<Option<&Arc<BlockIndex>>, String> {
+        self.blocks
+            .get_or_init(|| {
+                use std::io::Read;
+                let Some(b) = &self.front.blocks else {
+                    return Ok(None);
+                };
+                let packed = base64_decode(b)
+                    .ok_or_else(|| "a block index that is not base64".to_string())?;
+                let mut raw = Vec::new();
+                flate2::read::ZlibDecoder::new(&packed[..])
+                    .take(MAX_FRONT + 1)
+                    .read_to_end(&mut raw)
+                    .map_err(|e| format!("a block index that does not decompress: {e}"))?;
+                if raw.len() as u64 > MAX_FRONT {
+                    return Err(format!("a block index over {MAX_FRONT} bytes"));
+                }
+                crate::blpk::decode_index(&raw).map(|i| Some(Arc::new(i)))
+            })
+            .as_ref()
+            .map(Option::as_ref)
+            .map_err(String::clone)
     }
 
     /// Where the file's bytes `start..end` lie in the decoded copy, if they lie in one range.
@@ -1457,6 +1510,8 @@ struct Spool {
 struct Early {
     key: String,
     version: u64,
+    /// The block index of the bytes that went up, worked out beside the upload.
+    index: Option<tokio::task::JoinHandle<Option<BlockIndex>>>,
 }
 
 /// Spool files made by this process (for tests: a file written many times has one).
@@ -1862,6 +1917,12 @@ impl ObjectFile {
             _ => return Ok(()),
         };
         let (backend, path, k) = (Arc::clone(&self.backend), self.path.clone(), key.clone());
+        // The commit names the object with the file's block index: worked out now, beside
+        // the upload, rather than on the commit's path.
+        let index = {
+            let (bytes, path) = (bytes.clone(), path.clone());
+            rt.spawn_blocking(move || crate::blpk::block_index_of_bytes(&bytes, &path))
+        };
         let task = rt.spawn(async move {
             let _room = permit;
             backend.upload(&k, &path, bytes).await
@@ -1870,7 +1931,11 @@ impl ObjectFile {
         // The bytes that went up are the file's at `version`: the commit names the object
         // while the file is still so (else it uploads the file after this upload ended).
         if let Data::Spool(sp) = &mut *lock_data(&self.node) {
-            sp.early = Some(Early { key, version });
+            sp.early = Some(Early {
+                key,
+                version,
+                index: Some(index),
+            });
         }
         Ok(())
     }
@@ -2131,6 +2196,37 @@ impl StorageFile for ObjectFile {
 
     fn small_reads_are_cheap(&self) -> bool {
         false
+    }
+
+    fn chunk_blocks(&self, offset: u64) -> Result<Option<Arc<crate::blpk::ChunkBlocks>>> {
+        // The committed file's index; for a file written since, its entries for chunks
+        // none of whose bytes were written (or cut off).
+        let (front, written, len) = match &*lock_data(&self.node) {
+            Data::Remote { front: Some(f), .. } => (Arc::clone(f), None, u64::MAX),
+            Data::Spool(Spool {
+                front: Some(f),
+                written,
+                len,
+                ..
+            }) => (Arc::clone(f), Some(written.clone()), *len),
+            _ => return Ok(None),
+        };
+        let index = front.block_index().map_err(|why| {
+            Error::metadata(
+                self.backend.root.join(STATE_KEY),
+                format!("file {}: {why}", self.path.display()),
+            )
+        })?;
+        let Some(cb) = index.and_then(|i| i.get(&offset)) else {
+            return Ok(None);
+        };
+        let end = offset.saturating_add(cb.cbytes() as u64);
+        let untouched = end <= len
+            && written
+                .iter()
+                .flatten()
+                .all(|w| w.end <= offset || end <= w.start);
+        Ok(untouched.then(|| Arc::clone(cb)))
     }
 }
 
@@ -2861,6 +2957,24 @@ impl ObjectStorage {
             };
             new_files.insert(rel.clone(), entry);
         }
+        // Every open reads the state whole: its block indexes are bounded.
+        let mut room = MAX_BLOCK_INDEXES;
+        for f in new_files.values_mut() {
+            if let StateFile::Object {
+                front: Some(fr), ..
+            }
+            | StateFile::Extents {
+                front: Some(fr), ..
+            } = f
+            {
+                if let Some(b) = &fr.blocks {
+                    match room.checked_sub(b.len() as u64) {
+                        Some(r) => room = r,
+                        None => fr.blocks = None,
+                    }
+                }
+            }
+        }
         if old.as_ref().is_some_and(|s| s.files == new_files) && !changed {
             return Ok(());
         }
@@ -3016,6 +3130,26 @@ impl ObjectStorage {
             .flatten()
     }
 
+    /// The block index of the spooled file `rel` (held by `node`) at this commit
+    /// ([`crate::blpk::block_index`]: `written`, the ranges written, `None` for a new file;
+    /// `old`, the committed file's index).
+    fn blocks_of(
+        &self,
+        rel: &str,
+        node: &Arc<Node>,
+        written: Option<&[std::ops::Range<u64>]>,
+        old: Option<&BlockIndex>,
+    ) -> Option<BlockIndex> {
+        let file = ObjectFile {
+            node: Arc::clone(node),
+            backend: Arc::clone(&self.backend),
+            path: self.backend.root.join(rel),
+            writable: false,
+            committed: Arc::clone(&self.committed),
+        };
+        crate::blpk::block_index(&file, written, old)
+    }
+
     /// The front of the file held by `node` (named `path`): the ranges `front` asks for, if
     /// within [`MAX_FRONT`] bytes, read through the file. `Ok(None)` when it asks for none
     /// or too many; an error when reading them fails.
@@ -3077,19 +3211,42 @@ impl ObjectStorage {
         }
         // Up already, whole, as it is now (under the key of the path it was written at,
         // if it was renamed since): the commit names that object.
-        let early = match &*lock_data(node) {
-            Data::Spool(sp) => sp
-                .early
-                .as_ref()
-                .filter(|e| e.version == sp.version)
-                .map(|e| e.key.clone()),
+        let early = match &mut *lock_data(node) {
+            Data::Spool(sp) => {
+                let version = sp.version;
+                sp.early
+                    .as_mut()
+                    .filter(|e| e.version == version)
+                    .map(|e| (e.key.clone(), e.index.take()))
+            }
             _ => None,
         };
-        if let Some(key) = early {
-            let front = self.front_of(rel, node, front);
+        if let Some((key, index)) = early {
+            let front = self.front_of(rel, node, front).map(|f| {
+                // Worked out beside the upload (it is done by now), else here.
+                let index = match index {
+                    Some(task) => runtime()
+                        .ok()
+                        .and_then(|rt| rt.block_on(task).ok().flatten()),
+                    None => self.blocks_of(rel, node, None, None),
+                };
+                f.with_blocks(index.as_ref())
+            });
             return Ok((StateFile::Object { key, len, front }, None));
         }
-        let new_front = self.front_of(rel, node, front);
+        // A file changed in part indexes the chunks written, and keeps the entries of the
+        // chunks not touched; a new one indexes all.
+        let (fresh, old_front) = match &*lock_data(node) {
+            Data::Spool(sp) if !sp.base.is_empty() => (Some(sp.written.clone()), sp.front.clone()),
+            _ => (None, None),
+        };
+        let new_front = self.front_of(rel, node, front).map(|f| {
+            let old = old_front
+                .as_ref()
+                .and_then(|o| o.block_index().ok().flatten());
+            let index = self.blocks_of(rel, node, fresh.as_deref(), old.map(|i| &**i));
+            f.with_blocks(index.as_ref())
+        });
         let upload = |ranges| Upload {
             rel: rel.to_string(),
             key: key.clone(),
@@ -3952,6 +4109,7 @@ mod tests {
             let f = Front {
                 ranges: r.clone(),
                 zlib: String::new(),
+                blocks: None,
             };
             assert!(f.fault(u64::MAX / 2).is_some(), "{r:?}");
         }
@@ -3959,7 +4117,25 @@ mod tests {
         let short = FrontCopy::new(Front {
             ranges: vec![[0, 101]],
             zlib: front.zlib.clone(),
+            blocks: None,
         });
         assert!(short.bytes().is_err());
+        // A block index that is not base64, not zlib, or not records is an error; none is
+        // no index.
+        assert!(FrontCopy::new(front.clone())
+            .block_index()
+            .unwrap()
+            .is_none());
+        for bad in [
+            "!!".to_string(),
+            base64_encode(b"not zlib"),
+            front.zlib.clone(),
+        ] {
+            let f = FrontCopy::new(Front {
+                blocks: Some(bad.clone()),
+                ..front.clone()
+            });
+            assert!(f.block_index().is_err(), "{bad}");
+        }
     }
 }
