@@ -384,13 +384,13 @@ def main():
     proxy = None
     if args.latency_ms > 0 or args.proxy:
         proxy = LatencyProxy(SERVER, args.latency_ms)
-    rounds = []  # per round: client -> (write GB/s, read GB/s), best of --repeat
+    rounds = []  # per round: client -> (write GB/s, read GB/s, open + read 10 ms), best of --repeat
     with proxy if proxy else contextlib.nullcontext():
         endpoint = proxy.url if proxy else SERVER
         for k in range(args.rounds):
             got_round = {}
             for name in names:
-                w, r = [], []
+                w, r, t10 = [], [], []
                 for _ in range(args.repeat):
                     key = f"bench-{uuid.uuid4().hex}"
                     ops = ops_for(name, key, endpoint, data, more)
@@ -400,17 +400,25 @@ def main():
                     r.append(dt)
                     assert np.array_equal(np.asarray(got), data), name
                     del got
+                    # Open and read ten elements (a fresh open: nothing cached).
+                    dt, got = timed(ops["read 10"])
+                    t10.append(dt)
+                    # (The bytes client reads 64 KiB of a chunk object, undecoded.)
+                    assert name == "bytes" or np.array_equal(np.asarray(got), data[middle(data)]), name
                     remove(key)
-                got_round[name] = (gb / min(w), gb / min(r))
+                got_round[name] = (gb / min(w), gb / min(r), min(t10) * 1e3)
                 print(
-                    f"  round {k + 1}: {name}: write {gb / min(w):.3f} GB/s, read {gb / min(r):.3f} GB/s"
-                    f" (load {load()})",
+                    f"  round {k + 1}: {name}: write {gb / min(w):.3f} GB/s, read {gb / min(r):.3f} GB/s,"
+                    f" open + read 10 {min(t10) * 1e3:.1f} ms (load {load()})",
                     flush=True,
                 )
             rounds.append(got_round)
     os.environ["AWS_ENDPOINT_URL"] = SERVER
     med = statistics.median
-    rows = [(name, med(x[name][0] for x in rounds), med(x[name][1] for x in rounds)) for name in names]
+    rows = [
+        (name, med(x[name][0] for x in rounds), med(x[name][1] for x in rounds), med(x[name][2] for x in rounds))
+        for name in names
+    ]
 
     how = f"+{args.latency_ms:g} ms per request" + (" (proxy)" if proxy else "")
     if not proxy:
@@ -422,14 +430,14 @@ def main():
     )
     refs = [x for x in ("zarr", "tensorstore") if x in names]
     head = "".join(f" {'write/' + x:>17} {'read/' + x:>16}" for x in refs)
-    print(f"{'':12} {'write GB/s':>11} {'read GB/s':>10}{head}")
-    for name, w, r in rows:
+    print(f"{'':12} {'write GB/s':>11} {'read GB/s':>10} {'read 10 ms':>10}{head}")
+    for name, w, r, t10 in rows:
         cells = ""
         for x in refs:
             cw = med(rd[name][0] / rd[x][0] for rd in rounds)
             cr = med(rd[name][1] / rd[x][1] for rd in rounds)
             cells += f" {cw:17.2f} {cr:16.2f}"
-        print(f"{name:12} {w:11.3f} {r:10.3f}{cells}")
+        print(f"{name:12} {w:11.3f} {r:10.3f} {t10:10.1f}{cells}")
     print(f"load average at end (1/5/15 min): {load()}")
 
     if counts:
