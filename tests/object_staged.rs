@@ -129,12 +129,19 @@ fn an_append_through_workers_commits_once_and_copies_nothing() {
     write_regions(&store, &s, &all, 3);
     // Before the commit a reader sees the dataset as it was: no state names the uploads.
     assert_eq!(reader_bytes(&store), values(0, 130));
-    let uploaded: Vec<String> = keys(&store)
+    let (indexes, uploaded): (Vec<String>, Vec<String>) = keys(&store)
         .into_iter()
         .filter(|k| k.starts_with("staged/") && !k.ends_with("/session.json"))
-        .collect();
-    // Files 3 to 32 (chunks of 50 rows, two per file), each one object.
+        .partition(|k| k.ends_with(".blocks"));
+    // Files 3 to 32 (chunks of 50 rows, two per file), each one object, and its block
+    // index beside it.
     assert_eq!(uploaded.len(), 30, "{uploaded:?}");
+    assert!(
+        uploaded
+            .iter()
+            .all(|k| indexes.contains(&format!("{k}.blocks"))),
+        "{indexes:?}"
+    );
     let h = head(&s, &all, 130).to_vec();
     ds.commit_staged(s, &h).unwrap();
     assert_eq!(all_bytes(&ds), all);
@@ -148,7 +155,8 @@ fn an_append_through_workers_commits_once_and_copies_nothing() {
         match &state.files[&format!("data/__{f}__.bin")] {
             StateFile::Object { key, front, .. } => {
                 assert!(uploaded.contains(key), "{key}");
-                assert!(front.is_some(), "{key} has no front");
+                let front = front.as_ref().expect("a front");
+                assert!(front.blocks.is_some(), "{key} has no block index");
             }
             other => panic!("{other:?}"),
         }
@@ -224,12 +232,13 @@ fn a_retried_worker_adds_objects_and_the_commit_takes_one_per_file() {
     staged::write_rows_shared(dir.as_ref(), 200, &all[200 * 8..300 * 8]).unwrap();
     let twice = keys(&store)
         .into_iter()
-        .filter(|k| k.contains("/__3__.bin."))
+        .filter(|k| k.contains("/__3__.bin.") && !k.ends_with(".blocks"))
         .count();
     assert_eq!(twice, 2);
     ds.commit_staged(s, &[]).unwrap();
     assert_eq!(reader_bytes(&store), all);
-    // The copy the commit did not take is gone; a late worker is refused.
+    // The copy the commit did not take is gone (and the block indexes, now in the state);
+    // a late worker is refused.
     let once = keys(&store)
         .into_iter()
         .filter(|k| k.contains("/__3__.bin."))
@@ -446,4 +455,87 @@ fn large_files_upload_in_parts_and_read_back() {
     let mut want = all.clone();
     want.extend_from_slice(&all[..(3 * chunk * 8) as usize]);
     assert_eq!(reader_bytes(&store), want);
+}
+
+/// The block indexes workers put beside their files go into the state with them, so that a
+/// short read of a file a worker wrote fetches just its blocks; an index that does not fit
+/// its file (here another file's) is left out, and that file's short reads fetch whole
+/// chunks; the values are right either way.
+#[test]
+fn a_staged_write_keeps_its_workers_block_indexes() {
+    use blz::storage::OpenMode;
+    use blz_format::blpk::SuperchunkReader;
+    let store = Arc::new(InMemory::new());
+    // Chunks of 2^17 float64 noise (1 MiB: 8 blocks of 128 KiB), two to a file.
+    let chunk = 1u64 << 17;
+    let mut ds = Dataset::create_in(
+        handle(&store),
+        &root(&store),
+        DType::F64,
+        &[0],
+        &opts(chunk, 2),
+    )
+    .unwrap();
+    let n = 8 * chunk;
+    let mut seed = 5u64;
+    let all: Vec<u8> = (0..n)
+        .flat_map(|_| {
+            seed = seed.wrapping_mul(6364136223846793005).wrapping_add(1);
+            ((seed >> 11) as f64 / (1u64 << 53) as f64).to_ne_bytes()
+        })
+        .collect();
+    let s = ds.begin_staged(n).unwrap();
+    write_regions(&store, &s, &all, 1);
+    // File 2's index replaced by file 1's: its offsets are the same, its chunks' sizes not.
+    let sidecar = |f: u64| {
+        keys(&store)
+            .into_iter()
+            .find(|k| k.contains(&format!("/__{f}__.bin.")) && k.ends_with(".blocks"))
+            .unwrap()
+    };
+    let at = |k: &str| object_store::path::Path::from(format!("{}/{k}", prefix(&store)));
+    let (one, two) = (at(&sidecar(1)), at(&sidecar(2)));
+    let one = futures::executor::block_on(async {
+        store.get(&one).await.unwrap().bytes().await.unwrap()
+    });
+    futures::executor::block_on(store.put(&two, one.into())).unwrap();
+    let h = head(&s, &all, 0).to_vec();
+    ds.commit_staged(s, &h).unwrap();
+    drop(ds);
+    assert_eq!(reader_bytes(&store), all);
+    let h = handle(&store);
+    let state = h.state().unwrap();
+    let has_index = |f: u64| match &state.files[&format!("data/__{f}__.bin")] {
+        StateFile::Object { front, .. } => front.as_ref().is_some_and(|fr| fr.blocks.is_some()),
+        other => panic!("{other:?}"),
+    };
+    assert_eq!(
+        (1..=4).map(has_index).collect::<Vec<_>>(),
+        [true, false, true, true]
+    );
+    for (f, indexed) in [(1, true), (2, false), (3, true)] {
+        let file = h
+            .open(
+                &root(&store).join(format!("data/__{f}__.bin")),
+                OpenMode::Read,
+            )
+            .unwrap();
+        let r = SuperchunkReader::open(file).unwrap();
+        let blocks = r.block_read_range(1, 1000 * 8, 80).unwrap();
+        assert_eq!(blocks.is_some(), indexed, "file {f}: {blocks:?}");
+    }
+    let ds = Dataset::open_in(h, &root(&store), Mode::ReadOnly).unwrap();
+    for start in [1000, 3 * chunk + 77, 5 * chunk + 9] {
+        let sel = ds
+            .resolve(&[SliceInfoElem::Slice {
+                start: start as isize,
+                end: Some(start as isize + 10),
+                step: 1,
+            }])
+            .unwrap();
+        let (a, b) = (start as usize * 8, (start as usize + 10) * 8);
+        assert_eq!(ds.read_bytes(&sel).unwrap(), all[a..b], "{start}");
+    }
+    // The indexes went with the session.
+    assert!(!keys(&store).iter().any(|k| k.ends_with(".blocks")));
 }

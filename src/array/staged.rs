@@ -502,6 +502,9 @@ impl Dataset {
     }
 }
 
+/// What a worker's block index object is named by: its file's object name, then this.
+const BLOCKS_SUFFIX: &str = ".blocks";
+
 /// The number `n` of a superchunk file's name `__n__.bin`.
 fn file_number(name: &str) -> Option<u64> {
     name.strip_prefix("__")
@@ -528,15 +531,24 @@ fn adopt_shared(
         )));
     }
     let mut picks: std::collections::BTreeMap<u64, (String, u64)> = Default::default();
+    // The block indexes workers put beside their files (`<object>.blocks`).
+    let mut indexes = std::collections::BTreeSet::new();
     for (name, size) in listed {
         if name == SESSION_FILE {
             continue;
         }
-        let num = name
+        let (object, index) = match name.strip_suffix(BLOCKS_SUFFIX) {
+            Some(object) => (object, true),
+            None => (name.as_str(), false),
+        };
+        let num = object
             .rsplit_once('.')
             .filter(|(_, tag)| !tag.is_empty() && tag.bytes().all(|b| b.is_ascii_hexdigit()))
             .and_then(|(file, _)| file_number(file));
         match num {
+            Some(n) if n > first && n <= last && index => {
+                indexes.insert(object.to_string());
+            }
             Some(n) if n > first && n <= last => {
                 picks.entry(n).or_insert((name, size));
             }
@@ -559,7 +571,10 @@ fn adopt_shared(
                 shared.location().join(&name).display()
             )));
         };
-        taken.push((session.files_dir.join(&name), object, *size));
+        let blocks = indexes
+            .contains(object.as_str())
+            .then(|| format!("{object}{BLOCKS_SUFFIX}"));
+        taken.push((session.files_dir.join(&name), object, *size, blocks));
     }
     // Each adoption reads its file's front (a request): all of them at once.
     use rayon::prelude::*;
@@ -567,7 +582,9 @@ fn adopt_shared(
     let adopt = || {
         taken
             .par_iter()
-            .try_for_each(|(path, object, size)| storage.adopt(shared, object, *size, path))
+            .try_for_each(|(path, object, size, blocks)| {
+                storage.adopt(shared, object, *size, blocks.as_deref(), path)
+            })
     };
     match pool {
         Some(p) => p.install(adopt)?,
@@ -575,7 +592,7 @@ fn adopt_shared(
     }
     session
         .adopted
-        .extend(taken.into_iter().map(|(_, object, _)| object.clone()));
+        .extend(taken.into_iter().map(|(_, object, _, _)| object.clone()));
     Ok(())
 }
 
@@ -726,7 +743,14 @@ pub fn write_rows_shared(shared: &dyn SharedDir, first_row: u64, bytes: &[u8]) -
             let name = crate::engine::superchunk_name(f);
             let path = tmp.join(&name);
             let data = std::fs::read(&path).map_err(|e| Error::io("read", &path, e))?;
-            shared.put(&format!("{name}.{tag}"), Bytes::from(data))
+            let object = format!("{name}.{tag}");
+            // Its block index first (the commit takes it when the file is there), so that
+            // the commit need not read the file's chunks to make it.
+            if let Some(index) = blz_format::blpk::block_index_of_bytes(&data, &path) {
+                let packed = blz_format::blpk::compress_index(&index);
+                shared.put(&format!("{object}{BLOCKS_SUFFIX}"), Bytes::from(packed))?;
+            }
+            shared.put(&object, Bytes::from(data))
         })?;
         Ok(files)
     });

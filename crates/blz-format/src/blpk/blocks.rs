@@ -112,6 +112,11 @@ impl ChunkBlocks {
         self.cbytes
     }
 
+    /// The number of blocks indexed (0 for a chunk stored as is).
+    pub fn blocks(&self) -> usize {
+        self.starts.len()
+    }
+
     /// The chunk's Blosc header.
     pub fn header(&self) -> &[u8; HEADER_LEN] {
         &self.header
@@ -216,6 +221,15 @@ pub fn encode_index(index: &BlockIndex) -> Vec<u8> {
         }
     }
     out
+}
+
+/// [`encode_index`], compressed with zlib (RFC 1950): how a block index is stored.
+pub fn compress_index(index: &BlockIndex) -> Vec<u8> {
+    use std::io::Write;
+    let mut z = flate2::write::ZlibEncoder::new(Vec::new(), flate2::Compression::fast());
+    // Writing to a Vec does not fail.
+    let _ = z.write_all(&encode_index(index));
+    z.finish().unwrap_or_default()
 }
 
 /// Decodes an encoded index, checking every record (offsets increasing, each chunk's

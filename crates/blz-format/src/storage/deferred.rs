@@ -137,8 +137,15 @@ impl Storage for Deferred {
     fn shared_dir(&self, root: &Path, id: &str) -> Result<Option<Arc<dyn super::SharedDir>>> {
         self.inner.shared_dir(root, id)
     }
-    fn adopt(&self, dir: &dyn super::SharedDir, name: &str, size: u64, path: &Path) -> Result<()> {
-        self.inner.adopt(dir, name, size, path)
+    fn adopt(
+        &self,
+        dir: &dyn super::SharedDir,
+        name: &str,
+        size: u64,
+        blocks: Option<&str>,
+        path: &Path,
+    ) -> Result<()> {
+        self.inner.adopt(dir, name, size, blocks, path)
     }
 }
 

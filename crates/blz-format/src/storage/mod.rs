@@ -372,12 +372,21 @@ pub trait Storage: Send + Sync + std::fmt::Debug {
     /// Makes the file `name` of `dir` (a [`SharedDir`] this handle's
     /// [`Storage::shared_dir`] gave), `size` bytes long, the file at `path` among this
     /// handle's uncommitted changes, without copying its bytes: the next publish names it
-    /// where it lies. Only backends with shared directories support it.
+    /// where it lies. Only backends with shared directories support it. `blocks` names the
+    /// file of `dir` holding the file's block index, if its worker put one
+    /// ([`crate::blpk::compress_index`]); one that does not fit the file is left out.
     ///
     /// # Errors
     /// [`Error::Unsupported`] by default; I/O errors reading the file's front.
-    fn adopt(&self, dir: &dyn SharedDir, name: &str, size: u64, path: &Path) -> Result<()> {
-        let _ = (name, size);
+    fn adopt(
+        &self,
+        dir: &dyn SharedDir,
+        name: &str,
+        size: u64,
+        blocks: Option<&str>,
+        path: &Path,
+    ) -> Result<()> {
+        let _ = (name, size, blocks);
         Err(Error::Unsupported {
             path: path.to_path_buf(),
             reason: format!(

@@ -350,16 +350,11 @@ impl Front {
     /// The front with `index` as its block index (none when it is empty, or encodes to more
     /// than [`MAX_FRONT`] bytes).
     fn with_blocks(mut self, index: Option<&BlockIndex>) -> Front {
-        use std::io::Write;
-        self.blocks = index.filter(|i| !i.is_empty()).and_then(|i| {
-            let raw = crate::blpk::encode_index(i);
-            if raw.len() as u64 > MAX_FRONT {
-                return None;
-            }
-            let mut z = flate2::write::ZlibEncoder::new(Vec::new(), flate2::Compression::fast());
-            z.write_all(&raw).ok()?;
-            Some(base64_encode(&z.finish().ok()?))
-        });
+        // Records are 28 bytes and 8 per block: the encoding's size, without making it.
+        let raw = |i: &BlockIndex| -> u64 { i.values().map(|c| 28 + 8 * c.blocks() as u64).sum() };
+        self.blocks = index
+            .filter(|i| !i.is_empty() && raw(i) <= MAX_FRONT)
+            .map(|i| base64_encode(&crate::blpk::compress_index(i)));
         self
     }
 
@@ -3657,7 +3652,14 @@ impl Storage for ObjectStorage {
         })))
     }
 
-    fn adopt(&self, dir: &dyn SharedDir, name: &str, size: u64, path: &Path) -> Result<()> {
+    fn adopt(
+        &self,
+        dir: &dyn SharedDir,
+        name: &str,
+        size: u64,
+        blocks: Option<&str>,
+        path: &Path,
+    ) -> Result<()> {
         let location = dir.location();
         let rel_dir = location
             .strip_prefix(&self.backend.root)
@@ -3688,7 +3690,7 @@ impl Storage for ObjectStorage {
             Vec::new()
         };
         let node = Node::new(Data::Remote {
-            pieces,
+            pieces: pieces.clone(),
             len: size,
             head: None,
             front: None,
@@ -3696,6 +3698,45 @@ impl Storage for ObjectStorage {
         // The front the state keeps for it (as for a file this handle uploads): read now,
         // through the object, so that readers of the commit open it with no request.
         if let Some(front) = self.read_front(path, &node, &crate::blpk::front_ranges)? {
+            // The block index its worker worked out from the bytes it put, when it fits the
+            // file: every record at a chunk's offset, inside the file.
+            let front = match blocks {
+                Some(b) => {
+                    let packed = dir.get(b, MAX_FRONT)?;
+                    let fits = |f: &Front| -> bool {
+                        let copy = FrontCopy::new(f.clone());
+                        let file = ObjectFile {
+                            node: Node::new(Data::Remote {
+                                pieces: pieces.clone(),
+                                len: size,
+                                head: None,
+                                front: Some(Arc::clone(&copy)),
+                            }),
+                            backend: Arc::clone(&self.backend),
+                            path: path.to_path_buf(),
+                            writable: false,
+                            committed: Arc::clone(&self.committed),
+                        };
+                        let (Ok(Some(index)), Ok(layout)) =
+                            (copy.block_index(), crate::blpk::Layout::read(&file))
+                        else {
+                            return false;
+                        };
+                        let extents = layout.extents();
+                        index.iter().all(|(off, cb)| {
+                            layout.offsets.iter().zip(&extents).any(|(o, e)| {
+                                o == off && cb.cbytes() as u64 <= *e && o + *e <= size
+                            })
+                        })
+                    };
+                    let with = packed.map(|p| Front {
+                        blocks: Some(base64_encode(&p)),
+                        ..front.clone()
+                    });
+                    with.filter(|f| fits(f)).unwrap_or(front)
+                }
+                None => front,
+            };
             if let Data::Remote { front: f, .. } = &mut *lock_data(&node) {
                 *f = Some(FrontCopy::new(front));
             }
