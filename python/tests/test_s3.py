@@ -220,6 +220,37 @@ def test_dask_to_blz_and_append_to_s3(cluster_client):
     assert blz.open(u).shape == (338_333,)
 
 
+def test_a_short_read_fetches_only_its_blocks(cluster_client):
+    """A read of ten elements of a large chunk (2 MiB of a random walk: 16 Blosc blocks of
+    128 KiB) fetches, after the state, one ranged GET of just the block holding them
+    (the state's block index says where it lies), counted where the requests arrive; for
+    a dataset made by ``blz.create`` and one made by ``blz.dask.to_blz`` on the cluster,
+    whose workers put the indexes beside their files."""
+    da = pytest.importorskip("dask.array")
+    import blz.dask
+
+    sys.path.insert(0, str(REPO / "tests" / "s3"))
+    from counting_proxy import CountingProxy
+
+    data = np.cumsum(np.random.default_rng(3).standard_normal(6 * 2**18))
+    made = url("b.blz"), url("d.blz")
+    blz.create(made[0], data, chunks=(2**18,), superchunksize=2)
+    blz.dask.to_blz(da.from_array(data, chunks=2**19), made[1], chunks=2**18, superchunksize=2)
+    endpoint = os.environ["AWS_ENDPOINT_URL"]
+    for u in made:
+        with CountingProxy(endpoint) as proxy:
+            os.environ["AWS_ENDPOINT_URL"] = proxy.url
+            try:
+                got = blz.open(u)[700_000:700_010]
+            finally:
+                os.environ["AWS_ENDPOINT_URL"] = endpoint
+            np.testing.assert_array_equal(got, data[700_000:700_010])
+            reqs = proxy.take()
+        assert len(reqs) == 2 and reqs[0][1].endswith("/meta/state"), (u, reqs)
+        a, b = reqs[1][2].removeprefix("bytes=").split("-")
+        assert int(b) + 1 - int(a) < 140 << 10, (u, reqs)
+
+
 def test_dask_worker_killed_mid_write_to_s3_is_retried(cluster_client, tmp_path):
     da = pytest.importorskip("dask.array")
     import blz.dask
