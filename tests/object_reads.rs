@@ -835,3 +835,30 @@ thread_local! {
         (rec, Arc::new(dir), local)
     };
 }
+
+/// Short reads stepping through one block (`a[i:i + 100]` in a loop) fetch it twice: the
+/// first read its block, the second the same, which the block cache then keeps decoded
+/// (the header it needs is the index's): every later read of it is answered with no request.
+#[test]
+fn short_reads_stepping_through_a_block_fetch_it_twice() {
+    let (rec, _dir, local) = walk(4);
+    let s = rec.open();
+    let ds =
+        Dataset::open_in(Arc::clone(&s) as Arc<dyn Storage>, s.root(), Mode::ReadOnly).unwrap();
+    let l = Dataset::open(&local).unwrap();
+    rec.take();
+    // Block 2 of chunk 1: elements 294912..311296.
+    for i in 0..40 {
+        let sel = format!("{}:{}", 294_912 + 100 * i, 295_012 + 100 * i);
+        assert_eq!(read_f64(&ds, &sel), read_f64(&l, &sel), "{sel}");
+    }
+    let gets = rec.take();
+    assert_eq!(gets.len(), 2, "{gets:?}");
+    // With the cache off, every read is a request.
+    ds.set_block_cache_bytes(0);
+    for i in 0..5 {
+        let sel = format!("{}:{}", 294_912 + 100 * i, 295_012 + 100 * i);
+        assert_eq!(read_f64(&ds, &sel), read_f64(&l, &sel), "{sel}");
+    }
+    assert_eq!(rec.take().len(), 5);
+}

@@ -123,6 +123,11 @@ impl BlockCache {
         true
     }
 
+    /// Whether block `j` of chunk `k` is cached.
+    pub(crate) fn holds(&self, k: u64, j: usize) -> bool {
+        self.lock().blocks.contains_key(&(k, j))
+    }
+
     /// Notes a short read of block `j` of chunk `k` that missed the cache; whether the
     /// block should be decoded whole and kept (one of the last two short reads touched it).
     pub(crate) fn touch(&self, k: u64, j: usize) -> bool {

@@ -395,6 +395,8 @@ impl ChunkStore {
                 // decode, or all of it. A chunk the file cannot place is read by its items
                 // themselves, which report why.
                 let mut reads: Vec<(u64, Read)> = Vec::new();
+                // Chunks whose items lie in a block the block cache holds: read from there.
+                let mut held = std::collections::BTreeSet::new();
                 for (&j, its) in by_chunk {
                     let need =
                         its.iter()
@@ -405,9 +407,14 @@ impl ChunkStore {
                                     None => s,
                                 }))
                             });
-                    let blocks = need
-                        .flatten()
-                        .and_then(|n| r.block_read_range(j, n.start, n.len()).ok().flatten());
+                    let need = need.flatten();
+                    let k = f * self.superchunksize + j;
+                    if need.as_ref().is_some_and(|n| self.block_cached(k, n)) {
+                        held.insert(j);
+                        continue;
+                    }
+                    let blocks =
+                        need.and_then(|n| r.block_read_range(j, n.start, n.len()).ok().flatten());
                     match (blocks, r.chunk_read_range(j)) {
                         (Some(b), _) => reads.push((j, Read::Blocks(b))),
                         (None, Ok(c)) => reads.push((j, Read::Chunk(c))),
@@ -479,15 +486,16 @@ impl ChunkStore {
                         None => Ok(()),
                     }
                 })?;
-                // Chunks left out of the reads (their place in the file is unreadable):
-                // read by the items themselves, which report why.
+                // Chunks left out of the reads (held by the block cache, or their place in
+                // the file is unreadable): read by the items themselves (the latter report
+                // why).
                 let none = Fetched {
                     reader: Some(Arc::clone(&r)),
                     ..Fetched::default()
                 };
                 by_chunk
                     .iter()
-                    .filter(|(j, _)| r.chunk_read_range(**j).is_err())
+                    .filter(|(j, _)| held.contains(*j) || r.chunk_read_range(**j).is_err())
                     .flat_map(|(_, its)| its)
                     .collect::<Vec<_>>()
                     .par_iter()
@@ -618,11 +626,19 @@ impl ChunkStore {
         scratch: &mut Vec<u8>,
         fetched: &Fetched,
     ) -> Result<()> {
-        if fetched.reader.is_none() {
+        // Nothing fetched for it (the block cache holds it, or it is unreadable): read it
+        // through the cache.
+        let j = self.locate(k).1;
+        if fetched.reader.is_none()
+            || !(fetched.chunks.contains_key(&j) || fetched.blocks.contains_key(&j))
+        {
             return self.getitem(k, byte_start, dst, scratch);
         }
         self.with_reader(k, |r, j| {
             if let Some((at, b)) = fetched.blocks(r, j) {
+                if self.keep_fetched_block(k, r, j, (at, b), byte_start, dst, scratch)? {
+                    return Ok(());
+                }
                 return r.getitem_blocks(j, at, b, byte_start, dst, scratch);
             }
             match fetched.first(r, j) {
@@ -630,6 +646,55 @@ impl ChunkStore {
                 None => r.getitem_into(j, byte_start, dst, scratch),
             }
         })
+    }
+
+    /// Whether the block cache holds the one block of chunk `k` that its uncompressed bytes
+    /// `span` lie in.
+    fn block_cached(&self, k: u64, span: &std::ops::Range<usize>) -> bool {
+        match self.blocks.geometry(k) {
+            Some((bs, nbytes)) if bs > 0 && span.end <= nbytes && !span.is_empty() => {
+                let b = span.start / bs;
+                (span.end - 1) / bs == b && self.blocks.holds(k, b)
+            }
+            _ => false,
+        }
+    }
+
+    /// For a short read of chunk `k` (`j` of the file `r` reads) inside one block, whose
+    /// fetched blocks `fetched` hold: when a recent short read touched the block too, decodes
+    /// it whole from those bytes, keeps it in the block cache and answers from it (`true`).
+    #[allow(clippy::too_many_arguments)]
+    fn keep_fetched_block(
+        &self,
+        k: u64,
+        r: &SuperchunkReader,
+        j: u64,
+        fetched: (u64, &[u8]),
+        byte_start: usize,
+        dst: &mut [u8],
+        scratch: &mut Vec<u8>,
+    ) -> Result<bool> {
+        let cache = &self.blocks;
+        let Some(h) = r.indexed_header(j).filter(|_| cache.max_bytes() > 0) else {
+            return Ok(false);
+        };
+        let (bs, nbytes) = (h.blocksize as usize, h.nbytes as usize);
+        let end = byte_start + dst.len();
+        if bs == 0 || dst.is_empty() || end > nbytes || (end - 1) / bs != byte_start / bs {
+            return Ok(false);
+        }
+        cache.set_geometry(k, (bs, nbytes));
+        let b = byte_start / bs;
+        let first = b * bs;
+        let len = bs.min(nbytes - first);
+        if len > cache.max_bytes() || !cache.touch(k, b) {
+            return Ok(false);
+        }
+        let mut block = vec![0u8; len];
+        r.getitem_blocks(j, fetched.0, fetched.1, first, &mut block, scratch)?;
+        dst.copy_from_slice(&block[byte_start - first..end - first]);
+        cache.put(k, b, block);
+        Ok(true)
     }
 
     /// Reads only bytes `byte_start..byte_start + dst.len()` of chunk `k`, decoded (c-blosc
@@ -665,13 +730,14 @@ impl ChunkStore {
         let (bs, nbytes) = match cache.geometry(k) {
             Some(g) => g,
             None => {
-                // Where every read is a request (an object store), chunks are read whole and
-                // a header of its own would cost one more: no cache there.
+                // Where every read is a request (an object store), the header comes from the
+                // block index the storage keeps; without one, a header of its own would cost
+                // a request: no cache there.
                 let h = self.with_reader(k, |r, j| {
                     if r.small_reads_are_cheap() {
                         r.chunk_header(j).map(Some)
                     } else {
-                        Ok(None)
+                        Ok(r.indexed_header(j))
                     }
                 })?;
                 let Some(h) = h else {

@@ -728,6 +728,14 @@ impl SuperchunkReader {
             .map(|s| offset + s.start as u64..offset + s.end as u64))
     }
 
+    /// Chunk `k`'s Blosc header as the storage's block index holds it (no read), when it
+    /// holds one ([`StorageFile::chunk_blocks`]).
+    pub fn indexed_header(&self, k: u64) -> Option<ChunkHeader> {
+        let (offset, _) = self.offset(k).ok()?;
+        let cb = self.file.chunk_blocks(offset).ok()??;
+        ChunkHeader::parse(cb.header()).ok()
+    }
+
     /// Decodes bytes `byte_start..byte_start + dst.len()` of chunk `k` from the file's bytes
     /// `bytes` read from `from` (a [`block_read_range`](Self::block_read_range)): each block
     /// is checked against its CRC-32 in the index, then decoded, as
