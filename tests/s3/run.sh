@@ -9,10 +9,9 @@
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 
-bash tests/s3/venv.sh
-venv=target/s3-venv
+source tests/s3/common.sh
 
-port=$("$venv/bin/python" -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
+port=$(free_port)
 log=$(mktemp)
 # Run from a scratch directory: moto's request recorder (benches/compare_s3.py) writes there.
 scratch=$(mktemp -d)
@@ -26,18 +25,12 @@ cleanup() {
 }
 trap cleanup EXIT
 
-export AWS_ENDPOINT_URL="http://127.0.0.1:$port"
-export AWS_ACCESS_KEY_ID=testing AWS_SECRET_ACCESS_KEY=testing AWS_REGION=us-east-1
-export AWS_ALLOW_HTTP=true
-export BLZ_S3_TEST_BUCKET=blz-test
-
-for _ in $(seq 1 100); do
-    if "$venv/bin/python" - <<'PY' 2>/dev/null; then break; fi
-import os, urllib.request
-urllib.request.urlopen(os.environ["AWS_ENDPOINT_URL"], timeout=1)
-PY
-    sleep 0.1
-done
+server_env "$port"
+if ! wait_up "$server" 100; then
+    echo "moto did not come up on port $port:" >&2
+    cat "$log" >&2
+    exit 1
+fi
 # The bucket, and the server's conditional writes and ranged reads checked first: the
 # commit protocol rests on them.
 "$venv/bin/python" tests/s3/check_server.py

@@ -28,12 +28,8 @@ for b in ceph-mon ceph-osd radosgw radosgw-admin ceph monmaptool ceph-authtool; 
     fi
 done
 
-bash tests/s3/venv.sh
-venv=target/s3-venv
+source tests/s3/common.sh
 
-free_port() {
-    "$venv/bin/python" -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'
-}
 mon_port=$(free_port)
 port=$(free_port)
 dir=$(mktemp -d)
@@ -103,20 +99,8 @@ start() {
 start ceph-osd ceph-osd -c "$conf" -i "$id"
 start radosgw radosgw -c "$conf" -n client.rgw.a --rgw-frontends "beast endpoint=127.0.0.1:$port"
 
-export AWS_ENDPOINT_URL="http://127.0.0.1:$port"
-export AWS_ACCESS_KEY_ID=testing AWS_SECRET_ACCESS_KEY=testing AWS_REGION=us-east-1
-export AWS_ALLOW_HTTP=true
-export BLZ_S3_TEST_BUCKET=blz-test
-
-up=0
-for _ in $(seq 1 600); do
-    if "$venv/bin/python" - <<'PY' 2>/dev/null; then up=1; break; fi
-import os, urllib.request
-urllib.request.urlopen(os.environ["AWS_ENDPOINT_URL"], timeout=1)
-PY
-    sleep 0.1
-done
-if [ "$up" != 1 ]; then
+server_env "$port"
+if ! wait_up "" 600; then
     echo "radosgw did not come up on port $port:" >&2
     tail -20 "$dir/log/client.rgw.a.log" >&2
     exit 1

@@ -30,10 +30,9 @@ if [ -z "$bin" ]; then
     exit 1
 fi
 
-bash tests/s3/venv.sh
-venv=target/s3-venv
+source tests/s3/common.sh
 
-port=$("$venv/bin/python" -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
+port=$(free_port)
 log=$(mktemp)
 if [ -n "${S3S_ROOT:-}" ]; then
     root=$S3S_ROOT
@@ -55,22 +54,8 @@ cleanup() {
 }
 trap cleanup EXIT
 
-export AWS_ENDPOINT_URL="http://127.0.0.1:$port"
-export AWS_ACCESS_KEY_ID=testing AWS_SECRET_ACCESS_KEY=testing AWS_REGION=us-east-1
-export AWS_ALLOW_HTTP=true
-export BLZ_S3_TEST_BUCKET=blz-test
-
-up=0
-for _ in $(seq 1 100); do
-    if "$venv/bin/python" - <<'PY' 2>/dev/null; then up=1; break; fi
-import os, socket, urllib.parse
-u = urllib.parse.urlsplit(os.environ["AWS_ENDPOINT_URL"])
-socket.create_connection((u.hostname, u.port), timeout=1).close()
-PY
-    if ! kill -0 "$server" 2>/dev/null; then break; fi
-    sleep 0.1
-done
-if [ "$up" != 1 ]; then
+server_env "$port"
+if ! wait_up "$server" 100; then
     echo "s3s-fs did not come up on port $port:" >&2
     cat "$log" >&2
     exit 1
