@@ -401,17 +401,10 @@ impl FrontCopy {
     fn block_index(&self) -> std::result::Result<Option<&Arc<BlockIndex>>, String> {
         self.blocks
             .get_or_init(|| {
-                use std::io::Read;
                 let Some(b) = &self.front.blocks else {
                     return Ok(None);
                 };
-                let packed = base64_decode(b)
-                    .ok_or_else(|| "a block index that is not base64".to_string())?;
-                let mut raw = Vec::new();
-                flate2::read::ZlibDecoder::new(&packed[..])
-                    .take(MAX_FRONT + 1)
-                    .read_to_end(&mut raw)
-                    .map_err(|e| format!("a block index that does not decompress: {e}"))?;
+                let raw = unpack(b, MAX_FRONT, "a block index")?;
                 if raw.len() as u64 > MAX_FRONT {
                     return Err(format!("a block index over {MAX_FRONT} bytes"));
                 }
@@ -438,15 +431,8 @@ impl FrontCopy {
     fn bytes(&self) -> std::result::Result<&Bytes, String> {
         self.bytes
             .get_or_init(|| {
-                use std::io::Read;
                 let total = self.front.total();
-                let packed = base64_decode(&self.front.zlib)
-                    .ok_or_else(|| "a front whose zlib field is not base64".to_string())?;
-                let mut out = Vec::new();
-                flate2::read::ZlibDecoder::new(&packed[..])
-                    .take(total + 1)
-                    .read_to_end(&mut out)
-                    .map_err(|e| format!("a front that does not decompress: {e}"))?;
+                let out = unpack(&self.front.zlib, total, "a front")?;
                 if out.len() as u64 != total {
                     return Err(format!(
                         "a front of {} bytes where its ranges hold {total}",
@@ -458,6 +444,20 @@ impl FrontCopy {
             .as_ref()
             .map_err(String::clone)
     }
+}
+
+/// The bytes of `text`, base64 of zlib (as the state keeps fronts and block indexes),
+/// decompressed to at most `limit + 1` bytes (one more than allowed tells the caller it was
+/// too long); `what` names it in the error.
+fn unpack(text: &str, limit: u64, what: &str) -> std::result::Result<Vec<u8>, String> {
+    use std::io::Read;
+    let packed = base64_decode(text).ok_or_else(|| format!("{what} that is not base64"))?;
+    let mut out = Vec::new();
+    flate2::read::ZlibDecoder::new(&packed[..])
+        .take(limit + 1)
+        .read_to_end(&mut out)
+        .map_err(|e| format!("{what} that does not decompress: {e}"))?;
+    Ok(out)
 }
 
 /// Base64 (RFC 4648, standard alphabet, padded), as the state writes fronts.
