@@ -11,6 +11,10 @@
 # S3S_FS: the server's binary (default: /work/tools/s3s/bin/s3s-fs, else s3s-fs on PATH).
 # S3S_ROOT: the directory the objects are stored in (default: a temporary directory,
 #   removed on exit; a bucket is a subdirectory, an object a file).
+# S3S_NODELAY=1: run the server with TCP_NODELAY on the connections it accepts (builds
+#   tests/s3/nodelay.c with cc into target/ and preloads it). s3s-fs 0.14.1 leaves Nagle's
+#   algorithm on: on a reused connection every answer's last bytes then wait about 40 ms for
+#   the client's delayed ACK, which no S3 service does; every client pays it per request.
 # Needs target/s3-venv (tests/s3/venv.sh) for boto3, which creates the bucket and checks the
 # server's conditional writes and ranged reads (tests/s3/check_server.py).
 set -euo pipefail
@@ -42,8 +46,14 @@ else
     root=$(mktemp -d)
     own_root=1
 fi
+preload=
+if [ "${S3S_NODELAY:-0}" = 1 ]; then
+    mkdir -p target
+    cc -shared -fPIC -O2 -o target/libnodelay.so tests/s3/nodelay.c -ldl
+    preload=$PWD/target/libnodelay.so
+fi
 # RUST_LOG unset: s3s-fs logs nothing per request (its tracing would cost time).
-env -u RUST_LOG "$bin" --host 127.0.0.1 --port "$port" \
+env -u RUST_LOG ${preload:+LD_PRELOAD="$preload"} "$bin" --host 127.0.0.1 --port "$port" \
     --access-key testing --secret-key testing "$root" >"$log" 2>&1 &
 server=$!
 cleanup() {
