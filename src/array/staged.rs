@@ -744,13 +744,18 @@ pub fn write_rows_shared(shared: &dyn SharedDir, first_row: u64, bytes: &[u8]) -
             let path = tmp.join(&name);
             let data = std::fs::read(&path).map_err(|e| Error::io("read", &path, e))?;
             let object = format!("{name}.{tag}");
-            // Its block index first (the commit takes it when the file is there), so that
-            // the commit need not read the file's chunks to make it.
-            if let Some(index) = blz_format::blpk::block_index_of_bytes(&data, &path) {
-                let packed = blz_format::blpk::compress_index(&index);
-                shared.put(&format!("{object}{BLOCKS_SUFFIX}"), Bytes::from(packed))?;
-            }
-            shared.put(&object, Bytes::from(data))
+            let data = Bytes::from(data);
+            // Its block index beside it, so that the commit need not read the file's chunks
+            // to make it (a file whose index is missing gets none).
+            let index = || match blz_format::blpk::block_index_of_bytes(&data, &path) {
+                Some(index) => {
+                    let packed = blz_format::blpk::compress_index(&index);
+                    shared.put(&format!("{object}{BLOCKS_SUFFIX}"), Bytes::from(packed))
+                }
+                None => Ok(()),
+            };
+            let (indexed, put) = rayon::join(index, || shared.put(&object, data.clone()));
+            indexed.and(put)
         })?;
         Ok(files)
     });
