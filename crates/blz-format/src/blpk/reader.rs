@@ -417,22 +417,6 @@ impl SuperchunkReader {
         Ok(found.into_iter().zip(got).collect())
     }
 
-    /// [`fetch_chunks`](Self::fetch_chunks), each chunk's bytes handed to `each` as soon
-    /// as they are in ([`StorageFile::read_ranges_each`]: on an object store, while the
-    /// chunks after it are still streaming in), on the calling thread.
-    ///
-    /// # Errors
-    /// The read's error, naming the file; chunks handed over before it stay so.
-    pub fn fetch_chunks_each(
-        &self,
-        ks: &[u64],
-        each: &(dyn Fn(u64, bytes::Bytes) + Sync),
-    ) -> Result<()> {
-        let (found, ranges) = self.chunk_ranges(ks);
-        self.file
-            .read_ranges_each(&ranges, &|i, b| each(found[i], b))
-    }
-
     /// Reads byte ranges of the file (a plan of [`chunk_read_range`](Self::chunk_read_range)s
     /// and [`block_read_range`](Self::block_read_range)s), each handed to `each` with its
     /// index as soon as it is in ([`StorageFile::read_ranges_each`]). Nothing is checked
