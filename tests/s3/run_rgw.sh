@@ -14,6 +14,9 @@
 # dataset's first commit works there, later ones get Conflict. It serves the speed figures
 # of creates and reads (benches/compare_s3.py --no-count), not the commit protocol's tests.
 # RGW_MEMSTORE_BYTES: the OSD's memory (default 6 GiB).
+# RGW_NODELAY=1: the beast frontend's tcp_nodelay=1 (off by default in 16.2: on a reused
+#   connection a short answer's body then waits about 40 ms for the client's delayed ACK,
+#   which no S3 service does; compare tests/s3/run_s3s.sh, S3S_NODELAY).
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 
@@ -97,7 +100,11 @@ start() {
     exit 1
 }
 start ceph-osd ceph-osd -c "$conf" -i "$id"
-start radosgw radosgw -c "$conf" -n client.rgw.a --rgw-frontends "beast endpoint=127.0.0.1:$port"
+frontend="beast endpoint=127.0.0.1:$port"
+if [ "${RGW_NODELAY:-0}" = 1 ]; then
+    frontend="$frontend tcp_nodelay=1"
+fi
+start radosgw radosgw -c "$conf" -n client.rgw.a --rgw-frontends "$frontend"
 
 server_env "$port"
 if ! wait_up "" 600; then
