@@ -651,18 +651,14 @@ impl ChunkStore {
     /// Whether the block cache holds the one block of chunk `k` that its uncompressed bytes
     /// `span` lie in.
     fn block_cached(&self, k: u64, span: &std::ops::Range<usize>) -> bool {
-        match self.blocks.geometry(k) {
-            Some((bs, nbytes)) if bs > 0 && span.end <= nbytes && !span.is_empty() => {
-                let b = span.start / bs;
-                (span.end - 1) / bs == b && self.blocks.holds(k, b)
-            }
-            _ => false,
-        }
+        self.blocks.geometry(k).is_some_and(|g| {
+            one_block(g, span.start, span.len()).is_some_and(|b| self.blocks.holds(k, b))
+        })
     }
 
     /// For a short read of chunk `k` (`j` of the file `r` reads) inside one block, whose
-    /// fetched blocks `fetched` hold: when a recent short read touched the block too, decodes
-    /// it whole from those bytes, keeps it in the block cache and answers from it (`true`).
+    /// fetched blocks `fetched` hold: [`keep_block`](Self::keep_block), decoding the block
+    /// from those bytes (the geometry from the storage's block index).
     #[allow(clippy::too_many_arguments)]
     fn keep_fetched_block(
         &self,
@@ -674,25 +670,42 @@ impl ChunkStore {
         dst: &mut [u8],
         scratch: &mut Vec<u8>,
     ) -> Result<bool> {
-        let cache = &self.blocks;
-        let Some(h) = r.indexed_header(j).filter(|_| cache.max_bytes() > 0) else {
+        let Some(h) = r.indexed_header(j).filter(|_| self.blocks.max_bytes() > 0) else {
             return Ok(false);
         };
-        let (bs, nbytes) = (h.blocksize as usize, h.nbytes as usize);
-        let end = byte_start + dst.len();
-        if bs == 0 || dst.is_empty() || end > nbytes || (end - 1) / bs != byte_start / bs {
+        let g = (h.blocksize as usize, h.nbytes as usize);
+        let Some(b) = one_block(g, byte_start, dst.len()) else {
             return Ok(false);
-        }
-        cache.set_geometry(k, (bs, nbytes));
-        let b = byte_start / bs;
+        };
+        self.blocks.set_geometry(k, g);
+        self.keep_block(k, g, b, byte_start, dst, |first, block| {
+            r.getitem_blocks(j, fetched.0, fetched.1, first, block, scratch)
+        })
+    }
+
+    /// For a short read of bytes `byte_start..byte_start + dst.len()` of chunk `k` (of block
+    /// size and uncompressed size `g`) inside its block `b` ([`one_block`]): when a recent
+    /// short read touched the block too, decodes it whole with `decode(first byte, block)`,
+    /// keeps it in the block cache and answers from it (`true`).
+    fn keep_block(
+        &self,
+        k: u64,
+        g: (usize, usize),
+        b: usize,
+        byte_start: usize,
+        dst: &mut [u8],
+        decode: impl FnOnce(usize, &mut [u8]) -> Result<()>,
+    ) -> Result<bool> {
+        let cache = &self.blocks;
+        let (bs, nbytes) = g;
         let first = b * bs;
         let len = bs.min(nbytes - first);
         if len > cache.max_bytes() || !cache.touch(k, b) {
             return Ok(false);
         }
         let mut block = vec![0u8; len];
-        r.getitem_blocks(j, fetched.0, fetched.1, first, &mut block, scratch)?;
-        dst.copy_from_slice(&block[byte_start - first..end - first]);
+        decode(first, &mut block)?;
+        dst.copy_from_slice(&block[byte_start - first..byte_start - first + dst.len()]);
         cache.put(k, b, block);
         Ok(true)
     }
@@ -748,26 +761,17 @@ impl ChunkStore {
                 g
             }
         };
-        let end = byte_start + dst.len();
         // The geometry only chooses which bytes to decode together: the bytes themselves
         // always come from the chunk, checked, so a header read wrong cannot change them.
-        if bs == 0 || end > nbytes || (end - 1) / bs != byte_start / bs {
+        let Some(j) = one_block((bs, nbytes), byte_start, dst.len()) else {
             return Ok(false);
-        }
-        let j = byte_start / bs;
-        let first = j * bs;
-        if cache.get(k, j, byte_start - first, dst) {
+        };
+        if cache.get(k, j, byte_start - j * bs, dst) {
             return Ok(true);
         }
-        let len = bs.min(nbytes - first);
-        if len > cache.max_bytes() || !cache.touch(k, j) {
-            return Ok(false);
-        }
-        let mut block = vec![0u8; len];
-        self.with_reader(k, |r, i| r.getitem_into(i, first, &mut block, scratch))?;
-        dst.copy_from_slice(&block[byte_start - first..end - first]);
-        cache.put(k, j, block);
-        Ok(true)
+        self.keep_block(k, (bs, nbytes), j, byte_start, dst, |first, block| {
+            self.with_reader(k, |r, i| r.getitem_into(i, first, block, scratch))
+        })
     }
 
     /// The bound of this store's cache of decoded blocks, in bytes (0: off).
@@ -793,6 +797,15 @@ impl ChunkStore {
             metadata: self.identity_doc(f).map(|doc| (doc, identity_params())),
         }
     }
+}
+
+/// The block holding uncompressed bytes `byte_start..byte_start + len` of a chunk of block
+/// size and uncompressed size `g`, when they lie in one block (and `len` is not 0).
+fn one_block(g: (usize, usize), byte_start: usize, len: usize) -> Option<usize> {
+    let (bs, nbytes) = g;
+    let end = byte_start.checked_add(len)?;
+    (bs > 0 && len > 0 && end <= nbytes && (end - 1) / bs == byte_start / bs)
+        .then(|| byte_start / bs)
 }
 
 /// The stored bytes of chunks of one superchunk file, fetched together
