@@ -39,11 +39,7 @@ impl ChunkBlocks {
     pub fn of_chunk(chunk: &[u8]) -> Option<ChunkBlocks> {
         let header: [u8; HEADER_LEN] = chunk.get(..HEADER_LEN)?.try_into().ok()?;
         let n = Self::block_count(&header, chunk.len())?;
-        let table = chunk.get(HEADER_LEN..HEADER_LEN + 4 * n)?;
-        let starts: Vec<u32> = table
-            .chunks_exact(4)
-            .map(|b| u32::from_le_bytes([b[0], b[1], b[2], b[3]]))
-            .collect();
+        let starts = u32s(chunk.get(HEADER_LEN..HEADER_LEN + 4 * n)?);
         let mut cb = ChunkBlocks {
             header,
             nbytes: 0,
@@ -85,14 +81,7 @@ impl ChunkBlocks {
         if self.starts.len() != n {
             return Err(format!("{} block starts for {n} blocks", self.starts.len()));
         }
-        let first = HEADER_LEN + 4 * n;
-        let ascending = self.starts.first().is_some_and(|&s| s as usize >= first)
-            && self.starts.windows(2).all(|w| w[0] < w[1])
-            && self
-                .starts
-                .last()
-                .is_some_and(|&s| (s as usize) < ch.cbytes as usize);
-        if !ascending {
+        if !starts_fit(&self.starts, ch.cbytes as usize) {
             return Err("block starts not ascending inside the chunk".into());
         }
         self.nbytes = ch.nbytes as usize;
@@ -103,18 +92,13 @@ impl ChunkBlocks {
 
     /// Block `i`'s compressed bytes within the chunk.
     fn block(&self, i: usize) -> (usize, usize) {
-        let end = self.starts.get(i + 1).map_or(self.cbytes, |&s| s as usize);
-        (self.starts[i] as usize, end)
+        let r = blocks_run(&self.starts, self.cbytes, i, i).unwrap_or(0..0);
+        (r.start, r.end)
     }
 
     /// The chunk's compressed size (its Blosc `cbytes`).
     pub fn cbytes(&self) -> usize {
         self.cbytes
-    }
-
-    /// The number of blocks indexed (0 for a chunk stored as is).
-    pub fn blocks(&self) -> usize {
-        self.starts.len()
     }
 
     /// The chunk's Blosc header.
@@ -131,7 +115,7 @@ impl ChunkBlocks {
             return None;
         }
         let (b0, b1) = (byte_start / self.blocksize, (end - 1) / self.blocksize);
-        Some(self.block(b0).0..self.block(b1).1)
+        blocks_run(&self.starts, self.cbytes, b0, b1)
     }
 
     /// Lays out in `buf` (resized to the chunk's compressed size) the chunk as far as a
@@ -189,6 +173,38 @@ impl ChunkBlocks {
     }
 }
 
+/// Little-endian `u32`s, as a chunk's block-start table holds them (a last partial one left
+/// out).
+pub(super) fn u32s(b: &[u8]) -> Vec<u32> {
+    b.chunks_exact(4)
+        .map(|x| u32::from_le_bytes([x[0], x[1], x[2], x[3]]))
+        .collect()
+}
+
+/// Whether a chunk's block-start table `starts` can be read by: not empty, strictly
+/// ascending, the first block after the table (`16 + 4 × starts.len()`), the last starting
+/// inside the chunk's `cbytes` bytes.
+pub(super) fn starts_fit(starts: &[u32], cbytes: usize) -> bool {
+    let first = HEADER_LEN + 4 * starts.len();
+    starts.first().is_some_and(|&s| s as usize >= first)
+        && starts.windows(2).all(|w| w[0] < w[1])
+        && starts.last().is_some_and(|&s| (s as usize) < cbytes)
+}
+
+/// The bytes (from the chunk's first) of blocks `b0..=b1` of a chunk of `cbytes` bytes
+/// whose block starts are `starts` (as [`starts_fit`] accepts them): from block `b0`'s
+/// start to the next block's after `b1`, or the chunk's end. `None` past the last block.
+pub(super) fn blocks_run(
+    starts: &[u32],
+    cbytes: usize,
+    b0: usize,
+    b1: usize,
+) -> Option<Range<usize>> {
+    let from = *starts.get(b0)? as usize;
+    let to = starts.get(b1 + 1).map_or(cbytes, |&s| s as usize);
+    (b1 < starts.len()).then_some(from..to)
+}
+
 /// Why [`ChunkBlocks::assemble`] refused the bytes it was given.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum BlockFault {
@@ -223,6 +239,15 @@ pub fn encode_index(index: &BlockIndex) -> Vec<u8> {
     out
 }
 
+/// The length of [`encode_index`]'s encoding of `index`, without making it: each record is
+/// its offset, header and count, then a start and a CRC-32 per block.
+pub fn encoded_len(index: &BlockIndex) -> u64 {
+    index
+        .values()
+        .map(|cb| (8 + HEADER_LEN + 4 + 8 * cb.starts.len()) as u64)
+        .sum()
+}
+
 /// [`encode_index`], compressed with zlib (RFC 1950): how a block index is stored.
 pub fn compress_index(index: &BlockIndex) -> Vec<u8> {
     use std::io::Write;
@@ -242,11 +267,6 @@ pub fn decode_index(mut bytes: &[u8]) -> Result<BlockIndex, String> {
         let (head, rest) = (b.len() >= n).then(|| b.split_at(n))?;
         *b = rest;
         Some(head)
-    }
-    fn u32s(b: &[u8]) -> Vec<u32> {
-        b.chunks_exact(4)
-            .map(|x| u32::from_le_bytes([x[0], x[1], x[2], x[3]]))
-            .collect()
     }
     let mut index = BlockIndex::new();
     let mut last: Option<u64> = None;
@@ -446,6 +466,7 @@ mod tests {
             .into_iter()
             .collect();
         let enc = encode_index(&idx);
+        assert_eq!(encoded_len(&idx), enc.len() as u64);
         assert!(decode_index(&enc[..enc.len() - 1]).is_err());
         let mut huge = enc.clone();
         huge[8 + HEADER_LEN..8 + HEADER_LEN + 4].copy_from_slice(&u32::MAX.to_le_bytes());

@@ -887,18 +887,10 @@ fn block_span(
         return Ok(None);
     }
     read(hlen, &mut buf[hlen..starts_end])?;
-    let starts: Vec<usize> = buf[hlen..starts_end]
-        .chunks_exact(4)
-        .map(|b| u32::from_le_bytes([b[0], b[1], b[2], b[3]]) as usize)
-        .collect();
-    let ascending = starts.first().is_some_and(|&s| s >= starts_end)
-        && starts.windows(2).all(|w| w[0] < w[1])
-        && starts.last().is_some_and(|&s| s < cbytes);
-    if !ascending {
+    let starts = super::blocks::u32s(&buf[hlen..starts_end]);
+    if !super::blocks::starts_fit(&starts, cbytes) {
         return Ok(None);
     }
-    let (b0, b1) = (byte_start / bs, (end - 1) / bs);
-    let from = starts[b0];
-    let to = starts.get(b1 + 1).copied().unwrap_or(cbytes);
-    Ok(Some((from, to)))
+    let run = super::blocks::blocks_run(&starts, cbytes, byte_start / bs, (end - 1) / bs);
+    Ok(run.map(|r| (r.start, r.end)))
 }

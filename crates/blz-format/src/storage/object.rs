@@ -350,10 +350,8 @@ impl Front {
     /// The front with `index` as its block index (none when it is empty, or encodes to more
     /// than [`MAX_FRONT`] bytes).
     fn with_blocks(mut self, index: Option<&BlockIndex>) -> Front {
-        // Records are 28 bytes and 8 per block: the encoding's size, without making it.
-        let raw = |i: &BlockIndex| -> u64 { i.values().map(|c| 28 + 8 * c.blocks() as u64).sum() };
         self.blocks = index
-            .filter(|i| !i.is_empty() && raw(i) <= MAX_FRONT)
+            .filter(|i| !i.is_empty() && crate::blpk::encoded_len(i) <= MAX_FRONT)
             .map(|i| base64_encode(&crate::blpk::compress_index(i)));
         self
     }
@@ -3135,14 +3133,59 @@ impl ObjectStorage {
         written: Option<&[std::ops::Range<u64>]>,
         old: Option<&BlockIndex>,
     ) -> Option<BlockIndex> {
-        let file = ObjectFile {
+        let file = self.view(&self.backend.root.join(rel), node);
+        crate::blpk::block_index(&file, written, old)
+    }
+
+    /// The copy of `front` (of the file held by `node`, named `path`, `size` bytes long,
+    /// whose front the node holds) with the block index its worker put as `name` in `dir`,
+    /// when that fits the file: it decodes, and every record lies at an offset of the file's
+    /// offsets table, its chunk inside its place. `None` otherwise.
+    fn worker_index(
+        &self,
+        dir: &dyn SharedDir,
+        name: &str,
+        path: &Path,
+        node: &Arc<Node>,
+        front: Front,
+        size: u64,
+    ) -> Result<Option<Arc<FrontCopy>>> {
+        let Some(packed) = dir.get(name, MAX_FRONT)? else {
+            return Ok(None);
+        };
+        let copy = FrontCopy::new(Front {
+            blocks: Some(base64_encode(&packed)),
+            ..front
+        });
+        // Read from the front the node holds: no request.
+        let (Ok(Some(index)), Ok(layout)) = (
+            copy.block_index(),
+            crate::blpk::Layout::read(&self.view(path, node)),
+        ) else {
+            return Ok(None);
+        };
+        // Each offset's room (the largest, should a table name an offset twice).
+        let mut room: HashMap<u64, u64> = HashMap::new();
+        for (&o, e) in layout.offsets.iter().zip(layout.extents()) {
+            let r = room.entry(o).or_default();
+            *r = (*r).max(e);
+        }
+        let fits = index.iter().all(|(off, cb)| {
+            room.get(off)
+                .is_some_and(|&e| cb.cbytes() as u64 <= e && off + e <= size)
+        });
+        Ok(fits.then_some(copy))
+    }
+
+    /// The file held by `node` (named `path`), to read as this handle sees it.
+    fn view(&self, path: &Path, node: &Arc<Node>) -> ObjectFile {
+        ObjectFile {
             node: Arc::clone(node),
             backend: Arc::clone(&self.backend),
-            path: self.backend.root.join(rel),
+            path: path.to_path_buf(),
             writable: false,
             committed: Arc::clone(&self.committed),
-        };
-        crate::blpk::block_index(&file, written, old)
+        }
     }
 
     /// The front of the file held by `node` (named `path`): the ranges `front` asks for, if
@@ -3154,13 +3197,7 @@ impl ObjectStorage {
         node: &Arc<Node>,
         front: &FrontRanges<'_>,
     ) -> Result<Option<Front>> {
-        let file = ObjectFile {
-            node: Arc::clone(node),
-            backend: Arc::clone(&self.backend),
-            path: path.to_path_buf(),
-            writable: false,
-            committed: Arc::clone(&self.committed),
-        };
+        let file = self.view(path, node);
         let Some(ranges) = front(&file) else {
             return Ok(None);
         };
@@ -3690,7 +3727,7 @@ impl Storage for ObjectStorage {
             Vec::new()
         };
         let node = Node::new(Data::Remote {
-            pieces: pieces.clone(),
+            pieces,
             len: size,
             head: None,
             front: None,
@@ -3698,47 +3735,16 @@ impl Storage for ObjectStorage {
         // The front the state keeps for it (as for a file this handle uploads): read now,
         // through the object, so that readers of the commit open it with no request.
         if let Some(front) = self.read_front(path, &node, &crate::blpk::front_ranges)? {
-            // The block index its worker worked out from the bytes it put, when it fits the
-            // file: every record at a chunk's offset, inside the file.
-            let front = match blocks {
-                Some(b) => {
-                    let packed = dir.get(b, MAX_FRONT)?;
-                    let fits = |f: &Front| -> bool {
-                        let copy = FrontCopy::new(f.clone());
-                        let file = ObjectFile {
-                            node: Node::new(Data::Remote {
-                                pieces: pieces.clone(),
-                                len: size,
-                                head: None,
-                                front: Some(Arc::clone(&copy)),
-                            }),
-                            backend: Arc::clone(&self.backend),
-                            path: path.to_path_buf(),
-                            writable: false,
-                            committed: Arc::clone(&self.committed),
-                        };
-                        let (Ok(Some(index)), Ok(layout)) =
-                            (copy.block_index(), crate::blpk::Layout::read(&file))
-                        else {
-                            return false;
-                        };
-                        let extents = layout.extents();
-                        index.iter().all(|(off, cb)| {
-                            layout.offsets.iter().zip(&extents).any(|(o, e)| {
-                                o == off && cb.cbytes() as u64 <= *e && o + *e <= size
-                            })
-                        })
-                    };
-                    let with = packed.map(|p| Front {
-                        blocks: Some(base64_encode(&p)),
-                        ..front.clone()
-                    });
-                    with.filter(|f| fits(f)).unwrap_or(front)
+            let set = |copy: Arc<FrontCopy>| {
+                if let Data::Remote { front: f, .. } = &mut *lock_data(&node) {
+                    *f = Some(copy);
                 }
-                None => front,
             };
-            if let Data::Remote { front: f, .. } = &mut *lock_data(&node) {
-                *f = Some(FrontCopy::new(front));
+            set(FrontCopy::new(front.clone()));
+            if let Some(b) = blocks {
+                if let Some(copy) = self.worker_index(dir, b, path, &node, front, size)? {
+                    set(copy);
+                }
             }
         }
         let key = self.key_of(path)?;
