@@ -34,8 +34,9 @@ pub struct ChunkBlocks {
 
 impl ChunkBlocks {
     /// The index of the chunk whose compressed bytes are `chunk` (exactly its Blosc
-    /// `cbytes`): of a chunk stored as is (memcpyed), its header alone; `None` for a chunk
-    /// whose header is damaged or whose block starts are not ascending inside it.
+    /// `cbytes`); `None` for a chunk stored as is (memcpyed) or empty, which has no blocks,
+    /// and for one whose header is damaged or whose block starts are not ascending inside
+    /// it.
     pub fn of_chunk(chunk: &[u8]) -> Option<ChunkBlocks> {
         let header: [u8; HEADER_LEN] = chunk.get(..HEADER_LEN)?.try_into().ok()?;
         let n = Self::block_count(&header, chunk.len())?;
@@ -58,19 +59,15 @@ impl ChunkBlocks {
         Some(cb)
     }
 
-    /// The number of blocks of a chunk with this header whose compressed size is `cbytes`
-    /// (0 for a chunk stored as is, memcpyed); `None` when the header is damaged or does
-    /// not match.
+    /// The number of blocks of a chunk with this header whose compressed size is `cbytes`;
+    /// `None` when the header is damaged or does not match, or the chunk is stored as is
+    /// (memcpyed: no blocks).
     fn block_count(header: &[u8; HEADER_LEN], cbytes: usize) -> Option<usize> {
         let ch = ChunkHeader::parse(header).ok()?;
         let bs = ch.blocksize as usize;
-        if ch.cbytes as usize != cbytes || cbytes < HEADER_LEN {
-            return None;
-        }
-        if ch.flags & blosc::FLAG_MEMCPYED != 0 {
-            return Some(0);
-        }
-        (bs > 0).then(|| (ch.nbytes as usize).div_ceil(bs))
+        let plain = ch.cbytes as usize == cbytes && cbytes >= HEADER_LEN;
+        (plain && ch.flags & blosc::FLAG_MEMCPYED == 0 && bs > 0)
+            .then(|| (ch.nbytes as usize).div_ceil(bs))
     }
 
     /// Checks the starts against the header and fills the sizes.
