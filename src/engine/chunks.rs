@@ -571,11 +571,37 @@ impl ChunkStore {
     fn with_reader<T>(
         &self,
         k: u64,
+        op: impl FnMut(&SuperchunkReader, u64) -> Result<T>,
+    ) -> Result<T> {
+        let r = self.reader(self.locate(k).0)?;
+        self.stale_retried(k, &r, op)
+    }
+
+    /// [`with_reader`](Self::with_reader), starting from the reader `fetched`'s bytes came
+    /// through when there is one (the cache may hold another by now: the bytes are its
+    /// file's, placed by its layout), so that what was fetched is what is decoded.
+    fn with_fetched_reader<T>(
+        &self,
+        k: u64,
+        fetched: &Fetched,
+        op: impl FnMut(&SuperchunkReader, u64) -> Result<T>,
+    ) -> Result<T> {
+        match fetched.reader.as_deref() {
+            Some(r) => self.stale_retried(k, r, op),
+            None => self.with_reader(k, op),
+        }
+    }
+
+    /// `op` on `r` (the reader of chunk `k`'s file) and `k`'s index in it; on a corrupt or
+    /// missing chunk, once more on the file's reader loaded afresh.
+    fn stale_retried<T>(
+        &self,
+        k: u64,
+        r: &SuperchunkReader,
         mut op: impl FnMut(&SuperchunkReader, u64) -> Result<T>,
     ) -> Result<T> {
         let (f, j) = self.locate(k);
-        let r = self.reader(f)?;
-        match op(&r, j) {
+        match op(r, j) {
             Err(e) if e.is_corruption() || matches!(e, Error::ChunkOutOfRange { .. }) => {
                 self.forget_reader(f);
                 let fresh = self.reader(f)?;
@@ -603,7 +629,7 @@ impl ChunkStore {
     }
 
     /// [`decompress_chunk`](Self::decompress_chunk) from the chunk's bytes in `fetched`
-    /// when they are there (fetched through the reader in use), else read now.
+    /// when they are there (decoded through the reader they came through), else read now.
     pub(crate) fn decompress_fetched(
         &self,
         k: u64,
@@ -611,7 +637,7 @@ impl ChunkStore {
         scratch: &mut Vec<u8>,
         fetched: &Fetched,
     ) -> Result<()> {
-        self.with_reader(k, |r, j| match fetched.first(r, j) {
+        self.with_fetched_reader(k, fetched, |r, j| match fetched.first(r, j) {
             Some(b) => r.decompress_chunk_from(j, b, dst, scratch),
             None => r.decompress_chunk_into(j, dst, scratch, 1),
         })
@@ -634,7 +660,7 @@ impl ChunkStore {
         {
             return self.getitem(k, byte_start, dst, scratch);
         }
-        self.with_reader(k, |r, j| {
+        self.with_fetched_reader(k, fetched, |r, j| {
             if let Some((at, b)) = fetched.blocks(r, j) {
                 if self.keep_fetched_block(k, r, j, (at, b), byte_start, dst, scratch)? {
                     return Ok(());
