@@ -8,12 +8,12 @@
 
 mod common;
 
-use blz::storage::object::ReadTuning;
+use blz::storage::object::{collect_garbage, ExtentObject, ReadTuning, StateFile};
 use blz::storage::{ObjectStorage, OpenMode, Storage};
 use blz::{CreateOptions, DType, Dataset, Error, Mode, Selection};
 use ndarray::ArrayD;
 use object_store::path::Path as OPath;
-use object_store::ObjectStoreExt;
+use object_store::{ObjectStore, ObjectStoreExt};
 use proptest::prelude::*;
 use std::ops::Range;
 use std::path::PathBuf;
@@ -322,6 +322,161 @@ fn selection() -> impl Strategy<Value = String> {
     (axis(ROWS), axis(COLS)).prop_map(|(r, c)| format!("{r},{c}"))
 }
 
+/// Past the state's budget of block indexes, a file's index is an object of its own: the
+/// state names it, the first short read of the file fetches it whole and later ones do not;
+/// an append writes the file's new index as a new object and retires the old one, which gc
+/// then removes while it keeps the live ones.
+#[test]
+fn block_indexes_past_the_budget_are_objects_of_their_own() {
+    let (rec, _dir, local) = walk_with(4, Some(0));
+    let s = rec.open();
+    assert_eq!(indexed(&s), 0, "the state carries no index");
+    let objects = index_objects(&s);
+    assert_eq!(objects.len(), 2, "{objects:?}");
+    let stored = stored_keys(&rec);
+    for (_, o) in &objects {
+        assert!(o.key.ends_with(".blocks"), "{o:?}");
+        assert!(stored.contains(&o.key), "{o:?} not in {stored:?}");
+    }
+    let l = Dataset::open(&local).unwrap();
+    let ds =
+        Dataset::open_in(Arc::clone(&s) as Arc<dyn Storage>, s.root(), Mode::ReadOnly).unwrap();
+    rec.take();
+    // The first short read of the first file: its index, then just the blocks.
+    assert_eq!(
+        read_f64(&ds, "300000:300010"),
+        read_f64(&l, "300000:300010")
+    );
+    let gets = rec.take();
+    assert_eq!(gets.len(), 2, "{gets:?}");
+    let (file0, index0) = &objects[0];
+    assert!(file0.ends_with("__1__.bin"), "{file0}");
+    assert_eq!(
+        gets[0],
+        (
+            format!("{}/{}", rec.prefix, index0.key),
+            Some(0..index0.size)
+        )
+    );
+    let r = gets[1].1.clone().unwrap();
+    assert!(r.end - r.start <= 2 * (130 << 10), "{r:?}");
+    // The next short reads of the file: the blocks alone.
+    for sel in ["16380:16390", "786431"] {
+        assert_eq!(read_f64(&ds, sel), read_f64(&l, sel), "{sel}");
+        let gets = rec.take();
+        assert_eq!(gets.len(), 1, "{sel}: {gets:?}");
+        assert!(!gets[0].0.ends_with(".blocks"), "{sel}: {gets:?}");
+    }
+    // A whole read needs no index.
+    assert_eq!(ds.read::<f64>().unwrap(), l.read::<f64>().unwrap());
+    assert!(rec.take().iter().all(|(k, _)| !k.ends_with(".blocks")));
+    drop(ds);
+
+    // An append to the last file (which holds two chunks of four): it reads the file's
+    // index (its chunks' headers are in it), and writes the new one as a new object.
+    let s = rec.open();
+    s.set_inline_block_indexes(0);
+    let mut ds = Dataset::open_in(
+        Arc::clone(&s) as Arc<dyn Storage>,
+        s.root(),
+        Mode::ReadWrite,
+    )
+    .unwrap();
+    let mut lw = Dataset::open_rw(&local).unwrap();
+    let more = ndarray::Array1::from_shape_fn(1 << 18, |i| (i as f64).cos() * 1e3 + 0.5).into_dyn();
+    rec.take();
+    ds.append(&more.view()).unwrap();
+    lw.append(&more.view()).unwrap();
+    let gets = rec.take();
+    let (file1, index1) = &objects[1];
+    assert_eq!(
+        gets,
+        vec![(
+            format!("{}/{}", rec.prefix, index1.key),
+            Some(0..index1.size)
+        )],
+        "the append read the last file's index"
+    );
+    drop(ds);
+    let s = rec.open();
+    let after = index_objects(&s);
+    assert_eq!(after.len(), 2, "{after:?}");
+    assert_eq!(after[0], objects[0], "the first file's index is kept");
+    assert_eq!(&after[1].0, file1);
+    assert_ne!(
+        after[1].1, *index1,
+        "the appended file has a new index object"
+    );
+    let state = s.state().unwrap();
+    assert!(
+        state.retired.iter().any(|r| r.key == index1.key),
+        "the old index is retired"
+    );
+    // Old and new chunks of the appended file read by block.
+    let l = Dataset::open(&local).unwrap();
+    let ds =
+        Dataset::open_in(Arc::clone(&s) as Arc<dyn Storage>, s.root(), Mode::ReadOnly).unwrap();
+    rec.take();
+    for sel in ["1100000:1100004", "1400000:1400010", "1600000:1600010"] {
+        assert_eq!(read_f64(&ds, sel), read_f64(&l, sel), "{sel}");
+        let gets = rec.take();
+        let data: Vec<_> = gets
+            .iter()
+            .filter(|(k, _)| !k.ends_with(".blocks"))
+            .collect();
+        assert_eq!(data.len(), 1, "{sel}: {gets:?}");
+        let r = data[0].1.clone().unwrap();
+        assert!(r.end - r.start <= 2 * (130 << 10), "{sel}: {r:?}");
+    }
+    drop(ds);
+    // gc removes the retired index and keeps the live ones.
+    collect_garbage(&rec.open(), std::time::Duration::ZERO).unwrap();
+    let stored = stored_keys(&rec);
+    assert!(!stored.contains(&index1.key), "{stored:?}");
+    for (_, o) in &after {
+        assert!(stored.contains(&o.key), "{o:?} collected: {stored:?}");
+    }
+    assert_eq!(
+        Dataset::open_in(rec.open() as Arc<dyn Storage>, s.root(), Mode::ReadOnly)
+            .unwrap()
+            .read::<f64>()
+            .unwrap(),
+        l.read::<f64>().unwrap()
+    );
+}
+
+/// An index object that is missing or damaged costs the short read its blocks, not its
+/// values: the chunk is read whole, with its digest.
+#[test]
+fn a_short_read_without_its_index_object_reads_the_chunk() {
+    let (rec, _dir, local) = walk_with(3, Some(0));
+    let s = rec.open();
+    let objects = index_objects(&s);
+    let l = Dataset::open(&local).unwrap();
+    let (_, gone) = &objects[0];
+    let (_, bad) = &objects[1];
+    futures::executor::block_on(async {
+        let p = |k: &str| OPath::from(format!("{}/{k}", rec.prefix));
+        rec.inner.delete(&p(&gone.key)).await.unwrap();
+        rec.inner
+            .put(&p(&bad.key), b"not a zlib stream".to_vec().into())
+            .await
+            .unwrap();
+    });
+    let ds =
+        Dataset::open_in(Arc::clone(&s) as Arc<dyn Storage>, s.root(), Mode::ReadOnly).unwrap();
+    rec.take();
+    for sel in ["300000:300010", "900000:900004"] {
+        assert_eq!(read_f64(&ds, sel), read_f64(&l, sel), "{sel}");
+        let gets = rec.take();
+        let r = gets.last().unwrap().1.clone().unwrap();
+        assert!(
+            r.end - r.start > 1 << 20,
+            "{sel}: the chunk whole: {gets:?}"
+        );
+    }
+}
+
 proptest! {
     #![proptest_config(ProptestConfig {
         failure_persistence: None,
@@ -416,8 +571,17 @@ const WALK_CHUNK: u64 = 1 << 18;
 /// A random walk of `WALK` elements, in chunks of `WALK_CHUNK`, on the recording store and
 /// on a local disk, with `per_file` chunks per file.
 fn walk(per_file: u64) -> (Arc<Recording>, tempfile::TempDir, PathBuf) {
+    walk_with(per_file, None)
+}
+
+/// [`walk`], its creator's commits putting at most `inline` bytes of block indexes in the
+/// state when given.
+fn walk_with(per_file: u64, inline: Option<u64>) -> (Arc<Recording>, tempfile::TempDir, PathBuf) {
     let rec = Recording::new();
     let s = rec.open();
+    if let Some(n) = inline {
+        s.set_inline_block_indexes(n);
+    }
     let root = s.root().to_path_buf();
     let o = CreateOptions {
         chunkshape: Some(vec![WALK_CHUNK]),
@@ -457,6 +621,33 @@ fn indexed(s: &ObjectStorage) -> usize {
             _ => false,
         })
         .count()
+}
+
+/// The objects of their own the state names for its files' block indexes, by file.
+fn index_objects(s: &ObjectStorage) -> Vec<(String, ExtentObject)> {
+    s.state()
+        .unwrap()
+        .files
+        .iter()
+        .filter_map(|(path, f)| match f {
+            StateFile::Object { front, .. } | StateFile::Extents { front, .. } => front
+                .as_ref()
+                .and_then(|fr| fr.blocks_object.clone())
+                .map(|o| (path.clone(), o)),
+            _ => None,
+        })
+        .collect()
+}
+
+/// The keys below the recording store's dataset prefix.
+fn stored_keys(rec: &Recording) -> Vec<String> {
+    use futures::TryStreamExt;
+    let prefix = OPath::from(rec.prefix.as_str());
+    futures::executor::block_on(rec.inner.list(Some(&prefix)).try_collect::<Vec<_>>())
+        .unwrap()
+        .into_iter()
+        .map(|m| m.location.to_string()[rec.prefix.len() + 1..].to_string())
+        .collect()
 }
 
 fn read_f64(ds: &Dataset, sel: &str) -> ArrayD<f64> {

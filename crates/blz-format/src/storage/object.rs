@@ -74,9 +74,10 @@ const MAX_STATE: u64 = 64 << 20;
 /// Largest front matter of one file kept in the state object ([`Front`]): a larger one is
 /// read from the file's object.
 pub const MAX_FRONT: u64 = 1 << 20;
-/// Most bytes of block indexes ([`Front::blocks`]) one state carries: past it, files (in
-/// path order) go without one, their chunks read whole.
-pub const MAX_BLOCK_INDEXES: u64 = 8 << 20;
+/// Most bytes of block indexes ([`Front::blocks`]) one state carries, unless a handle sets
+/// another bound ([`ObjectStorage::set_inline_block_indexes`]): past it, files (in path
+/// order) keep theirs in an object of their own ([`Front::blocks_object`]).
+pub const MAX_BLOCK_INDEXES: u64 = 1 << 20;
 
 /// One file of a committed state.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -124,13 +125,21 @@ pub struct ExtentObject {
 }
 
 impl StateFile {
-    /// The keys of the objects holding the file's bytes (none for an inline file).
+    /// The keys of the objects the file's entry names: those holding its bytes, then the
+    /// one holding its block index if the state does not carry it (none for an inline
+    /// file).
     pub fn keys(&self) -> Vec<&str> {
-        match self {
-            StateFile::Object { key, .. } => vec![key.as_str()],
-            StateFile::Inline { .. } => Vec::new(),
-            StateFile::Extents { objects, .. } => objects.iter().map(|o| o.key.as_str()).collect(),
+        let (mut keys, front) = match self {
+            StateFile::Object { key, front, .. } => (vec![key.as_str()], front),
+            StateFile::Inline { .. } => return Vec::new(),
+            StateFile::Extents { objects, front, .. } => {
+                (objects.iter().map(|o| o.key.as_str()).collect(), front)
+            }
+        };
+        if let Some(o) = front.as_ref().and_then(|f| f.blocks_object.as_ref()) {
+            keys.push(o.key.as_str());
         }
+        keys
     }
 
     /// What is wrong with an extents entry, if anything.
@@ -332,6 +341,12 @@ pub struct Front {
     /// and encoded in base64 as `zlib` is; absent when the writer kept none.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub blocks: Option<String>,
+    /// Where the file's block index lies when the state does not carry it (past the
+    /// state's budget of block indexes, [`ObjectStorage::set_inline_block_indexes`]): an
+    /// object, its key below the dataset's prefix and its size, holding what `blocks`
+    /// would hold before base64 (the zlib stream). Never beside `blocks`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub blocks_object: Option<ExtentObject>,
 }
 
 impl Front {
@@ -344,12 +359,14 @@ impl Front {
             ranges: ranges.iter().map(|r| [r.start, r.end - r.start]).collect(),
             zlib: base64_encode(&z.finish().ok()?),
             blocks: None,
+            blocks_object: None,
         })
     }
 
     /// The front with `index` as its block index (none when it is empty, or encodes to more
     /// than [`MAX_FRONT`] bytes).
     fn with_blocks(mut self, index: Option<&BlockIndex>) -> Front {
+        self.blocks_object = None;
         self.blocks = index
             .filter(|i| !i.is_empty() && crate::blpk::encoded_len(i) <= MAX_FRONT)
             .map(|i| base64_encode(&crate::blpk::compress_index(i)));
@@ -371,6 +388,9 @@ impl Front {
             at = end.unwrap_or(len);
             total += n;
         }
+        if self.blocks.is_some() && self.blocks_object.is_some() {
+            return Some("a front with both blocks and blocks_object".into());
+        }
         (total > MAX_FRONT).then(|| format!("front of {total} bytes, over {MAX_FRONT}"))
     }
 
@@ -384,6 +404,9 @@ struct FrontCopy {
     front: Front,
     bytes: OnceLock<std::result::Result<Bytes, String>>,
     blocks: OnceLock<std::result::Result<Option<Arc<BlockIndex>>, String>>,
+    /// The block index read from the front's `blocks_object`, decoded, once it was read
+    /// (a failed read is not kept: the next use reads again).
+    fetched: OnceLock<std::result::Result<Arc<BlockIndex>, String>>,
 }
 
 impl FrontCopy {
@@ -392,21 +415,20 @@ impl FrontCopy {
             front,
             bytes: OnceLock::new(),
             blocks: OnceLock::new(),
+            fetched: OnceLock::new(),
         })
     }
 
-    /// The block index, decoded (`None` when the front has none).
+    /// The block index the front carries, decoded (`None` when it carries none; see
+    /// [`Backend::front_index`] for one in an object of its own).
     fn block_index(&self) -> std::result::Result<Option<&Arc<BlockIndex>>, String> {
         self.blocks
             .get_or_init(|| {
                 let Some(b) = &self.front.blocks else {
                     return Ok(None);
                 };
-                let raw = unpack(b, MAX_FRONT, "a block index")?;
-                if raw.len() as u64 > MAX_FRONT {
-                    return Err(format!("a block index over {MAX_FRONT} bytes"));
-                }
-                crate::blpk::decode_index(&raw).map(|i| Some(Arc::new(i)))
+                decode_packed_index(&base64_decode(b).ok_or("a block index that is not base64")?)
+                    .map(|i| Some(Arc::new(i)))
             })
             .as_ref()
             .map(Option::as_ref)
@@ -448,14 +470,30 @@ impl FrontCopy {
 /// decompressed to at most `limit + 1` bytes (one more than allowed tells the caller it was
 /// too long); `what` names it in the error.
 fn unpack(text: &str, limit: u64, what: &str) -> std::result::Result<Vec<u8>, String> {
-    use std::io::Read;
     let packed = base64_decode(text).ok_or_else(|| format!("{what} that is not base64"))?;
+    inflate(&packed, limit, what)
+}
+
+/// The zlib stream `packed` inflated, `limit + 1` bytes at most (so that a caller sees
+/// when it was more); `what` names it in the error.
+fn inflate(packed: &[u8], limit: u64, what: &str) -> std::result::Result<Vec<u8>, String> {
+    use std::io::Read;
     let mut out = Vec::new();
-    flate2::read::ZlibDecoder::new(&packed[..])
+    flate2::read::ZlibDecoder::new(packed)
         .take(limit + 1)
         .read_to_end(&mut out)
         .map_err(|e| format!("{what} that does not decompress: {e}"))?;
     Ok(out)
+}
+
+/// A block index as a front's `blocks` holds it once out of base64, or its
+/// `blocks_object` holds it (a zlib stream of at most [`MAX_FRONT`] bytes), decoded.
+fn decode_packed_index(packed: &[u8]) -> std::result::Result<BlockIndex, String> {
+    let raw = inflate(packed, MAX_FRONT, "a block index")?;
+    if raw.len() as u64 > MAX_FRONT {
+        return Err(format!("a block index over {MAX_FRONT} bytes"));
+    }
+    crate::blpk::decode_index(&raw)
 }
 
 /// Base64 (RFC 4648, standard alphabet, padded), as the state writes fronts.
@@ -699,6 +737,9 @@ struct Backend {
     /// How reads of many ranges become requests, and the slots that bound the requests of
     /// reads in flight at once ([`ReadTuning::concurrency`]).
     reads: Mutex<(ReadTuning, Arc<tokio::sync::Semaphore>)>,
+    /// The bytes of block indexes a commit puts in the state, at most
+    /// ([`ObjectStorage::set_inline_block_indexes`]).
+    inline_indexes: AtomicU64,
 }
 
 /// How a read of many byte ranges of a file (the chunks a selection needs) becomes
@@ -861,6 +902,7 @@ impl Backend {
             requests: AtomicU64::new(0),
             log: None,
             reads: Mutex::new((tuning, read_slots(&tuning))),
+            inline_indexes: AtomicU64::new(MAX_BLOCK_INDEXES),
         }
     }
 
@@ -879,6 +921,7 @@ impl Backend {
             requests: AtomicU64::new(0),
             log: request_log()?,
             reads: Mutex::new((tuning, read_slots(&tuning))),
+            inline_indexes: AtomicU64::new(MAX_BLOCK_INDEXES),
         };
         Ok((backend, bucket))
     }
@@ -900,6 +943,7 @@ impl Backend {
             requests: AtomicU64::new(0),
             log: self.log.clone(),
             reads: Mutex::new((tuning, read_slots(&tuning))),
+            inline_indexes: AtomicU64::new(self.inline_indexes.load(Ordering::Relaxed)),
         }
     }
 
@@ -1303,6 +1347,51 @@ impl Backend {
             return Err(eof(path));
         }
         Ok(got)
+    }
+
+    /// The block index of the file `path` whose front is `front`: the one the front carries,
+    /// or the one in its `blocks_object`, read (one GET) on the first use and kept; `None`
+    /// when it has neither.
+    ///
+    /// # Errors
+    /// [`Error::InvalidMetadata`] naming the state (an index the front carries) or the
+    /// object (one read from it) when it does not decode; the read's error when the object
+    /// cannot be read (not kept: the next use reads again).
+    fn front_index(&self, front: &FrontCopy, path: &Path) -> Result<Option<Arc<BlockIndex>>> {
+        let bad = |at: PathBuf, why: &str| {
+            Error::metadata(at, format!("block index of {}: {why}", path.display()))
+        };
+        let Some(o) = &front.front.blocks_object else {
+            return front
+                .block_index()
+                .map(Option::<&Arc<BlockIndex>>::cloned)
+                .map_err(|why| bad(self.root.join(STATE_KEY), &why));
+        };
+        let at = self.root.join(&o.key);
+        if o.size > MAX_FRONT {
+            return Err(bad(
+                at,
+                &format!("an object of {} bytes, over {MAX_FRONT}", o.size),
+            ));
+        }
+        let got = match front.fetched.get() {
+            Some(got) => got,
+            None => {
+                let piece = Piece {
+                    key: Arc::from(o.key.as_str()),
+                    size: o.size,
+                    at: 0,
+                    len: o.size,
+                };
+                let packed = self.read_pieces(&[piece], 0..o.size, &at)?;
+                front
+                    .fetched
+                    .get_or_init(|| decode_packed_index(&packed).map(Arc::new))
+            }
+        };
+        got.as_ref()
+            .map(|i| Some(Arc::clone(i)))
+            .map_err(|why| bad(at, why))
     }
 
     /// Why the object `key` of the loaded state (holding the file `path`) is missing, from
@@ -2204,13 +2293,8 @@ impl StorageFile for ObjectFile {
             }) => (Arc::clone(f), Some(written.clone()), *len),
             _ => return Ok(None),
         };
-        let index = front.block_index().map_err(|why| {
-            Error::metadata(
-                self.backend.root.join(STATE_KEY),
-                format!("file {}: {why}", self.path.display()),
-            )
-        })?;
-        let Some(cb) = index.and_then(|i| i.get(&offset)) else {
+        let index = self.backend.front_index(&front, &self.path)?;
+        let Some(cb) = index.as_ref().and_then(|i| i.get(&offset)) else {
             return Ok(None);
         };
         let end = offset.saturating_add(cb.cbytes() as u64);
@@ -2797,6 +2881,14 @@ impl ObjectStorage {
             .unwrap_or_else(std::sync::PoisonError::into_inner) = (tuning, read_slots(&tuning));
     }
 
+    /// Sets how many bytes of block indexes (as their fronts' `blocks` text) this handle's
+    /// commits put in the state object, which every open reads whole: past them, in path
+    /// order, a file's index goes up as an object of its own, read on the first short read
+    /// of the file (`spec/object-store.md` §3). [`MAX_BLOCK_INDEXES`] unless set.
+    pub fn set_inline_block_indexes(&self, bytes: u64) {
+        self.backend.inline_indexes.store(bytes, Ordering::Relaxed);
+    }
+
     /// The committed state this handle works on (`None` before the dataset's first commit).
     pub fn state(&self) -> Option<State> {
         self.committed_lock().state.clone()
@@ -2950,9 +3042,11 @@ impl ObjectStorage {
             };
             new_files.insert(rel.clone(), entry);
         }
-        // Every open reads the state whole: its block indexes are bounded.
-        let mut room = MAX_BLOCK_INDEXES;
-        for f in new_files.values_mut() {
+        // Every open reads the state whole: the block indexes it carries are bounded. Past
+        // the bound, a file's index goes up as an object of its own, named for this commit.
+        let mut room = self.backend.inline_indexes.load(Ordering::Relaxed);
+        let mut indexes: Vec<(String, Bytes)> = Vec::new();
+        for (rel, f) in &mut new_files {
             if let StateFile::Object {
                 front: Some(fr), ..
             }
@@ -2960,10 +3054,22 @@ impl ObjectStorage {
                 front: Some(fr), ..
             } = f
             {
-                if let Some(b) = &fr.blocks {
-                    match room.checked_sub(b.len() as u64) {
-                        Some(r) => room = r,
-                        None => fr.blocks = None,
+                let Some(b) = &fr.blocks else {
+                    continue;
+                };
+                match room.checked_sub(b.len() as u64) {
+                    Some(r) => room = r,
+                    None => {
+                        let packed = base64_decode(b).unwrap_or_default();
+                        fr.blocks = None;
+                        if !packed.is_empty() {
+                            let key = format!("{rel}.{generation}-{tag:016x}.blocks");
+                            fr.blocks_object = Some(ExtentObject {
+                                key: key.clone(),
+                                size: packed.len() as u64,
+                            });
+                            indexes.push((key, Bytes::from(packed)));
+                        }
                     }
                 }
             }
@@ -2982,6 +3088,7 @@ impl ObjectStorage {
             .and_then(|()| self.finish_early())
             .and_then(|()| self.localize(&uploads))
             .and_then(|()| self.upload(&uploads))
+            .and_then(|()| self.upload_indexes(&indexes))
             .and_then(|()| {
                 let now = now_secs();
                 let mut retired = old.as_ref().map(|s| s.retired.clone()).unwrap_or_default();
@@ -3273,10 +3380,13 @@ impl ObjectStorage {
             _ => (None, None),
         };
         let new_front = self.front_of(rel, node, front).map(|f| {
-            let old = old_front
-                .as_ref()
-                .and_then(|o| o.block_index().ok().flatten());
-            let index = self.blocks_of(rel, node, fresh.as_deref(), old.map(|i| &**i));
+            let old = old_front.as_ref().and_then(|o| {
+                self.backend
+                    .front_index(o, &self.backend.root.join(rel))
+                    .ok()
+                    .flatten()
+            });
+            let index = self.blocks_of(rel, node, fresh.as_deref(), old.as_deref());
             f.with_blocks(index.as_ref())
         });
         let upload = |ranges| Upload {
@@ -3380,6 +3490,26 @@ impl ObjectStorage {
                 .await
         })
         .map(drop)
+    }
+
+    /// Uploads the block indexes `indexes` (key, zlib stream) that the state names but
+    /// does not carry, [`PARALLEL`] at a time.
+    fn upload_indexes(&self, indexes: &[(String, Bytes)]) -> Result<()> {
+        if indexes.is_empty() {
+            return Ok(());
+        }
+        let backend = &self.backend;
+        runtime()?
+            .block_on(
+                futures::stream::iter(indexes)
+                    .map(|(key, bytes)| {
+                        let path = backend.root.join(key);
+                        async move { backend.upload(key, &path, bytes.clone()).await }
+                    })
+                    .buffer_unordered(PARALLEL)
+                    .try_collect::<Vec<()>>(),
+            )
+            .map(drop)
     }
 
     /// Writes the state object (stamped with its write id, [`State::stamp_write`]):
@@ -4157,14 +4287,26 @@ mod tests {
                 ranges: r.clone(),
                 zlib: String::new(),
                 blocks: None,
+                blocks_object: None,
             };
             assert!(f.fault(u64::MAX / 2).is_some(), "{r:?}");
         }
+        // An index both carried and in an object of its own is a fault.
+        let both = Front {
+            blocks: Some(String::new()),
+            blocks_object: Some(ExtentObject {
+                key: "data/x.blocks".into(),
+                size: 1,
+            }),
+            ..front.clone()
+        };
+        assert!(both.fault(u64::MAX / 2).is_some());
         // A copy that decodes to another length than its ranges hold is an error.
         let short = FrontCopy::new(Front {
             ranges: vec![[0, 101]],
             zlib: front.zlib.clone(),
             blocks: None,
+            blocks_object: None,
         });
         assert!(short.bytes().is_err());
         // A block index that is not base64, not zlib, or not records is an error; none is
