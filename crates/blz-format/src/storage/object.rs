@@ -486,6 +486,50 @@ fn inflate(packed: &[u8], limit: u64, what: &str) -> std::result::Result<Vec<u8>
     Ok(out)
 }
 
+/// `state`'s JSON, at most `max` bytes long: when it is longer, files' fronts (copies of
+/// bytes their objects hold, which a reader can do without, `spec/object-store.md` §3) are
+/// left out, from the last file in path order back, until it fits.
+///
+/// # Errors
+/// [`Error::InvalidArgument`] naming the state object `path` when the state is longer than
+/// `max` bytes without any front (a dataset of more files than one state can name).
+fn state_bytes(state: &mut State, max: u64, path: &Path) -> Result<Vec<u8>> {
+    let json = |s: &State| serde_json::to_vec(s).map_err(|e| Error::metadata(path, e.to_string()));
+    let mut bytes = json(state)?;
+    // The files in reverse path order, taken one by one across the rounds below.
+    let order: Vec<String> = state.files.keys().rev().cloned().collect();
+    let mut next = order.iter();
+    while bytes.len() as u64 > max {
+        // Fronts out until the bytes they take (as `,"front":{...}`) make up the excess.
+        let mut over = bytes.len() as u64 - max;
+        let mut dropped = false;
+        for rel in next.by_ref() {
+            if let Some(StateFile::Object { front, .. } | StateFile::Extents { front, .. }) =
+                state.files.get_mut(rel)
+            {
+                if let Some(fr) = front.take() {
+                    dropped = true;
+                    let took = serde_json::to_vec(&fr).map_or(0, |b| b.len() as u64) + 9;
+                    over = over.saturating_sub(took);
+                    if over == 0 {
+                        break;
+                    }
+                }
+            }
+        }
+        if !dropped {
+            return Err(Error::InvalidArgument(format!(
+                "{}: the dataset's state would take {} bytes with no file's front, over the \
+                 {max} a reader reads: too many files (larger superchunk files make fewer)",
+                path.display(),
+                bytes.len()
+            )));
+        }
+        bytes = json(state)?;
+    }
+    Ok(bytes)
+}
+
 /// A block index as a front's `blocks` holds it once out of base64, or its
 /// `blocks_object` holds it (a zlib stream of at most [`MAX_FRONT`] bytes), decoded.
 fn decode_packed_index(packed: &[u8]) -> std::result::Result<BlockIndex, String> {
@@ -3134,7 +3178,7 @@ impl ObjectStorage {
                         .unwrap_or_default(),
                 };
                 state.stamp_write();
-                let w = self.write_state(&state, version.as_ref())?;
+                let w = self.write_state(&mut state, version.as_ref())?;
                 *self.committed_lock() = Committed::written(state, w);
                 Ok(())
             });
@@ -3518,10 +3562,13 @@ impl ObjectStorage {
     /// changed: by this very write), the state object is read back: the write took effect
     /// if and only if the state there records its write id. Only a write that did not take
     /// effect is reported: [`Error::Conflict`] when the store refused it, else the error.
-    fn write_state(&self, state: &State, version: Option<&UpdateVersion>) -> Result<Written> {
+    ///
+    /// A state longer than a reader reads ([`MAX_STATE`]) leaves files' fronts out first
+    /// ([`state_bytes`]); one too long without them is not written.
+    fn write_state(&self, state: &mut State, version: Option<&UpdateVersion>) -> Result<Written> {
         let rt = runtime()?;
         let path = self.state_path();
-        let bytes = serde_json::to_vec(state).map_err(|e| Error::metadata(&path, e.to_string()))?;
+        let bytes = state_bytes(state, MAX_STATE, &path)?;
         let mode = match version {
             Some(v) => PutMode::Update(v.clone()),
             None => PutMode::Create,
@@ -4153,7 +4200,7 @@ pub fn collect_garbage(storage: &ObjectStorage, grace: Duration) -> Result<Colle
             });
         }
         state.stamp_write();
-        let w = storage.write_state(&state, version.as_ref())?;
+        let w = storage.write_state(&mut state, version.as_ref())?;
         *storage.committed_lock() = Committed::written(state, w);
     }
     Ok(Collected {
@@ -4325,6 +4372,92 @@ mod tests {
                 ..front.clone()
             });
             assert!(f.block_index().is_err(), "{bad}");
+        }
+    }
+
+    /// A state past the bound a reader reads sheds files' fronts, the last files' first,
+    /// until it fits; one that does not fit without them is refused.
+    #[test]
+    fn a_state_too_long_sheds_fronts_then_is_refused() {
+        let bytes: Vec<u8> = (0..4000u32).map(|i| (i * 7919 % 251) as u8).collect();
+        let front = Front::new(std::slice::from_ref(&(0..4000)), &bytes).unwrap();
+        let files: BTreeMap<String, StateFile> = (0..40)
+            .map(|i| {
+                (
+                    format!("data/__{i:02}__.bin"),
+                    StateFile::Object {
+                        key: format!("data/__{i:02}__.bin.1-0000000000000001"),
+                        len: 1 << 20,
+                        front: Some(front.clone()),
+                    },
+                )
+            })
+            .collect();
+        let state = State {
+            format: STATE_FORMAT.into(),
+            version: STATE_VERSION_WHOLE,
+            generation: 1,
+            committed_at: 0,
+            files,
+            retired: Vec::new(),
+            write_id: None,
+            earlier_write_ids: Vec::new(),
+        };
+        let path = Path::new("s3://b/x.blz/meta/state");
+        let whole = serde_json::to_vec(&state).unwrap().len() as u64;
+        let mut same = state.clone();
+        assert_eq!(
+            state_bytes(&mut same, whole, path).unwrap().len() as u64,
+            whole
+        );
+        assert_eq!(same, state, "a state that fits is left alone");
+        let fronted = |s: &State| -> Vec<bool> {
+            s.files
+                .values()
+                .map(|f| matches!(f, StateFile::Object { front: Some(_), .. }))
+                .collect()
+        };
+        for max in [whole - 1, whole * 2 / 3, whole / 4] {
+            let mut cut = state.clone();
+            let b = state_bytes(&mut cut, max, path).unwrap();
+            assert!(b.len() as u64 <= max, "{} over {max}", b.len());
+            let back: State = serde_json::from_slice(&b).unwrap();
+            assert_eq!(back, cut);
+            let kept = fronted(&cut);
+            let n = kept.iter().filter(|&&k| k).count();
+            assert!(n < 40, "{max}: no front left out");
+            assert!(
+                kept[..n].iter().all(|&k| k),
+                "{max}: the last files' go first"
+            );
+            // Not more left out than needed: one front more would not have fit.
+            if n < 40 {
+                let mut more = cut.clone();
+                if let Some(StateFile::Object { front, .. }) = more.files.values_mut().nth(n) {
+                    *front = Some(Front::new(std::slice::from_ref(&(0..4000)), &bytes).unwrap());
+                }
+                let longer = serde_json::to_vec(&more).unwrap().len() as u64;
+                assert!(longer > max, "{max}: front {n} was left out though it fit");
+            }
+        }
+        let bare = {
+            let mut s = state.clone();
+            for f in s.files.values_mut() {
+                if let StateFile::Object { front, .. } = f {
+                    *front = None;
+                }
+            }
+            serde_json::to_vec(&s).unwrap().len() as u64
+        };
+        let mut refused = state.clone();
+        match state_bytes(&mut refused, bare - 1, path) {
+            Err(Error::InvalidArgument(m)) => {
+                assert!(
+                    m.contains("s3://b/x.blz/meta/state") && m.contains("too many files"),
+                    "{m}"
+                )
+            }
+            other => panic!("{other:?}"),
         }
     }
 }
