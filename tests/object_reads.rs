@@ -776,6 +776,87 @@ fn an_append_keeps_and_extends_the_block_index() {
     }
 }
 
+/// Incompressible data (Blosc stores its chunks as is): a short read still fetches only the
+/// pieces of the chunk holding its elements, and an append reads no chunk header.
+#[test]
+fn a_short_read_of_incompressible_data_fetches_only_its_pieces() {
+    let rec = Recording::new();
+    let s = rec.open();
+    let root = s.root().to_path_buf();
+    let o = CreateOptions {
+        chunkshape: Some(vec![WALK_CHUNK]),
+        superchunksize: Some(3),
+        ..Default::default()
+    };
+    let mut seed = 5u64;
+    let mut noise = |n: usize| {
+        ndarray::Array1::from_shape_fn(n, |_| {
+            // splitmix64: every byte noise.
+            seed = seed.wrapping_add(0x9E37_79B9_7F4A_7C15);
+            let mut z = seed;
+            z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+            z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+            z ^ (z >> 31)
+        })
+        .into_dyn()
+    };
+    let data = noise(5 << 18);
+    let mut ds = Dataset::create_in(s, &root, DType::U64, &[0], &o).unwrap();
+    ds.append(&data.view()).unwrap();
+    drop(ds);
+    let s = rec.open();
+    let ds = Dataset::open_in(
+        Arc::clone(&s) as Arc<dyn Storage>,
+        s.root(),
+        Mode::ReadWrite,
+    )
+    .unwrap();
+    rec.take();
+    let read = |ds: &Dataset, a: usize, b: usize| {
+        ds.read_selection::<u64>(&Selection::parse(&format!("{a}:{b}")).unwrap())
+            .unwrap()
+    };
+    let short = |gets: &[(String, Option<Range<u64>>)]| {
+        gets.len() == 1
+            && gets[0]
+                .1
+                .as_ref()
+                .is_some_and(|r| r.end - r.start <= 2 * (130 << 10))
+    };
+    for (a, b) in [
+        (300_000, 300_010),
+        (16_380, 16_390),
+        ((5 << 18) - 1, 5 << 18),
+    ] {
+        assert_eq!(
+            read(&ds, a, b),
+            data.slice(ndarray::s![a..b]).into_dyn(),
+            "{a}"
+        );
+        let gets = rec.take();
+        assert!(short(&gets), "{a}: {gets:?}, of a 2 MiB chunk");
+    }
+    // An append to the last file (two chunks of three) reads nothing.
+    let more = noise(1 << 18);
+    let mut ds = ds;
+    ds.append(&more.view()).unwrap();
+    let gets = rec.take();
+    assert!(gets.is_empty(), "the append read {gets:?}");
+    let all = ndarray::concatenate(ndarray::Axis(0), &[data.view(), more.view()]).unwrap();
+    let s = rec.open();
+    let ds =
+        Dataset::open_in(Arc::clone(&s) as Arc<dyn Storage>, s.root(), Mode::ReadOnly).unwrap();
+    rec.take();
+    let a = (5 << 18) + 1000;
+    assert_eq!(
+        read(&ds, a, a + 3),
+        all.slice(ndarray::s![a..a + 3]).into_dyn()
+    );
+    let gets = rec.take();
+    assert!(short(&gets), "{gets:?}");
+    assert_eq!(ds.read::<u64>().unwrap(), all);
+}
+
 proptest! {
     #![proptest_config(ProptestConfig {
         failure_persistence: None,

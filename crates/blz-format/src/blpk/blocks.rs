@@ -11,7 +11,10 @@
 //! header, its number of blocks `n` (u32), then `n` block starts (u32, from the chunk's
 //! start, as in the chunk's own block-start table) and `n` CRC-32s (u32, ISO-HDLC as zlib
 //! computes it) of the blocks' bytes: block `i` runs from its start to the next block's
-//! start, the last to the chunk's compressed size.
+//! start, the last to the chunk's compressed size. A chunk Blosc stored as is (memcpyed:
+//! its bytes follow the header) has no block-start table; its record cuts those bytes into
+//! pieces of the header's block size, piece `i` starting at `16 + i × blocksize`, and
+//! lists those starts and the pieces' CRC-32s.
 
 use super::reader::Layout;
 use crate::blosc::{self, ChunkHeader, HEADER_LEN};
@@ -28,24 +31,29 @@ pub struct ChunkBlocks {
     nbytes: usize,
     blocksize: usize,
     cbytes: usize,
+    /// Stored as is (memcpyed): the starts are of pieces of its bytes, not blocks.
+    stored: bool,
     starts: Vec<u32>,
     crcs: Vec<u32>,
 }
 
 impl ChunkBlocks {
     /// The index of the chunk whose compressed bytes are `chunk` (exactly its Blosc
-    /// `cbytes`); `None` for a chunk stored as is (memcpyed) or empty, which has no blocks,
-    /// and for one whose header is damaged or whose block starts are not ascending inside
-    /// it.
+    /// `cbytes`); `None` for an empty chunk, which has no blocks, and for one whose header
+    /// is damaged or whose block starts are not ascending inside it.
     pub fn of_chunk(chunk: &[u8]) -> Option<ChunkBlocks> {
         let header: [u8; HEADER_LEN] = chunk.get(..HEADER_LEN)?.try_into().ok()?;
         let n = Self::block_count(&header, chunk.len())?;
-        let starts = u32s(chunk.get(HEADER_LEN..HEADER_LEN + 4 * n)?);
+        let starts = match Self::stored_pieces(&header, n) {
+            Some(pieces) => pieces,
+            None => u32s(chunk.get(HEADER_LEN..HEADER_LEN + 4 * n)?),
+        };
         let mut cb = ChunkBlocks {
             header,
             nbytes: 0,
             blocksize: 0,
             cbytes: chunk.len(),
+            stored: false,
             starts,
             crcs: Vec::new(),
         };
@@ -59,15 +67,28 @@ impl ChunkBlocks {
         Some(cb)
     }
 
-    /// The number of blocks of a chunk with this header whose compressed size is `cbytes`;
-    /// `None` when the header is damaged or does not match, or the chunk is stored as is
-    /// (memcpyed: no blocks).
+    /// The number of blocks of a chunk with this header whose compressed size is `cbytes`
+    /// (of pieces of the block size, for a chunk stored as is); `None` when the header is
+    /// damaged or does not match, or the chunk is empty.
     fn block_count(header: &[u8; HEADER_LEN], cbytes: usize) -> Option<usize> {
         let ch = ChunkHeader::parse(header).ok()?;
+        ch.check_against(cbytes).ok()?;
         let bs = ch.blocksize as usize;
-        let plain = ch.cbytes as usize == cbytes && cbytes >= HEADER_LEN;
-        (plain && ch.flags & blosc::FLAG_MEMCPYED == 0 && bs > 0)
-            .then(|| (ch.nbytes as usize).div_ceil(bs))
+        let n = (ch.nbytes as usize).div_ceil(bs.max(1));
+        (ch.cbytes as usize == cbytes && bs > 0 && n > 0).then_some(n)
+    }
+
+    /// For a chunk stored as is (memcpyed) with this header, of `n` pieces: where its
+    /// pieces start (`16 + i × blocksize`); `None` for a compressed chunk.
+    fn stored_pieces(header: &[u8; HEADER_LEN], n: usize) -> Option<Vec<u32>> {
+        let ch = ChunkHeader::parse(header).ok()?;
+        if ch.flags & blosc::FLAG_MEMCPYED == 0 {
+            return None;
+        }
+        let bs = u64::from(ch.blocksize);
+        (0..n as u64)
+            .map(|i| u32::try_from(HEADER_LEN as u64 + i * bs).ok())
+            .collect()
     }
 
     /// Checks the starts against the header and fills the sizes.
@@ -78,12 +99,20 @@ impl ChunkBlocks {
         if self.starts.len() != n {
             return Err(format!("{} block starts for {n} blocks", self.starts.len()));
         }
-        if !starts_fit(&self.starts, ch.cbytes as usize) {
-            return Err("block starts not ascending inside the chunk".into());
+        match Self::stored_pieces(&self.header, n) {
+            Some(pieces) if pieces != self.starts => {
+                return Err("piece starts of a chunk stored as is not at its block size".into())
+            }
+            Some(_) => {}
+            None if !starts_fit(&self.starts, ch.cbytes as usize) => {
+                return Err("block starts not ascending inside the chunk".into())
+            }
+            None => {}
         }
         self.nbytes = ch.nbytes as usize;
         self.blocksize = ch.blocksize as usize;
         self.cbytes = ch.cbytes as usize;
+        self.stored = ch.flags & blosc::FLAG_MEMCPYED != 0;
         Ok(())
     }
 
@@ -147,9 +176,13 @@ impl ChunkBlocks {
         }
         buf.truncate(self.cbytes);
         buf[..HEADER_LEN].copy_from_slice(&self.header);
-        for (i, s) in self.starts.iter().enumerate() {
-            let at = HEADER_LEN + 4 * i;
-            buf[at..at + 4].copy_from_slice(&s.to_le_bytes());
+        // A compressed chunk's block-start table (a chunk stored as is has none: its
+        // bytes follow the header).
+        if !self.stored {
+            for (i, s) in self.starts.iter().enumerate() {
+                let at = HEADER_LEN + 4 * i;
+                buf[at..at + 4].copy_from_slice(&s.to_le_bytes());
+            }
         }
         let (b0, b1) = (
             byte_start / self.blocksize,
@@ -290,6 +323,7 @@ pub fn decode_index(mut bytes: &[u8]) -> Result<BlockIndex, String> {
             nbytes: 0,
             blocksize: 0,
             cbytes: 0,
+            stored: false,
             starts: u32s(starts),
             crcs: u32s(crcs),
         };
@@ -456,6 +490,65 @@ mod tests {
         assert!(matches!(short, Err(BlockFault::Misfit(_))));
     }
 
+    /// Incompressible bytes (8 MB of them), which Blosc stores as is.
+    fn stored_chunk() -> (Vec<u8>, Vec<u8>) {
+        let mut seed = 3u64;
+        let data: Vec<u8> = (0..1_000_000)
+            .flat_map(|_| {
+                // splitmix64: every byte noise.
+                seed = seed.wrapping_add(0x9E37_79B9_7F4A_7C15);
+                let mut z = seed;
+                z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+                z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+                (z ^ (z >> 31)).to_le_bytes()
+            })
+            .collect();
+        let c = compress(&CompressParams::default(), &data).unwrap();
+        (data, c)
+    }
+
+    /// A chunk Blosc stored as is is indexed by pieces of its block size: a short read takes
+    /// just the pieces holding its bytes, each checked by its CRC-32.
+    #[test]
+    fn a_chunk_stored_as_is_is_read_by_pieces() {
+        let (data, c) = stored_chunk();
+        let h = ChunkHeader::parse(&c).unwrap();
+        assert_ne!(h.flags & blosc::FLAG_MEMCPYED, 0, "stored as is");
+        let bs = h.blocksize as usize;
+        let idx: BlockIndex = [(64u64, Arc::new(ChunkBlocks::of_chunk(&c).unwrap()))]
+            .into_iter()
+            .collect();
+        let enc = encode_index(&idx);
+        assert_eq!(encoded_len(&idx), enc.len() as u64);
+        let back = decode_index(&enc).unwrap();
+        assert_eq!(back, idx);
+        let cb = &back[&64];
+        let mut buf = Vec::new();
+        for (start, len) in [(0, 8), (500_003 * 8, 80), (bs - 8, 16), (8_000_000 - 8, 8)] {
+            let span = cb.span(start, len).unwrap();
+            assert!(span.len() <= 2 * bs, "{start}: {span:?}");
+            assert!(span.start <= HEADER_LEN + start, "{start}: {span:?}");
+            assert!(HEADER_LEN + start + len <= span.end, "{start}: {span:?}");
+            cb.assemble(span.start, &c[span.clone()], start, len, &mut buf)
+                .unwrap();
+            let mut got = vec![0u8; len];
+            blosc::getitem(&buf, start, &mut got).unwrap();
+            assert_eq!(got, &data[start..start + len], "{start}");
+            let mut bent = c[span.clone()].to_vec();
+            bent[HEADER_LEN + start - span.start] ^= 1;
+            let err = cb
+                .assemble(span.start, &bent, start, len, &mut buf)
+                .unwrap_err();
+            assert!(matches!(err, BlockFault::Crc { .. }), "{start}: {err:?}");
+        }
+        // A record whose pieces do not start at the block size is refused.
+        let mut bent = enc.clone();
+        let second = 8 + HEADER_LEN + 4 + 4;
+        bent[second..second + 4]
+            .copy_from_slice(&(HEADER_LEN as u32 + bs as u32 + 1).to_le_bytes());
+        assert!(decode_index(&bent).unwrap_err().contains("block size"));
+    }
+
     #[test]
     fn damaged_indexes_are_refused() {
         let c = chunk();
@@ -484,7 +577,8 @@ mod tests {
             ..Default::default()
         })]
 
-        /// A chunk damaged anywhere (header, block starts, blocks), indexed as it is (so
+        /// A chunk (compressed, or stored as is) damaged anywhere (header, block starts,
+        /// blocks), indexed as it is (so
         /// that its CRC-32s match the damage) and read by block, decodes or fails cleanly:
         /// never a crash, an out-of-bounds access or a huge allocation. So does a short
         /// read through any record that decodes from a damaged encoding.
@@ -496,8 +590,10 @@ mod tests {
             ),
             at in 0usize..1_000_000,
             n in 1usize..300,
+            stored in proptest::bool::ANY,
         ) {
-            let mut c = chunk();
+            let fresh = || if stored { stored_chunk().1 } else { chunk() };
+            let mut c = fresh();
             for &(i, x) in &flips {
                 let i = i % c.len();
                 c[i] ^= x;
@@ -512,7 +608,7 @@ mod tests {
                     }
                 }
             }
-            let good = ChunkBlocks::of_chunk(&chunk()).unwrap();
+            let good = ChunkBlocks::of_chunk(&fresh()).unwrap();
             let idx: BlockIndex = [(0u64, Arc::new(good))].into_iter().collect();
             let mut enc = encode_index(&idx);
             for &(i, x) in &flips {
