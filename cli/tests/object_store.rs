@@ -847,11 +847,17 @@ fn a_removed_dataset_is_not_found() {
 /// returns its stdout and the requests it made to the store, one line each (`METHOD URL`,
 /// then `bytes=A-B` for a ranged read, `if-match`/`if-none-match` for a conditional write).
 fn blz_requests(args: &[&str]) -> (String, Vec<String>) {
+    blz_requests_with(args, &[])
+}
+
+/// [`blz_requests`] with the environment variables `vars` set too.
+fn blz_requests_with(args: &[&str], vars: &[(&str, &str)]) -> (String, Vec<String>) {
     let dir = tempfile::tempdir().unwrap();
     let log = dir.path().join("requests");
     let out = Command::new(env!("CARGO_BIN_EXE_blz"))
         .args(args)
         .env("BLZ_S3_REQUEST_LOG", &log)
+        .envs(vars.iter().copied())
         .output()
         .unwrap();
     let logged: Vec<String> = std::fs::read_to_string(&log)
@@ -956,6 +962,68 @@ fn blz_get_of_ten_elements_fetches_only_their_blocks() {
     let (_, log) = blz_requests(&["append", "--csv", csv, "--column", "0", "--no-header", &url]);
     let gets: Vec<_> = log.iter().filter(|l| l.starts_with("GET ")).collect();
     assert_eq!(gets.len(), 1, "only the state: {log:?}");
+}
+
+/// A commit past `BLZ_S3_INLINE_INDEXES` bytes of block indexes puts the file's index in an
+/// object of its own, which the state names: `blz get` of ten elements then reads the
+/// state, that object (whole), and the one block; `blz gc` keeps the object. A value that
+/// is not a number is an error naming the variable.
+#[test]
+fn blz_reads_a_block_index_kept_out_of_the_state() {
+    let Some(url) = s3_url("cli-index-object.blz") else {
+        return;
+    };
+    let v: Vec<i64> = noise(3 << 18).into_iter().map(|x| x >> 24).collect();
+    let mut ds = Dataset::create_with(&url, DType::I64, &[0], &opts(1 << 18, 64)).unwrap();
+    ds.append(&Array1::from(v[..2 << 18].to_vec()).into_dyn().view())
+        .unwrap();
+    drop(ds);
+    let dir = tempfile::tempdir().unwrap();
+    let csv = dir.path().join("more.csv");
+    let text: String = v[2 << 18..].iter().map(|x| format!("{x}\n")).collect();
+    std::fs::write(&csv, text).unwrap();
+    let csv = csv.to_str().unwrap();
+    let append = ["append", "--csv", csv, "--column", "0", "--no-header", &url];
+    let (_, log) = blz_requests_with(&append, &[("BLZ_S3_INLINE_INDEXES", "0")]);
+    let index = log
+        .iter()
+        .filter_map(|l| l.strip_prefix(&format!("PUT {url}/")))
+        .find(|k| k.ends_with(".blocks"))
+        .unwrap_or_else(|| panic!("no index object went up: {log:?}"))
+        .split(' ')
+        .next()
+        .unwrap()
+        .to_string();
+    for at in [300_000usize, 700_000] {
+        let (out, log) = blz_requests(&["get", &url, &format!("{at}:{}", at + 10)]);
+        assert!(out.contains(&v[at + 9].to_string()), "{out}");
+        assert_eq!(log.len(), 3, "{log:?}");
+        assert_eq!(log[0], format!("GET {url}/meta/state"));
+        assert!(
+            log[1].starts_with(&format!("GET {url}/{index} bytes=0-")),
+            "{log:?}"
+        );
+        let range = log[2].split(" bytes=").nth(1).unwrap();
+        let (a, b) = range.split_once('-').unwrap();
+        let asked = b.parse::<u64>().unwrap() + 1 - a.parse::<u64>().unwrap();
+        assert!(asked < 140 << 10, "{} bytes: {log:?}", asked);
+    }
+    let (_, log) = blz_requests(&["gc", &url, "--grace", "0"]);
+    assert!(
+        !log.iter()
+            .any(|l| l.contains(&index) && l.starts_with("DELETE")),
+        "gc removed the live index: {log:?}"
+    );
+    let (_, log) = blz_requests(&["get", &url, "300000:300010"]);
+    assert_eq!(log.len(), 3, "{log:?}");
+    let out = Command::new(env!("CARGO_BIN_EXE_blz"))
+        .args(append)
+        .env("BLZ_S3_INLINE_INDEXES", "lots")
+        .output()
+        .unwrap();
+    assert!(!out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("BLZ_S3_INLINE_INDEXES"), "{err}");
 }
 
 /// The request log of a `blz` process lists every request it makes: `blz gc` of a dataset

@@ -875,6 +875,28 @@ impl ReadTuning {
     }
 }
 
+/// The environment variable bounding the bytes of block indexes a commit puts in the state
+/// (`spec/object-store.md` §1, §3): a whole number; unset or empty, [`MAX_BLOCK_INDEXES`].
+pub const INLINE_INDEXES_VAR: &str = "BLZ_S3_INLINE_INDEXES";
+
+/// The bound [`INLINE_INDEXES_VAR`] sets for the handles of this process.
+///
+/// # Errors
+/// [`Error::InvalidArgument`] naming the variable when its value is not a whole number.
+fn inline_indexes_from_env() -> Result<u64> {
+    match std::env::var(INLINE_INDEXES_VAR)
+        .ok()
+        .filter(|v| !v.trim().is_empty())
+    {
+        None => Ok(MAX_BLOCK_INDEXES),
+        Some(v) => v.trim().parse::<u64>().map_err(|_| {
+            Error::InvalidArgument(format!(
+                "{INLINE_INDEXES_VAR}={v:?}: expected a whole number of bytes"
+            ))
+        }),
+    }
+}
+
 /// The slots of `t.concurrency` requests in flight.
 fn read_slots(t: &ReadTuning) -> Arc<tokio::sync::Semaphore> {
     Arc::new(tokio::sync::Semaphore::new(
@@ -965,7 +987,7 @@ impl Backend {
             requests: AtomicU64::new(0),
             log: request_log()?,
             reads: Mutex::new((tuning, read_slots(&tuning))),
-            inline_indexes: AtomicU64::new(MAX_BLOCK_INDEXES),
+            inline_indexes: AtomicU64::new(inline_indexes_from_env()?),
         };
         Ok((backend, bucket))
     }
@@ -2928,7 +2950,8 @@ impl ObjectStorage {
     /// Sets how many bytes of block indexes (as their fronts' `blocks` text) this handle's
     /// commits put in the state object, which every open reads whole: past them, in path
     /// order, a file's index goes up as an object of its own, read on the first short read
-    /// of the file (`spec/object-store.md` §3). [`MAX_BLOCK_INDEXES`] unless set.
+    /// of the file (`spec/object-store.md` §3). [`MAX_BLOCK_INDEXES`] unless set, or the
+    /// environment's [`INLINE_INDEXES_VAR`] for a handle made from an `s3://` URL.
     pub fn set_inline_block_indexes(&self, bytes: u64) {
         self.backend.inline_indexes.store(bytes, Ordering::Relaxed);
     }
