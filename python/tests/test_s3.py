@@ -251,6 +251,46 @@ def test_a_short_read_fetches_only_its_blocks(cluster_client):
         assert int(b) + 1 - int(a) < 140 << 10, (u, reqs)
 
 
+def test_block_indexes_past_the_state_bound_are_objects(cluster_client, monkeypatch):
+    """Past the state's bound of block indexes (``BLZ_S3_INLINE_INDEXES``, here 0), a
+    commit puts each file's index in an object of its own, for ``blz.create`` and for
+    ``blz.dask.to_blz`` alike (whose workers' indexes the client's commit takes): the first
+    short read of a file is the state, the index object, then just the block; the next
+    short read of that file in the same handle is the block alone."""
+    da = pytest.importorskip("dask.array")
+    import blz.dask
+
+    sys.path.insert(0, str(REPO / "tests" / "s3"))
+    from counting_proxy import CountingProxy
+
+    data = np.cumsum(np.random.default_rng(5).standard_normal(6 * 2**18))
+    made = url("bi.blz"), url("di.blz")
+    monkeypatch.setenv("BLZ_S3_INLINE_INDEXES", "0")
+    blz.create(made[0], data, chunks=(2**18,), superchunksize=2)
+    blz.dask.to_blz(da.from_array(data, chunks=2**19), made[1], chunks=2**18, superchunksize=2)
+    monkeypatch.delenv("BLZ_S3_INLINE_INDEXES")
+    endpoint = os.environ["AWS_ENDPOINT_URL"]
+    for u in made:
+        with CountingProxy(endpoint) as proxy:
+            os.environ["AWS_ENDPOINT_URL"] = proxy.url
+            try:
+                a = blz.open(u)
+                first = a[700_000:700_010]
+                second = a[600_000:600_010]
+            finally:
+                os.environ["AWS_ENDPOINT_URL"] = endpoint
+            np.testing.assert_array_equal(first, data[700_000:700_010])
+            np.testing.assert_array_equal(second, data[600_000:600_010])
+            reqs = proxy.take()
+        assert len(reqs) == 4, (u, reqs)
+        assert reqs[0][1].endswith("/meta/state"), (u, reqs)
+        assert reqs[1][1].endswith(".blocks"), (u, reqs)
+        for r in reqs[2:]:
+            assert not r[1].endswith(".blocks"), (u, reqs)
+            lo, hi = r[2].removeprefix("bytes=").split("-")
+            assert int(hi) + 1 - int(lo) < 140 << 10, (u, reqs)
+
+
 def test_dask_worker_killed_mid_write_to_s3_is_retried(cluster_client, tmp_path):
     da = pytest.importorskip("dask.array")
     import blz.dask
