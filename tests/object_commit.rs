@@ -6,17 +6,18 @@
 //! in-memory store, so these run every time, with no server. Garbage collection, which rests on
 //! the store's times only, is checked here too.
 
+#[macro_use]
+mod forward;
+
 use blz::storage::object::{collect_garbage, CLOCK_PROBE, EARLIER_WRITE_IDS, STATE_KEY};
 use blz::storage::{write_file_atomic, ObjectStorage, OpenMode, Storage};
 use blz::{CreateOptions, DType, Dataset, Error, Mode};
 use futures::executor::block_on;
-use futures::stream::BoxStream;
 use ndarray::Array1;
 use object_store::memory::InMemory;
 use object_store::path::Path as OPath;
 use object_store::{
-    CopyOptions, GetOptions, GetResult, ListResult, MultipartUpload, ObjectMeta, ObjectStore,
-    PutMode, PutMultipartOptions, PutOptions, PutPayload, PutResult,
+    GetOptions, GetResult, ObjectMeta, ObjectStore, PutMode, PutOptions, PutPayload, PutResult,
 };
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
@@ -86,8 +87,7 @@ impl std::fmt::Display for Flaky {
     }
 }
 
-#[async_trait::async_trait]
-impl ObjectStore for Flaky {
+forwarding_object_store!(Flaky {
     async fn put_opts(
         &self,
         location: &OPath,
@@ -130,14 +130,6 @@ impl ObjectStore for Flaky {
         }
     }
 
-    async fn put_multipart_opts(
-        &self,
-        location: &OPath,
-        opts: PutMultipartOptions,
-    ) -> object_store::Result<Box<dyn MultipartUpload>> {
-        self.inner.put_multipart_opts(location, opts).await
-    }
-
     async fn get_opts(
         &self,
         location: &OPath,
@@ -145,34 +137,7 @@ impl ObjectStore for Flaky {
     ) -> object_store::Result<GetResult> {
         self.inner.get_opts(location, options).await
     }
-
-    fn delete_stream(
-        &self,
-        locations: BoxStream<'static, object_store::Result<OPath>>,
-    ) -> BoxStream<'static, object_store::Result<OPath>> {
-        self.inner.delete_stream(locations)
-    }
-
-    fn list(&self, prefix: Option<&OPath>) -> BoxStream<'static, object_store::Result<ObjectMeta>> {
-        self.inner.list(prefix)
-    }
-
-    async fn list_with_delimiter(
-        &self,
-        prefix: Option<&OPath>,
-    ) -> object_store::Result<ListResult> {
-        self.inner.list_with_delimiter(prefix).await
-    }
-
-    async fn copy_opts(
-        &self,
-        from: &OPath,
-        to: &OPath,
-        options: CopyOptions,
-    ) -> object_store::Result<()> {
-        self.inner.copy_opts(from, to, options).await
-    }
-}
+});
 
 fn read_all(s: &dyn Storage, path: &Path) -> Vec<u8> {
     let f = s.open(path, OpenMode::Read).unwrap();

@@ -6,6 +6,8 @@
 //! against the in-memory store, so these run every time, with no server.
 
 mod common;
+#[macro_use]
+mod forward;
 
 use blz::storage::object::{
     collect_garbage, StateFile, MAX_EXTENTS, STATE_KEY, STATE_VERSION, STATE_VERSION_WHOLE,
@@ -13,13 +15,12 @@ use blz::storage::object::{
 use blz::storage::ObjectStorage;
 use blz::{CreateOptions, DType, Dataset, Error, Mode};
 use futures::executor::block_on;
-use futures::stream::BoxStream;
 use ndarray::{s, Array1};
 use object_store::memory::InMemory;
 use object_store::path::Path as OPath;
 use object_store::{
-    CopyOptions, GetOptions, GetResult, ListResult, MultipartUpload, ObjectMeta, ObjectStore,
-    ObjectStoreExt, PutMultipartOptions, PutOptions, PutPayload, PutResult,
+    GetOptions, GetResult, ObjectMeta, ObjectStore, ObjectStoreExt, PutOptions, PutPayload,
+    PutResult,
 };
 use proptest::prelude::*;
 use std::path::PathBuf;
@@ -77,8 +78,7 @@ impl Counting {
     }
 }
 
-#[async_trait::async_trait]
-impl ObjectStore for Counting {
+forwarding_object_store!(Counting {
     async fn put_opts(
         &self,
         location: &OPath,
@@ -105,14 +105,6 @@ impl ObjectStore for Counting {
         r
     }
 
-    async fn put_multipart_opts(
-        &self,
-        location: &OPath,
-        opts: PutMultipartOptions,
-    ) -> object_store::Result<Box<dyn MultipartUpload>> {
-        self.inner.put_multipart_opts(location, opts).await
-    }
-
     async fn get_opts(
         &self,
         location: &OPath,
@@ -126,34 +118,7 @@ impl ObjectStore for Counting {
         }
         self.inner.get_opts(location, options).await
     }
-
-    fn delete_stream(
-        &self,
-        locations: BoxStream<'static, object_store::Result<OPath>>,
-    ) -> BoxStream<'static, object_store::Result<OPath>> {
-        self.inner.delete_stream(locations)
-    }
-
-    fn list(&self, prefix: Option<&OPath>) -> BoxStream<'static, object_store::Result<ObjectMeta>> {
-        self.inner.list(prefix)
-    }
-
-    async fn list_with_delimiter(
-        &self,
-        prefix: Option<&OPath>,
-    ) -> object_store::Result<ListResult> {
-        self.inner.list_with_delimiter(prefix).await
-    }
-
-    async fn copy_opts(
-        &self,
-        from: &OPath,
-        to: &OPath,
-        options: CopyOptions,
-    ) -> object_store::Result<()> {
-        self.inner.copy_opts(from, to, options).await
-    }
-}
+});
 
 fn handle(store: &Arc<Counting>) -> Arc<ObjectStorage> {
     let s: Arc<dyn ObjectStore> = Arc::clone(store) as Arc<dyn ObjectStore>;

@@ -4,16 +4,18 @@
 //! own subset, hence the `dead_code` allowance.
 #![allow(dead_code)]
 
+#[path = "../forward/mod.rs"]
+#[macro_use]
+mod forward;
+
 use blz::storage::ObjectStorage;
 use blz::{CreateOptions, DType, Dataset, Selection};
-use futures::stream::BoxStream;
 use futures::StreamExt;
 use ndarray::{Array2, ArrayD};
 use object_store::memory::InMemory;
 use object_store::path::Path as OPath;
 use object_store::{
-    CopyOptions, GetOptions, GetRange, GetResult, ListResult, MultipartUpload, ObjectMeta,
-    ObjectStore, PutMultipartOptions, PutOptions, PutPayload, PutResult,
+    GetOptions, GetRange, GetResult, ObjectStore, PutOptions, PutPayload, PutResult,
 };
 use std::ops::Range;
 use std::path::PathBuf;
@@ -70,8 +72,7 @@ impl std::fmt::Display for Recording {
     }
 }
 
-#[async_trait::async_trait]
-impl ObjectStore for Recording {
+forwarding_object_store!(Recording {
     async fn put_opts(
         &self,
         location: &OPath,
@@ -79,14 +80,6 @@ impl ObjectStore for Recording {
         opts: PutOptions,
     ) -> object_store::Result<PutResult> {
         self.inner.put_opts(location, payload, opts).await
-    }
-
-    async fn put_multipart_opts(
-        &self,
-        location: &OPath,
-        opts: PutMultipartOptions,
-    ) -> object_store::Result<Box<dyn MultipartUpload>> {
-        self.inner.put_multipart_opts(location, opts).await
     }
 
     async fn get_opts(
@@ -147,34 +140,7 @@ impl ObjectStore for Recording {
             extensions,
         })
     }
-
-    fn delete_stream(
-        &self,
-        locations: BoxStream<'static, object_store::Result<OPath>>,
-    ) -> BoxStream<'static, object_store::Result<OPath>> {
-        self.inner.delete_stream(locations)
-    }
-
-    fn list(&self, prefix: Option<&OPath>) -> BoxStream<'static, object_store::Result<ObjectMeta>> {
-        self.inner.list(prefix)
-    }
-
-    async fn list_with_delimiter(
-        &self,
-        prefix: Option<&OPath>,
-    ) -> object_store::Result<ListResult> {
-        self.inner.list_with_delimiter(prefix).await
-    }
-
-    async fn copy_opts(
-        &self,
-        from: &OPath,
-        to: &OPath,
-        options: CopyOptions,
-    ) -> object_store::Result<()> {
-        self.inner.copy_opts(from, to, options).await
-    }
-}
+});
 
 /// Rows and columns of the test dataset, its chunks `CHUNK` and chunks per file.
 pub const ROWS: u64 = 700;
