@@ -129,17 +129,30 @@ impl StateFile {
     /// one holding its block index if the state does not carry it (none for an inline
     /// file).
     pub fn keys(&self) -> Vec<&str> {
-        let (mut keys, front) = match self {
-            StateFile::Object { key, front, .. } => (vec![key.as_str()], front),
-            StateFile::Inline { .. } => return Vec::new(),
-            StateFile::Extents { objects, front, .. } => {
-                (objects.iter().map(|o| o.key.as_str()).collect(), front)
-            }
+        let mut keys = match self {
+            StateFile::Object { key, .. } => vec![key.as_str()],
+            StateFile::Inline { .. } => Vec::new(),
+            StateFile::Extents { objects, .. } => objects.iter().map(|o| o.key.as_str()).collect(),
         };
-        if let Some(o) = front.as_ref().and_then(|f| f.blocks_object.as_ref()) {
-            keys.push(o.key.as_str());
-        }
+        let index = self.front().and_then(|f| f.blocks_object.as_ref());
+        keys.extend(index.map(|o| o.key.as_str()));
         keys
+    }
+
+    /// The file's front, if it has one.
+    fn front(&self) -> Option<&Front> {
+        match self {
+            StateFile::Object { front, .. } | StateFile::Extents { front, .. } => front.as_ref(),
+            StateFile::Inline { .. } => None,
+        }
+    }
+
+    /// Where the entry keeps its front (`None` for an inline file, which has none).
+    fn front_mut(&mut self) -> Option<&mut Option<Front>> {
+        match self {
+            StateFile::Object { front, .. } | StateFile::Extents { front, .. } => Some(front),
+            StateFile::Inline { .. } => None,
+        }
     }
 
     /// What is wrong with an extents entry, if anything.
@@ -496,6 +509,9 @@ fn inflate(packed: &[u8], limit: u64, what: &str) -> std::result::Result<Vec<u8>
 fn state_bytes(state: &mut State, max: u64, path: &Path) -> Result<Vec<u8>> {
     let json = |s: &State| serde_json::to_vec(s).map_err(|e| Error::metadata(path, e.to_string()));
     let mut bytes = json(state)?;
+    if bytes.len() as u64 <= max {
+        return Ok(bytes);
+    }
     // The files in reverse path order, taken one by one across the rounds below.
     let order: Vec<String> = state.files.keys().rev().cloned().collect();
     let mut next = order.iter();
@@ -504,16 +520,13 @@ fn state_bytes(state: &mut State, max: u64, path: &Path) -> Result<Vec<u8>> {
         let mut over = bytes.len() as u64 - max;
         let mut dropped = false;
         for rel in next.by_ref() {
-            if let Some(StateFile::Object { front, .. } | StateFile::Extents { front, .. }) =
-                state.files.get_mut(rel)
-            {
-                if let Some(fr) = front.take() {
-                    dropped = true;
-                    let took = serde_json::to_vec(&fr).map_or(0, |b| b.len() as u64) + 9;
-                    over = over.saturating_sub(took);
-                    if over == 0 {
-                        break;
-                    }
+            let front = state.files.get_mut(rel).and_then(StateFile::front_mut);
+            if let Some(fr) = front.and_then(Option::take) {
+                dropped = true;
+                let took = serde_json::to_vec(&fr).map_or(0, |b| b.len() as u64) + 9;
+                over = over.saturating_sub(took);
+                if over == 0 {
+                    break;
                 }
             }
         }
@@ -3114,29 +3127,24 @@ impl ObjectStorage {
         let mut room = self.backend.inline_indexes.load(Ordering::Relaxed);
         let mut indexes: Vec<(String, Bytes)> = Vec::new();
         for (rel, f) in &mut new_files {
-            if let StateFile::Object {
-                front: Some(fr), ..
-            }
-            | StateFile::Extents {
-                front: Some(fr), ..
-            } = f
-            {
-                let Some(b) = &fr.blocks else {
-                    continue;
-                };
-                match room.checked_sub(b.len() as u64) {
-                    Some(r) => room = r,
-                    None => {
-                        let packed = base64_decode(b).unwrap_or_default();
-                        fr.blocks = None;
-                        if !packed.is_empty() {
-                            let key = format!("{rel}.{generation}-{tag:016x}.blocks");
-                            fr.blocks_object = Some(ExtentObject {
-                                key: key.clone(),
-                                size: packed.len() as u64,
-                            });
-                            indexes.push((key, Bytes::from(packed)));
-                        }
+            let Some(fr) = f.front_mut().and_then(Option::as_mut) else {
+                continue;
+            };
+            let Some(b) = &fr.blocks else {
+                continue;
+            };
+            match room.checked_sub(b.len() as u64) {
+                Some(r) => room = r,
+                None => {
+                    let packed = base64_decode(b).unwrap_or_default();
+                    fr.blocks = None;
+                    if !packed.is_empty() {
+                        let key = format!("{rel}.{generation}-{tag:016x}.blocks");
+                        fr.blocks_object = Some(ExtentObject {
+                            key: key.clone(),
+                            size: packed.len() as u64,
+                        });
+                        indexes.push((key, Bytes::from(packed)));
                     }
                 }
             }
@@ -3154,8 +3162,7 @@ impl ObjectStorage {
         let result = result
             .and_then(|()| self.finish_early())
             .and_then(|()| self.localize(&uploads))
-            .and_then(|()| self.upload(&uploads))
-            .and_then(|()| self.upload_indexes(&indexes))
+            .and_then(|()| self.upload(&uploads, &indexes))
             .and_then(|()| {
                 let now = now_secs();
                 let mut retired = old.as_ref().map(|s| s.retired.clone()).unwrap_or_default();
@@ -3526,57 +3533,50 @@ impl ObjectStorage {
         Ok(())
     }
 
-    /// Uploads what the commit writes of each file (one PUT each), [`PARALLEL`] at a time,
-    /// holding at most [`UPLOAD_BUDGET_MIB`] of bytes in memory (with the early uploads).
-    fn upload(&self, uploads: &[Upload]) -> Result<()> {
+    /// Uploads what the commit writes of each file (one PUT each), and the block indexes
+    /// `indexes` (key, zlib stream) that the state names but does not carry, [`PARALLEL`]
+    /// at a time, holding at most [`UPLOAD_BUDGET_MIB`] of files' bytes in memory (with the
+    /// early uploads).
+    fn upload(&self, uploads: &[Upload], indexes: &[(String, Bytes)]) -> Result<()> {
+        use futures::future::Either;
         let rt = runtime()?;
         let jobs: Vec<(PathBuf, &Upload)> = uploads
             .iter()
             .map(|u| (self.backend.root.join(&u.rel), u))
             .collect();
         let backend = &self.backend;
+        let index_puts = futures::stream::iter(indexes).map(|(key, bytes)| {
+            Either::Right(async move {
+                backend
+                    .upload(key, &backend.root.join(key), bytes.clone())
+                    .await
+            })
+        });
         rt.block_on(async move {
             futures::stream::iter(jobs)
-                .map(|(path, u)| async move {
-                    let (key, node) = (u.key.as_str(), &u.node);
-                    let len = match (&u.ranges, &*lock_data(node)) {
-                        (Some(r), _) => r.iter().map(|r| r.end - r.start).sum(),
-                        (None, Data::Spool(sp)) => sp.len,
-                        (None, Data::Memory(b)) => b.len() as u64,
-                        (None, Data::Remote { len, .. }) => *len,
-                    };
-                    let _room = upload_budget()
-                        .acquire_many(budget_of(len))
-                        .await
-                        .map_err(|e| Error::io("upload", &path, std::io::Error::other(e)))?;
-                    let bytes = node_bytes(backend, node, &path, u.ranges.as_deref())?;
-                    backend.upload(key, &path, bytes).await
+                .map(|(path, u)| {
+                    Either::Left(async move {
+                        let (key, node) = (u.key.as_str(), &u.node);
+                        let len = match (&u.ranges, &*lock_data(node)) {
+                            (Some(r), _) => r.iter().map(|r| r.end - r.start).sum(),
+                            (None, Data::Spool(sp)) => sp.len,
+                            (None, Data::Memory(b)) => b.len() as u64,
+                            (None, Data::Remote { len, .. }) => *len,
+                        };
+                        let _room = upload_budget()
+                            .acquire_many(budget_of(len))
+                            .await
+                            .map_err(|e| Error::io("upload", &path, std::io::Error::other(e)))?;
+                        let bytes = node_bytes(backend, node, &path, u.ranges.as_deref())?;
+                        backend.upload(key, &path, bytes).await
+                    })
                 })
+                .chain(index_puts)
                 .buffer_unordered(PARALLEL)
                 .try_collect::<Vec<()>>()
                 .await
         })
         .map(drop)
-    }
-
-    /// Uploads the block indexes `indexes` (key, zlib stream) that the state names but
-    /// does not carry, [`PARALLEL`] at a time.
-    fn upload_indexes(&self, indexes: &[(String, Bytes)]) -> Result<()> {
-        if indexes.is_empty() {
-            return Ok(());
-        }
-        let backend = &self.backend;
-        runtime()?
-            .block_on(
-                futures::stream::iter(indexes)
-                    .map(|(key, bytes)| {
-                        let path = backend.root.join(key);
-                        async move { backend.upload(key, &path, bytes.clone()).await }
-                    })
-                    .buffer_unordered(PARALLEL)
-                    .try_collect::<Vec<()>>(),
-            )
-            .map(drop)
     }
 
     /// Writes the state object (stamped with its write id, [`State::stamp_write`]):
