@@ -81,12 +81,6 @@ fn timeout() -> object_store::Error {
     }
 }
 
-impl std::fmt::Display for Flaky {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(f, "Flaky({})", self.inner)
-    }
-}
-
 forwarding_object_store!(Flaky {
     async fn put_opts(
         &self,

@@ -47,12 +47,6 @@ struct Counting {
     refused: AtomicU64,
 }
 
-impl std::fmt::Display for Counting {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(f, "Counting({})", self.inner)
-    }
-}
-
 static STORES: AtomicU64 = AtomicU64::new(0);
 
 impl Counting {

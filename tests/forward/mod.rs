@@ -3,9 +3,16 @@
 //! call to the store it wraps, its `inner` field.
 
 /// `impl ObjectStore for $store`: the methods given, then `put_multipart_opts`,
-/// `delete_stream`, `list`, `list_with_delimiter` and `copy_opts` handed to `self.inner`.
+/// `delete_stream`, `list`, `list_with_delimiter` and `copy_opts` handed to `self.inner`;
+/// and its `Display`, `$store(inner)`.
 macro_rules! forwarding_object_store {
-    ($store:ty { $($given:tt)* }) => {
+    ($store:ident { $($given:tt)* }) => {
+        impl std::fmt::Display for $store {
+            fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+                write!(f, "{}({})", stringify!($store), self.inner)
+            }
+        }
+
         #[async_trait::async_trait]
         impl object_store::ObjectStore for $store {
             $($given)*

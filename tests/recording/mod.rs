@@ -66,12 +66,6 @@ impl Recording {
     }
 }
 
-impl std::fmt::Display for Recording {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(f, "Recording({})", self.inner)
-    }
-}
-
 forwarding_object_store!(Recording {
     async fn put_opts(
         &self,
