@@ -941,7 +941,7 @@ fn blz_get_of_ten_elements_fetches_only_their_blocks() {
     let Some(url) = s3_url("cli-blocks.blz") else {
         return;
     };
-    // Noise of 40 bits: it compresses a little (stored as is, a chunk has no blocks).
+    // Noise of 40 bits: it compresses a little, into Blosc blocks.
     let v: Vec<i64> = noise(3 << 18).into_iter().map(|x| x >> 24).collect();
     let mut ds = Dataset::create_with(&url, DType::I64, &[0], &opts(1 << 18, 64)).unwrap();
     ds.append(&Array1::from(v.clone()).into_dyn().view())
@@ -950,9 +950,7 @@ fn blz_get_of_ten_elements_fetches_only_their_blocks() {
     let (out, log) = blz_requests(&["get", &url, "300000:300010"]);
     assert!(out.contains(&v[300_009].to_string()), "{out}");
     assert!(state_then_chunk(&url, &log), "{log:?}");
-    let range = log[1].split(" bytes=").nth(1).unwrap();
-    let (a, b) = range.split_once('-').unwrap();
-    let asked = b.parse::<u64>().unwrap() + 1 - a.parse::<u64>().unwrap();
+    let asked = asked_bytes(&log[1]);
     // One block of 128 KiB of noise (the ten lie in one), with Blosc's framing.
     assert!(asked < 140 << 10, "{} bytes: {log:?}", asked);
     let dir = tempfile::tempdir().unwrap();
@@ -962,6 +960,13 @@ fn blz_get_of_ten_elements_fetches_only_their_blocks() {
     let (_, log) = blz_requests(&["append", "--csv", csv, "--column", "0", "--no-header", &url]);
     let gets: Vec<_> = log.iter().filter(|l| l.starts_with("GET ")).collect();
     assert_eq!(gets.len(), 1, "only the state: {log:?}");
+}
+
+/// The bytes a ranged GET of the request log (`GET URL bytes=A-B`) asked.
+fn asked_bytes(line: &str) -> u64 {
+    let range = line.split(" bytes=").nth(1).unwrap();
+    let (a, b) = range.split_once('-').unwrap();
+    b.parse::<u64>().unwrap() + 1 - a.parse::<u64>().unwrap()
 }
 
 /// A commit past `BLZ_S3_INLINE_INDEXES` bytes of block indexes puts the file's index in an
@@ -1003,9 +1008,7 @@ fn blz_reads_a_block_index_kept_out_of_the_state() {
             log[1].starts_with(&format!("GET {url}/{index} bytes=0-")),
             "{log:?}"
         );
-        let range = log[2].split(" bytes=").nth(1).unwrap();
-        let (a, b) = range.split_once('-').unwrap();
-        let asked = b.parse::<u64>().unwrap() + 1 - a.parse::<u64>().unwrap();
+        let asked = asked_bytes(&log[2]);
         assert!(asked < 140 << 10, "{} bytes: {log:?}", asked);
     }
     let (_, log) = blz_requests(&["gc", &url, "--grace", "0"]);
