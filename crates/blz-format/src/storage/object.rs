@@ -2781,6 +2781,7 @@ fn make_s3_clients(bucket: &str) -> Result<S3Clients> {
             .unwrap_or_else(|| "us-east-1".into());
         format!("https://s3.{region}.amazonaws.com")
     });
+    let base = sign_payloads(base, &endpoint, |name| std::env::var_os(name).is_some());
     let build = |b: AmazonS3Builder| -> Result<Arc<dyn ObjectStore>> {
         let store = b
             .build()
@@ -2798,6 +2799,30 @@ fn make_s3_clients(bucket: &str) -> Result<S3Clients> {
         endpoint,
         timeouts,
     })
+}
+
+/// The environment variable `object_store` reads to set payload signing (`true` or
+/// `false`).
+pub const UNSIGNED_PAYLOAD_VAR: &str = "AWS_UNSIGNED_PAYLOAD";
+
+/// `base` set to send request bodies to `endpoint` unsigned (`UNSIGNED-PAYLOAD`) or signed,
+/// unless [`UNSIGNED_PAYLOAD_VAR`] `is_set` (then `base` as it is: the builder has read
+/// the variable). Over HTTPS they
+/// do, as the AWS CLI and SDKs do: TLS guards the bytes in transit (and every chunk carries
+/// its own checksum, checked when read), so the SHA-256 a signed body needs would only be
+/// one more pass over every byte uploaded, on the writer's CPU. Over plain HTTP the body is
+/// signed: nothing else guards its bytes between client and server
+/// (`spec/object-store.md` §1).
+fn sign_payloads(
+    base: object_store::aws::AmazonS3Builder,
+    endpoint: &str,
+    is_set: impl Fn(&str) -> bool,
+) -> object_store::aws::AmazonS3Builder {
+    if is_set(UNSIGNED_PAYLOAD_VAR) {
+        return base;
+    }
+    let scheme = endpoint.split_once("://").map_or("", |(s, _)| s);
+    base.with_unsigned_payload(scheme.eq_ignore_ascii_case("https"))
 }
 
 /// The S3 client for `bucket`, configured from the standard AWS environment variables
@@ -4235,6 +4260,33 @@ pub fn collect_garbage(storage: &ObjectStorage, grace: Duration) -> Result<Colle
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Bodies go up unsigned to an HTTPS endpoint and signed to a plain HTTP one, unless
+    /// `AWS_UNSIGNED_PAYLOAD` says otherwise (the builder's own reading of it stands).
+    #[test]
+    fn bodies_are_signed_only_over_plain_http() {
+        use object_store::aws::{AmazonS3Builder, AmazonS3ConfigKey as K};
+        let unsigned = |b: AmazonS3Builder| b.get_config_value(&K::UnsignedPayload);
+        let none = |_: &str| false;
+        let base = AmazonS3Builder::new();
+        for (endpoint, want) in [
+            ("https://s3.eu-west-1.amazonaws.com", "true"),
+            ("HTTPS://minio.example:9000", "true"),
+            ("http://127.0.0.1:5000", "false"),
+            ("localhost:9000", "false"),
+        ] {
+            let got = unsigned(sign_payloads(base.clone(), endpoint, none));
+            assert_eq!(got.as_deref(), Some(want), "{endpoint}");
+        }
+        // Set in the environment: what the builder read is kept, either way.
+        let set = |v: &str| v == UNSIGNED_PAYLOAD_VAR;
+        let signed = base.clone().with_unsigned_payload(false);
+        let got = unsigned(sign_payloads(signed, "https://s3.amazonaws.com", set));
+        assert_eq!(got.as_deref(), Some("false"));
+        let chosen = base.with_unsigned_payload(true);
+        let got = unsigned(sign_payloads(chosen, "http://127.0.0.1:5000", set));
+        assert_eq!(got.as_deref(), Some("true"));
+    }
 
     /// Writes to a file being written go to its one spool file: none is made per write.
     #[test]
