@@ -53,6 +53,46 @@ fn a_full_read_is_one_get_per_file() {
     }
 }
 
+/// A read of many files keeps as many GETs in flight as the handle's concurrency says
+/// (`BLZ_S3_CONCURRENCY`), more or fewer than the CPU threads or any pool's size, never
+/// more; the values are right either way.
+#[test]
+fn a_read_keeps_its_concurrency_in_flight() {
+    let rec = Recording::new();
+    let s = rec.open();
+    let root = s.root().to_path_buf();
+    let o = CreateOptions {
+        chunkshape: Some(vec![1000]),
+        superchunksize: Some(1),
+        ..Default::default()
+    };
+    let n = 40_000usize;
+    let data = ndarray::Array1::from_shape_fn(n, |i| (i as i64) * 3 - 7).into_dyn();
+    let mut ds = Dataset::create_in(s, &root, DType::I64, &[0], &o).unwrap();
+    ds.append(&data.view()).unwrap();
+    drop(ds);
+    *rec.delay.lock().unwrap() = Some(std::time::Duration::from_millis(150));
+    for concurrency in [24, 5, 40] {
+        let s = rec.open();
+        s.set_read_tuning(ReadTuning {
+            concurrency,
+            ..ReadTuning::DEFAULT
+        });
+        let ds =
+            Dataset::open_in(Arc::clone(&s) as Arc<dyn Storage>, s.root(), Mode::ReadOnly).unwrap();
+        rec.take();
+        rec.most_in_flight
+            .store(0, std::sync::atomic::Ordering::SeqCst);
+        assert_eq!(ds.read::<i64>().unwrap(), data, "concurrency {concurrency}");
+        assert_eq!(rec.take().len(), 40, "one GET per file");
+        assert_eq!(
+            rec.most_in_flight.load(std::sync::atomic::Ordering::SeqCst),
+            concurrency,
+            "GETs in flight at once, at concurrency {concurrency}"
+        );
+    }
+}
+
 /// A read of ten elements after opening is still one GET of just its chunk.
 #[test]
 fn a_small_read_fetches_its_chunk_alone() {

@@ -338,14 +338,17 @@ impl ChunkStore {
         }
     }
 
-    /// The thread pool to read many chunks in, when the storage wants more reads in flight
-    /// than there are CPU threads (an object store); `None` for the global pool.
+    /// The thread pool to adopt staged files in (each a few requests), when the storage
+    /// wants more reads in flight than there are CPU threads (an object store); `None` for
+    /// the global pool.
     pub(crate) fn io_pool(&self) -> Option<&'static rayon::ThreadPool> {
+        /// Its threads.
+        const IO_THREADS: usize = 16;
         static POOL: std::sync::OnceLock<Option<rayon::ThreadPool>> = std::sync::OnceLock::new();
-        let n = self.storage.concurrent_reads()?;
+        self.storage.concurrent_reads()?;
         POOL.get_or_init(|| {
             rayon::ThreadPoolBuilder::new()
-                .num_threads(n)
+                .num_threads(IO_THREADS)
                 .thread_name(|i| format!("blz-read-{i}"))
                 .build()
                 .ok()
@@ -388,125 +391,124 @@ impl ChunkStore {
         }
         let files: Vec<(u64, BTreeMap<u64, Vec<&T>>)> = by_file.into_iter().collect();
         let part = self.storage.read_part_size().unwrap_or(u64::MAX).max(1);
-        let run = || {
-            files.par_iter().try_for_each(|(f, by_chunk)| {
-                let r = self.reader(*f)?;
-                // What each chunk's items need read: its blocks holding the bytes they
-                // decode, or all of it. A chunk the file cannot place is read by its items
-                // themselves, which report why.
-                let mut reads: Vec<(u64, Read)> = Vec::new();
-                // Chunks whose items lie in a block the block cache holds: read from there.
-                let mut held = std::collections::BTreeSet::new();
-                for (&j, its) in by_chunk {
-                    let need =
-                        its.iter()
-                            .try_fold(None, |acc: Option<std::ops::Range<usize>>, it| {
-                                let s = span_of(it)?;
-                                Some(Some(match acc {
-                                    Some(a) => a.start.min(s.start)..a.end.max(s.end),
-                                    None => s,
-                                }))
-                            });
-                    let need = need.flatten();
-                    let k = f * self.superchunksize + j;
-                    if need.as_ref().is_some_and(|n| self.block_cached(k, n)) {
-                        held.insert(j);
-                        continue;
-                    }
-                    let blocks =
-                        need.and_then(|n| r.block_read_range(j, n.start, n.len()).ok().flatten());
-                    match (blocks, r.chunk_read_range(j)) {
-                        (Some(b), _) => reads.push((j, Read::Blocks(b))),
-                        (None, Ok(c)) => reads.push((j, Read::Chunk(c))),
-                        (None, Err(_)) => {}
-                    }
-                }
-                // In groups of about one request's bytes (whole reads): each group is
-                // fetched apart and decoded as soon as it lands, while the others are
-                // still in flight.
-                let mut groups: Vec<Vec<(u64, Read)>> = Vec::new();
-                let mut bytes = 0u64;
-                for (j, rd) in reads {
-                    let len = rd.range().end - rd.range().start;
-                    if groups.is_empty() || (bytes > 0 && bytes.saturating_add(len) > part) {
-                        groups.push(Vec::new());
-                        bytes = 0;
-                    }
-                    bytes += len;
-                    if let Some(g) = groups.last_mut() {
-                        g.push((j, rd));
-                    }
-                }
-                groups.par_iter().try_for_each(|g| {
-                    // Each chunk's items, decoded (elsewhere in the pool) as soon as its
-                    // bytes are in, while the rest of the group streams in.
-                    let failed: Mutex<Option<Error>> = Mutex::new(None);
-                    let fail = |e: Error| {
-                        failed
-                            .lock()
-                            .unwrap_or_else(std::sync::PoisonError::into_inner)
-                            .get_or_insert(e);
-                    };
-                    let do_chunk = |j: u64, fetched: &Fetched| {
-                        let mut state = init();
-                        for it in by_chunk.get(&j).into_iter().flatten() {
-                            if let Err(e) = work(&mut state, it, fetched) {
-                                fail(e);
-                                return;
-                            }
-                        }
-                    };
-                    let ranges: Vec<std::ops::Range<u64>> =
-                        g.iter().map(|(_, rd)| rd.range().clone()).collect();
-                    rayon::in_place_scope(|s| {
-                        let got = r.fetch_ranges_each(&ranges, &|i, bytes| {
-                            let (j, rd) = &g[i];
-                            let mut fetched = Fetched {
-                                reader: Some(Arc::clone(&r)),
-                                ..Fetched::default()
-                            };
-                            match rd {
-                                Read::Chunk(_) => fetched.chunks.insert(*j, bytes),
-                                Read::Blocks(b) => {
-                                    fetched.blocks.insert(*j, (b.start, bytes)).map(|x| x.1)
-                                }
-                            };
-                            let (do_chunk, j) = (&do_chunk, *j);
-                            s.spawn(move |_| do_chunk(j, &fetched));
-                        });
-                        if let Err(e) = got {
-                            fail(e);
-                        }
+        let inflight = self.storage.concurrent_reads().unwrap_or(1).max(1);
+        // First each file's plan: what each chunk's items need read (its blocks holding the
+        // bytes they decode, or all of it), in groups of about one request's bytes. A
+        // file's reader may need a request of its own (a file without a front copy).
+        let plans = on_io_threads(&files, inflight, |(f, by_chunk)| {
+            let r = self.reader(*f)?;
+            let mut reads: Vec<(u64, Read)> = Vec::new();
+            // Chunks left to their items: those whose items lie in a block the block cache
+            // holds (read from there), and those the file cannot place (the items report
+            // why).
+            let mut left: Vec<&T> = Vec::new();
+            for (&j, its) in by_chunk {
+                let need = its
+                    .iter()
+                    .try_fold(None, |acc: Option<std::ops::Range<usize>>, it| {
+                        let s = span_of(it)?;
+                        Some(Some(match acc {
+                            Some(a) => a.start.min(s.start)..a.end.max(s.end),
+                            None => s,
+                        }))
                     });
-                    match failed
-                        .into_inner()
-                        .unwrap_or_else(std::sync::PoisonError::into_inner)
-                    {
-                        Some(e) => Err(e),
-                        None => Ok(()),
+                let need = need.flatten();
+                let k = f * self.superchunksize + j;
+                if need.as_ref().is_some_and(|n| self.block_cached(k, n)) {
+                    left.extend(its);
+                    continue;
+                }
+                let blocks =
+                    need.and_then(|n| r.block_read_range(j, n.start, n.len()).ok().flatten());
+                match (blocks, r.chunk_read_range(j)) {
+                    (Some(b), _) => reads.push((j, Read::Blocks(b))),
+                    (None, Ok(c)) => reads.push((j, Read::Chunk(c))),
+                    (None, Err(_)) => left.extend(its),
+                }
+            }
+            let mut groups: Vec<Vec<(u64, Read)>> = Vec::new();
+            let mut bytes = 0u64;
+            for (j, rd) in reads {
+                let len = rd.range().end - rd.range().start;
+                if groups.is_empty() || (bytes > 0 && bytes.saturating_add(len) > part) {
+                    groups.push(Vec::new());
+                    bytes = 0;
+                }
+                bytes += len;
+                if let Some(g) = groups.last_mut() {
+                    g.push((j, rd));
+                }
+            }
+            Ok((r, groups, left))
+        })?;
+        // Then every group of every file, as many in flight as the storage keeps: each
+        // fetched apart, its chunks decoded (on the CPU threads) as soon as their bytes are
+        // in, while the rest of the group and the other groups still stream in.
+        let groups: Vec<(usize, &Vec<(u64, Read)>)> = plans
+            .iter()
+            .enumerate()
+            .flat_map(|(i, (_, gs, _))| gs.iter().map(move |g| (i, g)))
+            .collect();
+        on_io_threads(&groups, inflight, |&(i, g)| {
+            let by_chunk = &files[i].1;
+            let r = &plans[i].0;
+            let failed: Mutex<Option<Error>> = Mutex::new(None);
+            let fail = |e: Error| {
+                failed
+                    .lock()
+                    .unwrap_or_else(std::sync::PoisonError::into_inner)
+                    .get_or_insert(e);
+            };
+            let do_chunk = |j: u64, fetched: &Fetched| {
+                let mut state = init();
+                for it in by_chunk.get(&j).into_iter().flatten() {
+                    if let Err(e) = work(&mut state, it, fetched) {
+                        fail(e);
+                        return;
                     }
-                })?;
-                // Chunks left out of the reads (held by the block cache, or their place in
-                // the file is unreadable): read by the items themselves (the latter report
-                // why).
+                }
+            };
+            let ranges: Vec<std::ops::Range<u64>> =
+                g.iter().map(|(_, rd)| rd.range().clone()).collect();
+            rayon::in_place_scope(|s| {
+                let got = r.fetch_ranges_each(&ranges, &|n, bytes| {
+                    let (j, rd) = &g[n];
+                    let mut fetched = Fetched {
+                        reader: Some(Arc::clone(r)),
+                        ..Fetched::default()
+                    };
+                    match rd {
+                        Read::Chunk(_) => fetched.chunks.insert(*j, bytes),
+                        Read::Blocks(b) => fetched.blocks.insert(*j, (b.start, bytes)).map(|x| x.1),
+                    };
+                    let (do_chunk, j) = (&do_chunk, *j);
+                    s.spawn(move |_| do_chunk(j, &fetched));
+                });
+                if let Err(e) = got {
+                    fail(e);
+                }
+            });
+            match failed
+                .into_inner()
+                .unwrap_or_else(std::sync::PoisonError::into_inner)
+            {
+                Some(e) => Err(e),
+                None => Ok(()),
+            }
+        })?;
+        // The items left out of the reads, by themselves.
+        plans
+            .iter()
+            .flat_map(|(r, _, left)| left.iter().map(move |it| (r, *it)))
+            .collect::<Vec<_>>()
+            .par_iter()
+            .try_for_each_init(&init, |s, (r, it)| {
                 let none = Fetched {
-                    reader: Some(Arc::clone(&r)),
+                    reader: Some(Arc::clone(r)),
                     ..Fetched::default()
                 };
-                by_chunk
-                    .iter()
-                    .filter(|(j, _)| held.contains(*j) || r.chunk_read_range(**j).is_err())
-                    .flat_map(|(_, its)| its)
-                    .collect::<Vec<_>>()
-                    .par_iter()
-                    .try_for_each_init(&init, |s, it| work(s, it, &none))
+                work(s, it, &none)
             })
-        };
-        // Where every read is a round trip, keep many in flight (they wait, not compute).
-        match self.io_pool().filter(|_| items.len() > 1) {
-            Some(p) => p.install(run),
-            None => run(),
-        }
     }
 
     /// Whether many chunks are better fetched together than read one by one (every read is
@@ -844,6 +846,62 @@ pub(crate) struct Fetched {
     /// Chunks of which only some Blosc blocks were fetched: where in the file the bytes
     /// start, and the bytes ([`SuperchunkReader::block_read_range`]).
     blocks: HashMap<u64, (u64, crate::storage::Bytes)>,
+}
+
+/// `each` of every unit of `units`, on up to `threads` threads of their own (blocking
+/// threads: they wait on requests, and what they hand to rayon is decoded on the CPU
+/// threads), in order of the units taken; the results in the units' order. The first
+/// error stops the threads taking more units and is returned. One unit runs on the calling
+/// thread.
+fn on_io_threads<U: Sync, R: Send>(
+    units: &[U],
+    threads: usize,
+    each: impl Fn(&U) -> Result<R> + Sync,
+) -> Result<Vec<R>> {
+    use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+    if units.len() <= 1 || threads <= 1 {
+        return units.iter().map(&each).collect();
+    }
+    let next = AtomicUsize::new(0);
+    let stop = AtomicBool::new(false);
+    let out: Vec<Mutex<Option<Result<R>>>> = units.iter().map(|_| Mutex::new(None)).collect();
+    let take = || {
+        while !stop.load(Ordering::Relaxed) {
+            let i = next.fetch_add(1, Ordering::Relaxed);
+            let Some(u) = units.get(i) else { return };
+            let got = each(u);
+            if got.is_err() {
+                stop.store(true, Ordering::Relaxed);
+            }
+            *out[i]
+                .lock()
+                .unwrap_or_else(std::sync::PoisonError::into_inner) = Some(got);
+        }
+    };
+    std::thread::scope(|sc| {
+        for _ in 1..threads.min(units.len()) {
+            sc.spawn(&take);
+        }
+        take();
+    });
+    let mut results = Vec::with_capacity(units.len());
+    let mut first_err = None;
+    for slot in out {
+        match slot
+            .into_inner()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+        {
+            Some(Ok(r)) => results.push(r),
+            Some(Err(e)) => {
+                first_err.get_or_insert(e);
+            }
+            None => {}
+        }
+    }
+    match first_err {
+        Some(e) => Err(e),
+        None => Ok(results),
+    }
 }
 
 /// What [`ChunkStore::for_each_fetched`] reads of a chunk: the file's bytes of the whole

@@ -37,6 +37,11 @@ pub struct Recording {
     /// have passed), and `rest_sent` is raised when the rest goes.
     pub hold: Mutex<Option<Arc<std::sync::atomic::AtomicBool>>>,
     pub rest_sent: Arc<std::sync::atomic::AtomicBool>,
+    /// When set, every answer waits this long before it starts (a server far away).
+    pub delay: Mutex<Option<std::time::Duration>>,
+    /// GETs in flight now (asked, answer not yet all sent), and the most seen at once.
+    pub in_flight: Arc<std::sync::atomic::AtomicUsize>,
+    pub most_in_flight: Arc<std::sync::atomic::AtomicUsize>,
 }
 
 impl Recording {
@@ -51,6 +56,9 @@ impl Recording {
             frame: 997,
             hold: Mutex::default(),
             rest_sent: Arc::default(),
+            delay: Mutex::default(),
+            in_flight: Arc::default(),
+            most_in_flight: Arc::default(),
         })
     }
 
@@ -88,6 +96,17 @@ forwarding_object_store!(Recording {
         };
         let key = location.to_string();
         self.gets.lock().unwrap().push((key.clone(), range));
+        let flight = InFlight::new(&self.in_flight, &self.most_in_flight);
+        let delay = *self.delay.lock().unwrap();
+        if let Some(d) = delay {
+            // Waits without holding a thread of the client's runtime.
+            let (tx, rx) = futures::channel::oneshot::channel();
+            std::thread::spawn(move || {
+                std::thread::sleep(d);
+                let _ = tx.send(());
+            });
+            let _ = rx.await;
+        }
         let failing = self.fail.lock().unwrap().clone();
         if failing.is_some_and(|f| key.contains(&f)) {
             return Err(object_store::Error::Generic {
@@ -112,7 +131,13 @@ forwarding_object_store!(Recording {
         }
         let hold = self.hold.lock().unwrap().clone();
         let rest_sent = Arc::clone(&self.rest_sent);
-        let stream = futures::stream::iter(frames).map(move |(at, f)| {
+        let last = frames.len().saturating_sub(1);
+        let mut flight = Some(flight);
+        let stream = futures::stream::iter(frames.into_iter().enumerate()).map(move |(i, (at, f))| {
+            if i == last {
+                // The answer's last frame: the GET is over.
+                flight.take();
+            }
             if at >= half && half > 0 {
                 if let Some(h) = &hold {
                     let t = std::time::Instant::now();
@@ -135,6 +160,27 @@ forwarding_object_store!(Recording {
         })
     }
 });
+
+/// One GET in flight, counted in `now` (and `most`, the most at once) while it lives.
+struct InFlight(Arc<std::sync::atomic::AtomicUsize>);
+
+impl InFlight {
+    fn new(
+        now: &Arc<std::sync::atomic::AtomicUsize>,
+        most: &Arc<std::sync::atomic::AtomicUsize>,
+    ) -> InFlight {
+        use std::sync::atomic::Ordering::SeqCst;
+        let n = now.fetch_add(1, SeqCst) + 1;
+        most.fetch_max(n, SeqCst);
+        InFlight(Arc::clone(now))
+    }
+}
+
+impl Drop for InFlight {
+    fn drop(&mut self) {
+        self.0.fetch_sub(1, std::sync::atomic::Ordering::SeqCst);
+    }
+}
 
 /// Rows and columns of the test dataset, its chunks `CHUNK` and chunks per file.
 pub const ROWS: u64 = 700;

@@ -61,8 +61,6 @@ const PARALLEL: usize = 16;
 /// The most bytes, in MiB, that this process's uploads in flight hold in memory at once (an
 /// upload holds its object's bytes, up to all of this for a larger one).
 const UPLOAD_BUDGET_MIB: u32 = 256;
-/// Ranged GETs the engine keeps in flight where it reads many chunks.
-const CONCURRENT_READS: usize = 16;
 /// The superchunk file size a new dataset on an object store aims for when its creator
 /// names none ([`Storage::file_bytes`]): 16 MiB, the size of part an S3 client is advised to
 /// move per request, against 64 MiB on a filesystem. One 8 MB chunk of a 1e7-element
@@ -3865,7 +3863,7 @@ impl Storage for ObjectStorage {
     }
 
     fn concurrent_reads(&self) -> Option<usize> {
-        Some(CONCURRENT_READS)
+        Some(self.backend.read_tuning().0.concurrency)
     }
 
     fn read_part_size(&self) -> Option<u64> {
