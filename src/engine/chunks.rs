@@ -880,7 +880,7 @@ fn on_io_threads<U: Sync, R: Send>(
     };
     std::thread::scope(|sc| {
         for _ in 1..threads.min(units.len()) {
-            sc.spawn(&take);
+            sc.spawn(take);
         }
         take();
     });
