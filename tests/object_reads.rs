@@ -93,6 +93,30 @@ fn a_read_keeps_its_concurrency_in_flight() {
     }
 }
 
+/// Reads running on every thread of the global rayon pool at once (columns of a table read
+/// side by side, a caller's own `par_iter`) all finish: none waits for a thread that
+/// another one holds.
+#[test]
+fn reads_on_every_pool_thread_at_once_finish() {
+    let (rec, _dir, local) = both();
+    let want = Dataset::open(&local).unwrap().read::<i64>().unwrap();
+    let s = rec.open();
+    let ds = Arc::new(
+        Dataset::open_in(Arc::clone(&s) as Arc<dyn Storage>, s.root(), Mode::ReadOnly).unwrap(),
+    );
+    let (tx, rx) = std::sync::mpsc::channel();
+    let reader = Arc::clone(&ds);
+    std::thread::spawn(move || {
+        let got: Vec<bool> =
+            rayon::broadcast(|_| (0..3).all(|_| reader.read::<i64>().is_ok_and(|a| a == want)));
+        let _ = tx.send(got);
+    });
+    let got = rx
+        .recv_timeout(std::time::Duration::from_secs(120))
+        .expect("reads on every pool thread at once did not finish in 120 s");
+    assert!(got.iter().all(|&ok| ok), "{got:?}");
+}
+
 /// A read of ten elements after opening is still one GET of just its chunk.
 #[test]
 fn a_small_read_fetches_its_chunk_alone() {

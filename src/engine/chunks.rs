@@ -470,7 +470,7 @@ impl ChunkStore {
             };
             let ranges: Vec<std::ops::Range<u64>> =
                 g.iter().map(|(_, rd)| rd.range().clone()).collect();
-            rayon::in_place_scope(|s| {
+            decode_pool()?.in_place_scope(|s| {
                 let got = r.fetch_ranges_each(&ranges, &|n, bytes| {
                     let (j, rd) = &g[n];
                     let mut fetched = Fetched {
@@ -846,6 +846,27 @@ pub(crate) struct Fetched {
     /// Chunks of which only some Blosc blocks were fetched: where in the file the bytes
     /// start, and the bytes ([`SuperchunkReader::block_read_range`]).
     blocks: HashMap<u64, (u64, crate::storage::Bytes)>,
+}
+
+/// The pool fetched chunks decode on: as many threads as the global pool's, and none of
+/// them ever waits for a fetch. A read may run on every thread of the global pool at once
+/// (a table's columns side by side, a caller's own `par_iter`), each waiting for its
+/// fetching threads, which wait for their chunks' decoding: on the global pool that would
+/// wait for itself.
+fn decode_pool() -> Result<&'static rayon::ThreadPool> {
+    static POOL: std::sync::OnceLock<std::result::Result<rayon::ThreadPool, String>> =
+        std::sync::OnceLock::new();
+    POOL.get_or_init(|| {
+        // Made on a fetching thread (outside any pool): the global pool's size.
+        let n = rayon::current_num_threads().max(1);
+        rayon::ThreadPoolBuilder::new()
+            .num_threads(n)
+            .thread_name(|i| format!("blz-decode-{i}"))
+            .build()
+            .map_err(|e| format!("cannot start {n} decoding threads: {e}"))
+    })
+    .as_ref()
+    .map_err(|e| Error::InvalidArgument(e.clone()))
 }
 
 /// `each` of every unit of `units`, on up to `threads` threads of their own (blocking
