@@ -901,7 +901,15 @@ fn on_io_threads<U: Sync, R: Send>(
     };
     std::thread::scope(|sc| {
         for _ in 1..threads.min(units.len()) {
-            sc.spawn(take);
+            // A thread the system refuses (a process at its limit) is one fewer in flight:
+            // the others, and this one, take its units.
+            if std::thread::Builder::new()
+                .name("blz-fetch".into())
+                .spawn_scoped(sc, take)
+                .is_err()
+            {
+                break;
+            }
         }
         take();
     });
