@@ -323,14 +323,23 @@ impl ArrayCore {
             for _ in 1..threads {
                 let tx = tx.clone();
                 let (queue, parts, encode) = (&queue, &parts, &encode);
-                s.spawn(move || {
+                let helper = move || {
                     let mut scratch = Vec::new();
                     while let Some(i) = queue.claim() {
                         if tx.send((i, encode(&parts[i], &mut scratch))).is_err() {
                             break;
                         }
                     }
-                });
+                };
+                // A helper the system refuses (a process at its thread limit) is one fewer:
+                // this thread encodes what the helpers do not claim.
+                if std::thread::Builder::new()
+                    .name("blz-encode".into())
+                    .spawn_scoped(s, helper)
+                    .is_err()
+                {
+                    break;
+                }
             }
             drop(tx);
             let mut ready = std::collections::BTreeMap::new();
