@@ -857,8 +857,17 @@ fn decode_pool() -> Result<&'static rayon::ThreadPool> {
     static POOL: std::sync::OnceLock<std::result::Result<rayon::ThreadPool, String>> =
         std::sync::OnceLock::new();
     POOL.get_or_init(|| {
-        // Made on a fetching thread (outside any pool): the global pool's size.
-        let n = rayon::current_num_threads().max(1);
+        // The global pool's size, as a thread outside every pool sees it (the caller may be
+        // in a pool of its own): the threads this process decodes and encodes with
+        // (`BLZ_NUM_THREADS`, one in a dask worker).
+        let n = std::thread::scope(|s| {
+            std::thread::Builder::new()
+                .spawn_scoped(s, rayon::current_num_threads)
+                .ok()
+                .and_then(|t| t.join().ok())
+        })
+        .unwrap_or(1)
+        .max(1);
         rayon::ThreadPoolBuilder::new()
             .num_threads(n)
             .thread_name(|i| format!("blz-decode-{i}"))
