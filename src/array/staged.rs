@@ -384,7 +384,7 @@ impl Dataset {
         } else {
             (0, 0)
         };
-        let staged = checked_files(session, first, last, self.core.store.io_pool())?;
+        let staged = checked_files(session, first, last, self.core.store.io_threads())?;
         let rel_session = Path::new(STAGED_DIR).join(&doc.session);
         // Files at the names the session's files take are strays of an operation that never
         // committed (this handle holds the lock and removed them when it opened; nothing may
@@ -521,7 +521,7 @@ fn adopt_shared(
     shared: &dyn SharedDir,
     first: u64,
     last: u64,
-    pool: Option<&rayon::ThreadPool>,
+    threads: usize,
 ) -> Result<()> {
     let listed = shared.list()?;
     if !listed.iter().any(|(n, _)| n == SESSION_FILE) {
@@ -576,20 +576,11 @@ fn adopt_shared(
             .then(|| format!("{object}{BLOCKS_SUFFIX}"));
         taken.push((session.files_dir.join(&name), object, *size, blocks));
     }
-    // Each adoption reads its file's front (a request): all of them at once.
-    use rayon::prelude::*;
+    // Each adoption reads its file's front (a request): `threads` of them at once.
     let storage = &session.storage;
-    let adopt = || {
-        taken
-            .par_iter()
-            .try_for_each(|(path, object, size, blocks)| {
-                storage.adopt(shared, object, *size, blocks.as_deref(), path)
-            })
-    };
-    match pool {
-        Some(p) => p.install(adopt)?,
-        None => adopt()?,
-    }
+    crate::engine::on_io_threads(&taken, threads, |(path, object, size, blocks)| {
+        storage.adopt(shared, object, *size, blocks.as_deref(), path)
+    })?;
     session
         .adopted
         .extend(taken.into_iter().map(|(_, object, _, _)| object.clone()));
@@ -624,15 +615,15 @@ fn check_listing(session: &StagedWrite, first: u64, last: u64) -> Result<()> {
 
 /// Checks that the session directory holds exactly files `first..last`, each a complete
 /// superchunk file of the dataset at its position; returns each file's stored bytes. The
-/// files of a shared directory are adopted first, on `pool` (the dataset's read pool).
+/// files of a shared directory are adopted first, `threads` at once.
 fn checked_files(
     session: &mut StagedWrite,
     first: u64,
     last: u64,
-    pool: Option<&rayon::ThreadPool>,
+    threads: usize,
 ) -> Result<Vec<(u64, u64)>> {
     if let Some(shared) = session.shared.clone() {
-        adopt_shared(session, shared.as_ref(), first, last, pool)?;
+        adopt_shared(session, shared.as_ref(), first, last, threads)?;
     } else {
         check_listing(session, first, last)?;
     }

@@ -338,22 +338,14 @@ impl ChunkStore {
         }
     }
 
-    /// The thread pool to adopt staged files in (each a few requests), when the storage
-    /// wants more reads in flight than there are CPU threads (an object store); `None` for
-    /// the global pool.
-    pub(crate) fn io_pool(&self) -> Option<&'static rayon::ThreadPool> {
-        /// Its threads.
-        const IO_THREADS: usize = 16;
-        static POOL: std::sync::OnceLock<Option<rayon::ThreadPool>> = std::sync::OnceLock::new();
-        self.storage.concurrent_reads()?;
-        POOL.get_or_init(|| {
-            rayon::ThreadPoolBuilder::new()
-                .num_threads(IO_THREADS)
-                .thread_name(|i| format!("blz-read-{i}"))
-                .build()
-                .ok()
-        })
-        .as_ref()
+    /// How many requests to keep in flight where each unit of work is a few of them (an
+    /// object store's [`Storage::concurrent_reads`], for [`on_io_threads`]); elsewhere the
+    /// CPU threads.
+    pub(crate) fn io_threads(&self) -> usize {
+        self.storage
+            .concurrent_reads()
+            .unwrap_or_else(rayon::current_num_threads)
+            .max(1)
     }
 
     /// Runs `work` on every item of `items`, in parallel, as `par_iter().try_for_each_init`
@@ -391,7 +383,7 @@ impl ChunkStore {
         }
         let files: Vec<(u64, BTreeMap<u64, Vec<&T>>)> = by_file.into_iter().collect();
         let part = self.storage.read_part_size().unwrap_or(u64::MAX).max(1);
-        let inflight = self.storage.concurrent_reads().unwrap_or(1).max(1);
+        let inflight = self.io_threads();
         // First each file's plan: what each chunk's items need read (its blocks holding the
         // bytes they decode, or all of it), in groups of about one request's bytes. A
         // file's reader may need a request of its own (a file without a front copy).
@@ -883,7 +875,7 @@ fn decode_pool() -> Result<&'static rayon::ThreadPool> {
 /// threads), in order of the units taken; the results in the units' order. The first
 /// error stops the threads taking more units and is returned. One unit runs on the calling
 /// thread.
-fn on_io_threads<U: Sync, R: Send>(
+pub(crate) fn on_io_threads<U: Sync, R: Send>(
     units: &[U],
     threads: usize,
     each: impl Fn(&U) -> Result<R> + Sync,

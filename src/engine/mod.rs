@@ -22,7 +22,7 @@ pub(crate) mod staging;
 
 pub(crate) use self::block_cache::DEFAULT_BYTES as DEFAULT_BLOCK_CACHE_BYTES;
 pub(crate) use self::chunks::{identity_doc, identity_params, superchunk_name};
-pub(crate) use self::chunks::{ChunkStore, ChunkWrites, Fetched};
+pub(crate) use self::chunks::{on_io_threads, ChunkStore, ChunkWrites, Fetched};
 pub(crate) use self::core::{ArrayCore, Source};
 pub(crate) use self::elements::{as_bytes, as_bytes_mut, elements_to_bytes};
 pub(crate) use self::gather::GatherPlan;
