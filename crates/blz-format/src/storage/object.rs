@@ -2805,12 +2805,11 @@ pub const UNSIGNED_PAYLOAD_VAR: &str = "AWS_UNSIGNED_PAYLOAD";
 
 /// `base` set to send request bodies to `endpoint` unsigned (`UNSIGNED-PAYLOAD`) or signed,
 /// unless [`UNSIGNED_PAYLOAD_VAR`] `is_set` (then `base` as it is: the builder has read
-/// the variable). Over HTTPS they
-/// do, as the AWS CLI and SDKs do: TLS guards the bytes in transit (and every chunk carries
-/// its own checksum, checked when read), so the SHA-256 a signed body needs would only be
-/// one more pass over every byte uploaded, on the writer's CPU. Over plain HTTP the body is
-/// signed: nothing else guards its bytes between client and server
-/// (`spec/object-store.md` §1).
+/// the variable). Over HTTPS they go unsigned, as the AWS CLI's and SDKs' do: TLS guards
+/// the bytes in transit (and every chunk carries its own checksum, checked when read), so
+/// the SHA-256 a signed body needs would only be one more pass over every byte uploaded, on
+/// the writer's CPU. Over plain HTTP the body is signed: nothing else guards its bytes
+/// between client and server (`spec/object-store.md` §1).
 fn sign_payloads(
     base: object_store::aws::AmazonS3Builder,
     endpoint: &str,
