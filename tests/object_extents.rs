@@ -10,7 +10,7 @@ mod common;
 mod forward;
 
 use blz::storage::object::{
-    collect_garbage, StateFile, MAX_EXTENTS, STATE_KEY, STATE_VERSION, STATE_VERSION_WHOLE,
+    collect_garbage, StateFile, MAX_EXTENTS, STATE_KEY, STATE_VERSION_EXTENTS, STATE_VERSION_WHOLE,
 };
 use blz::storage::ObjectStorage;
 use blz::{CreateOptions, DType, Dataset, Error, Mode};
@@ -213,7 +213,10 @@ fn an_append_uploads_only_the_new_bytes() {
     );
     assert!(matches!(after[0].1, StateFile::Extents { .. }), "{after:?}");
     assert!(extents <= 3, "{after:?}");
-    assert_eq!(handle(&store).state().unwrap().version, STATE_VERSION);
+    assert_eq!(
+        handle(&store).state().unwrap().version,
+        STATE_VERSION_EXTENTS
+    );
     let mut want = first;
     want.extend(more);
     assert_eq!(read(&store), want);
@@ -509,7 +512,7 @@ fn extents_need_version_two() {
     let raw = block_on(async { store.inner.get(&loc).await.unwrap().bytes().await.unwrap() });
     let raw: serde_json::Value = serde_json::from_slice(&raw).unwrap();
     assert_eq!(raw["version"], 2, "{raw}");
-    for (version, why) in [(1, "cannot hold"), (3, "version 3")] {
+    for (version, why) in [(1, "cannot hold"), (4, "version 4")] {
         let mut bad = raw.clone();
         bad["version"] = version.into();
         block_on(

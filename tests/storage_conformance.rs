@@ -467,13 +467,43 @@ fn object_storage_in_memory_conforms() {
     assert!(next.state().is_none() && !next.exists(next.root()));
 }
 
-/// The object-store backend on the test S3 server (`tests/s3/run.sh`; skipped without one).
+/// The same with every commit sealing the entries it leaves unchanged into a manifest
+/// (`spec/object-store.md` §3, "Manifests"), merged four by four: every state past the
+/// first names manifests, and the files they hold behave as any.
+#[test]
+fn object_storage_in_memory_with_manifests_conforms() {
+    let store = Arc::new(object_store::memory::InMemory::new());
+    let open = || {
+        let s = ObjectStorage::in_memory(&store, "runs/manifests.blz").unwrap();
+        s.set_manifest_bytes(1);
+        s
+    };
+    object_storage(&open);
+    let state = open().state().unwrap();
+    assert!(!state.manifests.is_empty(), "{state:?}");
+    assert_eq!(state.version, blz::storage::object::STATE_VERSION);
+}
+
+/// The object-store backend on the test S3 server (`tests/s3/run.sh`; skipped without one),
+/// without manifests and with a manifest at every commit.
 #[test]
 fn object_storage_on_s3_conforms() {
     let Some(url) = common::s3_url("conformance.blz") else {
         return;
     };
     object_storage(&|| ObjectStorage::open_url(&url).unwrap());
+    let url = common::s3_url("conformance-manifests.blz").unwrap();
+    object_storage(&|| {
+        let s = ObjectStorage::open_url(&url).unwrap();
+        s.set_manifest_bytes(1);
+        s
+    });
+    assert!(!ObjectStorage::open_url(&url)
+        .unwrap()
+        .state()
+        .unwrap()
+        .manifests
+        .is_empty());
     assert_eq!(
         ObjectStorage::open_url(&url).unwrap().root(),
         Path::new(&url)

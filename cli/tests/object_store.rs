@@ -560,15 +560,30 @@ fn kills_leave_the_old_or_the_new_state() {
     let mut rng = SplitMix(0x5eed_0b1e);
     // A clean run's duration bounds the delays.
     let t = Instant::now();
-    let o = blz_cmd(&["create", &url, "--npy", &npy, "--chunkshape", "8192"])
-        .output()
-        .unwrap();
+    let o = blz_cmd(&[
+        "create",
+        &url,
+        "--npy",
+        &npy,
+        "--chunkshape",
+        "8192",
+        "--superchunk-size",
+        "8",
+    ])
+    .output()
+    .unwrap();
     assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
     let clean = t.elapsed().as_micros() as u64;
     let mut seen = [0u32; 2];
     for trial in 0..8u32 {
         let before = read_all(&url);
-        let mut child = blz_cmd(&["append", &url, "--npy", &npy]).spawn().unwrap();
+        // Half the appends seal every file they leave unchanged into a manifest (merging
+        // them four by four), so the kills land in those commits too.
+        let seal = if trial % 4 < 2 { "1" } else { "" };
+        let mut child = blz_cmd(&["append", &url, "--npy", &npy])
+            .env("BLZ_S3_MANIFEST_BYTES", seal)
+            .spawn()
+            .unwrap();
         std::thread::sleep(Duration::from_micros(rng.next() % (clean * 3 / 2 + 1)));
         let sig = if trial % 2 == 0 {
             libc::SIGKILL
@@ -588,6 +603,18 @@ fn kills_leave_the_old_or_the_new_state() {
             seen[1] += 1;
         }
     }
+    // One more append, sealing, not killed: the dataset names manifests, and reads whole.
+    let before = read_all(&url);
+    let o = blz_cmd(&["append", &url, "--npy", &npy])
+        .env("BLZ_S3_MANIFEST_BYTES", "1")
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let state = ObjectStorage::open_url(&url).unwrap().state().unwrap();
+    assert!(!state.manifests.is_empty(), "{:?}", state.files.keys());
+    let after = read_all(&url);
+    assert_eq!(&after[..before.len()], &before[..]);
+    assert_eq!(&after[before.len()..], &big[..]);
     // Creates killed: nothing that opens, or the whole dataset. Eight chunks a file: seven
     // files, each uploaded as soon as it is full, before the commit; what a killed create
     // uploaded, gc removes.

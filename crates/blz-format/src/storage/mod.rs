@@ -6,6 +6,8 @@ mod deferred;
 mod fault;
 mod local;
 #[cfg(feature = "s3")]
+pub mod manifest;
+#[cfg(feature = "s3")]
 pub mod object;
 
 // Plumbing for the `blz` crate's staged creates (`staging.rs`), not an API of this crate:

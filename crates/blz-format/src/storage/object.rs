@@ -19,6 +19,7 @@
 //! [`Error::Conflict`]; its uploads are orphans that [`collect_garbage`] removes. The state
 //! object and the collection rule are described in `spec/object-store.md`.
 
+use super::manifest::{self, Manifest, ManifestDoc};
 use super::{FrontRanges, LockGuard, OpenMode, SharedDir, Storage, StorageFile, STAGING_SUFFIX};
 use crate::blpk::BlockIndex;
 use crate::error::{Error, Result};
@@ -40,10 +41,13 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 /// The `format` value of a state object.
 pub const STATE_FORMAT: &str = "blz-object-state";
-/// The state object's newest layout version, which this build reads and writes when a file
-/// is held in extents ([`StateFile::Extents`]); a state without such a file is written as
-/// [`STATE_VERSION_WHOLE`], which earlier builds read.
-pub const STATE_VERSION: u32 = 2;
+/// The state object's newest layout version, which this build reads and writes when the
+/// state names manifests ([`State::manifests`]); a state without them is written as
+/// [`STATE_VERSION_EXTENTS`] when a file is held in extents, else as
+/// [`STATE_VERSION_WHOLE`], so that earlier builds read it.
+pub const STATE_VERSION: u32 = 3;
+/// The state object's layout version that holds files in extents ([`StateFile::Extents`]).
+pub const STATE_VERSION_EXTENTS: u32 = 2;
 /// The state object's first layout version: every file whole in one object, or inline.
 pub const STATE_VERSION_WHOLE: u32 = 1;
 /// Most extents a file's entry lists: a commit that would list more rewrites the file whole
@@ -505,13 +509,25 @@ fn inflate(packed: &[u8], limit: u64, what: &str) -> std::result::Result<Vec<u8>
 /// [`Error::InvalidArgument`] naming the state object `path` when the state is longer than
 /// `max` bytes without any front (a dataset of more files than one state can name).
 fn state_bytes(state: &mut State, max: u64, path: &Path) -> Result<Vec<u8>> {
-    let json = |s: &State| serde_json::to_vec(s).map_err(|e| Error::metadata(path, e.to_string()));
+    let json = |s: &State| {
+        s.to_json()
+            .map_err(|e| Error::metadata(path, e.to_string()))
+    };
     let mut bytes = json(state)?;
     if bytes.len() as u64 <= max {
         return Ok(bytes);
     }
-    // The files in reverse path order, taken one by one across the rounds below.
-    let order: Vec<String> = state.files.keys().rev().cloned().collect();
+    // The files the state object holds, in reverse path order, taken one by one across the
+    // rounds below.
+    let held = state.held();
+    let order: Vec<String> = state
+        .files
+        .keys()
+        .rev()
+        .filter(|p| !held.contains(p.as_str()))
+        .cloned()
+        .collect();
+    drop(held);
     let mut next = order.iter();
     while bytes.len() as u64 > max {
         // Fronts out until the bytes they take (as `,"front":{...}`) make up the excess.
@@ -609,6 +625,59 @@ pub struct State {
     /// replaced by another writer's still learns that it took effect.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub earlier_write_ids: Vec<String>,
+    /// The manifests holding some of the files' entries (state version 3): in memory their
+    /// entries are in [`State::files`] too; the state object holds the other files' entries
+    /// and this list (`spec/object-store.md` §3). Absent means none.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub manifests: Vec<Manifest>,
+}
+
+/// A state as its object holds it: the entries of the files no manifest holds.
+#[derive(Serialize)]
+struct StateOut<'a> {
+    format: &'a str,
+    version: u32,
+    generation: u64,
+    committed_at: u64,
+    files: BTreeMap<&'a str, &'a StateFile>,
+    retired: &'a [Retired],
+    #[serde(skip_serializing_if = "Option::is_none")]
+    write_id: &'a Option<String>,
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    earlier_write_ids: &'a Vec<String>,
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    manifests: &'a Vec<Manifest>,
+}
+
+impl State {
+    /// The paths of the files a manifest holds.
+    fn held(&self) -> HashSet<&str> {
+        self.manifests
+            .iter()
+            .flat_map(|m| m.paths.iter().map(String::as_str))
+            .collect()
+    }
+
+    /// The state object's JSON: the files no manifest holds, and the manifests.
+    fn to_json(&self) -> serde_json::Result<Vec<u8>> {
+        let held = self.held();
+        serde_json::to_vec(&StateOut {
+            format: &self.format,
+            version: self.version,
+            generation: self.generation,
+            committed_at: self.committed_at,
+            files: self
+                .files
+                .iter()
+                .filter(|(p, _)| !held.contains(p.as_str()))
+                .map(|(p, f)| (p.as_str(), f))
+                .collect(),
+            retired: &self.retired,
+            write_id: &self.write_id,
+            earlier_write_ids: &self.earlier_write_ids,
+            manifests: &self.manifests,
+        })
+    }
 }
 
 /// How many write ids of earlier states a state keeps ([`State::earlier_write_ids`]).
@@ -795,6 +864,9 @@ struct Backend {
     /// The bytes of block indexes a commit puts in the state, at most
     /// ([`ObjectStorage::set_inline_block_indexes`]).
     inline_indexes: AtomicU64,
+    /// The bytes of unchanged entries a commit gathers in the state before sealing them
+    /// into a manifest ([`ObjectStorage::set_manifest_bytes`]); 0 seals none.
+    manifest_bytes: AtomicU64,
 }
 
 /// How a read of many byte ranges of a file (the chunks a selection needs) becomes
@@ -890,20 +962,17 @@ impl ReadTuning {
 /// (`spec/object-store.md` §1, §3): a whole number; unset or empty, [`MAX_BLOCK_INDEXES`].
 pub const INLINE_INDEXES_VAR: &str = "BLZ_S3_INLINE_INDEXES";
 
-/// The bound [`INLINE_INDEXES_VAR`] sets for the handles of this process.
+/// The number of bytes the environment variable `var` sets for the handles of this process
+/// ([`INLINE_INDEXES_VAR`], [`manifest::MANIFEST_BYTES_VAR`]): `default` when it is unset or
+/// empty.
 ///
 /// # Errors
 /// [`Error::InvalidArgument`] naming the variable when its value is not a whole number.
-fn inline_indexes_from_env() -> Result<u64> {
-    match std::env::var(INLINE_INDEXES_VAR)
-        .ok()
-        .filter(|v| !v.trim().is_empty())
-    {
-        None => Ok(MAX_BLOCK_INDEXES),
+fn bytes_from_env(var: &str, default: u64) -> Result<u64> {
+    match std::env::var(var).ok().filter(|v| !v.trim().is_empty()) {
+        None => Ok(default),
         Some(v) => v.trim().parse::<u64>().map_err(|_| {
-            Error::InvalidArgument(format!(
-                "{INLINE_INDEXES_VAR}={v:?}: expected a whole number of bytes"
-            ))
+            Error::InvalidArgument(format!("{var}={v:?}: expected a whole number of bytes"))
         }),
     }
 }
@@ -980,6 +1049,7 @@ impl Backend {
             log: None,
             reads: Mutex::new((tuning, read_slots(&tuning))),
             inline_indexes: AtomicU64::new(MAX_BLOCK_INDEXES),
+            manifest_bytes: AtomicU64::new(manifest::MANIFEST_BYTES),
         }
     }
 
@@ -998,7 +1068,11 @@ impl Backend {
             requests: AtomicU64::new(0),
             log: request_log()?,
             reads: Mutex::new((tuning, read_slots(&tuning))),
-            inline_indexes: AtomicU64::new(inline_indexes_from_env()?),
+            inline_indexes: AtomicU64::new(bytes_from_env(INLINE_INDEXES_VAR, MAX_BLOCK_INDEXES)?),
+            manifest_bytes: AtomicU64::new(bytes_from_env(
+                manifest::MANIFEST_BYTES_VAR,
+                manifest::MANIFEST_BYTES,
+            )?),
         };
         Ok((backend, bucket))
     }
@@ -1021,6 +1095,7 @@ impl Backend {
             log: self.log.clone(),
             reads: Mutex::new((tuning, read_slots(&tuning))),
             inline_indexes: AtomicU64::new(self.inline_indexes.load(Ordering::Relaxed)),
+            manifest_bytes: AtomicU64::new(self.manifest_bytes.load(Ordering::Relaxed)),
         }
     }
 
@@ -1512,10 +1587,9 @@ impl Backend {
         }
     }
 
-    /// Reads the state object: the state and its version, or none when it is absent.
-    /// Reads the state object: the state, its version and when the store stored it (its
-    /// Last-Modified, seconds since the Unix epoch by the store's clock), or none when it is
-    /// absent.
+    /// Reads the state object and the manifests it names: the state (every file's entry in
+    /// its `files`), its version and when the store stored it (its Last-Modified, seconds
+    /// since the Unix epoch by the store's clock), or none when it is absent.
     fn fetch_state(&self) -> Result<(Option<State>, Option<UpdateVersion>, Option<u64>)> {
         let rt = runtime()?;
         let loc = self.key(STATE_KEY);
@@ -1545,7 +1619,7 @@ impl Backend {
                 format!("the state object is larger than {MAX_STATE} bytes"),
             )
         })?;
-        let state: State =
+        let mut state: State =
             serde_json::from_slice(&bytes).map_err(|e| Error::metadata(&path, e.to_string()))?;
         if state.format != STATE_FORMAT
             || !(STATE_VERSION_WHOLE..=STATE_VERSION).contains(&state.version)
@@ -1559,6 +1633,9 @@ impl Backend {
                 ),
             ));
         }
+        if !state.manifests.is_empty() {
+            self.load_manifests(&mut state)?;
+        }
         for (rel, f) in &state.files {
             let bad = |k: &str| {
                 k.is_empty() || k.split('/').any(|c| c.is_empty() || c == "." || c == "..")
@@ -1570,7 +1647,7 @@ impl Backend {
                 ));
             }
             if let StateFile::Extents { .. } = f {
-                if state.version < STATE_VERSION {
+                if state.version < STATE_VERSION_EXTENTS {
                     return Err(Error::metadata(
                         &path,
                         format!(
@@ -1601,6 +1678,128 @@ impl Backend {
             }
         }
         Ok((Some(state), Some(version), Some(stored)))
+    }
+
+    /// Fetches the manifests `state` names, all at once, and puts their entries into its
+    /// `files` (each manifest learning its paths).
+    ///
+    /// # Errors
+    /// [`Error::InvalidMetadata`] naming the state object when the state's version does not
+    /// hold manifests or a key is not plain, or naming a manifest that is missing, is not
+    /// the size the state says, does not parse as a manifest, or holds a file the state or
+    /// another manifest holds; I/O errors from the store.
+    fn load_manifests(&self, state: &mut State) -> Result<()> {
+        let path = self.root.join(STATE_KEY);
+        if state.version < STATE_VERSION {
+            return Err(Error::metadata(
+                &path,
+                format!(
+                    "it names manifests, which a state of version {} cannot hold",
+                    state.version
+                ),
+            ));
+        }
+        let mut keys = HashSet::new();
+        for m in &state.manifests {
+            let plain = !m.key.is_empty()
+                && m.key
+                    .split('/')
+                    .all(|c| !c.is_empty() && c != "." && c != "..");
+            if !plain || m.size > MAX_STATE || !keys.insert(m.key.as_str()) {
+                return Err(Error::metadata(
+                    &path,
+                    format!(
+                        "manifest {:?} of {} bytes: not a plain key inside the dataset, named                          twice, or larger than {MAX_STATE} bytes",
+                        m.key, m.size
+                    ),
+                ));
+            }
+        }
+        let rt = runtime()?;
+        let (tuning, _) = self.read_tuning();
+        let generation = state.generation;
+        let got: Vec<Result<Bytes>> = rt.block_on(
+            futures::stream::iter(&state.manifests)
+                .map(|m| async move {
+                    let mpath = self.root.join(&m.key);
+                    self.note("GET", &m.key, format_args!("manifest"));
+                    let started = std::time::Instant::now();
+                    let r = self
+                        .store
+                        .get_opts(&self.key(&m.key), GetOptions::default())
+                        .await;
+                    let r = match r {
+                        Ok(r) if r.meta.size != m.size => {
+                            return Err(Error::metadata(
+                                &mpath,
+                                format!(
+                                    "the manifest object is {} bytes, where the state says {}",
+                                    r.meta.size, m.size
+                                ),
+                            ))
+                        }
+                        Ok(r) => r.bytes().await,
+                        Err(e) => Err(e),
+                    };
+                    r.map_err(|e| match e {
+                        object_store::Error::NotFound { .. } => Error::metadata(
+                            &mpath,
+                            format!(
+                                "the manifest object is missing, and the state (generation \
+                                 {generation}) names it: the dataset is damaged"
+                            ),
+                        ),
+                        e => self.error("read", &mpath, Client::Read, started, e),
+                    })
+                })
+                .buffered(tuning.concurrency.max(1))
+                .collect(),
+        );
+        let mut manifests = std::mem::take(&mut state.manifests);
+        for (m, bytes) in manifests.iter_mut().zip(got) {
+            let mpath = self.root.join(&m.key);
+            let bytes = bytes?;
+            if bytes.len() as u64 != m.size {
+                return Err(Error::metadata(
+                    &mpath,
+                    format!(
+                        "the manifest object is {} bytes, where the state says {}",
+                        bytes.len(),
+                        m.size
+                    ),
+                ));
+            }
+            let doc: ManifestDoc = serde_json::from_slice(&bytes)
+                .map_err(|e| Error::metadata(&mpath, e.to_string()))?;
+            if doc.format != manifest::MANIFEST_FORMAT || doc.version != manifest::MANIFEST_VERSION
+            {
+                return Err(Error::metadata(
+                    &mpath,
+                    format!(
+                        "format {:?} version {}, where blz reads {:?} version {}",
+                        doc.format,
+                        doc.version,
+                        manifest::MANIFEST_FORMAT,
+                        manifest::MANIFEST_VERSION
+                    ),
+                ));
+            }
+            for (rel, f) in doc.files {
+                if matches!(f, StateFile::Inline { .. }) || state.files.contains_key(&rel) {
+                    return Err(Error::metadata(
+                        &mpath,
+                        format!(
+                            "file {rel:?} is inline, or held by the state or another \
+                             manifest too"
+                        ),
+                    ));
+                }
+                m.paths.push(rel.clone());
+                state.files.insert(rel, f);
+            }
+        }
+        state.manifests = manifests;
+        Ok(())
     }
 }
 
@@ -2991,6 +3190,14 @@ impl ObjectStorage {
         self.backend.inline_indexes.store(bytes, Ordering::Relaxed);
     }
 
+    /// Sets the bytes of unchanged file entries this handle's commits gather in the state
+    /// object before sealing them into a manifest (`spec/object-store.md` §3, "Manifests");
+    /// 0 seals none. [`manifest::MANIFEST_BYTES`] unless set, or the environment's
+    /// [`manifest::MANIFEST_BYTES_VAR`] for a handle made from an `s3://` URL.
+    pub fn set_manifest_bytes(&self, bytes: u64) {
+        self.backend.manifest_bytes.store(bytes, Ordering::Relaxed);
+    }
+
     /// The committed state this handle works on (`None` before the dataset's first commit).
     pub fn state(&self) -> Option<State> {
         self.committed_lock().state.clone()
@@ -3174,6 +3381,11 @@ impl ObjectStorage {
         if old.as_ref().is_some_and(|s| s.files == new_files) && !changed {
             return Ok(());
         }
+        // The entries this commit left as they were go (or stay) in manifests of their own.
+        let seal = self.backend.manifest_bytes.load(Ordering::Relaxed);
+        let sealed = manifest::plan(old.as_ref(), &new_files, seal, generation, tag)
+            .map_err(|e| Error::metadata(self.state_path(), e))?;
+        indexes.extend(sealed.uploads);
         let result = if superseded {
             Err(Error::Conflict {
                 path: self.backend.root.clone(),
@@ -3198,7 +3410,8 @@ impl ObjectStorage {
                     let still: HashSet<&str> =
                         new_files.values().flat_map(StateFile::keys).collect();
                     let mut gone = BTreeSet::new();
-                    for key in o.files.values().flat_map(StateFile::keys) {
+                    let manifests = sealed.retired.iter().map(String::as_str);
+                    for key in o.files.values().flat_map(StateFile::keys).chain(manifests) {
                         if !still.contains(key) && gone.insert(key) {
                             retired.push(Retired {
                                 key: key.to_string(),
@@ -3214,8 +3427,10 @@ impl ObjectStorage {
                     .any(|f| matches!(f, StateFile::Extents { .. }));
                 let mut state = State {
                     format: STATE_FORMAT.into(),
-                    version: if extents {
+                    version: if !sealed.manifests.is_empty() {
                         STATE_VERSION
+                    } else if extents {
+                        STATE_VERSION_EXTENTS
                     } else {
                         STATE_VERSION_WHOLE
                     },
@@ -3228,6 +3443,7 @@ impl ObjectStorage {
                         .as_ref()
                         .map(|s| s.earlier_write_ids.clone())
                         .unwrap_or_default(),
+                    manifests: sealed.manifests,
                 };
                 state.stamp_write();
                 let w = self.write_state(&mut state, version.as_ref())?;
@@ -4140,7 +4356,10 @@ pub fn collect_garbage(storage: &ObjectStorage, grace: Duration) -> Result<Colle
     // Every object an entry names stays, whole or for one extent of it.
     let used: HashSet<String> = state
         .iter()
-        .flat_map(|s| s.files.values().flat_map(StateFile::keys))
+        .flat_map(|s| {
+            let manifests = s.manifests.iter().map(|m| m.key.as_str());
+            s.files.values().flat_map(StateFile::keys).chain(manifests)
+        })
         .map(str::to_string)
         .collect();
     // The store's "now": the Last-Modified of an object written now, as the listing shows.
@@ -4474,6 +4693,7 @@ mod tests {
             retired: Vec::new(),
             write_id: None,
             earlier_write_ids: Vec::new(),
+            manifests: Vec::new(),
         };
         let path = Path::new("s3://b/x.blz/meta/state");
         let whole = serde_json::to_vec(&state).unwrap().len() as u64;

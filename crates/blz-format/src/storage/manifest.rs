@@ -1,0 +1,331 @@
+//! Manifests: sealed groups of a state's file entries, each an immutable object of its own
+//! (`spec/object-store.md` §3, "Manifests"), so that a commit uploads the entries it changed
+//! and a few small manifests at most, not every file's entry again.
+//!
+//! In memory a [`State`] always holds every file's entry in [`State::files`]; its
+//! [`State::manifests`] say which of them live in a manifest object. The state object
+//! written holds the others (the *tail*) and the list of manifests; loading it fetches the
+//! manifests and puts their entries back. A commit keeps every manifest whose entries it
+//! left as they were, turns the others back into tail entries, seals the tail's unchanged
+//! entries into a new manifest once they reach the sealing size, and merges
+//! [`FANOUT`] manifests of one level into one of the next, so that a dataset of `n` files
+//! has `O(log n)` manifests and each entry is rewritten `O(log n)` times in its life.
+
+use super::object::{State, StateFile};
+use bytes::Bytes;
+use serde::{Deserialize, Serialize};
+use std::collections::{BTreeMap, HashSet};
+
+/// The `format` value of a manifest object.
+pub const MANIFEST_FORMAT: &str = "blz-object-manifest";
+/// The manifest object's layout version.
+pub const MANIFEST_VERSION: u32 = 1;
+/// Where manifests live, relative to the dataset's prefix: `manifests/<generation>-<tag>.<n>`.
+pub const MANIFEST_DIR: &str = "manifests";
+/// The bytes of unchanged entries (as JSON) a state's tail gathers before they are sealed
+/// into a manifest, unless a handle sets another bound
+/// ([`super::ObjectStorage::set_manifest_bytes`]) or the environment does
+/// ([`MANIFEST_BYTES_VAR`]). Below it (about a hundred superchunk files with fronts and block
+/// indexes), a dataset has no manifests and an open is the one GET of the state.
+pub const MANIFEST_BYTES: u64 = 256 << 10;
+/// The environment variable setting the sealing size ([`MANIFEST_BYTES`]) for handles made
+/// from an `s3://` URL: a whole number of bytes; `0` seals nothing (every entry in the state,
+/// as blz wrote before manifests).
+pub const MANIFEST_BYTES_VAR: &str = "BLZ_S3_MANIFEST_BYTES";
+/// How many manifests of one level are merged into one of the next level.
+pub const FANOUT: usize = 4;
+/// Largest manifest a commit makes (but for one of a single larger entry): sealing makes
+/// several rather than a larger one, and a merge that would make a larger one is not made
+/// (so no manifest nears the 64 MiB a reader reads).
+pub const MAX_MERGED: u64 = 16 << 20;
+
+/// A manifest the state names: an immutable object holding some files' entries.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Manifest {
+    /// The object's key below the dataset's prefix.
+    pub key: String,
+    /// The object's size in bytes.
+    pub size: u64,
+    /// 0 for a manifest sealed from the tail, one more than its parts' for a merged one.
+    pub level: u32,
+    /// The paths of the files it holds (known once it is loaded or written; not stored in
+    /// the state object).
+    #[serde(skip)]
+    pub paths: Vec<String>,
+}
+
+/// A manifest object's JSON document.
+#[derive(Debug, Serialize, Deserialize)]
+pub struct ManifestDoc {
+    /// Always [`MANIFEST_FORMAT`].
+    pub format: String,
+    /// Always [`MANIFEST_VERSION`].
+    pub version: u32,
+    /// The entries it holds, by file path, as a state's `files` holds them.
+    pub files: BTreeMap<String, StateFile>,
+}
+
+/// What a commit does about manifests ([`plan`]).
+#[derive(Debug, Default)]
+pub struct Plan {
+    /// The manifests the new state names.
+    pub manifests: Vec<Manifest>,
+    /// The new manifest objects to upload before the state: key and bytes.
+    pub uploads: Vec<(String, Bytes)>,
+    /// The keys of the loaded state's manifests the new state does not name.
+    pub retired: Vec<String>,
+}
+
+/// An estimate of the bytes `entry` takes in a JSON map at `path` (within a few bytes).
+fn entry_len(path: &str, entry: &StateFile) -> u64 {
+    serde_json::to_vec(entry).map_or(0, |b| b.len() as u64) + path.len() as u64 + 4
+}
+
+/// The bytes of a manifest holding `paths`' entries from `files`.
+fn encode(files: &BTreeMap<String, StateFile>, paths: &[String]) -> serde_json::Result<Vec<u8>> {
+    let doc = ManifestDoc {
+        format: MANIFEST_FORMAT.into(),
+        version: MANIFEST_VERSION,
+        files: paths
+            .iter()
+            .filter_map(|p| files.get(p).map(|f| (p.clone(), f.clone())))
+            .collect(),
+    };
+    serde_json::to_vec(&doc)
+}
+
+/// What the commit of `files` (every file's new entry) on top of `old` (the loaded state)
+/// does about manifests, with `seal` the sealing size (0: none) and the commit's
+/// `generation` and `tag` naming new manifests.
+///
+/// - A loaded manifest stays when every file it holds keeps its entry exactly; any other
+///   is retired, and the entries of its files that remain go back to the tail.
+/// - The tail's entries that this commit left unchanged (not inline meta documents) are
+///   sealed into a new level-0 manifest when they take `seal` bytes or more: the files a
+///   commit writes are the likeliest to be written again (an append's last superchunk),
+///   so they stay in the tail.
+/// - While [`FANOUT`] manifests share a level, they are merged into one of the next
+///   level (unless the merged one would exceed [`MAX_MERGED`]).
+///
+/// # Errors
+/// A message when a manifest does not encode (it always does).
+pub fn plan(
+    old: Option<&State>,
+    files: &BTreeMap<String, StateFile>,
+    seal: u64,
+    generation: u64,
+    tag: u64,
+) -> Result<Plan, String> {
+    let mut out = Plan::default();
+    let unchanged = |p: &str| match (old.and_then(|o| o.files.get(p)), files.get(p)) {
+        (Some(a), Some(b)) => a == b,
+        _ => false,
+    };
+    let mut kept: Vec<Manifest> = Vec::new();
+    for m in old.map_or(&[][..], |o| &o.manifests[..]) {
+        if m.paths.iter().all(|p| unchanged(p)) {
+            kept.push(m.clone());
+        } else {
+            out.retired.push(m.key.clone());
+        }
+    }
+    if seal == 0 && kept.is_empty() {
+        return Ok(out);
+    }
+    let held: HashSet<&str> = kept
+        .iter()
+        .flat_map(|m| m.paths.iter().map(String::as_str))
+        .collect();
+    let mut count = 0;
+    let mut new_manifest = |paths: Vec<String>, level: u32, out: &mut Plan| {
+        let bytes = encode(files, &paths).map_err(|e| e.to_string())?;
+        let key = format!("{MANIFEST_DIR}/{generation}-{tag:016x}.{count}");
+        count += 1;
+        out.uploads.push((key.clone(), Bytes::from(bytes.clone())));
+        Ok::<_, String>(Manifest {
+            key,
+            size: bytes.len() as u64,
+            level,
+            paths,
+        })
+    };
+    if seal > 0 {
+        let sealable: Vec<(&String, &StateFile)> = files
+            .iter()
+            .filter(|(p, f)| {
+                !held.contains(p.as_str()) && !matches!(f, StateFile::Inline { .. }) && unchanged(p)
+            })
+            .collect();
+        let bytes: u64 = sealable.iter().map(|(p, f)| entry_len(p, f)).sum();
+        if bytes >= seal {
+            // In manifests of at most MAX_MERGED bytes (or one entry).
+            let (mut paths, mut size) = (Vec::new(), 0);
+            for (p, f) in sealable {
+                let n = entry_len(p, f);
+                if !paths.is_empty() && size + n > MAX_MERGED {
+                    let m = new_manifest(std::mem::take(&mut paths), 0, &mut out)?;
+                    kept.push(m);
+                    size = 0;
+                }
+                paths.push(p.clone());
+                size += n;
+            }
+            let m = new_manifest(paths, 0, &mut out)?;
+            kept.push(m);
+        }
+    }
+    // Merges, lowest level first: a merged manifest may complete the next level's group.
+    let mut level = 0;
+    while let Some(top) = kept.iter().map(|m| m.level).max() {
+        if level > top {
+            break;
+        }
+        let group: Vec<usize> = (0..kept.len())
+            .filter(|&i| kept[i].level == level)
+            .collect();
+        let size: u64 = group.iter().map(|&i| kept[i].size).sum();
+        if group.len() >= FANOUT && size <= MAX_MERGED {
+            let mut paths: Vec<String> = group
+                .iter()
+                .flat_map(|&i| kept[i].paths.iter().cloned())
+                .collect();
+            paths.sort();
+            for &i in group.iter().rev() {
+                let m = kept.remove(i);
+                if out.uploads.iter().any(|(k, _)| *k == m.key) {
+                    // Made by this very commit: never uploaded.
+                    out.uploads.retain(|(k, _)| *k != m.key);
+                } else {
+                    out.retired.push(m.key);
+                }
+            }
+            let m = new_manifest(paths, level + 1, &mut out)?;
+            kept.push(m);
+        }
+        level += 1;
+    }
+    kept.sort_by(|a, b| a.key.cmp(&b.key));
+    out.manifests = kept;
+    Ok(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::storage::object::{STATE_FORMAT, STATE_VERSION};
+
+    fn entry(i: usize, pad: usize) -> StateFile {
+        StateFile::Object {
+            key: format!("data/__{i}__.bin.1-{:016x}{}", i, "0".repeat(pad)),
+            len: 1000 + i as u64,
+            front: None,
+        }
+    }
+
+    fn state(files: BTreeMap<String, StateFile>, manifests: Vec<Manifest>) -> State {
+        State {
+            format: STATE_FORMAT.into(),
+            version: STATE_VERSION,
+            generation: 1,
+            committed_at: 0,
+            files,
+            retired: Vec::new(),
+            write_id: None,
+            earlier_write_ids: Vec::new(),
+            manifests,
+        }
+    }
+
+    fn files(n: usize, pad: usize) -> BTreeMap<String, StateFile> {
+        (0..n)
+            .map(|i| (format!("data/__{i}__.bin"), entry(i, pad)))
+            .collect()
+    }
+
+    /// The commit of `new` on `old`, then `old` as the next commit loads it.
+    fn commit(
+        old: &State,
+        new: BTreeMap<String, StateFile>,
+        seal: u64,
+        generation: u64,
+    ) -> (State, Plan) {
+        let p = plan(Some(old), &new, seal, generation, 7).unwrap();
+        let mut next = state(new, p.manifests.clone());
+        next.generation = generation;
+        // Every upload decodes to the entries its manifest names.
+        for m in &p.manifests {
+            if let Some((_, bytes)) = p.uploads.iter().find(|(k, _)| *k == m.key) {
+                let doc: ManifestDoc = serde_json::from_slice(bytes).unwrap();
+                assert_eq!(doc.format, MANIFEST_FORMAT);
+                assert_eq!(bytes.len() as u64, m.size);
+                let paths: Vec<&String> = doc.files.keys().collect();
+                assert_eq!(paths, m.paths.iter().collect::<Vec<_>>());
+                for (p, f) in &doc.files {
+                    assert_eq!(&next.files[p], f);
+                }
+            }
+        }
+        (next, p)
+    }
+
+    /// Changed entries stay in the state; unchanged ones past the sealing size go into a
+    /// level-0 manifest; four level-0 manifests merge into one of level 1 (never uploading
+    /// one made by the same commit); a change to a sealed entry retires its manifest.
+    #[test]
+    fn seals_merges_and_retires() {
+        let mut s = state(files(4, 0), Vec::new());
+        let (mut level0, mut merged) = (0, 0);
+        for g in 4..40usize {
+            let mut new = s.files.clone();
+            new.insert(format!("data/__{g}__.bin"), entry(g, 0));
+            let (next, p) = commit(&s, new, 200, g as u64);
+            assert!(p
+                .retired
+                .iter()
+                .all(|k| s.manifests.iter().any(|m| m.key == *k)));
+            for m in &p.manifests {
+                // A new file stays in the state object.
+                assert!(!m.paths.contains(&format!("data/__{g}__.bin")));
+            }
+            level0 += p
+                .manifests
+                .iter()
+                .filter(|m| m.level == 0 && !s.manifests.contains(m))
+                .count();
+            merged += p
+                .manifests
+                .iter()
+                .filter(|m| m.level == 1 && !s.manifests.contains(m))
+                .count();
+            assert!(p.manifests.iter().filter(|m| m.level == 0).count() < FANOUT);
+            s = next;
+        }
+        assert!(level0 >= FANOUT && merged >= 1, "{level0} {merged}");
+        let held: Vec<&String> = s.manifests.iter().flat_map(|m| &m.paths).collect();
+        let mut sorted = held.clone();
+        sorted.sort();
+        sorted.dedup();
+        assert_eq!(sorted.len(), held.len(), "a path in two manifests");
+
+        // A change to a file in a manifest retires that manifest alone.
+        let victim = s.manifests[0].clone();
+        let mut new = s.files.clone();
+        new.insert(victim.paths[0].clone(), entry(999, 0));
+        let p = plan(Some(&s), &new, 0, 50, 7).unwrap();
+        assert_eq!(p.retired, vec![victim.key.clone()]);
+        assert!(p.uploads.is_empty(), "sealing off makes none");
+        assert_eq!(p.manifests.len(), s.manifests.len() - 1);
+    }
+
+    /// Unchanged entries past 16 MiB are sealed into several manifests, each within it.
+    #[test]
+    fn large_seals_split() {
+        let old = state(files(9000, 2000), Vec::new());
+        let new = old.files.clone();
+        let p = plan(Some(&old), &new, 1, 2, 7).unwrap();
+        assert!(p.manifests.len() >= 2, "{:?}", p.manifests.len());
+        assert!(p.manifests.iter().all(|m| m.size <= MAX_MERGED + 4096));
+        let total: usize = p.manifests.iter().map(|m| m.paths.len()).sum();
+        assert_eq!(total, 9000);
+    }
+}

@@ -1,0 +1,428 @@
+//! Manifests on an object store (`spec/object-store.md` §3, "Manifests"): the entries of
+//! files a commit leaves unchanged are sealed into immutable manifest objects, so that a
+//! commit to a dataset of many files uploads a state of bounded size and a few small
+//! manifests, not every file's entry again; an open fetches the state, then its manifests at
+//! once; garbage collection keeps the manifests the state names; a damaged manifest is an
+//! error naming it. All against the in-memory store, so these run every time, with no
+//! server.
+
+mod common;
+#[macro_use]
+mod forward;
+
+use blz::storage::manifest::MANIFEST_DIR;
+use blz::storage::object::{collect_garbage, STATE_KEY, STATE_VERSION};
+use blz::storage::ObjectStorage;
+use blz::{CreateOptions, DType, Dataset, Error, Mode};
+use futures::executor::block_on;
+use ndarray::{s, Array1};
+use object_store::memory::InMemory;
+use object_store::path::Path as OPath;
+use object_store::{
+    GetOptions, GetResult, ObjectStore, ObjectStoreExt, PutOptions, PutPayload, PutResult,
+};
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+/// The in-memory store, recording the PUTs (key and bytes) and the GETs.
+#[derive(Debug)]
+struct Recording {
+    prefix: String,
+    inner: InMemory,
+    puts: Mutex<Vec<(String, u64)>>,
+    gets: Mutex<Vec<String>>,
+}
+
+static STORES: AtomicU64 = AtomicU64::new(0);
+
+impl Recording {
+    fn new() -> Arc<Recording> {
+        Arc::new(Recording {
+            prefix: format!("runs/m{}.blz", STORES.fetch_add(1, Ordering::SeqCst)),
+            inner: InMemory::new(),
+            puts: Mutex::default(),
+            gets: Mutex::default(),
+        })
+    }
+
+    /// The PUTs since the last call: bytes of the state, of manifests, of everything else.
+    fn taken_puts(&self) -> (u64, u64, u64) {
+        let mut out = (0, 0, 0);
+        for (k, n) in self.puts.lock().unwrap().drain(..) {
+            if k.ends_with(STATE_KEY) {
+                out.0 += n;
+            } else if k.contains(&format!("/{MANIFEST_DIR}/")) {
+                out.1 += n;
+            } else {
+                out.2 += n;
+            }
+        }
+        out
+    }
+
+    fn taken_gets(&self) -> Vec<String> {
+        std::mem::take(&mut *self.gets.lock().unwrap())
+    }
+
+    fn key(&self, rel: &str) -> OPath {
+        OPath::from(format!("{}/{rel}", self.prefix))
+    }
+
+    fn get_raw(&self, rel: &str) -> Vec<u8> {
+        block_on(async { self.inner.get(&self.key(rel)).await?.bytes().await })
+            .unwrap()
+            .to_vec()
+    }
+
+    fn put_raw(&self, rel: &str, bytes: Vec<u8>) {
+        block_on(self.inner.put(&self.key(rel), PutPayload::from(bytes))).unwrap();
+    }
+
+    fn keys(&self) -> Vec<String> {
+        use futures::TryStreamExt;
+        let skip = self.prefix.len() + 1;
+        let mut keys: Vec<String> = block_on(
+            self.inner
+                .list(Some(&OPath::from(self.prefix.as_str())))
+                .map_ok(|m| m.location.as_ref()[skip..].to_string())
+                .try_collect(),
+        )
+        .unwrap();
+        keys.sort();
+        keys
+    }
+}
+
+forwarding_object_store!(Recording {
+    async fn put_opts(
+        &self,
+        location: &OPath,
+        payload: PutPayload,
+        opts: PutOptions,
+    ) -> object_store::Result<PutResult> {
+        let n = payload.content_length() as u64;
+        self.puts.lock().unwrap().push((location.to_string(), n));
+        self.inner.put_opts(location, payload, opts).await
+    }
+
+    async fn get_opts(
+        &self,
+        location: &OPath,
+        options: GetOptions,
+    ) -> object_store::Result<GetResult> {
+        self.gets.lock().unwrap().push(location.to_string());
+        self.inner.get_opts(location, options).await
+    }
+});
+
+/// A handle on the store's dataset, sealing at `seal` bytes.
+fn handle(store: &Arc<Recording>, seal: u64) -> Arc<ObjectStorage> {
+    let s: Arc<dyn ObjectStore> = Arc::clone(store) as Arc<dyn ObjectStore>;
+    let h = ObjectStorage::new(s, PathBuf::from("memory://"), &store.prefix).unwrap();
+    h.set_manifest_bytes(seal);
+    Arc::new(h)
+}
+
+fn open(store: &Arc<Recording>, seal: u64, mode: Mode) -> Dataset {
+    let s = handle(store, seal);
+    let root = s.root().to_path_buf();
+    Dataset::open_in(s, &root, mode).unwrap()
+}
+
+fn read(store: &Arc<Recording>) -> Vec<i64> {
+    open(store, 0, Mode::ReadOnly)
+        .read::<i64>()
+        .unwrap()
+        .into_iter()
+        .collect()
+}
+
+fn values(start: i64, n: usize) -> Vec<i64> {
+    (0..n as i64)
+        .map(|i| (start + i) * 7919 % 100_003)
+        .collect()
+}
+
+const CHUNK: usize = 100;
+/// Chunks per superchunk file: a file every 4 appends below.
+const PER_FILE: u64 = 4;
+
+/// A dataset of `appends + 1` commits of one chunk each (a new file every [`PER_FILE`]),
+/// its handles sealing at `seal` bytes, garbage collected every 10 appends (which keeps the
+/// state's list of retired objects short); the state and manifest bytes each append PUT.
+fn grow(store: &Arc<Recording>, seal: u64, appends: usize) -> (Vec<i64>, Vec<(u64, u64)>) {
+    let s = handle(store, seal);
+    let root = s.root().to_path_buf();
+    let o = CreateOptions {
+        chunkshape: Some(vec![CHUNK as u64]),
+        superchunksize: Some(PER_FILE),
+        ..Default::default()
+    };
+    let mut ds = Dataset::create_in(s, &root, DType::I64, &[0], &o).unwrap();
+    let mut want = values(0, CHUNK);
+    ds.append(&Array1::from(want.clone()).into_dyn().view())
+        .unwrap();
+    drop(ds);
+    store.taken_puts();
+    let mut per_commit = Vec::new();
+    for i in 0..appends {
+        let v = values(1000 * (i as i64 + 1), CHUNK);
+        let mut ds = open(store, seal, Mode::ReadWrite);
+        ds.append(&Array1::from(v.clone()).into_dyn().view())
+            .unwrap();
+        drop(ds);
+        want.extend(v);
+        let (state, manifests, _) = store.taken_puts();
+        per_commit.push((state, manifests));
+        if i % 10 == 9 {
+            collect_garbage(&handle(store, seal), Duration::ZERO).unwrap();
+            store.taken_puts();
+        }
+    }
+    (want, per_commit)
+}
+
+/// Appends to a dataset of many files: with manifests, every commit's state stays under
+/// the sealing size plus the entries it changed, and the manifests uploaded over all the
+/// commits are a small multiple of the entries; without them (sealing off), the state
+/// grows with every file. Everything reads back equal, and an open GETs the state, then
+/// each manifest once.
+#[test]
+fn appends_to_many_files_upload_a_bounded_state() {
+    let seal = 2048;
+    let appends = 200;
+    let store = Recording::new();
+    let (want, per_commit) = grow(&store, seal, appends);
+    let plain = Recording::new();
+    let (want_plain, per_commit_plain) = grow(&plain, 0, appends);
+    assert_eq!(want, want_plain);
+    assert_eq!(read(&store), want);
+    assert_eq!(read(&plain), want);
+
+    let state = handle(&store, seal).state().unwrap();
+    let files = state
+        .files
+        .keys()
+        .filter(|p| p.starts_with("data/"))
+        .count();
+    assert_eq!(files as u64, (appends as u64 + 1).div_ceil(PER_FILE));
+    assert_eq!(state.version, STATE_VERSION);
+    assert!(
+        state.manifests.iter().any(|m| m.level >= 1),
+        "no merge in {:?}",
+        state.manifests
+    );
+    assert!(state.manifests.len() < 12, "{:?}", state.manifests);
+    let held: usize = state.manifests.iter().map(|m| m.paths.len()).sum();
+
+    assert!(held >= files - 3, "{held} of {files} files in manifests");
+
+    let plain_state = handle(&plain, 0).state().unwrap();
+    assert!(plain_state.manifests.is_empty() && plain_state.version < STATE_VERSION);
+    assert!(plain_state.files.keys().eq(state.files.keys()));
+
+    // The entries' bytes, as the state without manifests holds them at the end.
+    let entries = per_commit_plain.last().unwrap().0;
+    let most_state = per_commit.iter().map(|c| c.0).max().unwrap();
+    let manifest_total: u64 = per_commit.iter().map(|c| c.1).sum();
+    eprintln!(
+        "{files} files, {appends} appends: the state without manifests ends at {entries} bytes; \
+         with them, the largest state PUT is {most_state} bytes, and the manifests PUT total \
+         {manifest_total} bytes over all commits"
+    );
+    // Besides the tail: the meta documents, 32 write ids and the retired objects since the
+    // last gc, about 3.5 KB here.
+    assert!(
+        most_state < seal + 4096,
+        "a state of {most_state} bytes, sealing at {seal}"
+    );
+    assert!(most_state * 5 < entries, "{most_state} against {entries}");
+    let plain_total: u64 = per_commit_plain.iter().map(|c| c.0).sum();
+    let with_total: u64 = per_commit.iter().map(|c| c.0 + c.1).sum();
+    assert!(
+        with_total * 3 < plain_total,
+        "state and manifests {with_total} bytes over all commits, {plain_total} without"
+    );
+
+    // An open: the state, then the manifests, once each.
+    store.taken_gets();
+    let ds = open(&store, seal, Mode::ReadOnly);
+    let gets = store.taken_gets();
+    assert!(gets[0].ends_with(STATE_KEY), "{gets:?}");
+    assert_eq!(gets.len(), 1 + state.manifests.len(), "{gets:?}");
+    for m in &state.manifests {
+        assert!(gets.iter().any(|g| g.ends_with(&m.key)), "{gets:?}");
+    }
+    let got: Vec<i64> = ds.read::<i64>().unwrap().into_iter().collect();
+    assert_eq!(got, want);
+}
+
+/// A write to an early file retires the manifest holding its entry (its other entries go
+/// back to the state, or into a new manifest); a shrink that removes files held by
+/// manifests does the same. Garbage collection then removes the retired manifests and
+/// keeps the named ones, and everything reads back equal.
+#[test]
+fn writes_to_sealed_files_retire_their_manifests_and_gc_keeps_the_named_ones() {
+    let seal = 2048;
+    let store = Recording::new();
+    let (mut want, _) = grow(&store, seal, 60);
+    let before = handle(&store, seal).state().unwrap();
+    assert!(!before.manifests.is_empty());
+
+    let first = before
+        .manifests
+        .iter()
+        .find(|m| m.paths.iter().any(|p| p == "data/__1__.bin"))
+        .expect("the first file is in a manifest")
+        .key
+        .clone();
+
+    let mut ds = open(&store, seal, Mode::ReadWrite);
+    let patch = vec![-5i64; 30];
+    ds.write_slice(s![10..40], &Array1::from(patch.clone()).into_dyn().view())
+        .unwrap();
+    drop(ds);
+    want[10..40].copy_from_slice(&patch);
+    assert_eq!(read(&store), want);
+    let after = handle(&store, seal).state().unwrap();
+    assert!(after.manifests.iter().all(|m| m.key != first));
+    assert!(after.retired.iter().any(|r| r.key == first));
+    for m in &before.manifests {
+        if m.paths.iter().all(|p| p != "data/__1__.bin") {
+            assert!(after.manifests.contains(m), "{} was rewritten", m.key);
+        }
+    }
+
+    // A shrink to two files and a half.
+    let rows = (2 * PER_FILE as usize + 2) * CHUNK + 17;
+    let mut ds = open(&store, seal, Mode::ReadWrite);
+    ds.resize(rows as u64).unwrap();
+    drop(ds);
+    want.truncate(rows);
+    assert_eq!(read(&store), want);
+    let shrunk = handle(&store, seal).state().unwrap();
+    let files: Vec<&String> = shrunk
+        .files
+        .keys()
+        .filter(|p| p.starts_with("data/"))
+        .collect();
+    assert_eq!(files.len(), 3, "{files:?}");
+    for m in &shrunk.manifests {
+        for p in &m.paths {
+            assert!(shrunk.files.contains_key(p), "{} holds {p}", m.key);
+        }
+    }
+
+    let h = handle(&store, seal);
+    let gone = collect_garbage(&h, Duration::ZERO).unwrap();
+    assert!(gone.deleted.contains(&first), "{gone:?}");
+    let keys = store.keys();
+    let state = handle(&store, seal).state().unwrap();
+    for m in &state.manifests {
+        assert!(keys.contains(&m.key), "{} collected", m.key);
+    }
+    let manifests_left = keys
+        .iter()
+        .filter(|k| k.starts_with(&format!("{MANIFEST_DIR}/")))
+        .count();
+    assert_eq!(manifests_left, state.manifests.len(), "{keys:?}");
+    assert_eq!(read(&store), want);
+}
+
+/// The error a handle's open gives, as text.
+fn open_error(store: &Arc<Recording>) -> String {
+    let s: Arc<dyn ObjectStore> = Arc::clone(store) as Arc<dyn ObjectStore>;
+    match ObjectStorage::new(s, PathBuf::from("memory://"), &store.prefix) {
+        Ok(_) => panic!("a damaged state opened"),
+        Err(e @ Error::InvalidMetadata { .. }) => e.to_string(),
+        Err(e) => panic!("not InvalidMetadata: {e}"),
+    }
+}
+
+/// A manifest missing, of another size than the state says, not a manifest, or holding a
+/// file the state holds too; a state of an earlier version naming manifests: each is
+/// `InvalidMetadata` naming the object at fault, at the open.
+#[test]
+fn damaged_manifests_are_errors_naming_them() {
+    let seal = 2048;
+    let store = Recording::new();
+    grow(&store, seal, 30);
+    let state = handle(&store, seal).state().unwrap();
+    let m = state.manifests[0].clone();
+    let good = store.get_raw(&m.key);
+    let state_text = store.get_raw(STATE_KEY);
+
+    store.put_raw(&m.key, good[..good.len() - 1].to_vec());
+    let e = open_error(&store);
+    assert!(e.contains(&m.key) && e.contains("bytes"), "{e}");
+
+    let mut other = good.clone();
+    let at = other.iter().position(|&b| b == b'{').unwrap() + 1;
+    other[at] = b'X';
+    store.put_raw(&m.key, other);
+    let e = open_error(&store);
+    assert!(e.contains(&m.key), "{e}");
+
+    let text = String::from_utf8(good.clone()).unwrap();
+    store.put_raw(
+        &m.key,
+        text.replacen("blz-object-manifest", "blz-object-manifesx", 1)
+            .into_bytes(),
+    );
+    let e = open_error(&store);
+    assert!(e.contains(&m.key) && e.contains("format"), "{e}");
+
+    // A file in the manifest and in the state.
+    let mut doc: serde_json::Value = serde_json::from_slice(&state_text).unwrap();
+    let path = &m.paths[0];
+    doc["files"][path] = serde_json::to_value(&state.files[path.as_str()]).unwrap();
+    store.put_raw(&m.key, good.clone());
+    store.put_raw(STATE_KEY, serde_json::to_vec(&doc).unwrap());
+    let e = open_error(&store);
+    assert!(e.contains(&m.key) && e.contains(path.as_str()), "{e}");
+
+    let mut doc: serde_json::Value = serde_json::from_slice(&state_text).unwrap();
+    doc["version"] = 2.into();
+    store.put_raw(STATE_KEY, serde_json::to_vec(&doc).unwrap());
+    let e = open_error(&store);
+    assert!(e.contains(STATE_KEY) && e.contains("version 2"), "{e}");
+
+    store.put_raw(STATE_KEY, state_text.clone());
+    block_on(store.inner.delete(&store.key(&m.key))).unwrap();
+    let e = open_error(&store);
+    assert!(e.contains(&m.key) && e.contains("missing"), "{e}");
+
+    store.put_raw(&m.key, good);
+    open(&store, seal, Mode::ReadOnly);
+}
+
+/// Sealing off (0), as blz wrote before manifests: no manifest, a state of an earlier
+/// version; a dataset with manifests written on with sealing off keeps them while their
+/// files stay as they are.
+#[test]
+fn sealing_off_writes_no_manifests() {
+    let store = Recording::new();
+    let (_, per_commit) = grow(&store, 0, 40);
+    assert!(per_commit.iter().all(|c| c.1 == 0));
+    let state = handle(&store, 0).state().unwrap();
+    assert!(state.manifests.is_empty() && state.version < STATE_VERSION);
+    assert!(!store
+        .keys()
+        .iter()
+        .any(|k| k.starts_with(&format!("{MANIFEST_DIR}/"))));
+
+    let sealed = Recording::new();
+    let (w, _) = grow(&sealed, 2048, 40);
+    let kept = handle(&sealed, 0).state().unwrap().manifests;
+    assert!(!kept.is_empty());
+    let mut ds = open(&sealed, 0, Mode::ReadWrite);
+    let v = values(-7, CHUNK);
+    ds.append(&Array1::from(v.clone()).into_dyn().view())
+        .unwrap();
+    drop(ds);
+    assert_eq!(handle(&sealed, 0).state().unwrap().manifests, kept);
+    let want = w.into_iter().chain(v).collect::<Vec<_>>();
+    assert_eq!(read(&sealed), want);
+}
