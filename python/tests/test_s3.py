@@ -91,6 +91,68 @@ def test_open_and_ten_elements_cost_two_requests():
             assert rng.startswith("bytes=") and not rng.startswith("bytes=0-"), f"{name}: {got}"
 
 
+def _grow_by_appends(u: str, seal: str, proxy, monkeypatch) -> tuple[np.ndarray, list[int]]:
+    """A dataset of 2-chunk superchunk files grown by 24 appends of two chunks each, every
+    process sealing at ``seal`` bytes (``BLZ_S3_MANIFEST_BYTES``); the bytes of each
+    append's state PUT, counted where they arrive."""
+    monkeypatch.setenv("BLZ_S3_MANIFEST_BYTES", seal)
+    data = np.random.default_rng(11).integers(0, 1000, 200 * 25)
+    blz.create(u, data[:200], chunks=(100,), superchunksize=2)
+    endpoint = os.environ["AWS_ENDPOINT_URL"]
+    states = []
+    for i in range(1, 25):
+        os.environ["AWS_ENDPOINT_URL"] = proxy.url
+        try:
+            blz.open(u, "r+").append(data[200 * i : 200 * (i + 1)])
+        finally:
+            os.environ["AWS_ENDPOINT_URL"] = endpoint
+        puts = [n for m, p, n in proxy.take_bodies() if m == "PUT" and p.endswith("/meta/state")]
+        assert len(puts) == 1, puts
+        states.append(puts[0])
+    monkeypatch.delenv("BLZ_S3_MANIFEST_BYTES")
+    return data, states
+
+
+def test_manifests_keep_the_state_of_many_files_small(monkeypatch):
+    """Sealing at 4 KiB (``BLZ_S3_MANIFEST_BYTES``), the entries of the files an append
+    leaves unchanged go into manifests: the state each append PUTs stops growing with the
+    dataset, where with sealing off (``0``) it grows by every file. An open GETs the state,
+    then the manifests; gc keeps the manifests the state names; everything reads equal."""
+    sys.path.insert(0, str(REPO / "tests" / "s3"))
+    from counting_proxy import CountingProxy
+
+    sealed, plain = url("m.blz"), url("p.blz")
+    with CountingProxy(os.environ["AWS_ENDPOINT_URL"]) as proxy:
+        data, with_manifests = _grow_by_appends(sealed, "4096", proxy, monkeypatch)
+        _, without = _grow_by_appends(plain, "0", proxy, monkeypatch)
+        assert without[-1] > 2 * without[4], without
+        assert with_manifests[-1] * 2 < without[-1], (with_manifests, without)
+        assert max(with_manifests) < 4096 + 6000, with_manifests
+        manifests = [k for k in _keys(sealed) if k.startswith("manifests/")]
+        assert manifests and not [k for k in _keys(plain) if k.startswith("manifests/")]
+        endpoint = os.environ["AWS_ENDPOINT_URL"]
+        os.environ["AWS_ENDPOINT_URL"] = proxy.url
+        try:
+            proxy.take()
+            a = blz.open(sealed)
+            reqs = proxy.take()
+            np.testing.assert_array_equal(a[:], data)
+        finally:
+            os.environ["AWS_ENDPOINT_URL"] = endpoint
+    assert reqs[0][1].endswith("/meta/state"), reqs
+    named = sorted(p.rsplit("/manifests/", 1)[1] for _, p, _ in reqs[1:])
+    assert len(reqs) >= 2 and all("/manifests/" in p for _, p, _ in reqs[1:]), reqs
+    assert set(named) <= {k.removeprefix("manifests/") for k in manifests}, (named, manifests)
+    blz.gc(sealed, grace=0)
+    left = [k for k in _keys(sealed) if k.startswith("manifests/")]
+    assert sorted(k.removeprefix("manifests/") for k in left) == named, (left, named)
+    np.testing.assert_array_equal(blz.open(sealed)[:], data)
+    np.testing.assert_array_equal(blz.open(plain)[:], data)
+    monkeypatch.setenv("BLZ_S3_MANIFEST_BYTES", "lots")
+    with pytest.raises(ValueError, match="BLZ_S3_MANIFEST_BYTES"):
+        blz.open(sealed)
+
+
 def test_table_round_trip():
     u = url("t.blz")
     cols = {"id": np.arange(50, dtype=np.int64), "x": np.linspace(0, 1, 50)}

@@ -6,6 +6,7 @@ command).
     with CountingProxy(os.environ["AWS_ENDPOINT_URL"]) as proxy:
         ...  # point AWS_ENDPOINT_URL at proxy.url
         proxy.requests  # [("GET", "/bucket/key", "bytes=0-99" or None), ...]
+        proxy.bodies    # [("PUT", "/bucket/key", 1234), ...]: the bytes each request sent
 """
 
 from __future__ import annotations
@@ -36,6 +37,7 @@ class CountingProxy:
         u = urllib.parse.urlsplit(upstream)
         self.upstream = (u.hostname, u.port or 80)
         self.requests: list[tuple[str, str, str | None]] = []
+        self.bodies: list[tuple[str, str, int]] = []
         self._lock = threading.Lock()
         proxy = self
 
@@ -50,6 +52,7 @@ class CountingProxy:
                 body = self.rfile.read(n) if n else None
                 with proxy._lock:
                     proxy.requests.append((self.command, self.path, self.headers.get("Range")))
+                    proxy.bodies.append((self.command, self.path, n))
                 headers = {k: v for k, v in self.headers.items() if k.lower() not in _HOP}
                 conn = http.client.HTTPConnection(*proxy.upstream, timeout=60)
                 try:
@@ -86,4 +89,12 @@ class CountingProxy:
         """The requests recorded so far, forgetting them."""
         with self._lock:
             got, self.requests = self.requests, []
+            self.bodies = []
+        return got
+
+    def take_bodies(self) -> list[tuple[str, str, int]]:
+        """The requests recorded so far with the bytes each sent, forgetting them."""
+        with self._lock:
+            got, self.bodies = self.bodies, []
+            self.requests = []
         return got
