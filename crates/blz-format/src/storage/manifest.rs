@@ -76,6 +76,20 @@ pub struct Plan {
     pub retired: Vec<String>,
 }
 
+/// The level of a manifest of `size` bytes sealing at `seal`: the least `L` with `size`
+/// under `seal × FANOUT^(L + 1)`, so that a manifest sealed large at once (the many
+/// unchanged entries of a dataset written without manifests) joins the large ones and
+/// does not hold the small ones of its level back from merging.
+fn level_of(size: u64, seal: u64) -> u32 {
+    let mut level = 0;
+    let mut cap = seal.max(1).saturating_mul(FANOUT as u64);
+    while size >= cap && cap < u64::MAX {
+        level += 1;
+        cap = cap.saturating_mul(FANOUT as u64);
+    }
+    level
+}
+
 /// An estimate of the bytes `entry` takes in a JSON map at `path` (within a few bytes).
 fn entry_len(path: &str, entry: &StateFile) -> u64 {
     serde_json::to_vec(entry).map_or(0, |b| b.len() as u64) + path.len() as u64 + 4
@@ -101,11 +115,13 @@ fn encode(files: &BTreeMap<String, StateFile>, paths: &[String]) -> serde_json::
 /// - A loaded manifest stays when every file it holds keeps its entry exactly; any other
 ///   is retired, and the entries of its files that remain go back to the tail.
 /// - The tail's entries that this commit left unchanged (not inline meta documents) are
-///   sealed into a new level-0 manifest when they take `seal` bytes or more: the files a
-///   commit writes are the likeliest to be written again (an append's last superchunk),
-///   so they stay in the tail.
-/// - While [`FANOUT`] manifests share a level, they are merged into one of the next
-///   level (unless the merged one would exceed [`MAX_MERGED`]).
+///   sealed into a new manifest (several past [`MAX_MERGED`]) when they take `seal` bytes
+///   or more, of the level its size gives ([`level_of`]): the files a commit writes are
+///   the likeliest to be written again (an append's last superchunk), so they stay in the
+///   tail.
+/// - While [`FANOUT`] manifests share a level, they are merged into one of the next level
+///   or the one its size gives, if higher (unless it would exceed [`MAX_MERGED`]).
+/// - Sealing off (`seal` 0), manifests are only kept or retired.
 ///
 /// # Errors
 /// A message when a manifest does not encode (it always does).
@@ -129,7 +145,9 @@ pub fn plan(
             out.retired.push(m.key.clone());
         }
     }
-    if seal == 0 && kept.is_empty() {
+    if seal == 0 {
+        // Sealing off: no manifest is written, none merged.
+        out.manifests = kept;
         return Ok(out);
     }
     let held: HashSet<&str> = kept
@@ -137,8 +155,9 @@ pub fn plan(
         .flat_map(|m| m.paths.iter().map(String::as_str))
         .collect();
     let mut count = 0;
-    let mut new_manifest = |paths: Vec<String>, level: u32, out: &mut Plan| {
+    let mut new_manifest = |paths: Vec<String>, least: u32, out: &mut Plan| {
         let bytes = encode(files, &paths).map_err(|e| e.to_string())?;
+        let level = least.max(level_of(bytes.len() as u64, seal));
         let key = format!("{MANIFEST_DIR}/{generation}-{tag:016x}.{count}");
         count += 1;
         out.uploads.push((key.clone(), Bytes::from(bytes.clone())));
@@ -149,7 +168,7 @@ pub fn plan(
             paths,
         })
     };
-    if seal > 0 {
+    {
         let sealable: Vec<(&String, &StateFile)> = files
             .iter()
             .filter(|(p, f)| {
@@ -315,6 +334,27 @@ mod tests {
         assert_eq!(p.retired, vec![victim.key.clone()]);
         assert!(p.uploads.is_empty(), "sealing off makes none");
         assert_eq!(p.manifests.len(), s.manifests.len() - 1);
+    }
+
+    /// Many entries sealed at once make a manifest of a high level, which does not hold
+    /// the small ones sealed after it back from merging: the manifests stay few.
+    #[test]
+    fn a_large_first_seal_does_not_stop_merges() {
+        let old = state(files(400, 0), Vec::new());
+        let (mut s, p) = commit(&old, old.files.clone(), 200, 2);
+        assert_eq!(p.manifests.len(), 1);
+        assert!(p.manifests[0].level >= 2, "{:?}", p.manifests[0].level);
+        for g in 400..600usize {
+            let mut new = s.files.clone();
+            new.insert(format!("data/__{g}__.bin"), entry(g, 0));
+            let (next, _) = commit(&s, new, 200, g as u64);
+            s = next;
+            for level in 0..8 {
+                let n = s.manifests.iter().filter(|m| m.level == level).count();
+                assert!(n < FANOUT, "{n} manifests of level {level} at {g}");
+            }
+        }
+        assert!(s.manifests.len() < 3 * 4, "{}", s.manifests.len());
     }
 
     /// Unchanged entries past 16 MiB are sealed into several manifests, each within it.
