@@ -6,9 +6,7 @@
 //! error naming it. All against the in-memory store, so these run every time, with no
 //! server.
 
-mod common;
-#[macro_use]
-mod forward;
+mod recording;
 
 use blz::storage::manifest::MANIFEST_DIR;
 use blz::storage::object::{collect_garbage, STATE_KEY, STATE_VERSION};
@@ -16,106 +14,57 @@ use blz::storage::ObjectStorage;
 use blz::{CreateOptions, DType, Dataset, Error, Mode};
 use futures::executor::block_on;
 use ndarray::{s, Array1};
-use object_store::memory::InMemory;
 use object_store::path::Path as OPath;
-use object_store::{
-    GetOptions, GetResult, ObjectStore, ObjectStoreExt, PutOptions, PutPayload, PutResult,
-};
+use object_store::{ObjectStore, ObjectStoreExt, PutPayload};
+use recording::Recording;
 use std::path::PathBuf;
-use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::time::Duration;
 
-/// The in-memory store, recording the PUTs (key and bytes) and the GETs.
-#[derive(Debug)]
-struct Recording {
-    prefix: String,
-    inner: InMemory,
-    puts: Mutex<Vec<(String, u64)>>,
-    gets: Mutex<Vec<String>>,
-}
-
-static STORES: AtomicU64 = AtomicU64::new(0);
-
-impl Recording {
-    fn new() -> Arc<Recording> {
-        Arc::new(Recording {
-            prefix: format!("runs/m{}.blz", STORES.fetch_add(1, Ordering::SeqCst)),
-            inner: InMemory::new(),
-            puts: Mutex::default(),
-            gets: Mutex::default(),
-        })
-    }
-
-    /// The PUTs since the last call: bytes of the state, of manifests, of everything else.
-    fn taken_puts(&self) -> (u64, u64, u64) {
-        let mut out = (0, 0, 0);
-        for (k, n) in self.puts.lock().unwrap().drain(..) {
-            if k.ends_with(STATE_KEY) {
-                out.0 += n;
-            } else if k.contains(&format!("/{MANIFEST_DIR}/")) {
-                out.1 += n;
-            } else {
-                out.2 += n;
-            }
+/// The PUTs since the last call: bytes of the state, of manifests, of everything else.
+fn taken_puts(store: &Recording) -> (u64, u64, u64) {
+    let mut out = (0, 0, 0);
+    for (k, n) in store.puts.lock().unwrap().drain(..) {
+        if k.ends_with(STATE_KEY) {
+            out.0 += n;
+        } else if k.contains(&format!("/{MANIFEST_DIR}/")) {
+            out.1 += n;
+        } else {
+            out.2 += n;
         }
-        out
     }
-
-    fn taken_gets(&self) -> Vec<String> {
-        std::mem::take(&mut *self.gets.lock().unwrap())
-    }
-
-    fn key(&self, rel: &str) -> OPath {
-        OPath::from(format!("{}/{rel}", self.prefix))
-    }
-
-    fn get_raw(&self, rel: &str) -> Vec<u8> {
-        block_on(async { self.inner.get(&self.key(rel)).await?.bytes().await })
-            .unwrap()
-            .to_vec()
-    }
-
-    fn put_raw(&self, rel: &str, bytes: Vec<u8>) {
-        block_on(self.inner.put(&self.key(rel), PutPayload::from(bytes))).unwrap();
-    }
-
-    fn keys(&self) -> Vec<String> {
-        use futures::TryStreamExt;
-        let skip = self.prefix.len() + 1;
-        let mut keys: Vec<String> = block_on(
-            self.inner
-                .list(Some(&OPath::from(self.prefix.as_str())))
-                .map_ok(|m| m.location.as_ref()[skip..].to_string())
-                .try_collect(),
-        )
-        .unwrap();
-        keys.sort();
-        keys
-    }
+    out
 }
 
-forwarding_object_store!(Recording {
-    async fn put_opts(
-        &self,
-        location: &OPath,
-        payload: PutPayload,
-        opts: PutOptions,
-    ) -> object_store::Result<PutResult> {
-        let n = payload.content_length() as u64;
-        self.puts.lock().unwrap().push((location.to_string(), n));
-        self.inner.put_opts(location, payload, opts).await
-    }
+fn key(store: &Recording, rel: &str) -> OPath {
+    OPath::from(format!("{}/{rel}", store.prefix))
+}
 
-    async fn get_opts(
-        &self,
-        location: &OPath,
-        options: GetOptions,
-    ) -> object_store::Result<GetResult> {
-        self.gets.lock().unwrap().push(location.to_string());
-        self.inner.get_opts(location, options).await
-    }
-});
+fn get_raw(store: &Recording, rel: &str) -> Vec<u8> {
+    block_on(async { store.inner.get(&key(store, rel)).await?.bytes().await })
+        .unwrap()
+        .to_vec()
+}
+
+fn put_raw(store: &Recording, rel: &str, bytes: Vec<u8>) {
+    block_on(store.inner.put(&key(store, rel), PutPayload::from(bytes))).unwrap();
+}
+
+/// Every object of the store's dataset, by key below its prefix.
+fn keys(store: &Recording) -> Vec<String> {
+    use futures::TryStreamExt;
+    let skip = store.prefix.len() + 1;
+    let mut keys: Vec<String> = block_on(
+        store
+            .inner
+            .list(Some(&OPath::from(store.prefix.as_str())))
+            .map_ok(|m| m.location.as_ref()[skip..].to_string())
+            .try_collect(),
+    )
+    .unwrap();
+    keys.sort();
+    keys
+}
 
 /// A handle on the store's dataset, sealing at `seal` bytes.
 fn handle(store: &Arc<Recording>, seal: u64) -> Arc<ObjectStorage> {
@@ -165,7 +114,7 @@ fn grow(store: &Arc<Recording>, seal: u64, appends: usize) -> (Vec<i64>, Vec<(u6
     ds.append(&Array1::from(want.clone()).into_dyn().view())
         .unwrap();
     drop(ds);
-    store.taken_puts();
+    taken_puts(store);
     let mut per_commit = Vec::new();
     for i in 0..appends {
         let v = values(1000 * (i as i64 + 1), CHUNK);
@@ -174,11 +123,11 @@ fn grow(store: &Arc<Recording>, seal: u64, appends: usize) -> (Vec<i64>, Vec<(u6
             .unwrap();
         drop(ds);
         want.extend(v);
-        let (state, manifests, _) = store.taken_puts();
+        let (state, manifests, _) = taken_puts(store);
         per_commit.push((state, manifests));
         if i % 10 == 9 {
             collect_garbage(&handle(store, seal), Duration::ZERO).unwrap();
-            store.taken_puts();
+            taken_puts(store);
         }
     }
     (want, per_commit)
@@ -247,13 +196,13 @@ fn appends_to_many_files_upload_a_bounded_state() {
     );
 
     // An open: the state, then the manifests, once each.
-    store.taken_gets();
+    std::mem::take(&mut *store.gets.lock().unwrap());
     let ds = open(&store, seal, Mode::ReadOnly);
-    let gets = store.taken_gets();
-    assert!(gets[0].ends_with(STATE_KEY), "{gets:?}");
+    let gets = std::mem::take(&mut *store.gets.lock().unwrap());
+    assert!(gets[0].0.ends_with(STATE_KEY), "{gets:?}");
     assert_eq!(gets.len(), 1 + state.manifests.len(), "{gets:?}");
     for m in &state.manifests {
-        assert!(gets.iter().any(|g| g.ends_with(&m.key)), "{gets:?}");
+        assert!(gets.iter().any(|g| g.0.ends_with(&m.key)), "{gets:?}");
     }
     let got: Vec<i64> = ds.read::<i64>().unwrap().into_iter().collect();
     assert_eq!(got, want);
@@ -318,7 +267,7 @@ fn writes_to_sealed_files_retire_their_manifests_and_gc_keeps_the_named_ones() {
     let h = handle(&store, seal);
     let gone = collect_garbage(&h, Duration::ZERO).unwrap();
     assert!(gone.deleted.contains(&first), "{gone:?}");
-    let keys = store.keys();
+    let keys = keys(&store);
     let state = handle(&store, seal).state().unwrap();
     for m in &state.manifests {
         assert!(keys.contains(&m.key), "{} collected", m.key);
@@ -351,22 +300,23 @@ fn damaged_manifests_are_errors_naming_them() {
     grow(&store, seal, 30);
     let state = handle(&store, seal).state().unwrap();
     let m = state.manifests[0].clone();
-    let good = store.get_raw(&m.key);
-    let state_text = store.get_raw(STATE_KEY);
+    let good = get_raw(&store, &m.key);
+    let state_text = get_raw(&store, STATE_KEY);
 
-    store.put_raw(&m.key, good[..good.len() - 1].to_vec());
+    put_raw(&store, &m.key, good[..good.len() - 1].to_vec());
     let e = open_error(&store);
     assert!(e.contains(&m.key) && e.contains("bytes"), "{e}");
 
     let mut other = good.clone();
     let at = other.iter().position(|&b| b == b'{').unwrap() + 1;
     other[at] = b'X';
-    store.put_raw(&m.key, other);
+    put_raw(&store, &m.key, other);
     let e = open_error(&store);
     assert!(e.contains(&m.key), "{e}");
 
     let text = String::from_utf8(good.clone()).unwrap();
-    store.put_raw(
+    put_raw(
+        &store,
         &m.key,
         text.replacen("blz-object-manifest", "blz-object-manifesx", 1)
             .into_bytes(),
@@ -378,23 +328,23 @@ fn damaged_manifests_are_errors_naming_them() {
     let mut doc: serde_json::Value = serde_json::from_slice(&state_text).unwrap();
     let path = &m.paths[0];
     doc["files"][path] = serde_json::to_value(&state.files[path.as_str()]).unwrap();
-    store.put_raw(&m.key, good.clone());
-    store.put_raw(STATE_KEY, serde_json::to_vec(&doc).unwrap());
+    put_raw(&store, &m.key, good.clone());
+    put_raw(&store, STATE_KEY, serde_json::to_vec(&doc).unwrap());
     let e = open_error(&store);
     assert!(e.contains(&m.key) && e.contains(path.as_str()), "{e}");
 
     let mut doc: serde_json::Value = serde_json::from_slice(&state_text).unwrap();
     doc["version"] = 2.into();
-    store.put_raw(STATE_KEY, serde_json::to_vec(&doc).unwrap());
+    put_raw(&store, STATE_KEY, serde_json::to_vec(&doc).unwrap());
     let e = open_error(&store);
     assert!(e.contains(STATE_KEY) && e.contains("version 2"), "{e}");
 
-    store.put_raw(STATE_KEY, state_text.clone());
-    block_on(store.inner.delete(&store.key(&m.key))).unwrap();
+    put_raw(&store, STATE_KEY, state_text.clone());
+    block_on(store.inner.delete(&key(&store, &m.key))).unwrap();
     let e = open_error(&store);
     assert!(e.contains(&m.key) && e.contains("missing"), "{e}");
 
-    store.put_raw(&m.key, good);
+    put_raw(&store, &m.key, good);
     open(&store, seal, Mode::ReadOnly);
 }
 
@@ -408,8 +358,7 @@ fn sealing_off_writes_no_manifests() {
     assert!(per_commit.iter().all(|c| c.1 == 0));
     let state = handle(&store, 0).state().unwrap();
     assert!(state.manifests.is_empty() && state.version < STATE_VERSION);
-    assert!(!store
-        .keys()
+    assert!(!keys(&store)
         .iter()
         .any(|k| k.starts_with(&format!("{MANIFEST_DIR}/"))));
 

@@ -558,20 +558,22 @@ fn kills_leave_the_old_or_the_new_state() {
     let big: Vec<i64> = (0..400_000).collect();
     let npy = npy_i64(dir.path(), "big.npy", &big);
     let mut rng = SplitMix(0x5eed_0b1e);
+    // Eight chunks a file: seven files.
+    let create = |u: &str| {
+        blz_cmd(&[
+            "create",
+            u,
+            "--npy",
+            &npy,
+            "--chunkshape",
+            "8192",
+            "--superchunk-size",
+            "8",
+        ])
+    };
     // A clean run's duration bounds the delays.
     let t = Instant::now();
-    let o = blz_cmd(&[
-        "create",
-        &url,
-        "--npy",
-        &npy,
-        "--chunkshape",
-        "8192",
-        "--superchunk-size",
-        "8",
-    ])
-    .output()
-    .unwrap();
+    let o = create(&url).output().unwrap();
     assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
     let clean = t.elapsed().as_micros() as u64;
     let mut seen = [0u32; 2];
@@ -615,21 +617,9 @@ fn kills_leave_the_old_or_the_new_state() {
     let after = read_all(&url);
     assert_eq!(&after[..before.len()], &before[..]);
     assert_eq!(&after[before.len()..], &big[..]);
-    // Creates killed: nothing that opens, or the whole dataset. Eight chunks a file: seven
-    // files, each uploaded as soon as it is full, before the commit; what a killed create
-    // uploaded, gc removes.
-    let create = |u: &str| {
-        blz_cmd(&[
-            "create",
-            u,
-            "--npy",
-            &npy,
-            "--chunkshape",
-            "8192",
-            "--superchunk-size",
-            "8",
-        ])
-    };
+    // Creates killed: nothing that opens, or the whole dataset. The seven files are each
+    // uploaded as soon as it is full, before the commit; what a killed create uploaded, gc
+    // removes.
     let (mut absent, mut collected) = (0, 0);
     for trial in 0..6u32 {
         let Some(u) = s3_url(&format!("kc{trial}.blz")) else {

@@ -30,6 +30,8 @@ pub struct Recording {
     /// held by its path.
     pub prefix: String,
     pub gets: Mutex<Vec<(String, Option<Range<u64>>)>>,
+    /// Every PUT: the object's key and the bytes sent.
+    pub puts: Mutex<Vec<(String, u64)>>,
     pub fail: Mutex<Option<String>>,
     /// Every answer comes in frames of this many bytes (a server's answer streams in).
     pub frame: usize,
@@ -52,6 +54,7 @@ impl Recording {
             inner: Arc::new(InMemory::new()),
             prefix: format!("runs/ds{n}.blz"),
             gets: Mutex::default(),
+            puts: Mutex::default(),
             fail: Mutex::default(),
             frame: 997,
             hold: Mutex::default(),
@@ -62,7 +65,8 @@ impl Recording {
         })
     }
 
-    /// A handle on the dataset, as a process opens it (one GET: the state).
+    /// A handle on the dataset, as a process opens it (one GET: the state, and its
+    /// manifests when it names any).
     pub fn open(self: &Arc<Recording>) -> Arc<ObjectStorage> {
         let store: Arc<dyn ObjectStore> = Arc::clone(self) as Arc<dyn ObjectStore>;
         Arc::new(ObjectStorage::new(store, PathBuf::from("memory://"), &self.prefix).unwrap())
@@ -81,6 +85,8 @@ forwarding_object_store!(Recording {
         payload: PutPayload,
         opts: PutOptions,
     ) -> object_store::Result<PutResult> {
+        let n = payload.content_length() as u64;
+        self.puts.lock().unwrap().push((location.to_string(), n));
         self.inner.put_opts(location, payload, opts).await
     }
 

@@ -231,27 +231,12 @@ pub fn plan(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::storage::object::{STATE_FORMAT, STATE_VERSION};
 
     fn entry(i: usize, pad: usize) -> StateFile {
         StateFile::Object {
             key: format!("data/__{i}__.bin.1-{:016x}{}", i, "0".repeat(pad)),
             len: 1000 + i as u64,
             front: None,
-        }
-    }
-
-    fn state(files: BTreeMap<String, StateFile>, manifests: Vec<Manifest>) -> State {
-        State {
-            format: STATE_FORMAT.into(),
-            version: STATE_VERSION,
-            generation: 1,
-            committed_at: 0,
-            files,
-            retired: Vec::new(),
-            write_id: None,
-            earlier_write_ids: Vec::new(),
-            manifests,
         }
     }
 
@@ -269,7 +254,7 @@ mod tests {
         generation: u64,
     ) -> (State, Plan) {
         let p = plan(Some(old), &new, seal, generation, 7).unwrap();
-        let mut next = state(new, p.manifests.clone());
+        let mut next = State::first(new, p.manifests.clone());
         next.generation = generation;
         // Every upload decodes to the entries its manifest names.
         for m in &p.manifests {
@@ -292,7 +277,7 @@ mod tests {
     /// one made by the same commit); a change to a sealed entry retires its manifest.
     #[test]
     fn seals_merges_and_retires() {
-        let mut s = state(files(4, 0), Vec::new());
+        let mut s = State::first(files(4, 0), Vec::new());
         let (mut level0, mut merged) = (0, 0);
         for g in 4..40usize {
             let mut new = s.files.clone();
@@ -340,7 +325,7 @@ mod tests {
     /// the small ones sealed after it back from merging: the manifests stay few.
     #[test]
     fn a_large_first_seal_does_not_stop_merges() {
-        let old = state(files(400, 0), Vec::new());
+        let old = State::first(files(400, 0), Vec::new());
         let (mut s, p) = commit(&old, old.files.clone(), 200, 2);
         assert_eq!(p.manifests.len(), 1);
         assert!(p.manifests[0].level >= 2, "{:?}", p.manifests[0].level);
@@ -360,7 +345,7 @@ mod tests {
     /// Unchanged entries past 16 MiB are sealed into several manifests, each within it.
     #[test]
     fn large_seals_split() {
-        let old = state(files(9000, 2000), Vec::new());
+        let old = State::first(files(9000, 2000), Vec::new());
         let new = old.files.clone();
         let p = plan(Some(&old), &new, 1, 2, 7).unwrap();
         assert!(p.manifests.len() >= 2, "{:?}", p.manifests.len());

@@ -650,6 +650,32 @@ struct StateOut<'a> {
 }
 
 impl State {
+    /// A first state (generation 1, nothing retired, no write id) holding `files`, some of
+    /// them in `manifests`, of the version they need.
+    #[cfg(test)]
+    pub(crate) fn first(files: BTreeMap<String, StateFile>, manifests: Vec<Manifest>) -> State {
+        let extents = files
+            .values()
+            .any(|f| matches!(f, StateFile::Extents { .. }));
+        State {
+            format: STATE_FORMAT.into(),
+            version: if !manifests.is_empty() {
+                STATE_VERSION
+            } else if extents {
+                STATE_VERSION_EXTENTS
+            } else {
+                STATE_VERSION_WHOLE
+            },
+            generation: 1,
+            committed_at: 0,
+            files,
+            retired: Vec::new(),
+            write_id: None,
+            earlier_write_ids: Vec::new(),
+            manifests,
+        }
+    }
+
     /// The paths of the files a manifest holds.
     fn held(&self) -> HashSet<&str> {
         self.manifests
@@ -4684,17 +4710,7 @@ mod tests {
                 )
             })
             .collect();
-        let state = State {
-            format: STATE_FORMAT.into(),
-            version: STATE_VERSION_WHOLE,
-            generation: 1,
-            committed_at: 0,
-            files,
-            retired: Vec::new(),
-            write_id: None,
-            earlier_write_ids: Vec::new(),
-            manifests: Vec::new(),
-        };
+        let state = State::first(files, Vec::new());
         let path = Path::new("s3://b/x.blz/meta/state");
         let whole = serde_json::to_vec(&state).unwrap().len() as u64;
         let mut same = state.clone();
