@@ -180,6 +180,31 @@ fn a_commit_whose_answer_is_lost_is_committed() {
     }
 }
 
+/// The same with a manifest: the entry of `a`, which the commit leaves unchanged, is sealed
+/// into one (sealing at 1 byte). The read-back needs only the state object's write ids, so
+/// it does not fetch the manifests; every handle then sees `a` and `b`.
+#[test]
+fn a_commit_with_a_manifest_whose_answer_is_lost_is_committed() {
+    for fault in [Fault::LoseAnswer, Fault::RetryRefused] {
+        let flaky = Flaky::new("runs/lost-manifest.blz");
+        let s = committed_once(&flaky);
+        s.set_manifest_bytes(1);
+        let root = s.root().to_path_buf();
+        write_file_atomic(&s, &root.join("b"), b"b").unwrap();
+        flaky.arm(fault);
+        let before = s.requests();
+        s.publish(&root)
+            .unwrap_or_else(|e| panic!("{fault:?}: reported {e}"));
+        // The upload of `b` and of the manifest, the conditional write, the state read back.
+        assert_eq!(s.requests(), before + 4, "{fault:?}");
+        let now = flaky.open_plain();
+        assert_eq!(now.state().unwrap().manifests.len(), 1, "{fault:?}");
+        assert_eq!(now.state(), s.state(), "{fault:?}");
+        assert_eq!(read_all(&now, &root.join("a")), b"a");
+        assert_eq!(read_all(&now, &root.join("b")), b"b");
+    }
+}
+
 /// A create (If-None-Match) whose answer is lost is a create.
 #[test]
 fn a_create_whose_answer_is_lost_is_committed() {

@@ -1617,6 +1617,16 @@ impl Backend {
     /// its `files`), its version and when the store stored it (its Last-Modified, seconds
     /// since the Unix epoch by the store's clock), or none when it is absent.
     fn fetch_state(&self) -> Result<(Option<State>, Option<UpdateVersion>, Option<u64>)> {
+        self.fetch_state_with(true)
+    }
+
+    /// [`Backend::fetch_state`], fetching the manifests only when `manifests` says so
+    /// (without them, the state's `files` holds only the state object's own entries: for
+    /// a reader of its write ids).
+    fn fetch_state_with(
+        &self,
+        manifests: bool,
+    ) -> Result<(Option<State>, Option<UpdateVersion>, Option<u64>)> {
         let rt = runtime()?;
         let loc = self.key(STATE_KEY);
         let path = self.root.join(STATE_KEY);
@@ -1659,7 +1669,7 @@ impl Backend {
                 ),
             ));
         }
-        if !state.manifests.is_empty() {
+        if manifests && !state.manifests.is_empty() {
             self.load_manifests(&mut state)?;
         }
         for (rel, f) in &state.files {
@@ -3897,7 +3907,8 @@ impl ObjectStorage {
         let Some(id) = state.write_id.as_deref() else {
             return Err(failure);
         };
-        match self.backend.fetch_state() {
+        // The write ids are in the state object itself: its manifests are not needed.
+        match self.backend.fetch_state_with(false) {
             Ok((Some(now), Some(v), _)) if now.records_write(id) => {
                 if now.write_id.as_deref() == Some(id) {
                     Ok(Written::Current(v))
