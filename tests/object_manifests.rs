@@ -375,3 +375,32 @@ fn sealing_off_writes_no_manifests() {
     let want = w.into_iter().chain(v).collect::<Vec<_>>();
     assert_eq!(read(&sealed), want);
 }
+
+/// A create over a dataset whose state names manifests is refused ("already exists") after
+/// one GET, of the state: whether a state exists needs none of its manifests. The dataset
+/// is left as it was.
+#[test]
+fn a_create_over_a_dataset_with_manifests_reads_only_its_state() {
+    let store = Recording::new();
+    let (want, _) = grow(&store, 2048, 30);
+    assert!(!handle(&store, 2048).state().unwrap().manifests.is_empty());
+    std::mem::take(&mut *store.gets.lock().unwrap());
+    let s: Arc<dyn ObjectStore> = Arc::clone(&store) as Arc<dyn ObjectStore>;
+    let again =
+        Arc::new(ObjectStorage::to_create(s, PathBuf::from("memory://"), &store.prefix).unwrap());
+    let root = again.root().to_path_buf();
+    let o = CreateOptions {
+        chunkshape: Some(vec![CHUNK as u64]),
+        superchunksize: Some(PER_FILE),
+        ..Default::default()
+    };
+    let err = Dataset::create_in(again, &root, DType::I64, &[0], &o).unwrap_err();
+    assert!(
+        matches!(&err, Error::InvalidArgument(m) if m.contains("already exists")),
+        "{err}"
+    );
+    let gets = std::mem::take(&mut *store.gets.lock().unwrap());
+    assert_eq!(gets.len(), 1, "{gets:?}");
+    assert!(gets[0].0.ends_with(STATE_KEY), "{gets:?}");
+    assert_eq!(read(&store), want);
+}

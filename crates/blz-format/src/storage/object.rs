@@ -3155,7 +3155,11 @@ impl ObjectStorage {
         let b = Arc::clone(&backend);
         let probe = std::thread::Builder::new()
             .name("blz-state-probe".into())
-            .spawn(move || b.fetch_state().map(|(state, _, _)| state.is_some()))
+            // Whether a state exists: its manifests are not needed.
+            .spawn(move || {
+                b.fetch_state_with(false)
+                    .map(|(state, _, _)| state.is_some())
+            })
             .map_err(|e| Error::io("read the state of", &backend.root, e))?;
         let committed = Committed {
             probe: Some(Probe::Pending(probe)),
