@@ -339,6 +339,19 @@ fn damaged_manifests_are_errors_naming_them() {
     let e = open_error(&store);
     assert!(e.contains(STATE_KEY) && e.contains("version 2"), "{e}");
 
+    // Manifests adding up to more than a reader reads: refused before any is fetched.
+    let mut doc: serde_json::Value = serde_json::from_slice(&state_text).unwrap();
+    let many: Vec<serde_json::Value> = (0..80)
+        .map(|i| serde_json::json!({"key": format!("manifests/{i}"), "size": 60 << 20, "level": 3}))
+        .collect();
+    doc["manifests"] = many.into();
+    put_raw(&store, STATE_KEY, serde_json::to_vec(&doc).unwrap());
+    std::mem::take(&mut *store.gets.lock().unwrap());
+    let e = open_error(&store);
+    assert!(e.contains(STATE_KEY) && e.contains("in all"), "{e}");
+    let gets = std::mem::take(&mut *store.gets.lock().unwrap());
+    assert_eq!(gets.len(), 1, "{gets:?}");
+
     put_raw(&store, STATE_KEY, state_text.clone());
     block_on(store.inner.delete(&key(&store, &m.key))).unwrap();
     let e = open_error(&store);

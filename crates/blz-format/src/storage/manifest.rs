@@ -39,6 +39,14 @@ pub const FANOUT: usize = 4;
 /// (so no manifest nears the 64 MiB a reader reads).
 pub const MAX_MERGED: u64 = 16 << 20;
 
+/// Most manifests a state may name: a reader refuses a state naming more (a writer makes
+/// about `log4` of the entries' bytes over the sealing size, a few dozen at most).
+pub const MAX_MANIFESTS: usize = 65_536;
+/// Most bytes a state's manifests may take in all: a reader refuses a state whose manifests'
+/// sizes add up to more, before fetching any (4 GiB: the entries of about a million
+/// superchunk files).
+pub const MAX_MANIFEST_BYTES: u64 = 4 << 30;
+
 /// A manifest the state names: an immutable object holding some files' entries.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Manifest {

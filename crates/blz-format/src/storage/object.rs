@@ -1735,6 +1735,19 @@ impl Backend {
                 ),
             ));
         }
+        let total: u64 = state.manifests.iter().map(|m| m.size).sum();
+        if state.manifests.len() > manifest::MAX_MANIFESTS || total > manifest::MAX_MANIFEST_BYTES {
+            return Err(Error::metadata(
+                &path,
+                format!(
+                    "it names {} manifests of {total} bytes in all, over the {} manifests and \
+                     {} bytes a reader reads",
+                    state.manifests.len(),
+                    manifest::MAX_MANIFESTS,
+                    manifest::MAX_MANIFEST_BYTES
+                ),
+            ));
+        }
         let mut keys = HashSet::new();
         for m in &state.manifests {
             let plain = !m.key.is_empty()
