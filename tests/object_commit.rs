@@ -153,55 +153,38 @@ fn committed_once(flaky: &Arc<Flaky>) -> ObjectStorage {
 
 /// A commit whose answer is lost (a timeout), or whose retry is refused because the lost
 /// attempt changed the state, is a commit: the writer reports success, every handle sees it,
-/// and the writer's next commit goes on from it.
+/// and the writer's next commit goes on from it. The same with a manifest (sealing at 1 byte:
+/// the entry of `a`, which the commit leaves unchanged, goes into one): the read-back needs
+/// only the state object's write ids, so it does not fetch the manifests.
 #[test]
 fn a_commit_whose_answer_is_lost_is_committed() {
-    for fault in [Fault::LoseAnswer, Fault::RetryRefused] {
-        let flaky = Flaky::new("runs/lost.blz");
-        let s = committed_once(&flaky);
-        let root = s.root().to_path_buf();
-        write_file_atomic(&s, &root.join("b"), b"b").unwrap();
-        flaky.arm(fault);
-        let before = s.requests();
-        s.publish(&root)
-            .unwrap_or_else(|e| panic!("{fault:?}: reported {e}"));
-        // The upload of `b`, the conditional write, the state read back.
-        assert_eq!(s.requests(), before + 3, "{fault:?}");
-        let now = flaky.open_plain();
-        assert_eq!(now.state().unwrap().generation, 2, "{fault:?}");
-        assert_eq!(now.state(), s.state(), "{fault:?}");
-        assert_eq!(read_all(&now, &root.join("b")), b"b");
-        // The handle kept the version it read back: its next commit is not refused.
-        write_file_atomic(&s, &root.join("c"), b"c").unwrap();
-        s.publish(&root).unwrap();
-        let now = flaky.open_plain();
-        assert_eq!(now.state().unwrap().generation, 3, "{fault:?}");
-        assert!(now.exists(&root.join("b")) && now.exists(&root.join("c")));
-    }
-}
-
-/// The same with a manifest: the entry of `a`, which the commit leaves unchanged, is sealed
-/// into one (sealing at 1 byte). The read-back needs only the state object's write ids, so
-/// it does not fetch the manifests; every handle then sees `a` and `b`.
-#[test]
-fn a_commit_with_a_manifest_whose_answer_is_lost_is_committed() {
-    for fault in [Fault::LoseAnswer, Fault::RetryRefused] {
-        let flaky = Flaky::new("runs/lost-manifest.blz");
-        let s = committed_once(&flaky);
-        s.set_manifest_bytes(1);
-        let root = s.root().to_path_buf();
-        write_file_atomic(&s, &root.join("b"), b"b").unwrap();
-        flaky.arm(fault);
-        let before = s.requests();
-        s.publish(&root)
-            .unwrap_or_else(|e| panic!("{fault:?}: reported {e}"));
-        // The upload of `b` and of the manifest, the conditional write, the state read back.
-        assert_eq!(s.requests(), before + 4, "{fault:?}");
-        let now = flaky.open_plain();
-        assert_eq!(now.state().unwrap().manifests.len(), 1, "{fault:?}");
-        assert_eq!(now.state(), s.state(), "{fault:?}");
-        assert_eq!(read_all(&now, &root.join("a")), b"a");
-        assert_eq!(read_all(&now, &root.join("b")), b"b");
+    for (seal, manifests) in [(0, 0), (1, 1)] {
+        for fault in [Fault::LoseAnswer, Fault::RetryRefused] {
+            let flaky = Flaky::new(&format!("runs/lost-{seal}.blz"));
+            let s = committed_once(&flaky);
+            s.set_manifest_bytes(seal);
+            let root = s.root().to_path_buf();
+            write_file_atomic(&s, &root.join("b"), b"b").unwrap();
+            flaky.arm(fault);
+            let before = s.requests();
+            s.publish(&root)
+                .unwrap_or_else(|e| panic!("{fault:?}: reported {e}"));
+            // The upload of `b` (and of the manifest), the conditional write, the state read
+            // back.
+            assert_eq!(s.requests(), before + 3 + manifests as u64, "{fault:?}");
+            let now = flaky.open_plain();
+            assert_eq!(now.state().unwrap().generation, 2, "{fault:?}");
+            assert_eq!(now.state().unwrap().manifests.len(), manifests, "{fault:?}");
+            assert_eq!(now.state(), s.state(), "{fault:?}");
+            assert_eq!(read_all(&now, &root.join("a")), b"a");
+            assert_eq!(read_all(&now, &root.join("b")), b"b");
+            // The handle kept the version it read back: its next commit is not refused.
+            write_file_atomic(&s, &root.join("c"), b"c").unwrap();
+            s.publish(&root).unwrap();
+            let now = flaky.open_plain();
+            assert_eq!(now.state().unwrap().generation, 3, "{fault:?}");
+            assert!(now.exists(&root.join("b")) && now.exists(&root.join("c")));
+        }
     }
 }
 
