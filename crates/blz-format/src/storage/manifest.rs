@@ -168,38 +168,37 @@ pub fn plan(
         let level = least.max(level_of(bytes.len() as u64, seal));
         let key = format!("{MANIFEST_DIR}/{generation}-{tag:016x}.{count}");
         count += 1;
-        out.uploads.push((key.clone(), Bytes::from(bytes.clone())));
+        let size = bytes.len() as u64;
+        out.uploads.push((key.clone(), Bytes::from(bytes)));
         Ok::<_, String>(Manifest {
             key,
-            size: bytes.len() as u64,
+            size,
             level,
             paths,
         })
     };
-    {
-        let sealable: Vec<(&String, &StateFile)> = files
-            .iter()
-            .filter(|(p, f)| {
-                !held.contains(p.as_str()) && !matches!(f, StateFile::Inline { .. }) && unchanged(p)
-            })
-            .collect();
-        let bytes: u64 = sealable.iter().map(|(p, f)| entry_len(p, f)).sum();
-        if bytes >= seal {
-            // In manifests of at most MAX_MERGED bytes (or one entry).
-            let (mut paths, mut size) = (Vec::new(), 0);
-            for (p, f) in sealable {
-                let n = entry_len(p, f);
-                if !paths.is_empty() && size + n > MAX_MERGED {
-                    let m = new_manifest(std::mem::take(&mut paths), 0, &mut out)?;
-                    kept.push(m);
-                    size = 0;
-                }
-                paths.push(p.clone());
-                size += n;
+    // The unchanged entries the state object would hold, with the bytes each takes.
+    let sealable: Vec<(&String, u64)> = files
+        .iter()
+        .filter(|(p, f)| {
+            !held.contains(p.as_str()) && !matches!(f, StateFile::Inline { .. }) && unchanged(p)
+        })
+        .map(|(p, f)| (p, entry_len(p, f)))
+        .collect();
+    if sealable.iter().map(|(_, n)| n).sum::<u64>() >= seal {
+        // In manifests of at most MAX_MERGED bytes (or one entry).
+        let (mut paths, mut size) = (Vec::new(), 0);
+        for (p, n) in sealable {
+            if !paths.is_empty() && size + n > MAX_MERGED {
+                let m = new_manifest(std::mem::take(&mut paths), 0, &mut out)?;
+                kept.push(m);
+                size = 0;
             }
-            let m = new_manifest(paths, 0, &mut out)?;
-            kept.push(m);
+            paths.push(p.clone());
+            size += n;
         }
+        let m = new_manifest(paths, 0, &mut out)?;
+        kept.push(m);
     }
     // Merges, lowest level first: a merged manifest may complete the next level's group.
     let mut level = 0;

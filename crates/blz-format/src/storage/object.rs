@@ -654,18 +654,9 @@ impl State {
     /// them in `manifests`, of the version they need.
     #[cfg(test)]
     pub(crate) fn first(files: BTreeMap<String, StateFile>, manifests: Vec<Manifest>) -> State {
-        let extents = files
-            .values()
-            .any(|f| matches!(f, StateFile::Extents { .. }));
         State {
             format: STATE_FORMAT.into(),
-            version: if !manifests.is_empty() {
-                STATE_VERSION
-            } else if extents {
-                STATE_VERSION_EXTENTS
-            } else {
-                STATE_VERSION_WHOLE
-            },
+            version: State::version_for(&files, &manifests),
             generation: 1,
             committed_at: 0,
             files,
@@ -673,6 +664,21 @@ impl State {
             write_id: None,
             earlier_write_ids: Vec::new(),
             manifests,
+        }
+    }
+
+    /// The layout version a state holding `files`, some of them in `manifests`, is written
+    /// as: the lowest that holds them, so that earlier builds read it when they can.
+    fn version_for(files: &BTreeMap<String, StateFile>, manifests: &[Manifest]) -> u32 {
+        if !manifests.is_empty() {
+            STATE_VERSION
+        } else if files
+            .values()
+            .any(|f| matches!(f, StateFile::Extents { .. }))
+        {
+            STATE_VERSION_EXTENTS
+        } else {
+            STATE_VERSION_WHOLE
         }
     }
 
@@ -1673,10 +1679,7 @@ impl Backend {
             self.load_manifests(&mut state)?;
         }
         for (rel, f) in &state.files {
-            let bad = |k: &str| {
-                k.is_empty() || k.split('/').any(|c| c.is_empty() || c == "." || c == "..")
-            };
-            if bad(rel) || f.keys().into_iter().any(bad) {
+            if !plain_key(rel) || !f.keys().into_iter().all(plain_key) {
                 return Err(Error::metadata(
                     &path,
                     format!("file {rel:?} is not a plain path inside the dataset"),
@@ -1750,15 +1753,12 @@ impl Backend {
         }
         let mut keys = HashSet::new();
         for m in &state.manifests {
-            let plain = !m.key.is_empty()
-                && m.key
-                    .split('/')
-                    .all(|c| !c.is_empty() && c != "." && c != "..");
-            if !plain || m.size > MAX_STATE || !keys.insert(m.key.as_str()) {
+            if !plain_key(&m.key) || m.size > MAX_STATE || !keys.insert(m.key.as_str()) {
                 return Err(Error::metadata(
                     &path,
                     format!(
-                        "manifest {:?} of {} bytes: not a plain key inside the dataset, named                          twice, or larger than {MAX_STATE} bytes",
+                        "manifest {:?} of {} bytes: not a plain key inside the dataset, named \
+                         twice, or larger than {MAX_STATE} bytes",
                         m.key, m.size
                     ),
                 ));
@@ -1778,14 +1778,9 @@ impl Backend {
                         .get_opts(&self.key(&m.key), GetOptions::default())
                         .await;
                     let r = match r {
+                        // Refused before its body is read.
                         Ok(r) if r.meta.size != m.size => {
-                            return Err(Error::metadata(
-                                &mpath,
-                                format!(
-                                    "the manifest object is {} bytes, where the state says {}",
-                                    r.meta.size, m.size
-                                ),
-                            ))
+                            return Err(wrong_size(&mpath, r.meta.size, m.size))
                         }
                         Ok(r) => r.bytes().await,
                         Err(e) => Err(e),
@@ -1809,14 +1804,7 @@ impl Backend {
             let mpath = self.root.join(&m.key);
             let bytes = bytes?;
             if bytes.len() as u64 != m.size {
-                return Err(Error::metadata(
-                    &mpath,
-                    format!(
-                        "the manifest object is {} bytes, where the state says {}",
-                        bytes.len(),
-                        m.size
-                    ),
-                ));
+                return Err(wrong_size(&mpath, bytes.len() as u64, m.size));
             }
             let doc: ManifestDoc = serde_json::from_slice(&bytes)
                 .map_err(|e| Error::metadata(&mpath, e.to_string()))?;
@@ -1850,6 +1838,14 @@ impl Backend {
         state.manifests = manifests;
         Ok(())
     }
+}
+
+/// The error of a manifest object `path` of `got` bytes that its state says are `want`.
+fn wrong_size(path: &Path, got: u64, want: u64) -> Error {
+    Error::metadata(
+        path,
+        format!("the manifest object is {got} bytes, where the state says {want}"),
+    )
 }
 
 /// A range of an object to read, with the number of the file piece it is.
@@ -3475,18 +3471,9 @@ impl ObjectStorage {
                         }
                     }
                 }
-                let extents = new_files
-                    .values()
-                    .any(|f| matches!(f, StateFile::Extents { .. }));
                 let mut state = State {
                     format: STATE_FORMAT.into(),
-                    version: if !sealed.manifests.is_empty() {
-                        STATE_VERSION
-                    } else if extents {
-                        STATE_VERSION_EXTENTS
-                    } else {
-                        STATE_VERSION_WHOLE
-                    },
+                    version: State::version_for(&new_files, &sealed.manifests),
                     generation,
                     committed_at: now,
                     files: new_files,
@@ -4264,6 +4251,15 @@ fn first_commit_upload(rel: &str) -> bool {
 }
 
 /// Whether `name` is one plain component of a key: not empty, `.` or `..`, no `/`.
+/// Whether `key` (a file path or object key relative to the dataset's prefix) is plain:
+/// non-empty components, none `.` or `..`.
+fn plain_key(key: &str) -> bool {
+    !key.is_empty()
+        && key
+            .split('/')
+            .all(|c| !c.is_empty() && c != "." && c != "..")
+}
+
 fn plain_name(name: &str) -> bool {
     !(name.is_empty() || name.contains('/') || name == "." || name == "..")
 }
