@@ -47,6 +47,11 @@ pub const MAX_MANIFESTS: usize = 65_536;
 /// superchunk files).
 pub const MAX_MANIFEST_BYTES: u64 = 4 << 30;
 
+/// Highest level a manifest may have: a reader refuses a state naming one past it. No
+/// writer makes one: [`level_of`] stays under it for any size at any sealing size
+/// (`FANOUT^32` is `2^64`), and merges reach it only from `FANOUT^32` sealed manifests.
+pub const MAX_LEVEL: u32 = 32;
+
 /// A manifest the state names: an immutable object holding some files' entries.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Manifest {

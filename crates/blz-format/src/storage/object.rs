@@ -182,7 +182,27 @@ impl StateFile {
             }
             total = total.saturating_add(n);
         }
-        (total != *len).then(|| format!("extents of {total} bytes for a file of {len}"))
+        if total != *len {
+            return Some(format!("extents of {total} bytes for a file of {len}"));
+        }
+        // Each byte of an object is written once, at one place of the file: two extents
+        // sharing bytes of an object (or an object listed twice) are a damaged entry, and
+        // would read one chunk's bytes, whole and valid, in another's place.
+        let mut keys: Vec<&str> = objects.iter().map(|o| o.key.as_str()).collect();
+        keys.sort_unstable();
+        if keys.windows(2).any(|w| w[0] == w[1]) {
+            return Some("an object listed twice".into());
+        }
+        let mut used: Vec<[u64; 3]> = extents.clone();
+        used.sort_unstable();
+        used.windows(2)
+            .find(|w| w[0][0] == w[1][0] && w[0][1] + w[0][2] > w[1][1])
+            .map(|w| {
+                format!(
+                    "extents [{}, {}, {}] and [{}, {}, {}] share bytes of an object",
+                    w[0][0], w[0][1], w[0][2], w[1][0], w[1][1], w[1][2]
+                )
+            })
     }
 }
 
@@ -262,13 +282,6 @@ fn entry_of(pieces: &[Piece], len: u64, front: Option<Front>) -> StateFile {
 
 /// The pieces of objects holding the file bytes `range` of a file held by `pieces`, in
 /// order: each object's key and the byte range of it. Bytes past the pieces are left out.
-fn locate(pieces: &[Piece], range: std::ops::Range<u64>) -> Vec<(Arc<str>, std::ops::Range<u64>)> {
-    slice_pieces(pieces, range)
-        .into_iter()
-        .map(|p| (p.key, p.at..p.at + p.len))
-        .collect()
-}
-
 /// The pieces holding the file bytes `range`, cut to it.
 fn slice_pieces(pieces: &[Piece], range: std::ops::Range<u64>) -> Vec<Piece> {
     let mut out = Vec::new();
@@ -1027,6 +1040,8 @@ enum FetchFailure {
     },
     /// An answer shorter than the range asked.
     Short,
+    /// An answer naming an object of another size than the state gives it.
+    Size { key: String, got: u64, want: u64 },
 }
 
 /// The environment variable naming a file to which every request of an `s3://` handle
@@ -1285,15 +1300,16 @@ impl Backend {
         path: &Path,
         each: &(dyn Fn(usize, Bytes) + Sync),
     ) -> Result<()> {
-        // Each object's pieces to read: (piece number, range in the object).
-        let mut by_object: BTreeMap<String, Vec<Member>> = BTreeMap::new();
+        // Each object's size, as the state gives it, and its pieces to read: (piece
+        // number, range in the object).
+        let mut by_object: BTreeMap<String, (u64, Vec<Member>)> = BTreeMap::new();
         // Where each piece's bytes go: straight to `each` for a range of one piece, else
         // into the range's list, to be joined.
         let mut goes_to: Vec<(usize, Option<usize>)> = Vec::new();
         let mut split: Vec<(usize, usize)> = Vec::new();
         for (i, r) in ranges.iter().enumerate() {
             let found = if r.start < r.end {
-                locate(pieces, r.clone())
+                slice_pieces(pieces, r.clone())
             } else {
                 Vec::new()
             };
@@ -1303,11 +1319,12 @@ impl Backend {
             } else if n > 1 {
                 split.push((i, n));
             }
-            for (k, (obj, or)) in found.into_iter().enumerate() {
+            for (k, p) in found.into_iter().enumerate() {
                 by_object
-                    .entry(obj.to_string())
-                    .or_default()
-                    .push((goes_to.len(), or));
+                    .entry(p.key.to_string())
+                    .or_insert_with(|| (p.size, Vec::new()))
+                    .1
+                    .push((goes_to.len(), p.at..p.at + p.len));
                 goes_to.push((i, (n > 1).then_some(k)));
             }
         }
@@ -1330,11 +1347,22 @@ impl Backend {
         let rt = runtime()?;
         let (tuning, slots) = self.read_tuning();
         let got = rt.block_on(futures::future::try_join_all(by_object.iter().map(
-            |(obj, list)| self.fetch_object_ranges(obj, list, &tuning, &slots, &emit),
+            |(obj, (size, list))| {
+                self.fetch_object_ranges(obj, *size, list, &tuning, &slots, &emit)
+            },
         )));
         match got {
             Ok(_) => {}
             Err(FetchFailure::Short) => return Err(eof(path)),
+            Err(FetchFailure::Size { key, got, want }) => {
+                return Err(Error::metadata(
+                    path,
+                    format!(
+                        "its object {key:?} is {got} bytes, where the state says {want}: \
+                         not the object the state names"
+                    ),
+                ))
+            }
             Err(FetchFailure::Store {
                 key: obj,
                 error: object_store::Error::NotFound { .. },
@@ -1364,6 +1392,7 @@ impl Backend {
     async fn fetch_object_ranges(
         &self,
         key: &str,
+        size: u64,
         list: &[Member],
         tuning: &ReadTuning,
         slots: &tokio::sync::Semaphore,
@@ -1382,7 +1411,7 @@ impl Backend {
             }
         }
         futures::future::try_join_all(spans.iter().map(|(span, members)| {
-            self.fetch_span(key, span.clone(), members, tuning, slots, emit)
+            self.fetch_span(key, size, span.clone(), members, tuning, slots, emit)
         }))
         .await
         .map(drop)
@@ -1391,9 +1420,11 @@ impl Backend {
     /// The requests of one span ([`ReadTuning::parts`]), all at once. A member range lying
     /// in one part is handed over as that part's answer streams in; one spread over two
     /// parts once both are in.
+    #[allow(clippy::too_many_arguments)]
     async fn fetch_span(
         &self,
         key: &str,
+        size: u64,
         span: std::ops::Range<u64>,
         members: &[Member],
         tuning: &ReadTuning,
@@ -1417,7 +1448,7 @@ impl Backend {
             parts
                 .iter()
                 .zip(&own)
-                .map(|(p, o)| self.get_part(key, p.clone(), o, slots, emit, keep)),
+                .map(|(p, o)| self.get_part(key, size, p.clone(), o, slots, emit, keep)),
         )
         .await?;
         let segments: Vec<(u64, Bytes)> = got.into_iter().flatten().collect();
@@ -1428,12 +1459,16 @@ impl Backend {
     }
 
     /// One ranged GET (`Range: bytes=a-b`) of the object `key`, once one of `slots` is
-    /// free; its answer must hold the whole range. Each range of `own` goes to `emit` as
+    /// free; its answer must hold the whole range, and name the object's size as `size`
+    /// (objects are immutable: one of another size is not the object the state names,
+    /// whatever its bytes). Each range of `own` goes to `emit` as
     /// soon as the answer has streamed past its end. With `keep`, returns the answer's
     /// bytes as segments (start, bytes), for ranges that also need another part's.
+    #[allow(clippy::too_many_arguments)]
     async fn get_part(
         &self,
         key: &str,
+        size: u64,
         range: std::ops::Range<u64>,
         own: &[Member],
         slots: &tokio::sync::Semaphore,
@@ -1459,12 +1494,15 @@ impl Backend {
             range: Some(GetRange::Bounded(range.clone())),
             ..GetOptions::default()
         };
-        let mut stream = self
-            .store
-            .get_opts(&loc, opts)
-            .await
-            .map_err(failed)?
-            .into_stream();
+        let answer = self.store.get_opts(&loc, opts).await.map_err(failed)?;
+        if answer.meta.size != size {
+            return Err(FetchFailure::Size {
+                key: key.to_string(),
+                got: answer.meta.size,
+                want: size,
+            });
+        }
+        let mut stream = answer.into_stream();
         let mut own = own.to_vec();
         own.sort_by_key(|(_, r)| r.end);
         let mut next = 0;
@@ -1738,7 +1776,10 @@ impl Backend {
                 ),
             ));
         }
-        let total: u64 = state.manifests.iter().map(|m| m.size).sum();
+        let total = state
+            .manifests
+            .iter()
+            .fold(0u64, |t, m| t.saturating_add(m.size));
         if state.manifests.len() > manifest::MAX_MANIFESTS || total > manifest::MAX_MANIFEST_BYTES {
             return Err(Error::metadata(
                 &path,
@@ -1753,13 +1794,20 @@ impl Backend {
         }
         let mut keys = HashSet::new();
         for m in &state.manifests {
-            if !plain_key(&m.key) || m.size > MAX_STATE || !keys.insert(m.key.as_str()) {
+            if !plain_key(&m.key)
+                || m.size > MAX_STATE
+                || m.level > manifest::MAX_LEVEL
+                || !keys.insert(m.key.as_str())
+            {
                 return Err(Error::metadata(
                     &path,
                     format!(
-                        "manifest {:?} of {} bytes: not a plain key inside the dataset, named \
-                         twice, or larger than {MAX_STATE} bytes",
-                        m.key, m.size
+                        "manifest {:?} of {} bytes at level {}: not a plain key inside the \
+                         dataset, named twice, larger than {MAX_STATE} bytes or past level {}",
+                        m.key,
+                        m.size,
+                        m.level,
+                        manifest::MAX_LEVEL
                     ),
                 ));
             }
@@ -3351,7 +3399,15 @@ impl ObjectStorage {
                 c.draft_tag.unwrap_or_else(rand::random),
             )
         };
-        let generation = old.as_ref().map_or(1, |s| s.generation + 1);
+        let generation = match &old {
+            None => 1,
+            Some(s) => s.generation.checked_add(1).ok_or_else(|| {
+                Error::metadata(
+                    self.root().join(STATE_KEY),
+                    format!("its generation {} cannot advance", s.generation),
+                )
+            })?,
+        };
         let mut new_files = BTreeMap::new();
         let mut uploads: Vec<Upload> = Vec::new();
         let mut changed = false;
