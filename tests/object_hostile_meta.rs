@@ -8,6 +8,7 @@
 //! The mutations are enumerated, not drawn, so the run is the same every time; the
 //! libFuzzer target `fuzz/fuzz_targets/object_state.rs` draws them for long runs.
 
+use blz::meta::Compression;
 use blz::storage::ObjectStorage;
 use blz::{CreateOptions, DType, Dataset, Mode};
 use futures::executor::block_on;
@@ -50,20 +51,21 @@ unsafe impl GlobalAlloc for Largest {
 #[global_allocator]
 static ALLOC: Largest = Largest;
 
-/// No single allocation of a case may pass this: the dataset is 11 KB of values.
+/// No single allocation of a case may pass this: the dataset is 56 KB of values.
 const ALLOCATION_BOUND: usize = 64 << 20;
 /// Nor may a case take longer.
 const TIME_BOUND: Duration = Duration::from_secs(5);
 
 const PREFIX: &str = "h/x.blz";
-const ROWS: u64 = 1400;
+const CHUNK: u64 = 500;
+const ROWS: u64 = 7 * CHUNK * 2;
 
 fn value(i: u64) -> f64 {
     (i as f64) * 0.5 - 7.0
 }
 
 /// Every object of a small dataset written as blz writes it: five superchunk files of
-/// three 100-element chunks over four appends, sealed into manifests at every commit, the
+/// three 500-element chunks (of eight Blosc blocks each) over four appends, sealed into manifests at every commit, the
 /// block indexes of the last files in objects of their own (the rest inline), one file
 /// made of two objects' extents.
 fn pristine() -> &'static BTreeMap<String, Vec<u8>> {
@@ -77,13 +79,19 @@ fn pristine() -> &'static BTreeMap<String, Vec<u8>> {
         let h = Arc::new(h);
         let root = h.root().to_path_buf();
         let opts = CreateOptions {
-            chunkshape: Some(vec![100]),
+            chunkshape: Some(vec![CHUNK]),
             superchunksize: Some(3),
+            // Eight Blosc blocks a chunk, so that short reads read blocks.
+            compression: Compression {
+                blocksize: 512,
+                ..Default::default()
+            },
             ..Default::default()
         };
         let mut ds = Dataset::create_in(h, &root, DType::F64, &[0], &opts).unwrap();
         for a in 0..4u64 {
-            let v: Vec<f64> = (a * 350..(a + 1) * 350).map(value).collect();
+            let n = ROWS / 4;
+            let v: Vec<f64> = (a * n..(a + 1) * n).map(value).collect();
             ds.append(&ndarray::Array1::from(v).into_dyn().view())
                 .unwrap();
         }
@@ -144,6 +152,17 @@ impl Tally {
 /// the bound, a case running long, or values read without error that are not the
 /// dataset's.
 fn run_case(what: &str, objects: &BTreeMap<String, Vec<u8>>, tally: &Mutex<Tally>) {
+    run_case_as(what, objects, tally, false)
+}
+
+/// [`run_case`]; with `must_read`, every read must also succeed (the damage is to
+/// something reads can do without).
+fn run_case_as(
+    what: &str,
+    objects: &BTreeMap<String, Vec<u8>>,
+    tally: &Mutex<Tally>,
+    must_read: bool,
+) {
     watch_panics();
     // One case at a time in the process: the allocation bound and the panic watch are
     // process-wide.
@@ -168,7 +187,9 @@ fn run_case(what: &str, objects: &BTreeMap<String, Vec<u8>>, tally: &Mutex<Tally
         };
         let mut n = 1;
         let rows = ds.shape()[0];
-        if let Ok(all) = ds.read::<f64>() {
+        let all = ds.read::<f64>();
+        assert!(!must_read || all.is_ok(), "the read failed: {all:?}");
+        if let Ok(all) = all {
             for (i, &x) in all.iter().enumerate().take(ROWS as usize) {
                 assert!(
                     x.to_bits() == value(i as u64).to_bits(),
@@ -178,9 +199,18 @@ fn run_case(what: &str, objects: &BTreeMap<String, Vec<u8>>, tally: &Mutex<Tally
             }
             n = 2;
         }
-        for i in [0, 99, 100, 777, ROWS - 1, rows.saturating_sub(1)] {
+        for i in [
+            0,
+            CHUNK - 1,
+            CHUNK,
+            7 * CHUNK + 77,
+            ROWS - 1,
+            rows.saturating_sub(1),
+        ] {
             if i < rows.min(ROWS) {
-                if let Ok(x) = ds.get::<f64>(&[i]) {
+                let x = ds.get::<f64>(&[i]);
+                assert!(!must_read || x.is_ok(), "element {i} failed: {x:?}");
+                if let Ok(x) = x {
                     assert!(
                         x.to_bits() == value(i).to_bits(),
                         "element {i} read as {x} without an error"
@@ -426,8 +456,9 @@ fn every_value_of_each_manifest_mutated() {
 }
 
 /// Block-index and superchunk objects: cut at every tenth of their length and at a few
-/// bytes from either end, one byte flipped at each sixteenth, emptied, and replaced by
-/// another object's bytes.
+/// bytes from either end, one byte flipped at each sixteenth, emptied, replaced by another
+/// object's bytes, and missing. With a block-index object so damaged, every read still
+/// succeeds (reading whole chunks), the short reads of `get` as much as the others.
 #[test]
 fn binary_objects_cut_flipped_and_swapped() {
     let objects = pristine();
@@ -436,27 +467,29 @@ fn binary_objects_cut_flipped_and_swapped() {
     for (n, key) in binary.iter().enumerate() {
         let bytes = &objects[*key];
         let len = bytes.len();
+        // A block index only spares bytes: damaged or missing, reads go on without it.
+        let index = key.ends_with(".blocks");
         let mut cuts: Vec<usize> = (0..10).map(|i| len * i / 10).collect();
         cuts.extend([1, 4, len.saturating_sub(4), len.saturating_sub(1)]);
         for cut in cuts {
             let mut o = objects.clone();
             o.insert((*key).clone(), bytes[..cut].to_vec());
-            run_case(&format!("{key} cut at {cut}"), &o, &tally);
+            run_case_as(&format!("{key} cut at {cut}"), &o, &tally, index);
         }
         for i in (0..16).map(|i| len * i / 16) {
             let mut o = objects.clone();
             let mut b = bytes.clone();
             b[i] ^= 0x5a;
             o.insert((*key).clone(), b);
-            run_case(&format!("{key} byte {i} flipped"), &o, &tally);
+            run_case_as(&format!("{key} byte {i} flipped"), &o, &tally, index);
         }
         let other = binary[(n + 1) % binary.len()];
         let mut o = objects.clone();
         o.insert((*key).clone(), objects[other].clone());
-        run_case(&format!("{key} holding {other}"), &o, &tally);
+        run_case_as(&format!("{key} holding {other}"), &o, &tally, index);
         let mut o = objects.clone();
         o.remove(*key);
-        run_case(&format!("{key} missing"), &o, &tally);
+        run_case_as(&format!("{key} missing"), &o, &tally, index);
     }
     let t = tally.into_inner().unwrap();
     t.check();

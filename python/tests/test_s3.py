@@ -238,6 +238,38 @@ def _keys(u: str) -> list[str]:
     return sorted(out.stdout.split())
 
 
+def _copy_object(u: str, src: str, dst: str) -> None:
+    """Puts the bytes of the object ``src`` below the dataset's prefix under ``dst`` (a
+    damaged or hostile server answering one key with another object's bytes)."""
+    bucket, key = u.removeprefix("s3://").split("/", 1)
+    py = REPO / "target" / "s3-venv" / "bin" / "python"
+    code = (
+        "import boto3, os, sys\n"
+        "s3 = boto3.client('s3', endpoint_url=os.environ['AWS_ENDPOINT_URL'])\n"
+        "b = s3.get_object(Bucket=sys.argv[1], Key=sys.argv[2] + '/' + sys.argv[3])['Body'].read()\n"
+        "s3.put_object(Bucket=sys.argv[1], Key=sys.argv[2] + '/' + sys.argv[4], Body=b)\n"
+    )
+    subprocess.run([str(py), "-c", code, bucket, key, src, dst], check=True)
+
+
+def test_an_object_of_another_size_is_refused_not_read():
+    # Two superchunk files of different sizes; the second file's object then holds the
+    # first's bytes. Its chunks would decode (they are whole, valid chunks with valid
+    # checksums): the size the server reports for the object gives it away.
+    u = url("swapped.blz")
+    a = np.arange(3000, dtype=np.int64)
+    a[2000:] = np.random.default_rng(5).integers(0, 1 << 40, 1000)
+    blz.create(u, a, chunks=(500,), superchunksize=2)
+    data = sorted(k for k in _keys(u) if k.startswith("data/") and not k.endswith(".blocks"))
+    assert len(data) == 3, data
+    _copy_object(u, data[0], data[2])
+    ds = blz.open(u)
+    assert np.array_equal(ds[:2000], a[:2000])
+    with pytest.raises(blz.CorruptionError, match="where the state says") as e:
+        ds[2000:]
+    assert data[2] in str(e.value)
+
+
 def _staged(u: str) -> list[str]:
     return [k for k in _keys(u) if k.startswith("staged/")]
 

@@ -669,7 +669,13 @@ impl SuperchunkReader {
             return Ok(());
         }
         if !self.file.small_reads_are_cheap() && !dst.is_empty() {
-            if let Some(r) = self.block_read_range(k, byte_start, dst.len())? {
+            // The block index only saves bytes: one that cannot be read or decoded leaves
+            // the chunk to be read whole (and checked whole), as planned reads do.
+            if let Some(r) = self
+                .block_read_range(k, byte_start, dst.len())
+                .ok()
+                .flatten()
+            {
                 let mut bytes = vec![0u8; (r.end - r.start) as usize];
                 self.file.read_at(r.start, &mut bytes)?;
                 return self.getitem_blocks(k, r.start, &bytes, byte_start, dst, scratch);
