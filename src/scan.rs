@@ -83,6 +83,44 @@ impl ScanOptions {
     }
 }
 
+/// A pool of `n` threads for scans, kept for the process (the first few sizes asked; a
+/// pool of any other size is made for the one scan): a scan on an object store runs on as
+/// many threads as it keeps requests in flight, and starting 32 threads anew for every
+/// reduction cost more than a small one takes.
+///
+/// # Errors
+/// [`Error::InvalidArgument`] when the threads cannot be started.
+pub(crate) fn pool_of(n: usize) -> Result<std::sync::Arc<rayon::ThreadPool>> {
+    use std::sync::{Arc, Mutex, PoisonError};
+    const KEPT: usize = 8;
+    static POOLS: Mutex<BTreeMap<usize, Arc<rayon::ThreadPool>>> = Mutex::new(BTreeMap::new());
+    let mut pools = POOLS.lock().unwrap_or_else(PoisonError::into_inner);
+    if let Some(p) = pools.get(&n) {
+        return Ok(Arc::clone(p));
+    }
+    let pool = rayon::ThreadPoolBuilder::new()
+        .num_threads(n)
+        .thread_name(move |i| format!("blz-scan-{n}-{i}"))
+        .build()
+        .map_err(|e| Error::InvalidArgument(format!("cannot start {n} threads: {e}")))?;
+    let pool = Arc::new(pool);
+    if pools.len() < KEPT {
+        pools.insert(n, Arc::clone(&pool));
+    }
+    Ok(pool)
+}
+
+/// The threads a scan of `core` runs on: `opts`'s (the CPU's by default), or as many as
+/// the storage keeps reads in flight when that is more (an object store: each thread waits
+/// on its request more than it decodes).
+pub(crate) fn scan_threads(core: &ArrayCore, opts: &ScanOptions) -> usize {
+    let threads = opts.thread_count().max(1);
+    match core.store.read_batching() {
+        Some((inflight, _)) => threads.max(inflight),
+        None => threads,
+    }
+}
+
 /// Consecutive chunks `k0..k1` of one superchunk file.
 #[derive(Debug, Clone, Copy)]
 struct Unit {
@@ -309,10 +347,7 @@ where
         }
         None => (threads, 0),
     };
-    let pool = rayon::ThreadPoolBuilder::new()
-        .num_threads(threads)
-        .build()
-        .map_err(|e| Error::InvalidArgument(format!("cannot start {threads} threads: {e}")))?;
+    let pool = pool_of(threads)?;
     let plan: Plan = if per_fetch > 0 {
         plan.into_iter()
             .map(|(key, us)| {

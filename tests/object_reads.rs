@@ -263,6 +263,59 @@ fn a_reduction_fetches_runs_of_chunks() {
     }
 }
 
+/// Reductions along axes (`var`, `std`, `argmax`, ...) fetch each unit's run of chunks
+/// with one GET, where they read chunk by chunk, two at a time (on the CPU's threads); their
+/// results are those of the local copy, along every axis and none.
+#[test]
+fn an_axis_reduction_fetches_runs_of_chunks() {
+    use blz::scan::{reduce_axis, ReduceOutput, Reduction, ScanOptions};
+    let (rec, _dir, local) = both();
+    let l = Dataset::open(&local).unwrap();
+    let s = rec.open();
+    let root = s.root().to_path_buf();
+    let nfiles = data_files(&s, &rec.prefix).len();
+    let chunks = (ROWS / CHUNK[0]) * (COLS / CHUNK[1]);
+    let ds = Dataset::open_in(Arc::clone(&s) as Arc<dyn Storage>, &root, Mode::ReadOnly).unwrap();
+    let opts = ScanOptions {
+        statistics: false,
+        ..ScanOptions::default()
+    };
+    let close = |a: &ReduceOutput, b: &ReduceOutput| match (a, b) {
+        (ReduceOutput::F64(a), ReduceOutput::F64(b)) => {
+            a.shape() == b.shape()
+                && a.iter()
+                    .zip(b.iter())
+                    .all(|(x, y)| (x - y).abs() <= 1e-9 * x.abs().max(1.0))
+        }
+        _ => a == b,
+    };
+    for axes in [None, Some(&[0usize][..]), Some(&[1usize][..])] {
+        for op in [
+            Reduction::Var,
+            Reduction::Std,
+            Reduction::ArgMax,
+            Reduction::Min,
+            Reduction::Sum,
+        ] {
+            rec.take();
+            let got = reduce_axis(&ds, &opts, op, axes, 1.0).unwrap();
+            let gets = rec.take().len();
+            let want = reduce_axis(&l, &opts, op, axes, 1.0).unwrap();
+            assert!(
+                close(&got, &want),
+                "{op:?} over {axes:?}: {got:?} != {want:?}"
+            );
+            if axes.is_none() {
+                // Whole runs of a file: a GET or two per file, not one per chunk.
+                assert!(
+                    gets <= 2 * nfiles && gets < chunks as usize,
+                    "{op:?}: {gets} GETs for {chunks} chunks in {nfiles} files"
+                );
+            }
+        }
+    }
+}
+
 /// A failed GET of a data object fails the read with the I/O error naming the file, as a
 /// chunk's read did before; a missing object is still told apart (the state names it).
 #[test]

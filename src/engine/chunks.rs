@@ -555,7 +555,8 @@ impl ChunkStore {
         Ok(r)
     }
 
-    fn locate(&self, k: u64) -> (u64, u64) {
+    /// Chunk `k`'s superchunk file and its index there.
+    pub(crate) fn locate(&self, k: u64) -> (u64, u64) {
         (k / self.superchunksize, k % self.superchunksize)
     }
 

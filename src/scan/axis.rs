@@ -733,6 +733,16 @@ struct Bufs<T> {
 
 /// Decodes chunk `k` into `b.elems` (native byte order).
 fn decode<T: Num>(core: &ArrayCore, k: u64, b: &mut Bufs<T>) -> Result<()> {
+    decode_from(core, k, b, None)
+}
+
+/// [`decode`], from the chunk's bytes in `fetched` when they are there.
+fn decode_from<T: Num>(
+    core: &ArrayCore,
+    k: u64,
+    b: &mut Bufs<T>,
+    fetched: Option<&crate::engine::Fetched>,
+) -> Result<()> {
     if !T::POD || std::mem::size_of::<T>() != core.itemsize() {
         return Err(Error::InvalidArgument(format!(
             "reduction: {} elements cannot be read as {}",
@@ -748,7 +758,10 @@ fn decode<T: Num>(core: &ArrayCore, k: u64, b: &mut Bufs<T>) -> Result<()> {
             std::mem::size_of_val(b.elems.as_slice()),
         )
     };
-    core.decode_chunk_into(k, dst, &mut b.scratch)
+    match fetched {
+        Some(f) => core.decode_fetched_into(k, dst, &mut b.scratch, f),
+        None => core.decode_chunk_into(k, dst, &mut b.scratch),
+    }
 }
 
 /// Runs kernel `k` over the whole store; returns one accumulator per output element.
@@ -759,12 +772,31 @@ fn drive<K: Kernel>(core: &ArrayCore, g: &Geom, opts: &ScanOptions, k: &K) -> Re
     }
     let ngroups: u64 = g.kept.iter().map(|&i| g.grid[i]).product();
     let per_group: u64 = g.red.iter().map(|&i| g.grid[i]).product();
-    let threads = opts
-        .threads
-        .unwrap_or_else(rayon::current_num_threads)
+    // On an object store, as many threads as requests in flight, each reading its chunks.
+    let pool = match (opts.threads, core.store.read_batching()) {
+        (None, None) => None,
+        _ => Some(super::pool_of(super::scan_threads(core, opts))?),
+    };
+    let threads = pool
+        .as_ref()
+        .map_or_else(rayon::current_num_threads, |p| p.current_num_threads())
         .max(1) as u64;
-    let pieces = (threads * 4).div_ceil(ngroups).clamp(1, per_group);
-    let step = per_group.div_ceil(pieces);
+    let batching = core.store.read_batching();
+    let step = match batching {
+        // Where every read is a request, a unit's chunks are fetched together (one request
+        // per run of a file, at most a request's bytes), in about four units per CPU.
+        Some((_, part)) => {
+            let chunk_bytes = (core.chunk_len() * core.itemsize()).max(1) as u64;
+            let per_fetch = (part / chunk_bytes).max(1);
+            let cpus = opts.thread_count().max(1) as u64;
+            let pieces = (cpus * 4).div_ceil(ngroups).clamp(1, per_group);
+            per_group.div_ceil(pieces).min(per_fetch)
+        }
+        None => {
+            let pieces = (threads * 4).div_ceil(ngroups).clamp(1, per_group);
+            per_group.div_ceil(pieces)
+        }
+    };
     let mut units = Vec::new();
     for gi in 0..ngroups {
         let mut r = 0;
@@ -796,27 +828,42 @@ fn drive<K: Kernel>(core: &ArrayCore, g: &Geom, opts: &ScanOptions, k: &K) -> Re
                     .map(|&i| (g.shape[i] - coords[i] * g.cs[i]).min(g.cs[i]))
                     .product();
                 let mut tile = vec![k.init(); tile_len as usize];
-                for r in u.r0..u.r1 {
-                    coords_over(r, &g.red, &g.grid, &mut coords);
-                    let kk: u64 = coords
+                let chunk_of = |r: u64, coords: &mut Vec<u64>| -> u64 {
+                    coords_over(r, &g.red, &g.grid, coords);
+                    coords
                         .iter()
                         .zip(&chunk_grid_strides)
                         .map(|(c, s)| c * s)
-                        .sum();
-                    decode(core, kk, b)?;
+                        .sum()
+                };
+                // The unit's chunks in one request when they are a run of one file.
+                let fetched = match batching {
+                    Some(_) if u.r1 > u.r0 + 1 => {
+                        let mut c = coords.clone();
+                        let first = chunk_of(u.r0, &mut c);
+                        let last = chunk_of(u.r1 - 1, &mut c);
+                        let run = last - first == u.r1 - 1 - u.r0
+                            && core.store.locate(first).0 == core.store.locate(last).0;
+                        if run {
+                            Some(core.store.fetch_run(first, last + 1)?)
+                        } else {
+                            None
+                        }
+                    }
+                    _ => None,
+                };
+                for r in u.r0..u.r1 {
+                    let kk = chunk_of(r, &mut coords);
+                    decode_from(core, kk, b, fetched.as_ref())?;
                     fold_chunk(k, g, &coords, &b.elems, &mut tile, &mut b.work)?;
                 }
                 Ok((*u, tile))
             })
             .collect()
     };
-    let parts = match opts.threads {
+    let parts = match pool {
         None => run()?,
-        Some(n) => rayon::ThreadPoolBuilder::new()
-            .num_threads(n)
-            .build()
-            .map_err(|e| Error::InvalidArgument(format!("cannot start {n} threads: {e}")))?
-            .install(run)?,
+        Some(pool) => pool.install(run)?,
     };
     // Merge every tile into the output at its chunk's position.
     let nd = g.shape.len();

@@ -16,8 +16,8 @@
 //! the result is the same.
 
 use super::{
-    arr, decode, fold_chunk, Arg, Best, Bufs, Extreme, Geom, Kernel, NonZero, Num, ReduceOutput,
-    Reduction, ScanOptions, Wrap,
+    arr, decode, decode_from, fold_chunk, Arg, Best, Bufs, Extreme, Geom, Kernel, NonZero, Num,
+    ReduceOutput, Reduction, ScanOptions, Wrap,
 };
 use crate::dtype::DType;
 use crate::engine::ArrayCore;
@@ -107,20 +107,55 @@ fn decode_each<T: Num, R: Send>(
         work: Vec::new(),
     };
     let run = || -> Result<Vec<R>> {
-        ks.par_iter()
-            .map_init(new_bufs, |b, &k| {
-                decode(core, k, b)?;
-                f(&chunk_at(g, k), b)
+        let Some((_, part)) = core.store.read_batching() else {
+            return ks
+                .par_iter()
+                .map_init(new_bufs, |b, &k| {
+                    decode(core, k, b)?;
+                    f(&chunk_at(g, k), b)
+                })
+                .collect();
+        };
+        // Where every read is a request, runs of consecutive chunks of one file (at most a
+        // request's bytes) are fetched with one request each.
+        let chunk_bytes = (chunk_len * core.itemsize()).max(1) as u64;
+        // About four runs per CPU, so that decoding spreads over the cores too.
+        let cpus = opts.thread_count().max(1);
+        let per_fetch = ((part / chunk_bytes).max(1) as usize)
+            .min(ks.len().div_ceil(cpus * 4))
+            .max(1);
+        let mut runs: Vec<&[u64]> = Vec::new();
+        let mut start = 0;
+        for i in 1..=ks.len() {
+            let ends = i == ks.len()
+                || ks[i] != ks[i - 1] + 1
+                || core.store.locate(ks[i]).0 != core.store.locate(ks[start]).0
+                || i - start == per_fetch;
+            if ends {
+                runs.push(&ks[start..i]);
+                start = i;
+            }
+        }
+        let got: Vec<Vec<R>> = runs
+            .par_iter()
+            .map_init(new_bufs, |b, run| {
+                let fetched = match run {
+                    [_, .., last] => Some(core.store.fetch_run(run[0], last + 1)?),
+                    _ => None,
+                };
+                run.iter()
+                    .map(|&k| {
+                        decode_from(core, k, b, fetched.as_ref())?;
+                        f(&chunk_at(g, k), b)
+                    })
+                    .collect()
             })
-            .collect()
+            .collect::<Result<_>>()?;
+        Ok(got.into_iter().flatten().collect())
     };
-    match opts.threads {
-        None => run(),
-        Some(n) => rayon::ThreadPoolBuilder::new()
-            .num_threads(n)
-            .build()
-            .map_err(|e| Error::InvalidArgument(format!("cannot start {n} threads: {e}")))?
-            .install(run),
+    match (opts.threads, core.store.read_batching()) {
+        (None, None) => run(),
+        _ => crate::scan::pool_of(crate::scan::scan_threads(core, opts))?.install(run),
     }
 }
 
