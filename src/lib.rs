@@ -82,7 +82,8 @@ pub mod recovery {
 pub use array::Dataset;
 pub use dtype::{DType, Element, Endianness};
 pub use engine::{
-    check_shape, CreateOptions, Mode, MAX_ARRAY_BYTES, MAX_FILL_CHUNKS, MAX_TABLE_FILL_ROWS,
+    check_shape, in_this_process, CreateOptions, Mode, MAX_ARRAY_BYTES, MAX_FILL_CHUNKS,
+    MAX_TABLE_FILL_ROWS,
 };
 pub use error::{Error, Result};
 pub use layer::Layer;

@@ -93,9 +93,13 @@ impl ScanOptions {
 pub(crate) fn pool_of(n: usize) -> Result<std::sync::Arc<rayon::ThreadPool>> {
     use std::sync::{Arc, Mutex, PoisonError};
     const KEPT: usize = 8;
-    static POOLS: Mutex<BTreeMap<usize, Arc<rayon::ThreadPool>>> = Mutex::new(BTreeMap::new());
+    // By process and size: a forked child has none of its parent's pools' threads (their
+    // entries stay, never dropped there).
+    static POOLS: Mutex<BTreeMap<(u32, usize), Arc<rayon::ThreadPool>>> =
+        Mutex::new(BTreeMap::new());
+    let key = (std::process::id(), n);
     let mut pools = POOLS.lock().unwrap_or_else(PoisonError::into_inner);
-    if let Some(p) = pools.get(&n) {
+    if let Some(p) = pools.get(&key) {
         return Ok(Arc::clone(p));
     }
     let pool = rayon::ThreadPoolBuilder::new()
@@ -105,7 +109,7 @@ pub(crate) fn pool_of(n: usize) -> Result<std::sync::Arc<rayon::ThreadPool>> {
         .map_err(|e| Error::InvalidArgument(format!("cannot start {n} threads: {e}")))?;
     let pool = Arc::new(pool);
     if pools.len() < KEPT {
-        pools.insert(n, Arc::clone(&pool));
+        pools.insert(key, Arc::clone(&pool));
     }
     Ok(pool)
 }

@@ -142,6 +142,10 @@ impl Fail {
 
 type FResult<T> = std::result::Result<T, Fail>;
 
+/// The process that imported the module: a call in another (a child forked from it) runs
+/// on threads of that process's own ([`blz::in_this_process`]).
+static HOME: std::sync::OnceLock<u32> = std::sync::OnceLock::new();
+
 /// Runs `f` with the GIL released; a panic inside becomes a `blz.Error`.
 fn detached<T, F>(py: Python<'_>, f: F) -> PyResult<T>
 where
@@ -149,7 +153,14 @@ where
     T: Send,
 {
     let r = py.detach(|| {
-        std::panic::catch_unwind(std::panic::AssertUnwindSafe(f)).unwrap_or_else(|p| {
+        let run = || std::panic::catch_unwind(std::panic::AssertUnwindSafe(f));
+        // In a child forked from the process that imported blz, on threads of its own.
+        let home = *HOME.get_or_init(std::process::id);
+        let ran = match blz::in_this_process(home, run) {
+            Ok(ran) => ran,
+            Err(e) => return Err(Fail::from(e)),
+        };
+        ran.unwrap_or_else(|p| {
             let m = p
                 .downcast_ref::<&str>()
                 .map(|s| s.to_string())
@@ -2126,6 +2137,7 @@ fn num_threads() -> usize {
 #[pymodule]
 fn _blz(m: &Bound<'_, PyModule>) -> PyResult<()> {
     size_thread_pool();
+    HOME.get_or_init(std::process::id);
     m.add_function(wrap_pyfunction!(num_threads, m)?)?;
     m.add_class::<RawArray>()?;
     m.add_class::<RawTable>()?;

@@ -475,3 +475,22 @@ def test_dask_client_killed_before_its_commit_leaves_s3_as_it_was(tmp_path, mode
         assert _keys(u) == before
         blz.open(u, "r+").append(np.ones(3))
         assert blz.open(u).shape == (73,)
+
+
+def _read_in_child(u):
+    ds = blz.open(u)
+    return float(ds[:].sum()), float(ds.std())
+
+
+def test_a_forked_child_reads_s3():
+    # The parent's object-store runtime (and its threads) were made before the fork; the
+    # child makes its own rather than wait on threads it does not have.
+    import multiprocessing
+
+    u = url("forked.blz")
+    a = np.arange(200_000, dtype=np.float64)
+    blz.create(u, a, chunks=(20_000,))
+    assert blz.open(u).std() == pytest.approx(a.std())
+    with multiprocessing.get_context("fork").Pool(1) as pool:
+        s, sd = pool.apply_async(_read_in_child, (u,)).get(timeout=120)
+    assert s == a.sum() and sd == pytest.approx(a.std())

@@ -847,9 +847,10 @@ pub(crate) struct Fetched {
 /// fetching threads, which wait for their chunks' decoding: on the global pool that would
 /// wait for itself.
 fn decode_pool() -> Result<&'static rayon::ThreadPool> {
-    static POOL: std::sync::OnceLock<std::result::Result<rayon::ThreadPool, String>> =
-        std::sync::OnceLock::new();
-    POOL.get_or_init(|| {
+    // One per process: a forked child has none of its parent's pool's threads.
+    static POOL: blz_format::process::PerProcess<rayon::ThreadPool> =
+        blz_format::process::PerProcess::new();
+    POOL.get_or_try_init(|| {
         // The global pool's size, as a thread outside every pool sees it (the caller may be
         // in a pool of its own): the threads this process decodes and encodes with
         // (`BLZ_NUM_THREADS`, one in a dask worker).
@@ -865,10 +866,32 @@ fn decode_pool() -> Result<&'static rayon::ThreadPool> {
             .num_threads(n)
             .thread_name(|i| format!("blz-decode-{i}"))
             .build()
-            .map_err(|e| format!("cannot start {n} decoding threads: {e}"))
+            .map_err(|e| Error::InvalidArgument(format!("cannot start {n} decoding threads: {e}")))
     })
-    .as_ref()
-    .map_err(|e| Error::InvalidArgument(e.clone()))
+}
+
+/// Runs `f` on a pool of this process's own, of the global pool's size, when this process
+/// is not `home` (a child forked from it, whose copy of rayon's global pool has no threads:
+/// any parallel work there would wait for ever); else runs it as it is. Python's module
+/// runs every call this way, `home` the process that imported it.
+///
+/// # Errors
+/// [`Error::InvalidArgument`] when the child's threads cannot be started.
+pub fn in_this_process<R: Send>(home: u32, f: impl FnOnce() -> R + Send) -> Result<R> {
+    if !blz_format::process::forked_since(home) {
+        return Ok(f());
+    }
+    static POOL: blz_format::process::PerProcess<rayon::ThreadPool> =
+        blz_format::process::PerProcess::new();
+    let pool = POOL.get_or_try_init(|| {
+        let n = rayon::current_num_threads().max(1);
+        rayon::ThreadPoolBuilder::new()
+            .num_threads(n)
+            .thread_name(|i| format!("blz-{i}"))
+            .build()
+            .map_err(|e| Error::InvalidArgument(format!("cannot start {n} threads: {e}")))
+    })?;
+    Ok(pool.install(f))
 }
 
 /// `each` of every unit of `units`, on up to `threads` threads of their own (blocking

@@ -21,6 +21,7 @@ mod shared;
 pub(crate) mod staging;
 
 pub(crate) use self::block_cache::DEFAULT_BYTES as DEFAULT_BLOCK_CACHE_BYTES;
+pub use self::chunks::in_this_process;
 pub(crate) use self::chunks::{identity_doc, identity_params, superchunk_name};
 pub(crate) use self::chunks::{on_io_threads, ChunkStore, ChunkWrites, Fetched};
 pub(crate) use self::core::{ArrayCore, Source};

@@ -16,6 +16,7 @@
 pub mod blosc;
 pub mod blpk;
 pub mod error;
+pub mod process;
 pub mod storage;
 
 pub use error::{Error, Result};

@@ -760,8 +760,11 @@ fn unix_secs(t: SystemTime) -> u64 {
 
 /// The tokio runtime every object-store call runs on, made on first use.
 fn runtime() -> Result<&'static tokio::runtime::Runtime> {
-    static RT: OnceLock<std::result::Result<tokio::runtime::Runtime, String>> = OnceLock::new();
-    RT.get_or_init(|| {
+    // One per process: a child forked after it was made has none of its threads (and
+    // must not drive its reactor, whose epoll instance it shares with the parent).
+    static RT: crate::process::PerProcess<tokio::runtime::Runtime> =
+        crate::process::PerProcess::new();
+    RT.get_or_try_init(|| {
         tokio::runtime::Builder::new_multi_thread()
             .worker_threads(2)
             .thread_name("blz-object-store")
@@ -769,7 +772,6 @@ fn runtime() -> Result<&'static tokio::runtime::Runtime> {
             .build()
             .map_err(|e| e.to_string())
     })
-    .as_ref()
     .map_err(|e| {
         Error::io(
             "start the object-store runtime",
