@@ -6,67 +6,19 @@
 //! an error.
 //!
 //! The first byte picks the object (its number, modulo their count, in key order); the
-//! rest are edits, each replacing a run of its bytes ([`edit`]). `tests/object_hostile_meta.rs` runs an enumerated cousin of this
+//! rest are edits, each replacing a run of its bytes ([`edit`]). The dataset and what is
+//! done with it are `tests/hostile_store`'s. `tests/object_hostile_meta.rs` runs an enumerated cousin of this
 //! target in `cargo test`.
 
 #![no_main]
 
 #[path = "../common/mod.rs"]
 mod common;
+#[path = "../../tests/hostile_store/mod.rs"]
+mod hostile_store;
 
-use blz::storage::ObjectStorage;
-use blz::{CreateOptions, DType, Dataset, Mode};
-use futures::executor::block_on;
+use hostile_store::{exercise, pristine};
 use libfuzzer_sys::fuzz_target;
-use object_store::memory::InMemory;
-use object_store::path::Path as OPath;
-use object_store::{ObjectStore, ObjectStoreExt, PutPayload};
-use std::collections::BTreeMap;
-use std::path::PathBuf;
-use std::sync::{Arc, OnceLock};
-
-const PREFIX: &str = "f/x.blz";
-const ROWS: u64 = 1400;
-
-fn value(i: u64) -> f64 {
-    (i as f64) * 0.5 - 7.0
-}
-
-/// Every object of the dataset, by key: five superchunk files of three 100-element chunks
-/// over four appends, sealed into manifests at every commit, the block indexes of the last
-/// files in objects of their own, one file made of two objects' extents.
-fn pristine() -> &'static BTreeMap<String, Vec<u8>> {
-    static P: OnceLock<BTreeMap<String, Vec<u8>>> = OnceLock::new();
-    P.get_or_init(|| {
-        let store = Arc::new(InMemory::new());
-        let s: Arc<dyn ObjectStore> = store.clone();
-        let h = ObjectStorage::new(s, PathBuf::from("memory://"), PREFIX).unwrap();
-        h.set_manifest_bytes(1);
-        h.set_inline_block_indexes(300);
-        let h = Arc::new(h);
-        let root = h.root().to_path_buf();
-        let opts = CreateOptions {
-            chunkshape: Some(vec![100]),
-            superchunksize: Some(3),
-            ..Default::default()
-        };
-        let mut ds = Dataset::create_in(h, &root, DType::F64, &[0], &opts).unwrap();
-        for a in 0..4u64 {
-            let v: Vec<f64> = (a * 350..(a + 1) * 350).map(value).collect();
-            ds.append(&ndarray::Array1::from(v).into_dyn().view()).unwrap();
-        }
-        drop(ds);
-        use futures::TryStreamExt;
-        let metas: Vec<_> = block_on(store.list(None).try_collect::<Vec<_>>()).unwrap();
-        metas
-            .into_iter()
-            .map(|m| {
-                let b = block_on(async { store.get(&m.location).await?.bytes().await }).unwrap();
-                (m.location.to_string(), b.to_vec())
-            })
-            .collect()
-    })
-}
 
 /// Each object unedited, and with its first byte, a middle byte and its last byte cut:
 /// the starting inputs.
@@ -96,41 +48,6 @@ fn edit(bytes: &mut Vec<u8>, mut edits: &[u8]) {
     }
 }
 
-fn check(objects: &BTreeMap<String, Vec<u8>>) {
-    let store = Arc::new(InMemory::new());
-    for (k, v) in objects {
-        block_on(store.put(&OPath::from(k.as_str()), PutPayload::from(v.clone()))).unwrap();
-    }
-    let s: Arc<dyn ObjectStore> = store;
-    let Ok(h) = ObjectStorage::new(s, PathBuf::from("memory://"), PREFIX) else {
-        return;
-    };
-    let h = Arc::new(h);
-    let root = h.root().to_path_buf();
-    let Ok(ds) = Dataset::open_in(h.clone(), &root, Mode::ReadOnly) else {
-        return;
-    };
-    let rows = ds.shape()[0];
-    if let Ok(all) = ds.read::<f64>() {
-        for (i, &x) in all.iter().enumerate().take(ROWS as usize) {
-            assert_eq!(x.to_bits(), value(i as u64).to_bits(), "element {i} read as {x}");
-        }
-    }
-    for i in [0, 99, 100, 777, ROWS - 1] {
-        if i < rows.min(ROWS) {
-            if let Ok(x) = ds.get::<f64>(&[i]) {
-                assert_eq!(x.to_bits(), value(i).to_bits(), "element {i} read as {x}");
-            }
-        }
-    }
-    let _ = ds.verify(|_, _| {});
-    drop(ds);
-    if let Ok(mut ds) = Dataset::open_in(h, &root, Mode::ReadWrite) {
-        let more = ndarray::Array1::from(vec![1.5f64; 150]).into_dyn();
-        let _ = ds.append(&more.view());
-    }
-}
-
 fuzz_target!(|data: &[u8]| {
     common::write_seeds(seeds);
     let Some((&which, edits)) = data.split_first() else {
@@ -141,5 +58,5 @@ fuzz_target!(|data: &[u8]| {
     if let Some(bytes) = objects.values_mut().nth(usize::from(which) % n) {
         edit(bytes, edits);
     }
-    check(&objects);
+    exercise(&objects, false);
 });

@@ -222,34 +222,35 @@ def test_dask_on_a_two_worker_cluster():
 # -- dask writes to s3:// (spec/object-store.md §8) ---------------------------------------------
 
 
-def _keys(u: str) -> list[str]:
-    """Every object below the dataset's prefix, relative to it (listed with boto3 from the
-    server's venv, target/s3-venv, which tests/s3/run.sh makes)."""
+def _boto(u: str, code: str, *args: str) -> str:
+    """Runs ``code`` with ``s3`` (a boto3 client of the test server) and ``sys.argv[1:]``
+    the dataset's bucket, its prefix and ``args``, in the server's venv (target/s3-venv,
+    which tests/s3/run.sh makes); returns what it printed."""
     bucket, key = u.removeprefix("s3://").split("/", 1)
     py = REPO / "target" / "s3-venv" / "bin" / "python"
+    head = "import boto3, os, sys\ns3 = boto3.client('s3', endpoint_url=os.environ['AWS_ENDPOINT_URL'])\n"
+    out = subprocess.run([str(py), "-c", head + code, bucket, key, *args], capture_output=True, text=True, check=True)
+    return out.stdout
+
+
+def _keys(u: str) -> list[str]:
+    """Every object below the dataset's prefix, relative to it."""
     code = (
-        "import boto3, os, sys\n"
-        "s3 = boto3.client('s3', endpoint_url=os.environ['AWS_ENDPOINT_URL'])\n"
         "for page in s3.get_paginator('list_objects_v2').paginate(Bucket=sys.argv[1], Prefix=sys.argv[2] + '/'):\n"
         "    for o in page.get('Contents', []):\n"
         "        print(o['Key'][len(sys.argv[2]) + 1:])\n"
     )
-    out = subprocess.run([str(py), "-c", code, bucket, key], capture_output=True, text=True, check=True)
-    return sorted(out.stdout.split())
+    return sorted(_boto(u, code).split())
 
 
 def _copy_object(u: str, src: str, dst: str) -> None:
     """Puts the bytes of the object ``src`` below the dataset's prefix under ``dst`` (a
     damaged or hostile server answering one key with another object's bytes)."""
-    bucket, key = u.removeprefix("s3://").split("/", 1)
-    py = REPO / "target" / "s3-venv" / "bin" / "python"
     code = (
-        "import boto3, os, sys\n"
-        "s3 = boto3.client('s3', endpoint_url=os.environ['AWS_ENDPOINT_URL'])\n"
         "b = s3.get_object(Bucket=sys.argv[1], Key=sys.argv[2] + '/' + sys.argv[3])['Body'].read()\n"
         "s3.put_object(Bucket=sys.argv[1], Key=sys.argv[2] + '/' + sys.argv[4], Body=b)\n"
     )
-    subprocess.run([str(py), "-c", code, bucket, key, src, dst], check=True)
+    _boto(u, code, src, dst)
 
 
 def test_an_object_of_another_size_is_refused_not_read():
