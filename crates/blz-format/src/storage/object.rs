@@ -280,9 +280,8 @@ fn entry_of(pieces: &[Piece], len: u64, front: Option<Front>) -> StateFile {
     }
 }
 
-/// The pieces of objects holding the file bytes `range` of a file held by `pieces`, in
-/// order: each object's key and the byte range of it. Bytes past the pieces are left out.
-/// The pieces holding the file bytes `range`, cut to it.
+/// The pieces holding the file bytes `range`, cut to it, in order. Bytes past the pieces
+/// are left out.
 fn slice_pieces(pieces: &[Piece], range: std::ops::Range<u64>) -> Vec<Piece> {
     let mut out = Vec::new();
     let mut start = 0u64;
@@ -4308,16 +4307,13 @@ fn first_commit_upload(rel: &str) -> bool {
     })
 }
 
-/// Whether `name` is one plain component of a key: not empty, `.` or `..`, no `/`.
 /// Whether `key` (a file path or object key relative to the dataset's prefix) is plain:
-/// non-empty components, none `.` or `..`.
+/// each of its components a [`plain_name`].
 fn plain_key(key: &str) -> bool {
-    !key.is_empty()
-        && key
-            .split('/')
-            .all(|c| !c.is_empty() && c != "." && c != "..")
+    key.split('/').all(plain_name)
 }
 
+/// Whether `name` is one plain component of a key: not empty, `.` or `..`, no `/`.
 fn plain_name(name: &str) -> bool {
     !(name.is_empty() || name.contains('/') || name == "." || name == "..")
 }
