@@ -114,15 +114,23 @@ pub(crate) fn pool_of(n: usize) -> Result<std::sync::Arc<rayon::ThreadPool>> {
     Ok(pool)
 }
 
-/// The threads a scan of `core` runs on: `opts`'s (the CPU's by default), or as many as
-/// the storage keeps reads in flight when that is more (an object store: each thread waits
-/// on its request more than it decodes).
-pub(crate) fn scan_threads(core: &ArrayCore, opts: &ScanOptions) -> usize {
-    let threads = opts.thread_count().max(1);
-    match core.store.read_batching() {
-        Some((inflight, _)) => threads.max(inflight),
-        None => threads,
-    }
+/// The pool a reduction of `core` runs on, `None` for the caller's own: `opts`'s threads
+/// when it names them, and on a storage that batches reads (an object store) as many as it
+/// keeps reads in flight when that is more (each thread waits on its request more than it
+/// decodes).
+///
+/// # Errors
+/// As [`pool_of`].
+pub(crate) fn reduction_pool(
+    core: &ArrayCore,
+    opts: &ScanOptions,
+) -> Result<Option<std::sync::Arc<rayon::ThreadPool>>> {
+    let threads = match (opts.threads, core.store.read_batching()) {
+        (None, None) => return Ok(None),
+        (_, Some((inflight, _))) => opts.thread_count().max(1).max(inflight),
+        (Some(n), None) => n.max(1),
+    };
+    pool_of(threads).map(Some)
 }
 
 /// Consecutive chunks `k0..k1` of one superchunk file.

@@ -773,14 +773,7 @@ fn drive<K: Kernel>(core: &ArrayCore, g: &Geom, opts: &ScanOptions, k: &K) -> Re
     let ngroups: u64 = g.kept.iter().map(|&i| g.grid[i]).product();
     let per_group: u64 = g.red.iter().map(|&i| g.grid[i]).product();
     // On an object store, as many threads as requests in flight, each reading its chunks.
-    let pool = match (opts.threads, core.store.read_batching()) {
-        (None, None) => None,
-        _ => Some(super::pool_of(super::scan_threads(core, opts))?),
-    };
-    let threads = pool
-        .as_ref()
-        .map_or_else(rayon::current_num_threads, |p| p.current_num_threads())
-        .max(1) as u64;
+    let pool = super::reduction_pool(core, opts)?;
     let batching = core.store.read_batching();
     let step = match batching {
         // Where every read is a request, a unit's chunks are fetched together (one request
@@ -793,6 +786,10 @@ fn drive<K: Kernel>(core: &ArrayCore, g: &Geom, opts: &ScanOptions, k: &K) -> Re
             per_group.div_ceil(pieces).min(per_fetch)
         }
         None => {
+            let threads = pool
+                .as_ref()
+                .map_or_else(rayon::current_num_threads, |p| p.current_num_threads())
+                .max(1) as u64;
             let pieces = (threads * 4).div_ceil(ngroups).clamp(1, per_group);
             per_group.div_ceil(pieces)
         }
@@ -842,7 +839,7 @@ fn drive<K: Kernel>(core: &ArrayCore, g: &Geom, opts: &ScanOptions, k: &K) -> Re
                         let mut c = coords.clone();
                         let first = chunk_of(u.r0, &mut c);
                         let last = chunk_of(u.r1 - 1, &mut c);
-                        let run = last - first == u.r1 - 1 - u.r0
+                        let run = last.checked_sub(first) == Some(u.r1 - 1 - u.r0)
                             && core.store.locate(first).0 == core.store.locate(last).0;
                         if run {
                             Some(core.store.fetch_run(first, last + 1)?)

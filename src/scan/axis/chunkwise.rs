@@ -101,13 +101,14 @@ fn decode_each<T: Num, R: Send>(
         return Ok(Vec::new());
     }
     let chunk_len = core.chunk_len();
+    let batching = core.store.read_batching();
     let new_bufs = || Bufs::<T> {
         elems: vec![T::default(); chunk_len],
         scratch: Vec::new(),
         work: Vec::new(),
     };
     let run = || -> Result<Vec<R>> {
-        let Some((_, part)) = core.store.read_batching() else {
+        let Some((_, part)) = batching else {
             return ks
                 .par_iter()
                 .map_init(new_bufs, |b, &k| {
@@ -153,9 +154,9 @@ fn decode_each<T: Num, R: Send>(
             .collect::<Result<_>>()?;
         Ok(got.into_iter().flatten().collect())
     };
-    match (opts.threads, core.store.read_batching()) {
-        (None, None) => run(),
-        _ => crate::scan::pool_of(crate::scan::scan_threads(core, opts))?.install(run),
+    match crate::scan::reduction_pool(core, opts)? {
+        None => run(),
+        Some(pool) => pool.install(run),
     }
 }
 
