@@ -217,18 +217,50 @@ fn the_gap_merges_and_the_part_size_splits() {
         .is_err());
 }
 
+/// The shared dataset on the recording store and its local copy (opened), for the
+/// reduction tests: the store's handle and root, its superchunk files and chunks.
+struct ScanCase {
+    rec: Arc<Recording>,
+    _dir: tempfile::TempDir,
+    l: Dataset,
+    s: Arc<ObjectStorage>,
+    root: PathBuf,
+    nfiles: usize,
+    chunks: u64,
+}
+
+fn scan_case() -> ScanCase {
+    let (rec, _dir, local) = both();
+    let l = Dataset::open(&local).unwrap();
+    let s = rec.open();
+    let root = s.root().to_path_buf();
+    let nfiles = data_files(&s, &rec.prefix).len();
+    ScanCase {
+        rec,
+        _dir,
+        l,
+        s,
+        root,
+        nfiles,
+        chunks: (ROWS / CHUNK[0]) * (COLS / CHUNK[1]),
+    }
+}
+
 /// A scan (a reduction) fetches each run of chunks it decodes with one GET, many at once,
 /// where it read chunk by chunk before; its results are those of the local copy, also when
 /// the part size cuts every run into GETs of a few chunks.
 #[test]
 fn a_reduction_fetches_runs_of_chunks() {
     use blz::scan::{reduce, Reduction, ScanOptions};
-    let (rec, _dir, local) = both();
-    let l = Dataset::open(&local).unwrap();
-    let s = rec.open();
-    let root = s.root().to_path_buf();
-    let nfiles = data_files(&s, &rec.prefix).len();
-    let chunks = (ROWS / CHUNK[0]) * (COLS / CHUNK[1]);
+    let ScanCase {
+        rec,
+        _dir,
+        l,
+        s,
+        root,
+        nfiles,
+        chunks,
+    } = scan_case();
     for part in [16u64 << 20, 2 * CHUNK[0] * CHUNK[1] * 8] {
         s.set_read_tuning(ReadTuning {
             part_size: part,
@@ -269,12 +301,15 @@ fn a_reduction_fetches_runs_of_chunks() {
 #[test]
 fn an_axis_reduction_fetches_runs_of_chunks() {
     use blz::scan::{reduce_axis, ReduceOutput, Reduction, ScanOptions};
-    let (rec, _dir, local) = both();
-    let l = Dataset::open(&local).unwrap();
-    let s = rec.open();
-    let root = s.root().to_path_buf();
-    let nfiles = data_files(&s, &rec.prefix).len();
-    let chunks = (ROWS / CHUNK[0]) * (COLS / CHUNK[1]);
+    let ScanCase {
+        rec,
+        _dir,
+        l,
+        s,
+        root,
+        nfiles,
+        chunks,
+    } = scan_case();
     let ds = Dataset::open_in(Arc::clone(&s) as Arc<dyn Storage>, &root, Mode::ReadOnly).unwrap();
     let opts = ScanOptions {
         statistics: false,

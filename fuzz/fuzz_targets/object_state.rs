@@ -7,8 +7,8 @@
 //!
 //! The first byte picks the object (its number, modulo their count, in key order); the
 //! rest are edits, each replacing a run of its bytes ([`edit`]). The dataset and what is
-//! done with it are `tests/hostile_store`'s. `tests/object_hostile_meta.rs` runs an enumerated cousin of this
-//! target in `cargo test`.
+//! done with it are `tests/hostile_store`'s; `tests/object_hostile_meta.rs` runs an
+//! enumerated cousin of this target in `cargo test`.
 
 #![no_main]
 
