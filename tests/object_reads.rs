@@ -252,44 +252,45 @@ fn scan_case() -> ScanCase {
 #[test]
 fn a_reduction_fetches_runs_of_chunks() {
     use blz::scan::{reduce, Reduction, ScanOptions};
-    let ScanCase {
-        rec,
-        _dir,
-        l,
-        s,
-        root,
-        nfiles,
-        chunks,
-    } = scan_case();
+    let c = scan_case();
     for part in [16u64 << 20, 2 * CHUNK[0] * CHUNK[1] * 8] {
-        s.set_read_tuning(ReadTuning {
+        c.s.set_read_tuning(ReadTuning {
             part_size: part,
             ..ReadTuning::DEFAULT
         });
-        let ds =
-            Dataset::open_in(Arc::clone(&s) as Arc<dyn Storage>, &root, Mode::ReadOnly).unwrap();
-        rec.take();
+        let ds = Dataset::open_in(
+            Arc::clone(&c.s) as Arc<dyn Storage>,
+            &c.root,
+            Mode::ReadOnly,
+        )
+        .unwrap();
+        c.rec.take();
         for op in [
             Reduction::Sum,
             Reduction::Min,
             Reduction::Max,
             Reduction::Count,
         ] {
-            let want = reduce(&l, &ScanOptions::default(), op).unwrap();
+            let want = reduce(&c.l, &ScanOptions::default(), op).unwrap();
             let got = reduce(&ds, &ScanOptions::default(), op).unwrap();
             assert_eq!(got, want, "{op:?}, part {part}");
         }
-        let gets = rec.take();
+        let gets = c.rec.take();
         let per_op = gets.len() / 4;
         if part == 16 << 20 {
             // Runs of whole units: a few GETs per file, not one per chunk.
-            assert!(per_op <= 2 * nfiles, "{} GETs for {chunks} chunks", per_op);
+            assert!(
+                per_op <= 2 * c.nfiles,
+                "{per_op} GETs for {} chunks",
+                c.chunks
+            );
         } else {
             // Runs of two chunks.
-            assert!(per_op >= (chunks as usize) / 2, "{per_op} GETs");
+            assert!(per_op >= (c.chunks as usize) / 2, "{per_op} GETs");
             assert!(
-                per_op < chunks as usize,
-                "{per_op} GETs for {chunks} chunks"
+                per_op < c.chunks as usize,
+                "{per_op} GETs for {} chunks",
+                c.chunks
             );
         }
     }
@@ -301,16 +302,13 @@ fn a_reduction_fetches_runs_of_chunks() {
 #[test]
 fn an_axis_reduction_fetches_runs_of_chunks() {
     use blz::scan::{reduce_axis, ReduceOutput, Reduction, ScanOptions};
-    let ScanCase {
-        rec,
-        _dir,
-        l,
-        s,
-        root,
-        nfiles,
-        chunks,
-    } = scan_case();
-    let ds = Dataset::open_in(Arc::clone(&s) as Arc<dyn Storage>, &root, Mode::ReadOnly).unwrap();
+    let c = scan_case();
+    let ds = Dataset::open_in(
+        Arc::clone(&c.s) as Arc<dyn Storage>,
+        &c.root,
+        Mode::ReadOnly,
+    )
+    .unwrap();
     let opts = ScanOptions {
         statistics: false,
         ..ScanOptions::default()
@@ -332,10 +330,10 @@ fn an_axis_reduction_fetches_runs_of_chunks() {
             Reduction::Min,
             Reduction::Sum,
         ] {
-            rec.take();
+            c.rec.take();
             let got = reduce_axis(&ds, &opts, op, axes, 1.0).unwrap();
-            let gets = rec.take().len();
-            let want = reduce_axis(&l, &opts, op, axes, 1.0).unwrap();
+            let gets = c.rec.take().len();
+            let want = reduce_axis(&c.l, &opts, op, axes, 1.0).unwrap();
             assert!(
                 close(&got, &want),
                 "{op:?} over {axes:?}: {got:?} != {want:?}"
@@ -343,8 +341,10 @@ fn an_axis_reduction_fetches_runs_of_chunks() {
             if axes.is_none() {
                 // Whole runs of a file: a GET or two per file, not one per chunk.
                 assert!(
-                    gets <= 2 * nfiles && gets < chunks as usize,
-                    "{op:?}: {gets} GETs for {chunks} chunks in {nfiles} files"
+                    gets <= 2 * c.nfiles && gets < c.chunks as usize,
+                    "{op:?}: {gets} GETs for {} chunks in {} files",
+                    c.chunks,
+                    c.nfiles
                 );
             }
         }
