@@ -147,7 +147,7 @@ fn committed_once(flaky: &Arc<Flaky>) -> ObjectStorage {
     s.create_dir_all(&root).unwrap();
     write_file_atomic(&s, &root.join("a"), b"a").unwrap();
     s.publish(&root).unwrap();
-    assert_eq!(s.state().unwrap().generation, 1);
+    assert_eq!(s.state().unwrap().unwrap().generation, 1);
     s
 }
 
@@ -173,16 +173,20 @@ fn a_commit_whose_answer_is_lost_is_committed() {
             // back.
             assert_eq!(s.requests(), before + 3 + manifests as u64, "{fault:?}");
             let now = flaky.open_plain();
-            assert_eq!(now.state().unwrap().generation, 2, "{fault:?}");
-            assert_eq!(now.state().unwrap().manifests.len(), manifests, "{fault:?}");
-            assert_eq!(now.state(), s.state(), "{fault:?}");
+            assert_eq!(now.state().unwrap().unwrap().generation, 2, "{fault:?}");
+            assert_eq!(
+                now.state().unwrap().unwrap().manifests.len(),
+                manifests,
+                "{fault:?}"
+            );
+            assert_eq!(now.state().unwrap(), s.state().unwrap(), "{fault:?}");
             assert_eq!(read_all(&now, &root.join("a")), b"a");
             assert_eq!(read_all(&now, &root.join("b")), b"b");
             // The handle kept the version it read back: its next commit is not refused.
             write_file_atomic(&s, &root.join("c"), b"c").unwrap();
             s.publish(&root).unwrap();
             let now = flaky.open_plain();
-            assert_eq!(now.state().unwrap().generation, 3, "{fault:?}");
+            assert_eq!(now.state().unwrap().unwrap().generation, 3, "{fault:?}");
             assert!(now.exists(&root.join("b")) && now.exists(&root.join("c")));
         }
     }
@@ -200,7 +204,7 @@ fn a_create_whose_answer_is_lost_is_committed() {
         flaky.arm(fault);
         s.publish(&root)
             .unwrap_or_else(|e| panic!("{fault:?}: reported {e}"));
-        assert_eq!(flaky.open_plain().state().unwrap().generation, 1);
+        assert_eq!(flaky.open_plain().state().unwrap().unwrap().generation, 1);
         assert_eq!(read_all(&flaky.open_plain(), &root.join("a")), b"a");
     }
 }
@@ -222,7 +226,7 @@ fn a_commit_that_fails_before_it_is_performed_is_an_error() {
     );
     assert!(e.to_string().contains("no answer (test fault)"), "{e}");
     let now = flaky.open_plain();
-    assert_eq!(now.state().unwrap().generation, 1);
+    assert_eq!(now.state().unwrap().unwrap().generation, 1);
     assert!(!now.exists(&root.join("b")));
     assert!(
         !s.exists(&root.join("b")),
@@ -266,7 +270,7 @@ fn a_lost_answer_then_another_commit_is_committed_and_stale() {
     flaky.arm(Fault::LoseAnswerThenAnotherCommits);
     s.publish(&root).unwrap();
     let now = flaky.open_plain();
-    assert_eq!(now.state().unwrap().generation, 3);
+    assert_eq!(now.state().unwrap().unwrap().generation, 3);
     assert!(now.exists(&root.join("b")) && now.exists(&root.join("other")));
     write_file_atomic(&s, &root.join("c"), b"c").unwrap();
     let before = s.requests();
@@ -290,11 +294,11 @@ fn write_ids_are_fresh_and_the_earlier_ones_bounded() {
     let flaky = Flaky::new("runs/ids.blz");
     let s = committed_once(&flaky);
     let root = s.root().to_path_buf();
-    let mut seen = vec![s.state().unwrap().write_id.unwrap()];
+    let mut seen = vec![s.state().unwrap().unwrap().write_id.unwrap()];
     for i in 0..EARLIER_WRITE_IDS + 5 {
         write_file_atomic(&s, &root.join("n"), i.to_string().as_bytes()).unwrap();
         s.publish(&root).unwrap();
-        let st = flaky.open_plain().state().unwrap();
+        let st = flaky.open_plain().state().unwrap().unwrap();
         let id = st.write_id.clone().unwrap();
         assert!(
             id.len() == 32
@@ -405,6 +409,7 @@ fn garbage_collection_trusts_only_the_store_clock() {
     let st = ObjectStorage::in_memory(&store, prefix)
         .unwrap()
         .state()
+        .unwrap()
         .unwrap();
     let stamped = st.retired.iter().find(|r| r.key == old_key).unwrap();
     let wall = std::time::SystemTime::now()
@@ -426,6 +431,7 @@ fn garbage_collection_trusts_only_the_store_clock() {
     let st = ObjectStorage::in_memory(&store, prefix)
         .unwrap()
         .state()
+        .unwrap()
         .unwrap();
     assert!(st.retired.is_empty(), "{st:?}");
     assert!(!list_keys(&store, prefix)

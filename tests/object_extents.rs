@@ -150,6 +150,7 @@ fn data_files(store: &Arc<Counting>) -> Vec<(String, StateFile)> {
     handle(store)
         .state()
         .unwrap()
+        .unwrap()
         .files
         .into_iter()
         .filter(|(rel, _)| rel.starts_with("data/"))
@@ -214,7 +215,7 @@ fn an_append_uploads_only_the_new_bytes() {
     assert!(matches!(after[0].1, StateFile::Extents { .. }), "{after:?}");
     assert!(extents <= 3, "{after:?}");
     assert_eq!(
-        handle(&store).state().unwrap().version,
+        handle(&store).state().unwrap().unwrap().version,
         STATE_VERSION_EXTENTS
     );
     let mut want = first;
@@ -262,7 +263,7 @@ fn many_appends_compact_and_gc_keeps_named_objects() {
             let h = handle(&store);
             collect_garbage(&h, Duration::ZERO).unwrap();
             assert_eq!(read(&store), want, "after gc at append {i}");
-            let st = handle(&store).state().unwrap();
+            let st = handle(&store).state().unwrap().unwrap();
             let listed = list_keys(&store);
             for f in st.files.values() {
                 for k in f.keys() {
@@ -281,7 +282,7 @@ fn many_appends_compact_and_gc_keeps_named_objects() {
     // Everything not named is collected: the objects left are the state and the named ones.
     let h = handle(&store);
     collect_garbage(&h, Duration::ZERO).unwrap();
-    let st = handle(&store).state().unwrap();
+    let st = handle(&store).state().unwrap().unwrap();
     let mut named: Vec<String> = st
         .files
         .values()
@@ -445,7 +446,7 @@ fn a_renamed_early_file_and_its_successor_keep_their_own_bytes() {
         f.read_at(0, &mut got).unwrap();
         assert!(&got == want, "{}", path.display());
     }
-    let state = again.state().unwrap();
+    let state = again.state().unwrap().unwrap();
     let key = |rel: &str| match &state.files[rel] {
         StateFile::Object { key, .. } => key.clone(),
         other => panic!("{other:?}"),
@@ -504,7 +505,10 @@ fn extents_need_version_two() {
     let mut ds = Dataset::create_in(s, &root, DType::I64, &[0], &o).unwrap();
     ds.append(&Array1::from(noisy(0, 300)).into_dyn().view())
         .unwrap();
-    assert_eq!(handle(&store).state().unwrap().version, STATE_VERSION_WHOLE);
+    assert_eq!(
+        handle(&store).state().unwrap().unwrap().version,
+        STATE_VERSION_WHOLE
+    );
     ds.append(&Array1::from(noisy(1, 100)).into_dyn().view())
         .unwrap();
     drop(ds);
@@ -705,5 +709,8 @@ fn a_refused_early_upload_stops_the_create() {
     assert!(err.to_string().contains("access denied"), "{err}");
     let n = pulled.load(Ordering::SeqCst);
     assert!(n < total, "the create took all {n} chunks");
-    assert!(handle(&store).state().is_none(), "nothing committed");
+    assert!(
+        handle(&store).state().unwrap().is_none(),
+        "nothing committed"
+    );
 }

@@ -1,10 +1,10 @@
 //! Manifests on an object store (`spec/object-store.md` §3, "Manifests"): the entries of
 //! files a commit leaves unchanged are sealed into immutable manifest objects, so that a
 //! commit to a dataset of many files uploads a state of bounded size and a few small
-//! manifests, not every file's entry again; an open fetches the state, then its manifests at
-//! once; garbage collection keeps the manifests the state names; a damaged manifest is an
-//! error naming it. All against the in-memory store, so these run every time, with no
-//! server.
+//! manifests, not every file's entry again; an open fetches the state alone, and the
+//! manifests (at once) when a file the state object does not hold is first needed; garbage
+//! collection keeps the manifests the state names; a damaged manifest is an error naming
+//! it. All against the in-memory store, so these run every time, with no server.
 
 mod recording;
 
@@ -150,7 +150,7 @@ fn appends_to_many_files_upload_a_bounded_state() {
     assert_eq!(read(&store), want);
     assert_eq!(read(&plain), want);
 
-    let state = handle(&store, seal).state().unwrap();
+    let state = handle(&store, seal).state().unwrap().unwrap();
     let files = state
         .files
         .keys()
@@ -168,7 +168,7 @@ fn appends_to_many_files_upload_a_bounded_state() {
 
     assert!(held >= files - 3, "{held} of {files} files in manifests");
 
-    let plain_state = handle(&plain, 0).state().unwrap();
+    let plain_state = handle(&plain, 0).state().unwrap().unwrap();
     assert!(plain_state.manifests.is_empty() && plain_state.version < STATE_VERSION);
     assert!(plain_state.files.keys().eq(state.files.keys()));
 
@@ -195,17 +195,19 @@ fn appends_to_many_files_upload_a_bounded_state() {
         "state and manifests {with_total} bytes over all commits, {plain_total} without"
     );
 
-    // An open: the state, then the manifests, once each.
+    // An open: the state alone; a whole read: the manifests once each, then the data.
     std::mem::take(&mut *store.gets.lock().unwrap());
     let ds = open(&store, seal, Mode::ReadOnly);
     let gets = std::mem::take(&mut *store.gets.lock().unwrap());
+    assert_eq!(gets.len(), 1, "{gets:?}");
     assert!(gets[0].0.ends_with(STATE_KEY), "{gets:?}");
-    assert_eq!(gets.len(), 1 + state.manifests.len(), "{gets:?}");
-    for m in &state.manifests {
-        assert!(gets.iter().any(|g| g.0.ends_with(&m.key)), "{gets:?}");
-    }
     let got: Vec<i64> = ds.read::<i64>().unwrap().into_iter().collect();
     assert_eq!(got, want);
+    let gets = std::mem::take(&mut *store.gets.lock().unwrap());
+    for m in &state.manifests {
+        let n = gets.iter().filter(|g| g.0.ends_with(&m.key)).count();
+        assert_eq!(n, 1, "{gets:?}");
+    }
 }
 
 /// A write to an early file retires the manifest holding its entry (its other entries go
@@ -217,7 +219,7 @@ fn writes_to_sealed_files_retire_their_manifests_and_gc_keeps_the_named_ones() {
     let seal = 2048;
     let store = Recording::new();
     let (mut want, _) = grow(&store, seal, 60);
-    let before = handle(&store, seal).state().unwrap();
+    let before = handle(&store, seal).state().unwrap().unwrap();
     assert!(!before.manifests.is_empty());
 
     let first = before
@@ -235,7 +237,7 @@ fn writes_to_sealed_files_retire_their_manifests_and_gc_keeps_the_named_ones() {
     drop(ds);
     want[10..40].copy_from_slice(&patch);
     assert_eq!(read(&store), want);
-    let after = handle(&store, seal).state().unwrap();
+    let after = handle(&store, seal).state().unwrap().unwrap();
     assert!(after.manifests.iter().all(|m| m.key != first));
     assert!(after.retired.iter().any(|r| r.key == first));
     for m in &before.manifests {
@@ -251,7 +253,7 @@ fn writes_to_sealed_files_retire_their_manifests_and_gc_keeps_the_named_ones() {
     drop(ds);
     want.truncate(rows);
     assert_eq!(read(&store), want);
-    let shrunk = handle(&store, seal).state().unwrap();
+    let shrunk = handle(&store, seal).state().unwrap().unwrap();
     let files: Vec<&String> = shrunk
         .files
         .keys()
@@ -268,7 +270,7 @@ fn writes_to_sealed_files_retire_their_manifests_and_gc_keeps_the_named_ones() {
     let gone = collect_garbage(&h, Duration::ZERO).unwrap();
     assert!(gone.deleted.contains(&first), "{gone:?}");
     let keys = keys(&store);
-    let state = handle(&store, seal).state().unwrap();
+    let state = handle(&store, seal).state().unwrap().unwrap();
     for m in &state.manifests {
         assert!(keys.contains(&m.key), "{} collected", m.key);
     }
@@ -280,10 +282,11 @@ fn writes_to_sealed_files_retire_their_manifests_and_gc_keeps_the_named_ones() {
     assert_eq!(read(&store), want);
 }
 
-/// The error a handle's open gives, as text.
+/// The error a handle's open gives, or its first need of every file (the manifests are read
+/// then), as text.
 fn open_error(store: &Arc<Recording>) -> String {
     let s: Arc<dyn ObjectStore> = Arc::clone(store) as Arc<dyn ObjectStore>;
-    match ObjectStorage::new(s, PathBuf::from("memory://"), &store.prefix) {
+    match ObjectStorage::new(s, PathBuf::from("memory://"), &store.prefix).and_then(|h| h.state()) {
         Ok(_) => panic!("a damaged state opened"),
         Err(e @ Error::InvalidMetadata { .. }) => e.to_string(),
         Err(e) => panic!("not InvalidMetadata: {e}"),
@@ -292,13 +295,14 @@ fn open_error(store: &Arc<Recording>) -> String {
 
 /// A manifest missing, of another size than the state says, not a manifest, or holding a
 /// file the state holds too; a state of an earlier version naming manifests: each is
-/// `InvalidMetadata` naming the object at fault, at the open.
+/// `InvalidMetadata` naming the object at fault, at the open (the state's own faults) or
+/// when the manifests are first needed.
 #[test]
 fn damaged_manifests_are_errors_naming_them() {
     let seal = 2048;
     let store = Recording::new();
     grow(&store, seal, 30);
-    let state = handle(&store, seal).state().unwrap();
+    let state = handle(&store, seal).state().unwrap().unwrap();
     let m = state.manifests[0].clone();
     let good = get_raw(&store, &m.key);
     let state_text = get_raw(&store, STATE_KEY);
@@ -369,7 +373,7 @@ fn sealing_off_writes_no_manifests() {
     let store = Recording::new();
     let (_, per_commit) = grow(&store, 0, 40);
     assert!(per_commit.iter().all(|c| c.1 == 0));
-    let state = handle(&store, 0).state().unwrap();
+    let state = handle(&store, 0).state().unwrap().unwrap();
     assert!(state.manifests.is_empty() && state.version < STATE_VERSION);
     assert!(!keys(&store)
         .iter()
@@ -377,14 +381,14 @@ fn sealing_off_writes_no_manifests() {
 
     let sealed = Recording::new();
     let (w, _) = grow(&sealed, 2048, 40);
-    let kept = handle(&sealed, 0).state().unwrap().manifests;
+    let kept = handle(&sealed, 0).state().unwrap().unwrap().manifests;
     assert!(!kept.is_empty());
     let mut ds = open(&sealed, 0, Mode::ReadWrite);
     let v = values(-7, CHUNK);
     ds.append(&Array1::from(v.clone()).into_dyn().view())
         .unwrap();
     drop(ds);
-    assert_eq!(handle(&sealed, 0).state().unwrap().manifests, kept);
+    assert_eq!(handle(&sealed, 0).state().unwrap().unwrap().manifests, kept);
     let want = w.into_iter().chain(v).collect::<Vec<_>>();
     assert_eq!(read(&sealed), want);
 }
@@ -396,7 +400,12 @@ fn sealing_off_writes_no_manifests() {
 fn a_create_over_a_dataset_with_manifests_reads_only_its_state() {
     let store = Recording::new();
     let (want, _) = grow(&store, 2048, 30);
-    assert!(!handle(&store, 2048).state().unwrap().manifests.is_empty());
+    assert!(!handle(&store, 2048)
+        .state()
+        .unwrap()
+        .unwrap()
+        .manifests
+        .is_empty());
     std::mem::take(&mut *store.gets.lock().unwrap());
     let s: Arc<dyn ObjectStore> = Arc::clone(&store) as Arc<dyn ObjectStore>;
     let again =
@@ -416,4 +425,58 @@ fn a_create_over_a_dataset_with_manifests_reads_only_its_state() {
     assert_eq!(gets.len(), 1, "{gets:?}");
     assert!(gets[0].0.ends_with(STATE_KEY), "{gets:?}");
     assert_eq!(read(&store), want);
+}
+
+/// An open GETs the state object alone. A read of the last file, which the state holds,
+/// costs one GET more and no manifest; a read of the first file fetches every manifest once,
+/// then its data. A file that an open never saw is still there for a write: a removal
+/// removes it, and a commit keeps every other file.
+#[test]
+fn an_open_reads_the_manifests_only_when_a_file_needs_them() {
+    use blz::storage::Storage;
+    let seal = 2048;
+    let store = Recording::new();
+    let (want, _) = grow(&store, seal, 60);
+    let all = handle(&store, seal).state().unwrap().unwrap();
+    assert!(!all.manifests.is_empty());
+    let in_manifest = |rel: &str| {
+        all.manifests
+            .iter()
+            .any(|m| m.paths.iter().any(|p| p == rel))
+    };
+    assert!(in_manifest("data/__1__.bin"));
+    let is_manifest = |k: &str| k.contains(&format!("/{MANIFEST_DIR}/"));
+
+    store.take();
+    let ds = open(&store, 0, Mode::ReadOnly);
+    let gets = store.take();
+    assert_eq!(gets.len(), 1, "{gets:?}");
+    assert!(gets[0].0.ends_with(STATE_KEY), "{gets:?}");
+    let n = want.len();
+    let tail = recording::read_sel(&ds, &format!("{}:{n}", n - 10));
+    assert_eq!(tail.as_slice().unwrap(), &want[n - 10..]);
+    let gets = store.take();
+    assert_eq!(gets.len(), 1, "{gets:?}");
+    assert!(!is_manifest(&gets[0].0), "{gets:?}");
+    let head = recording::read_sel(&ds, "5:15");
+    assert_eq!(head.as_slice().unwrap(), &want[5..15]);
+    let gets = store.take();
+    let manifests = gets.iter().filter(|(k, _)| is_manifest(k)).count();
+    assert_eq!(manifests, all.manifests.len(), "{gets:?}");
+    assert_eq!(gets.len(), manifests + 1, "{gets:?}");
+    drop(ds);
+
+    // A write through a handle that has read nothing yet.
+    let h = handle(&store, seal);
+    let root = h.root().to_path_buf();
+    h.remove_file(&root.join("data/__1__.bin")).unwrap();
+    h.publish(&root).unwrap();
+    let after = handle(&store, seal).state().unwrap().unwrap();
+    let mut left: Vec<&String> = all
+        .files
+        .keys()
+        .filter(|p| *p != "data/__1__.bin")
+        .collect();
+    left.sort();
+    assert!(after.files.keys().eq(left), "{:?}", after.files.keys());
 }

@@ -559,7 +559,7 @@ fn block_indexes_past_the_budget_are_objects_of_their_own() {
         after[1].1, *index1,
         "the appended file has a new index object"
     );
-    let state = s.state().unwrap();
+    let state = s.state().unwrap().unwrap();
     assert!(
         state.retired.iter().any(|r| r.key == index1.key),
         "the old index is retired"
@@ -763,6 +763,7 @@ fn walk_with(per_file: u64, inline: Option<u64>) -> (Arc<Recording>, tempfile::T
 fn indexed(s: &ObjectStorage) -> usize {
     s.state()
         .unwrap()
+        .unwrap()
         .files
         .values()
         .filter(|f| match f {
@@ -778,6 +779,7 @@ fn indexed(s: &ObjectStorage) -> usize {
 /// The objects of their own the state names for its files' block indexes, by file.
 fn index_objects(s: &ObjectStorage) -> Vec<(String, ExtentObject)> {
     s.state()
+        .unwrap()
         .unwrap()
         .files
         .iter()

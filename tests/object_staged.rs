@@ -150,7 +150,7 @@ fn an_append_through_workers_commits_once_and_copies_nothing() {
     // The state names the workers' objects where they lie, with their fronts: nothing was
     // copied, and opening and reading one chunk is two requests.
     let h = handle(&store);
-    let state = h.state().unwrap();
+    let state = h.state().unwrap().unwrap();
     for f in 3..=32 {
         match &state.files[&format!("data/__{f}__.bin")] {
             StateFile::Object { key, front, .. } => {
@@ -442,7 +442,7 @@ fn large_files_upload_in_parts_and_read_back() {
         .unwrap();
     drop(ds);
     let h = handle(&store);
-    let state = h.state().unwrap();
+    let state = h.state().unwrap().unwrap();
     let big = state
         .files
         .values()
@@ -504,7 +504,7 @@ fn a_staged_write_keeps_its_workers_block_indexes() {
     drop(ds);
     assert_eq!(reader_bytes(&store), all);
     let h = handle(&store);
-    let state = h.state().unwrap();
+    let state = h.state().unwrap().unwrap();
     let has_index = |f: u64| match &state.files[&format!("data/__{f}__.bin")] {
         StateFile::Object { front, .. } => front.as_ref().is_some_and(|fr| fr.blocks.is_some()),
         other => panic!("{other:?}"),

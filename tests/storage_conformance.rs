@@ -298,21 +298,21 @@ fn object_storage(open: &dyn Fn() -> ObjectStorage) {
     let s = open();
     let root = s.root().to_path_buf();
     // Nothing there yet.
-    assert!(!s.exists(&root) && s.state().is_none());
+    assert!(!s.exists(&root) && s.state().unwrap().is_none());
     s.create_dir_all(&root).unwrap();
     read_write(&s, &root);
     // Before the commit nothing is visible elsewhere.
     let other = open();
     assert!(!other.exists(&root.join("meta.json")));
     s.publish(&root).unwrap();
-    assert_eq!(s.state().unwrap().generation, 1);
+    assert_eq!(s.state().unwrap().unwrap().generation, 1);
     let after = open();
     assert_eq!(after.list(&root).unwrap(), vec!["meta.json".to_string()]);
     assert_eq!(read_all(&after, &root.join("meta.json")), b"{\"v\": 2}");
-    assert_eq!(after.state().unwrap().generation, 1);
+    assert_eq!(after.state().unwrap().unwrap().generation, 1);
     // A publish that changes nothing commits nothing.
     after.publish(&root).unwrap();
-    assert_eq!(open().state().unwrap().generation, 1);
+    assert_eq!(open().state().unwrap().unwrap().generation, 1);
     // A large file goes to an object of its own, read back through ranged reads.
     let big: Vec<u8> = (0..200_000u32).map(|i| (i % 251) as u8).collect();
     write_file_atomic(&after, &root.join("d").join("big"), &big).unwrap();
@@ -344,7 +344,7 @@ fn object_storage(open: &dyn Fn() -> ObjectStorage) {
         "a read past the head is one request"
     );
     assert!(!last.exists(&root.join("x")));
-    assert_eq!(last.state().unwrap().generation, 2);
+    assert_eq!(last.state().unwrap().unwrap().generation, 2);
     // The state object is the commit, not a file of the dataset.
     s.create_dir_all(&root.join("meta")).unwrap();
     assert!(!last.list(&root).unwrap().contains(&"state".to_string()));
@@ -358,7 +358,7 @@ fn object_storage(open: &dyn Fn() -> ObjectStorage) {
     write_file_atomic(&h, &root.join("d").join("keep"), b"k").unwrap();
     h.publish(&root).unwrap();
     let h = open();
-    assert_eq!(h.state().unwrap().generation, 3);
+    assert_eq!(h.state().unwrap().unwrap().generation, 3);
     assert_eq!(
         h.list(&root.join("d")).unwrap(),
         vec!["big".to_string(), "keep".into(), "sub".into()]
@@ -387,7 +387,7 @@ fn object_storage(open: &dyn Fn() -> ObjectStorage) {
     write_file_atomic(&h, &root.join("uncommitted"), b"u").unwrap();
     h.remove_file(&root.join("moved").join("a")).unwrap();
     let reopened = open();
-    assert_eq!(reopened.state().unwrap().generation, 4);
+    assert_eq!(reopened.state().unwrap().unwrap().generation, 4);
     assert_eq!(listing(&reopened), want);
     assert!(common::tree(&reopened, &root) == committed, "reopened tree");
     assert_eq!(
@@ -409,7 +409,7 @@ fn object_storage(open: &dyn Fn() -> ObjectStorage) {
     // Two handles that loaded one state commit at once: one wins, the other gets Conflict
     // and nothing of it is visible; reopened, the loser commits on top.
     for round in 0..4 {
-        let generation = open().state().unwrap().generation;
+        let generation = open().state().unwrap().unwrap().generation;
         let handles = [open(), open()];
         let names: Vec<_> = (0..2)
             .map(|i| root.join("race").join(format!("{round}-{i}")))
@@ -441,14 +441,14 @@ fn object_storage(open: &dyn Fn() -> ObjectStorage) {
         );
         assert!(!handles[l].exists(&names[l]), "the loser keeps its change");
         let now = open();
-        assert_eq!(now.state().unwrap().generation, generation + 1);
-        assert_eq!(now.state(), handles[w].state());
+        assert_eq!(now.state().unwrap().unwrap().generation, generation + 1);
+        assert_eq!(now.state().unwrap(), handles[w].state().unwrap());
         assert!(now.exists(&names[w]) && !now.exists(&names[l]));
         let retry = open();
         write_file_atomic(&retry, &names[l], b"again").unwrap();
         retry.publish(&root).unwrap();
         let now = open();
-        assert_eq!(now.state().unwrap().generation, generation + 2);
+        assert_eq!(now.state().unwrap().unwrap().generation, generation + 2);
         assert_eq!(read_all(&now, &names[l]), b"again");
         assert!(now.exists(&names[w]));
     }
@@ -464,7 +464,7 @@ fn object_storage_in_memory_conforms() {
     assert_eq!(s.root(), Path::new("memory://runs/conformance.blz"));
     // Another prefix of the same store is another dataset.
     let next = ObjectStorage::in_memory(&store, "runs/next.blz").unwrap();
-    assert!(next.state().is_none() && !next.exists(next.root()));
+    assert!(next.state().unwrap().is_none() && !next.exists(next.root()));
 }
 
 /// The same with every commit sealing the entries it leaves unchanged into a manifest
@@ -479,7 +479,7 @@ fn object_storage_in_memory_with_manifests_conforms() {
         s
     };
     object_storage(&open);
-    let state = open().state().unwrap();
+    let state = open().state().unwrap().unwrap();
     assert!(!state.manifests.is_empty(), "{state:?}");
     assert_eq!(state.version, blz::storage::object::STATE_VERSION);
 }
@@ -501,6 +501,7 @@ fn object_storage_on_s3_conforms() {
     assert!(!ObjectStorage::open_url(&url)
         .unwrap()
         .state()
+        .unwrap()
         .unwrap()
         .manifests
         .is_empty());

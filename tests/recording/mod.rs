@@ -221,7 +221,7 @@ pub fn both() -> (Arc<Recording>, tempfile::TempDir, PathBuf) {
 
 /// The data files of the state, each with its object key and the ranges its front holds.
 pub fn data_files(s: &ObjectStorage, prefix: &str) -> Vec<(String, String, Vec<Range<u64>>)> {
-    let state = s.state().unwrap();
+    let state = s.state().unwrap().unwrap();
     state
         .files
         .iter()

@@ -65,6 +65,34 @@ pub struct Manifest {
     /// the state object).
     #[serde(skip)]
     pub paths: Vec<String>,
+    /// The directories its files lie in (each file's path up to its last `/`; `""` for
+    /// the root), sorted, each once: a reader that has not loaded it knows a path outside
+    /// them is not its. Absent in manifests of states written before: any path may be.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub dirs: Option<Vec<String>>,
+}
+
+impl Manifest {
+    /// Whether it may hold the file or directory at `rel` (a path below the dataset root),
+    /// as its [`dirs`](Self::dirs) tell without loading it.
+    pub fn may_hold(&self, rel: &str) -> bool {
+        let Some(dirs) = &self.dirs else {
+            return true;
+        };
+        let parent = rel.rsplit_once('/').map_or("", |(d, _)| d);
+        let below = format!("{rel}/");
+        dirs.iter()
+            .any(|d| d == parent || d == rel || d.starts_with(&below) || rel.is_empty())
+    }
+}
+
+/// The directories the files `paths` lie in ([`Manifest::dirs`]).
+pub fn dirs_of(paths: &[String]) -> Vec<String> {
+    let set: std::collections::BTreeSet<&str> = paths
+        .iter()
+        .map(|p| p.rsplit_once('/').map_or("", |(d, _)| d))
+        .collect();
+    set.into_iter().map(str::to_string).collect()
 }
 
 /// A manifest object's JSON document.
@@ -179,6 +207,7 @@ pub fn plan(
             key,
             size,
             level,
+            dirs: Some(dirs_of(&paths)),
             paths,
         })
     };

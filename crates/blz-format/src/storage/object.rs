@@ -1714,59 +1714,24 @@ impl Backend {
                 ),
             ));
         }
+        if !state.manifests.is_empty() {
+            self.check_manifest_list(&state)?;
+        }
+        check_entries(&path, state.version, &state.files)?;
         if manifests && !state.manifests.is_empty() {
             self.load_manifests(&mut state)?;
-        }
-        for (rel, f) in &state.files {
-            if !plain_key(rel) || !f.keys().into_iter().all(plain_key) {
-                return Err(Error::metadata(
-                    &path,
-                    format!("file {rel:?} is not a plain path inside the dataset"),
-                ));
-            }
-            if let StateFile::Extents { .. } = f {
-                if state.version < STATE_VERSION_EXTENTS {
-                    return Err(Error::metadata(
-                        &path,
-                        format!(
-                            "file {rel:?} is held in extents, which a state of version {} \
-                             cannot hold",
-                            state.version
-                        ),
-                    ));
-                }
-                if let Some(why) = f.extents_fault() {
-                    return Err(Error::metadata(&path, format!("file {rel:?}: {why}")));
-                }
-            }
-            if let StateFile::Object {
-                len,
-                front: Some(front),
-                ..
-            }
-            | StateFile::Extents {
-                len,
-                front: Some(front),
-                ..
-            } = f
-            {
-                if let Some(why) = front.fault(*len) {
-                    return Err(Error::metadata(&path, format!("file {rel:?}: {why}")));
-                }
-            }
         }
         Ok((Some(state), Some(version), Some(stored)))
     }
 
-    /// Fetches the manifests `state` names, all at once, and puts their entries into its
-    /// `files` (each manifest learning its paths).
+    /// Checks the list of manifests `state` names, before any is fetched: a state version
+    /// that holds manifests, at most [`manifest::MAX_MANIFESTS`] of them of at most
+    /// [`manifest::MAX_MANIFEST_BYTES`] in all, each a plain key named once, of a size a
+    /// state may have and a level a writer reaches.
     ///
     /// # Errors
-    /// [`Error::InvalidMetadata`] naming the state object when the state's version does not
-    /// hold manifests or a key is not plain, or naming a manifest that is missing, is not
-    /// the size the state says, does not parse as a manifest, or holds a file the state or
-    /// another manifest holds; I/O errors from the store.
-    fn load_manifests(&self, state: &mut State) -> Result<()> {
+    /// [`Error::InvalidMetadata`] naming the state object.
+    fn check_manifest_list(&self, state: &State) -> Result<()> {
         let path = self.root.join(STATE_KEY);
         if state.version < STATE_VERSION {
             return Err(Error::metadata(
@@ -1813,6 +1778,19 @@ impl Backend {
                 ));
             }
         }
+        Ok(())
+    }
+
+    /// Fetches the manifests `state` names (a list [`check_manifest_list`] passed), all at
+    /// once, and puts their entries into its `files` (each manifest learning its paths).
+    ///
+    /// # Errors
+    /// [`Error::InvalidMetadata`] naming a manifest that is missing, is not the size the
+    /// state says, does not parse as a manifest, holds a file the state or another manifest
+    /// holds, or holds an entry [`check_entries`] refuses; I/O errors from the store.
+    ///
+    /// [`check_manifest_list`]: Self::check_manifest_list
+    fn load_manifests(&self, state: &mut State) -> Result<()> {
         let rt = runtime()?;
         let (tuning, _) = self.read_tuning();
         let generation = state.generation;
@@ -1857,6 +1835,7 @@ impl Backend {
             }
             let doc: ManifestDoc = serde_json::from_slice(&bytes)
                 .map_err(|e| Error::metadata(&mpath, e.to_string()))?;
+            check_entries(&mpath, state.version, &doc.files)?;
             if doc.format != manifest::MANIFEST_FORMAT || doc.version != manifest::MANIFEST_VERSION
             {
                 return Err(Error::metadata(
@@ -1880,6 +1859,15 @@ impl Backend {
                         ),
                     ));
                 }
+                if m.dirs.is_some() && !m.may_hold(&rel) {
+                    return Err(Error::metadata(
+                        &mpath,
+                        format!(
+                            "file {rel:?} lies outside the directories the state names for \
+                             the manifest"
+                        ),
+                    ));
+                }
                 m.paths.push(rel.clone());
                 state.files.insert(rel, f);
             }
@@ -1887,6 +1875,69 @@ impl Backend {
         state.manifests = manifests;
         Ok(())
     }
+}
+
+/// A node showing the committed file `f`.
+fn node_of(f: &StateFile) -> Arc<Node> {
+    Node::new(match f {
+        StateFile::Object { len, front, .. } | StateFile::Extents { len, front, .. } => {
+            Data::Remote {
+                pieces: pieces_of(f),
+                len: *len,
+                head: None,
+                front: front.clone().map(FrontCopy::new),
+            }
+        }
+        StateFile::Inline { text } => Data::Memory(Bytes::from(text.clone().into_bytes())),
+    })
+}
+
+/// Checks the file entries `files` of a state of layout `version`, read from the object
+/// `path`: every path and key plain, extents only from version 2 on and never overlapping,
+/// every front inside its file.
+///
+/// # Errors
+/// [`Error::InvalidMetadata`] naming `path` and the file at fault.
+fn check_entries(path: &Path, version: u32, files: &BTreeMap<String, StateFile>) -> Result<()> {
+    for (rel, f) in files {
+        if !plain_key(rel) || !f.keys().into_iter().all(plain_key) {
+            return Err(Error::metadata(
+                path,
+                format!("file {rel:?} is not a plain path inside the dataset"),
+            ));
+        }
+        if let StateFile::Extents { .. } = f {
+            if version < STATE_VERSION_EXTENTS {
+                return Err(Error::metadata(
+                    path,
+                    format!(
+                        "file {rel:?} is held in extents, which a state of version {} \
+                             cannot hold",
+                        version
+                    ),
+                ));
+            }
+            if let Some(why) = f.extents_fault() {
+                return Err(Error::metadata(path, format!("file {rel:?}: {why}")));
+            }
+        }
+        if let StateFile::Object {
+            len,
+            front: Some(front),
+            ..
+        }
+        | StateFile::Extents {
+            len,
+            front: Some(front),
+            ..
+        } = f
+        {
+            if let Some(why) = front.fault(*len) {
+                return Err(Error::metadata(path, format!("file {rel:?}: {why}")));
+            }
+        }
+    }
+    Ok(())
 }
 
 /// The error of a manifest object `path` of `got` bytes that its state says are `want`.
@@ -2707,6 +2758,9 @@ impl Tree {
 #[derive(Default)]
 struct Committed {
     state: Option<State>,
+    /// `state` names manifests whose entries are not in its `files` yet: an open reads the
+    /// state object alone, and the manifests when first needed ([`ObjectStorage::load_pending`]).
+    manifests_pending: bool,
     version: Option<UpdateVersion>,
     /// The tag of the commit this handle prepares, drawn by the first file that went up
     /// before it ([`ObjectFile::sync`]): the commit names all its uploads with it.
@@ -3227,8 +3281,11 @@ impl ObjectStorage {
     }
 
     fn with_backend(backend: Backend, base: PathBuf) -> Result<ObjectStorage> {
-        let (state, version, stored_at) = backend.fetch_state()?;
+        // The manifests wait until a file the state object does not hold is wanted: a read of
+        // the files it holds (the last ones appended) costs no more requests.
+        let (state, version, stored_at) = backend.fetch_state_with(false)?;
         let committed = Committed {
+            manifests_pending: state.as_ref().is_some_and(|s| !s.manifests.is_empty()),
             state,
             version,
             stored_at,
@@ -3297,8 +3354,81 @@ impl ObjectStorage {
     }
 
     /// The committed state this handle works on (`None` before the dataset's first commit).
-    pub fn state(&self) -> Option<State> {
-        self.committed_lock().state.clone()
+    ///
+    /// # Errors
+    /// As [`ObjectStorage::new`], for the manifests the state names, read now if not yet.
+    pub fn state(&self) -> Result<Option<State>> {
+        self.load_pending()?;
+        Ok(self.committed_lock().state.clone())
+    }
+
+    /// Reads the manifests the committed state names, if this handle has not yet, and adds
+    /// their files to the visible tree (where the overlay has not put a file of its own at
+    /// a path). Every operation that lists or changes files calls it first, and every
+    /// lookup that misses: so the overlay never removed or renamed a file it did not see,
+    /// and a commit or collection sees every file.
+    ///
+    /// # Errors
+    /// As [`ObjectStorage::new`]; the handle stays as it was (the next call tries again).
+    fn load_pending(&self) -> Result<()> {
+        let mut c = self.committed_lock();
+        if !c.manifests_pending {
+            return Ok(());
+        }
+        let Some(state) = &c.state else {
+            c.manifests_pending = false;
+            return Ok(());
+        };
+        let mut full = state.clone();
+        self.backend.load_manifests(&mut full)?;
+        {
+            let mut tree = self.tree();
+            for rel in full.manifests.iter().flat_map(|m| &m.paths) {
+                if let Some(f) = full.files.get(rel) {
+                    tree.files
+                        .entry(self.rel_to_bucket(rel))
+                        .or_insert_with(|| node_of(f));
+                }
+            }
+        }
+        c.state = Some(full);
+        c.manifests_pending = false;
+        Ok(())
+    }
+
+    /// Whether a manifest not loaded yet may hold the file or directory `key` (relative to
+    /// the bucket), as the manifests' directories tell ([`manifest::Manifest::may_hold`]).
+    fn pending_may_hold(&self, key: &str) -> bool {
+        let c = self.committed_lock();
+        if !c.manifests_pending {
+            return false;
+        }
+        let rel = if self.backend.prefix.is_empty() {
+            key
+        } else if key == self.backend.prefix {
+            ""
+        } else {
+            match key
+                .strip_prefix(self.backend.prefix.as_str())
+                .and_then(|r| r.strip_prefix('/'))
+            {
+                Some(r) => r,
+                None => return false,
+            }
+        };
+        c.state
+            .as_ref()
+            .is_some_and(|s| s.manifests.iter().any(|m| m.may_hold(rel)))
+    }
+
+    /// Whether the visible tree answers `found` of `key` (true), after reading the pending
+    /// manifests when it did not at first and one of them may hold `key`; a failure to read
+    /// them answers no.
+    fn found_or_loaded(&self, key: &str, found: impl Fn(&Tree) -> bool) -> bool {
+        if found(&self.tree()) {
+            return true;
+        }
+        self.pending_may_hold(key) && self.load_pending().is_ok() && found(&self.tree())
     }
 
     fn committed_lock(&self) -> MutexGuard<'_, Committed> {
@@ -3321,19 +3451,7 @@ impl ObjectStorage {
         let mut tree = Tree::default();
         if let Some(state) = &committed.state {
             for (rel, f) in &state.files {
-                let data = match f {
-                    StateFile::Object { len, front, .. }
-                    | StateFile::Extents { len, front, .. } => Data::Remote {
-                        pieces: pieces_of(f),
-                        len: *len,
-                        head: None,
-                        front: front.clone().map(FrontCopy::new),
-                    },
-                    StateFile::Inline { text } => {
-                        Data::Memory(Bytes::from(text.clone().into_bytes()))
-                    }
-                };
-                tree.files.insert(self.rel_to_bucket(rel), Node::new(data));
+                tree.files.insert(self.rel_to_bucket(rel), node_of(f));
             }
         }
         *self.tree() = tree;
@@ -3379,6 +3497,8 @@ impl ObjectStorage {
     fn publish_root(&self, front: &FrontRanges<'_>) -> Result<()> {
         // A create's handle commits only once it knows the dataset absent.
         settle_probe(&self.committed, &self.backend.root, true)?;
+        // The new state holds every file: those of the manifests too.
+        self.load_pending()?;
         let prefix_slash = format!("{}/", self.backend.prefix);
         let files: Vec<(String, Arc<Node>)> = self
             .tree()
@@ -4001,6 +4121,11 @@ impl ObjectStorage {
 impl Storage for ObjectStorage {
     fn open(&self, path: &Path, mode: OpenMode) -> Result<Box<dyn StorageFile>> {
         let key = self.key_of(path)?;
+        if mode == OpenMode::Create
+            || (!self.tree().files.contains_key(&key) && self.pending_may_hold(&key))
+        {
+            self.load_pending()?;
+        }
         let node = {
             let mut tree = self.tree();
             match mode {
@@ -4034,6 +4159,7 @@ impl Storage for ObjectStorage {
 
     fn list(&self, dir: &Path) -> Result<Vec<String>> {
         let key = self.key_of(dir)?;
+        self.load_pending()?;
         let tree = self.tree();
         if !tree.is_dir(&key) {
             return Err(not_found("list", dir));
@@ -4073,6 +4199,7 @@ impl Storage for ObjectStorage {
 
     fn rename(&self, from: &Path, to: &Path) -> Result<()> {
         let (f, t) = (self.key_of(from)?, self.key_of(to)?);
+        self.load_pending()?;
         let mut tree = self.tree();
         if let Some(node) = tree.files.remove(&f) {
             tree.files.insert(t, node);
@@ -4117,12 +4244,14 @@ impl Storage for ObjectStorage {
 
     fn remove_file(&self, path: &Path) -> Result<()> {
         let key = self.key_of(path)?;
+        self.load_pending()?;
         self.tree().files.remove(&key);
         Ok(())
     }
 
     fn remove_dir_all(&self, path: &Path) -> Result<()> {
         let key = self.key_of(path)?;
+        self.load_pending()?;
         let p = format!("{key}/");
         let mut tree = self.tree();
         tree.files.retain(|k, _| !k.starts_with(&p));
@@ -4132,6 +4261,7 @@ impl Storage for ObjectStorage {
 
     fn create_dir_all(&self, path: &Path) -> Result<()> {
         let key = self.key_of(path)?;
+        self.load_pending()?;
         let mut tree = self.tree();
         if tree.files.contains_key(&key) {
             return Err(Error::io(
@@ -4150,12 +4280,14 @@ impl Storage for ObjectStorage {
         let Ok(key) = self.key_of(path) else {
             return false;
         };
-        let tree = self.tree();
-        tree.files.contains_key(&key) || tree.is_dir(&key)
+        self.found_or_loaded(&key, |tree| {
+            tree.files.contains_key(&key) || tree.is_dir(&key)
+        })
     }
 
     fn is_dir(&self, path: &Path) -> bool {
-        self.key_of(path).is_ok_and(|k| self.tree().is_dir(&k))
+        self.key_of(path)
+            .is_ok_and(|k| self.found_or_loaded(&k, |tree| tree.is_dir(&k)))
     }
 
     fn sync_dir(&self, _dir: &Path) -> Result<()> {
@@ -4284,6 +4416,7 @@ impl Storage for ObjectStorage {
             }
         }
         let key = self.key_of(path)?;
+        self.load_pending()?;
         let mut tree = self.tree();
         if tree.is_dir(&key) {
             return Err(Error::io(
@@ -4453,6 +4586,8 @@ pub const CLOCK_PROBE: &str = "gc-clock.";
 pub fn collect_garbage(storage: &ObjectStorage, grace: Duration) -> Result<Collected> {
     let rt = runtime()?;
     let backend = &storage.backend;
+    // Every object of every file is live: the manifests' files too.
+    storage.load_pending()?;
     let (state, version, superseded) = {
         let c = storage.committed_lock();
         (c.state.clone(), c.version.clone(), c.superseded)
