@@ -272,7 +272,7 @@ fn ten_elements_cost_two_requests(place: &Place) {
     assert_eq!(all, v);
     assert_eq!(s.requests(), 1 + 2);
     // Every superchunk file of the state carries its front.
-    let state = s.state().unwrap();
+    let state = s.state().unwrap().unwrap();
     let fronts = state
         .files
         .iter()
@@ -432,7 +432,7 @@ fn garbage_collection_spares_readers_within_the_grace() {
     }
     drop(w);
     let s = ObjectStorage::open_url(&url).unwrap();
-    let retired = s.state().unwrap().retired.len();
+    let retired = s.state().unwrap().unwrap().retired.len();
     assert!(retired >= 5, "{retired} objects retired");
     let kept = collect_garbage(&s, Duration::from_secs(3600)).unwrap();
     assert!(kept.deleted.is_empty(), "{kept:?}");
@@ -445,7 +445,11 @@ fn garbage_collection_spares_readers_within_the_grace() {
     let s = ObjectStorage::open_url(&url).unwrap();
     let gone = collect_garbage(&s, Duration::ZERO).unwrap();
     assert!(gone.deleted.len() >= retired, "{gone:?}");
-    let state = ObjectStorage::open_url(&url).unwrap().state().unwrap();
+    let state = ObjectStorage::open_url(&url)
+        .unwrap()
+        .state()
+        .unwrap()
+        .unwrap();
     assert!(state.retired.is_empty(), "{state:?}");
     assert_eq!(read_all(&url), vec![2; 1000]);
     // A reader of a state older than the collection meets Changed, never wrong data.
@@ -612,7 +616,11 @@ fn kills_leave_the_old_or_the_new_state() {
         .output()
         .unwrap();
     assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
-    let state = ObjectStorage::open_url(&url).unwrap().state().unwrap();
+    let state = ObjectStorage::open_url(&url)
+        .unwrap()
+        .state()
+        .unwrap()
+        .unwrap();
     assert!(!state.manifests.is_empty(), "{:?}", state.files.keys());
     let after = read_all(&url);
     assert_eq!(&after[..before.len()], &before[..]);
@@ -805,7 +813,11 @@ fn a_lost_object_is_not_found_naming_it() {
     )
     .unwrap();
     drop(ds);
-    let state = ObjectStorage::open_url(&url).unwrap().state().unwrap();
+    let state = ObjectStorage::open_url(&url)
+        .unwrap()
+        .state()
+        .unwrap()
+        .unwrap();
     let key = state
         .files
         .iter()
@@ -1200,4 +1212,54 @@ fn staged_writes_from_many_processes() {
     let c = collect_garbage(&s, Duration::ZERO).unwrap();
     assert!(c.deleted.iter().any(|k| k.starts_with("staged/")), "{c:?}");
     assert_eq!(read_all(&url), want);
+}
+
+/// A dataset whose early files' entries are in manifests (40 appends of one file each,
+/// sealing at 512 bytes): `blz get` of its last ten elements costs the state and the chunk,
+/// as for a dataset with no manifest (the state holds the last files); of its first ten,
+/// the state, every manifest once, then the chunk.
+#[test]
+fn blz_get_of_the_last_ten_elements_reads_no_manifest() {
+    let Some(url) = s3_url("cli-get-manifests.blz") else {
+        return;
+    };
+    let v = noise(40 * 100);
+    let storage = |create: bool| {
+        let s = if create {
+            ObjectStorage::open_url_to_create(&url)
+        } else {
+            ObjectStorage::open_url(&url)
+        }
+        .unwrap();
+        s.set_manifest_bytes(512);
+        Arc::new(s)
+    };
+    let s = storage(true);
+    let root = s.root().to_path_buf();
+    drop(Dataset::create_in(s, &root, DType::I64, &[0], &opts(100, 1)).unwrap());
+    for part in v.chunks(100) {
+        let mut ds = Dataset::open_in(storage(false), &root, Mode::ReadWrite).unwrap();
+        ds.append(&Array1::from(part.to_vec()).into_dyn().view())
+            .unwrap();
+    }
+    let state = storage(false).state().unwrap().unwrap();
+    assert!(!state.manifests.is_empty(), "{state:?}");
+
+    let (out, log) = blz_requests(&["get", &url, "3990:4000"]);
+    assert!(out.contains(&v[3999].to_string()), "{out}");
+    assert!(state_then_chunk(&url, &log), "{log:#?}");
+
+    let (out, log) = blz_requests(&["get", &url, "0:10"]);
+    assert!(out.contains(&v[9].to_string()), "{out}");
+    let k = state.manifests.len();
+    assert_eq!(log.len(), k + 2, "{log:#?}");
+    assert_eq!(log[0], format!("GET {url}/meta/state"));
+    for m in &state.manifests {
+        let n = log.iter().filter(|l| l.contains(&m.key)).count();
+        assert_eq!(n, 1, "{log:#?}");
+    }
+    assert!(
+        log[k + 1].starts_with(&format!("GET {url}/data/")),
+        "{log:#?}"
+    );
 }
