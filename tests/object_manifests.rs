@@ -480,3 +480,39 @@ fn an_open_reads_the_manifests_only_when_a_file_needs_them() {
     left.sort();
     assert!(after.files.keys().eq(left), "{:?}", after.files.keys());
 }
+
+/// A manifest that cannot be read (missing here) fails what needs it, naming it, and
+/// nothing else: the tail of the dataset, which the state holds, still reads; a file the
+/// manifest may hold is not reported absent (`exists` says it may be there), and opening
+/// it is the error.
+#[test]
+fn a_missing_manifest_fails_only_what_needs_it() {
+    use blz::storage::{OpenMode, Storage};
+    let seal = 2048;
+    let store = Recording::new();
+    let (want, _) = grow(&store, seal, 60);
+    let all = handle(&store, seal).state().unwrap().unwrap();
+    let m = all
+        .manifests
+        .iter()
+        .find(|m| m.paths.iter().any(|p| p == "data/__1__.bin"))
+        .unwrap();
+    block_on(store.inner.delete(&key(&store, &m.key))).unwrap();
+
+    let ds = open(&store, 0, Mode::ReadOnly);
+    let n = want.len();
+    let tail = recording::read_sel(&ds, &format!("{}:{n}", n - 10));
+    assert_eq!(tail.as_slice().unwrap(), &want[n - 10..]);
+    let e = ds.read::<i64>().unwrap_err().to_string();
+    assert!(e.contains(&m.key) && e.contains("damaged"), "{e}");
+
+    let h = handle(&store, seal);
+    let root = h.root().to_path_buf();
+    let early = root.join("data/__1__.bin");
+    assert!(h.exists(&early));
+    assert!(!h.exists(&root.join("meta/no-such-file")));
+    let e = h.open(&early, OpenMode::Read).err().unwrap().to_string();
+    assert!(e.contains(&m.key), "{e}");
+    let e = h.remove_file(&early).unwrap_err().to_string();
+    assert!(e.contains(&m.key), "{e}");
+}

@@ -3422,13 +3422,15 @@ impl ObjectStorage {
     }
 
     /// Whether the visible tree answers `found` of `key` (true), after reading the pending
-    /// manifests when it did not at first and one of them may hold `key`; a failure to read
-    /// them answers no.
+    /// manifests when it did not at first and one of them may hold `key`. When they cannot
+    /// be read, the answer is yes: the file may be there, and the caller's next step (an
+    /// open, a listing) fails with the reason, where a no would let it go on as if the
+    /// file were absent.
     fn found_or_loaded(&self, key: &str, found: impl Fn(&Tree) -> bool) -> bool {
         if found(&self.tree()) {
             return true;
         }
-        self.pending_may_hold(key) && self.load_pending().is_ok() && found(&self.tree())
+        self.pending_may_hold(key) && self.load_pending().map_or(true, |()| found(&self.tree()))
     }
 
     fn committed_lock(&self) -> MutexGuard<'_, Committed> {
