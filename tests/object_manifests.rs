@@ -9,7 +9,7 @@
 mod recording;
 
 use blz::storage::manifest::MANIFEST_DIR;
-use blz::storage::object::{collect_garbage, STATE_KEY, STATE_VERSION};
+use blz::storage::object::{collect_garbage, State, STATE_KEY, STATE_VERSION};
 use blz::storage::ObjectStorage;
 use blz::{CreateOptions, DType, Dataset, Error, Mode};
 use futures::executor::block_on;
@@ -427,6 +427,19 @@ fn a_create_over_a_dataset_with_manifests_reads_only_its_state() {
     assert_eq!(read(&store), want);
 }
 
+/// The sealing size of [`sealed_dataset`].
+const SEAL: u64 = 2048;
+
+/// A dataset of 61 commits sealing at [`SEAL`] bytes, its values, and its state read whole
+/// (naming manifests).
+fn sealed_dataset() -> (Arc<Recording>, Vec<i64>, State) {
+    let store = Recording::new();
+    let (want, _) = grow(&store, SEAL, 60);
+    let all = handle(&store, SEAL).state().unwrap().unwrap();
+    assert!(!all.manifests.is_empty());
+    (store, want, all)
+}
+
 /// An open GETs the state object alone. A read of the last file, which the state holds,
 /// costs one GET more and no manifest; a read of the first file fetches every manifest once,
 /// then its data. A file that an open never saw is still there for a write: a removal
@@ -434,11 +447,8 @@ fn a_create_over_a_dataset_with_manifests_reads_only_its_state() {
 #[test]
 fn an_open_reads_the_manifests_only_when_a_file_needs_them() {
     use blz::storage::Storage;
-    let seal = 2048;
-    let store = Recording::new();
-    let (want, _) = grow(&store, seal, 60);
-    let all = handle(&store, seal).state().unwrap().unwrap();
-    assert!(!all.manifests.is_empty());
+    let (store, want, all) = sealed_dataset();
+    let seal = SEAL;
     let in_manifest = |rel: &str| {
         all.manifests
             .iter()
@@ -488,10 +498,8 @@ fn an_open_reads_the_manifests_only_when_a_file_needs_them() {
 #[test]
 fn a_missing_manifest_fails_only_what_needs_it() {
     use blz::storage::{OpenMode, Storage};
-    let seal = 2048;
-    let store = Recording::new();
-    let (want, _) = grow(&store, seal, 60);
-    let all = handle(&store, seal).state().unwrap().unwrap();
+    let (store, want, all) = sealed_dataset();
+    let seal = SEAL;
     let m = all
         .manifests
         .iter()
