@@ -1835,7 +1835,6 @@ impl Backend {
             }
             let doc: ManifestDoc = serde_json::from_slice(&bytes)
                 .map_err(|e| Error::metadata(&mpath, e.to_string()))?;
-            check_entries(&mpath, state.version, &doc.files)?;
             if doc.format != manifest::MANIFEST_FORMAT || doc.version != manifest::MANIFEST_VERSION
             {
                 return Err(Error::metadata(
@@ -1849,6 +1848,7 @@ impl Backend {
                     ),
                 ));
             }
+            check_entries(&mpath, state.version, &doc.files)?;
             for (rel, f) in doc.files {
                 if matches!(f, StateFile::Inline { .. }) || state.files.contains_key(&rel) {
                     return Err(Error::metadata(
