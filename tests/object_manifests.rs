@@ -448,7 +448,6 @@ fn sealed_dataset() -> (Arc<Recording>, Vec<i64>, State) {
 fn an_open_reads_the_manifests_only_when_a_file_needs_them() {
     use blz::storage::Storage;
     let (store, want, all) = sealed_dataset();
-    let seal = SEAL;
     let in_manifest = |rel: &str| {
         all.manifests
             .iter()
@@ -477,11 +476,11 @@ fn an_open_reads_the_manifests_only_when_a_file_needs_them() {
     drop(ds);
 
     // A write through a handle that has read nothing yet.
-    let h = handle(&store, seal);
+    let h = handle(&store, SEAL);
     let root = h.root().to_path_buf();
     h.remove_file(&root.join("data/__1__.bin")).unwrap();
     h.publish(&root).unwrap();
-    let after = handle(&store, seal).state().unwrap().unwrap();
+    let after = handle(&store, SEAL).state().unwrap().unwrap();
     let mut left: Vec<&String> = all
         .files
         .keys()
@@ -499,7 +498,6 @@ fn an_open_reads_the_manifests_only_when_a_file_needs_them() {
 fn a_missing_manifest_fails_only_what_needs_it() {
     use blz::storage::{OpenMode, Storage};
     let (store, want, all) = sealed_dataset();
-    let seal = SEAL;
     let m = all
         .manifests
         .iter()
@@ -514,7 +512,7 @@ fn a_missing_manifest_fails_only_what_needs_it() {
     let e = ds.read::<i64>().unwrap_err().to_string();
     assert!(e.contains(&m.key) && e.contains("damaged"), "{e}");
 
-    let h = handle(&store, seal);
+    let h = handle(&store, SEAL);
     let root = h.root().to_path_buf();
     let early = root.join("data/__1__.bin");
     assert!(h.exists(&early));
