@@ -522,3 +522,135 @@ fn a_missing_manifest_fails_only_what_needs_it() {
     let e = h.remove_file(&early).unwrap_err().to_string();
     assert!(e.contains(&m.key), "{e}");
 }
+
+/// The keys of the manifests the state object names, read raw (no handle, no request counted
+/// by a handle).
+fn named_manifests(store: &Recording) -> Vec<String> {
+    let v: serde_json::Value = serde_json::from_slice(&get_raw(store, STATE_KEY)).unwrap();
+    v["manifests"]
+        .as_array()
+        .map(|ms| {
+            ms.iter()
+                .map(|m| m["key"].as_str().unwrap().to_string())
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+/// An append reads no manifest: the state object holds the last superchunk file it extends,
+/// and each manifest's directories and first and last names tell that the next superchunk
+/// file is not its. Only a commit that merges manifests reads them (each once, in one
+/// round). Over appends that fill files, start new ones, seal and merge, everything reads
+/// back equal, and a write to an early file still finds it.
+#[test]
+fn appends_read_no_manifest_but_to_merge() {
+    let (store, mut want, _) = sealed_dataset();
+    let is_manifest = |k: &str| k.contains(&format!("/{MANIFEST_DIR}/"));
+    let (mut quiet, mut merged) = (0, 0);
+    for i in 0..40 {
+        let before = named_manifests(&store);
+        store.take();
+        let mut ds = open(&store, SEAL, Mode::ReadWrite);
+        let v = values(900_000 + 1000 * i, CHUNK);
+        ds.append(&Array1::from(v.clone()).into_dyn().view())
+            .unwrap();
+        drop(ds);
+        want.extend(v);
+        let gets = store.take();
+        let read = gets.iter().filter(|(k, _)| is_manifest(k)).count();
+        let after = named_manifests(&store);
+        if before.iter().all(|k| after.contains(k)) {
+            assert_eq!(read, 0, "append {i} kept every manifest, yet read {gets:?}");
+            quiet += 1;
+        } else {
+            assert_eq!(read, before.len(), "append {i} merged, reading {gets:?}");
+            merged += 1;
+        }
+    }
+    assert!(
+        quiet >= 30 && merged >= 1,
+        "{quiet} appends read none, {merged} merged"
+    );
+    assert_eq!(read(&store), want);
+
+    // A write to the second superchunk file, whose entry a manifest holds.
+    let mut ds = open(&store, SEAL, Mode::ReadWrite);
+    let at = (PER_FILE as usize) * CHUNK + 3;
+    let patch = Array1::from(vec![-5i64; 7]).into_dyn();
+    ds.write_slice(s![at..at + 7], &patch.view()).unwrap();
+    drop(ds);
+    want[at..at + 7].fill(-5);
+    assert_eq!(read(&store), want);
+}
+
+/// The same for a table: each column's files lie in a directory of their own, named in the
+/// manifests with their own first and last names, so an append to every column reads no
+/// manifest (but to merge), and every column reads back equal.
+#[test]
+fn table_appends_read_no_manifest_but_to_merge() {
+    use blz::table::{ColumnOptions, Field, Table, TableOptions, Values};
+    let store = Recording::new();
+    let open_table = |mode| {
+        let s = handle(&store, SEAL);
+        let root = s.root().to_path_buf();
+        Table::open_in(s, &root, mode).unwrap()
+    };
+    let o = TableOptions {
+        defaults: ColumnOptions {
+            chunklen: Some(50),
+            superchunksize: Some(2),
+            ..Default::default()
+        },
+        ..Default::default()
+    };
+    let fields = vec![Field::new("x", DType::I64), Field::varstr("name")];
+    let s = handle(&store, SEAL);
+    let root = s.root().to_path_buf();
+    drop(Table::create_in(s, &root, fields, &o).unwrap());
+    let (mut xs, mut names) = (Vec::new(), Vec::new());
+    let is_manifest = |k: &str| k.contains(&format!("/{MANIFEST_DIR}/"));
+    let (mut quiet, mut merged) = (0, 0);
+    for i in 0..80i64 {
+        let x: Vec<i64> = (0..50).map(|j| i * 1000 + j).collect();
+        let n: Vec<String> = x.iter().map(|v| format!("row {v}")).collect();
+        let before = named_manifests(&store);
+        store.take();
+        let mut t = open_table(Mode::ReadWrite);
+        let refs: Vec<&str> = n.iter().map(String::as_str).collect();
+        t.append(&[
+            ("x", Values::from_slice(&x)),
+            ("name", Values::strings(&refs)),
+        ])
+        .unwrap();
+        drop(t);
+        xs.extend(x);
+        names.extend(n);
+        let gets = store.take();
+        let read = gets.iter().filter(|(k, _)| is_manifest(k)).count();
+        let after = named_manifests(&store);
+        if before.is_empty() {
+            continue;
+        }
+        if before.iter().all(|k| after.contains(k)) {
+            assert_eq!(read, 0, "append {i} kept every manifest, yet read {gets:?}");
+            quiet += 1;
+        } else {
+            assert_eq!(read, before.len(), "append {i} merged, reading {gets:?}");
+            merged += 1;
+        }
+    }
+    assert!(
+        quiet >= 20 && merged >= 1,
+        "{quiet} appends read none, {merged} merged"
+    );
+    let t = open_table(Mode::ReadOnly);
+    assert_eq!(t.column_array::<i64>("x").unwrap().to_vec(), xs);
+    let Values::Var(got) = t.column("name").unwrap() else {
+        panic!("a string column read as fixed")
+    };
+    let got: Vec<String> = got
+        .into_iter()
+        .map(|b| String::from_utf8(b).unwrap())
+        .collect();
+    assert_eq!(got, names);
+}

@@ -94,7 +94,8 @@ def test_open_and_ten_elements_cost_two_requests():
 def _grow_by_appends(u: str, seal: str, proxy, monkeypatch) -> tuple[np.ndarray, list[int]]:
     """A dataset of 2-chunk superchunk files grown by 24 appends of two chunks each, every
     process sealing at ``seal`` bytes (``BLZ_S3_MANIFEST_BYTES``); the bytes of each
-    append's state PUT, counted where they arrive."""
+    append's state PUT, counted where they arrive. No append GETs a manifest (none merges
+    manifests here: four seals would be needed)."""
     monkeypatch.setenv("BLZ_S3_MANIFEST_BYTES", seal)
     data = np.random.default_rng(11).integers(0, 1000, 200 * 25)
     blz.create(u, data[:200], chunks=(100,), superchunksize=2)
@@ -106,8 +107,10 @@ def _grow_by_appends(u: str, seal: str, proxy, monkeypatch) -> tuple[np.ndarray,
             blz.open(u, "r+").append(data[200 * i : 200 * (i + 1)])
         finally:
             os.environ["AWS_ENDPOINT_URL"] = endpoint
-        puts = [n for m, p, n in proxy.take_bodies() if m == "PUT" and p.endswith("/meta/state")]
+        sent = proxy.take_bodies()
+        puts = [n for m, p, n in sent if m == "PUT" and p.endswith("/meta/state")]
         assert len(puts) == 1, puts
+        assert not [p for m, p, _ in sent if m == "GET" and "/manifests/" in p], (i, sent)
         states.append(puts[0])
     monkeypatch.delenv("BLZ_S3_MANIFEST_BYTES")
     return data, states
@@ -116,8 +119,8 @@ def _grow_by_appends(u: str, seal: str, proxy, monkeypatch) -> tuple[np.ndarray,
 def test_manifests_keep_the_state_of_many_files_small(monkeypatch):
     """Sealing at 4 KiB (``BLZ_S3_MANIFEST_BYTES``), the entries of the files an append
     leaves unchanged go into manifests: the state each append PUTs stops growing with the
-    dataset, where with sealing off (``0``) it grows by every file. An open GETs the state
-    alone, a read of the last file no manifest, a whole read every manifest once; gc keeps the manifests the state names; everything reads equal."""
+    dataset, where with sealing off (``0``) it grows by every file. Appends GET no
+    manifest. An open GETs the state alone, a read of the last file no manifest, a whole read every manifest once; gc keeps the manifests the state names; everything reads equal."""
     sys.path.insert(0, str(REPO / "tests" / "s3"))
     from counting_proxy import CountingProxy
 

@@ -236,10 +236,13 @@ impl ChunkStore {
     /// Removes what an interrupted writer can leave in the store's directory: superchunk
     /// files past the `nchunks` committed chunks (an operation that crashed before its
     /// commit) and `*.tmp` files (a compaction that crashed before its rename). Only a
-    /// writer may call this: a reader must not touch the files.
+    /// writer may call this: a reader must not touch the files. A storage whose publish is
+    /// the commit (an object store) has none to remove: a writer that stopped before it left
+    /// nothing in the dataset, and a commit publishes a shrink's removals with its sizes. So
+    /// there the open lists nothing (a listing of a dataset with manifests reads them all).
     pub(crate) fn remove_strays(&self, nchunks: u64) -> Result<()> {
         let dir = self.root.join(&self.dir);
-        if !self.storage.is_dir(&dir) {
+        if self.storage.commits_by_publish() || !self.storage.is_dir(&dir) {
             return Ok(());
         }
         let nfiles = self.nfiles(nchunks);

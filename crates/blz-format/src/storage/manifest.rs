@@ -14,6 +14,7 @@
 use super::object::{State, StateFile};
 use bytes::Bytes;
 use serde::{Deserialize, Serialize};
+use std::cmp::Ordering;
 use std::collections::{BTreeMap, HashSet};
 
 /// The `format` value of a manifest object.
@@ -70,29 +71,108 @@ pub struct Manifest {
     /// them is not its. Absent in manifests of states written before: any path may be.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub dirs: Option<Vec<String>>,
+    /// For each of [`dirs`](Self::dirs), in its order, the first and the last name of its
+    /// files there in natural order ([`natural_cmp`]): a reader that has not loaded it
+    /// knows a file named outside them is not its (the next superchunk file an append
+    /// makes, say). Absent in manifests of states written before: any name may be.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub spans: Option<Vec<[String; 2]>>,
+    /// Whether [`paths`](Self::paths) is known: the manifest was written by this handle or
+    /// loaded since (not stored in the state object).
+    #[serde(skip)]
+    pub loaded: bool,
 }
 
 impl Manifest {
     /// Whether it may hold the file or directory at `rel` (a path below the dataset root),
-    /// as its [`dirs`](Self::dirs) tell without loading it.
+    /// as its [`dirs`](Self::dirs) and [`spans`](Self::spans) tell without loading it.
     pub fn may_hold(&self, rel: &str) -> bool {
         let Some(dirs) = &self.dirs else {
             return true;
         };
-        let parent = rel.rsplit_once('/').map_or("", |(d, _)| d);
+        let (parent, name) = rel.rsplit_once('/').unwrap_or(("", rel));
         let below = format!("{rel}/");
-        dirs.iter()
-            .any(|d| d == parent || d == rel || d.starts_with(&below) || rel.is_empty())
+        dirs.iter().enumerate().any(|(i, d)| {
+            if rel.is_empty() || d == rel || d.starts_with(&below) {
+                // A directory holding its files.
+                return true;
+            }
+            if d != parent {
+                return false;
+            }
+            match self.spans.as_ref().and_then(|s| s.get(i)) {
+                Some([first, last]) => {
+                    natural_cmp(first, name) != Ordering::Greater
+                        && natural_cmp(name, last) != Ordering::Greater
+                }
+                None => true,
+            }
+        })
     }
 }
 
-/// The directories the files `paths` lie in ([`Manifest::dirs`]).
-pub fn dirs_of(paths: &[String]) -> Vec<String> {
-    let set: std::collections::BTreeSet<&str> = paths
-        .iter()
-        .map(|p| p.rsplit_once('/').map_or("", |(d, _)| d))
-        .collect();
-    set.into_iter().map(str::to_string).collect()
+/// Compares two file names in natural order, so that `__9__.bin` comes before
+/// `__10__.bin`: each name is cut into maximal runs of ASCII digits and runs of other
+/// characters; the runs are compared pairwise from the first, two digit runs by their
+/// numeric value (leading zeros ignored: the one with more significant digits is greater,
+/// else the bytes decide), any other pair bytewise; the first unequal pair decides; a name
+/// whose runs end first is less; names whose runs are all equal compare bytewise.
+pub fn natural_cmp(a: &str, b: &str) -> Ordering {
+    fn runs(s: &str) -> impl Iterator<Item = &str> {
+        let b = s.as_bytes();
+        let mut at = 0;
+        std::iter::from_fn(move || {
+            if at == b.len() {
+                return None;
+            }
+            let digit = b[at].is_ascii_digit();
+            let start = at;
+            while at < b.len() && b[at].is_ascii_digit() == digit {
+                at += 1;
+            }
+            // Cuts fall between an ASCII digit and another byte: at a char boundary.
+            Some(&s[start..at])
+        })
+    }
+    let (mut x, mut y) = (runs(a), runs(b));
+    loop {
+        let order = match (x.next(), y.next()) {
+            (None, None) => return a.cmp(b),
+            (None, Some(_)) => return Ordering::Less,
+            (Some(_), None) => return Ordering::Greater,
+            (Some(p), Some(q)) => {
+                if p.as_bytes()[0].is_ascii_digit() && q.as_bytes()[0].is_ascii_digit() {
+                    let (p, q) = (p.trim_start_matches('0'), q.trim_start_matches('0'));
+                    p.len().cmp(&q.len()).then_with(|| p.cmp(q))
+                } else {
+                    p.cmp(q)
+                }
+            }
+        };
+        if order != Ordering::Equal {
+            return order;
+        }
+    }
+}
+
+/// The directories the files `paths` lie in ([`Manifest::dirs`]), sorted, and for each the
+/// first and the last name of its files there in natural order ([`Manifest::spans`]).
+pub fn dirs_of(paths: &[String]) -> (Vec<String>, Vec<[String; 2]>) {
+    let mut by_dir: BTreeMap<&str, (&str, &str)> = BTreeMap::new();
+    for p in paths {
+        let (d, name) = p.rsplit_once('/').unwrap_or(("", p));
+        let span = by_dir.entry(d).or_insert((name, name));
+        if natural_cmp(name, span.0) == Ordering::Less {
+            span.0 = name;
+        }
+        if natural_cmp(name, span.1) == Ordering::Greater {
+            span.1 = name;
+        }
+    }
+    by_dir
+        .into_iter()
+        .map(|(d, (first, last))| (d.to_string(), [first.to_string(), last.to_string()]))
+        .unzip()
 }
 
 /// A manifest object's JSON document.
@@ -115,6 +195,9 @@ pub struct Plan {
     pub uploads: Vec<(String, Bytes)>,
     /// The keys of the loaded state's manifests the new state does not name.
     pub retired: Vec<String>,
+    /// The commit would merge a manifest that is not loaded: load them, then plan again
+    /// (the rest of the plan is then empty).
+    pub needs_load: bool,
 }
 
 /// The level of a manifest of `size` bytes sealing at `seal`: the least `L` with `size`
@@ -163,6 +246,9 @@ fn encode(files: &BTreeMap<String, StateFile>, paths: &[String]) -> serde_json::
 /// - While [`FANOUT`] manifests share a level, they are merged into one of the next level
 ///   or the one its size gives, if higher (unless it would exceed [`MAX_MERGED`]).
 /// - Sealing off (`seal` 0), manifests are only kept or retired.
+/// - A manifest not loaded is kept: the caller loads the manifests before any change to a
+///   file one may hold ([`Manifest::may_hold`]), so none of its files changed. When a merge
+///   would take one in, the plan says [`Plan::needs_load`] and nothing else.
 ///
 /// # Errors
 /// A message when a manifest does not encode (it always does).
@@ -180,7 +266,7 @@ pub fn plan(
     };
     let mut kept: Vec<Manifest> = Vec::new();
     for m in old.map_or(&[][..], |o| &o.manifests[..]) {
-        if m.paths.iter().all(|p| unchanged(p)) {
+        if !m.loaded || m.paths.iter().all(|p| unchanged(p)) {
             kept.push(m.clone());
         } else {
             out.retired.push(m.key.clone());
@@ -203,12 +289,15 @@ pub fn plan(
         count += 1;
         let size = bytes.len() as u64;
         out.uploads.push((key.clone(), Bytes::from(bytes)));
+        let (dirs, spans) = dirs_of(&paths);
         Ok::<_, String>(Manifest {
             key,
             size,
             level,
-            dirs: Some(dirs_of(&paths)),
+            dirs: Some(dirs),
+            spans: Some(spans),
             paths,
+            loaded: true,
         })
     };
     // The unchanged entries the state object would hold, with the bytes each takes.
@@ -245,6 +334,12 @@ pub fn plan(
             .collect();
         let size: u64 = group.iter().map(|&i| kept[i].size).sum();
         if group.len() >= FANOUT && size <= MAX_MERGED {
+            if group.iter().any(|&i| !kept[i].loaded) {
+                return Ok(Plan {
+                    needs_load: true,
+                    ..Plan::default()
+                });
+            }
             let mut paths: Vec<String> = group
                 .iter()
                 .flat_map(|&i| kept[i].paths.iter().cloned())
@@ -381,6 +476,160 @@ mod tests {
             }
         }
         assert!(s.manifests.len() < 3 * 4, "{}", s.manifests.len());
+    }
+
+    /// Natural order puts numbered files in number order, and is a total order (checked on
+    /// every pair and triple of a set of awkward names).
+    #[test]
+    fn natural_order_sorts_numbers_by_value() {
+        use std::cmp::Ordering::*;
+        assert_eq!(natural_cmp("__9__.bin", "__10__.bin"), Less);
+        assert_eq!(natural_cmp("__10__.bin", "__9__.bin"), Greater);
+        assert_eq!(natural_cmp("__007__.bin", "__7__.bin"), Less);
+        assert_eq!(natural_cmp("__7__.bin", "__7__.bin"), Equal);
+        assert_eq!(natural_cmp("a", "a1"), Less);
+        assert_eq!(natural_cmp("18446744073709551616", "9"), Greater);
+        let names = [
+            "",
+            "0",
+            "00",
+            "007",
+            "7",
+            "10",
+            "9",
+            "a",
+            "a1",
+            "a01",
+            "a10",
+            "a9b",
+            "a9",
+            "b",
+            "/",
+            ":",
+            "__1__.bin",
+            "__10__.bin",
+            "__2__.bin",
+            "__2__.bin.tmp",
+            "é1",
+            "é01",
+            "1é",
+            "x99999999999999999999999",
+            "x100000000000000000000000",
+        ];
+        for a in names {
+            for b in names {
+                assert_eq!(
+                    natural_cmp(a, b),
+                    natural_cmp(b, a).reverse(),
+                    "{a:?} {b:?}"
+                );
+                assert_eq!(natural_cmp(a, b) == Equal, a == b, "{a:?} {b:?}");
+                for c in names {
+                    if natural_cmp(a, b) != Greater && natural_cmp(b, c) != Greater {
+                        assert_ne!(natural_cmp(a, c), Greater, "{a:?} {b:?} {c:?}");
+                    }
+                }
+            }
+        }
+    }
+
+    /// A manifest tells from its directories and spans which paths it may hold: not the
+    /// next superchunk file, nor a file of another directory; any path inside a span, and
+    /// the directories above its files.
+    #[test]
+    fn may_hold_follows_directories_and_spans() {
+        let paths: Vec<String> = (0..120)
+            .map(|i| format!("data/__{i}__.bin"))
+            .chain((3..9).map(|i| format!("data/x/__{i}__.bin")))
+            .collect();
+        let (dirs, spans) = dirs_of(&paths);
+        assert_eq!(dirs, vec!["data".to_string(), "data/x".to_string()]);
+        assert_eq!(
+            spans[0],
+            ["__0__.bin".to_string(), "__119__.bin".to_string()]
+        );
+        assert_eq!(spans[1], ["__3__.bin".to_string(), "__8__.bin".to_string()]);
+        let m = Manifest {
+            key: "manifests/1-0.0".into(),
+            size: 1,
+            level: 0,
+            paths: Vec::new(),
+            dirs: Some(dirs),
+            spans: Some(spans),
+            loaded: false,
+        };
+        for p in &paths {
+            assert!(m.may_hold(p), "{p}");
+        }
+        for p in ["", "data", "data/x"] {
+            assert!(m.may_hold(p), "{p}");
+        }
+        for p in [
+            "data/__120__.bin",
+            "data/x/__9__.bin",
+            "data/x/__2__.bin",
+            "meta/sizes",
+        ] {
+            assert!(!m.may_hold(p), "{p}");
+        }
+        for p in ["data/y", "data/y/__5__.bin", "data/__55__.bin/z", "meta"] {
+            assert!(!m.may_hold(p), "{p}");
+        }
+        // Inside a span, a name it does not hold may still be there.
+        assert!(m.may_hold("data/__5a__.bin"));
+        let old = Manifest {
+            spans: None,
+            ..m.clone()
+        };
+        assert!(old.may_hold("data/__120__.bin"));
+        assert!(!old.may_hold("meta/sizes"));
+    }
+
+    /// A manifest not loaded is kept as it is; a merge that would take one in asks for the
+    /// manifests to be loaded, and the plan made after that merges them.
+    #[test]
+    fn unloaded_manifests_are_kept_and_loaded_for_a_merge() {
+        let mut s = State::first(files(4, 0), Vec::new());
+        let mut g = 4;
+        // Grow until three level-0 manifests wait: the next seal merges.
+        while s.manifests.iter().filter(|m| m.level == 0).count() < FANOUT - 1 {
+            let mut new = s.files.clone();
+            new.insert(format!("data/__{g}__.bin"), entry(g, 0));
+            s = commit(&s, new, 200, g as u64).0;
+            g += 1;
+        }
+        for m in &mut s.manifests {
+            m.loaded = true;
+        }
+        // The same state as an open sees it: the manifests' files not in `files`.
+        let mut lazy = s.clone();
+        for m in &mut lazy.manifests {
+            for p in std::mem::take(&mut m.paths) {
+                lazy.files.remove(&p);
+            }
+            m.loaded = false;
+        }
+        let mut needed = false;
+        for _ in 0..20 {
+            let mut new = lazy.files.clone();
+            new.insert(format!("data/__{g}__.bin"), entry(g, 0));
+            let p = plan(Some(&lazy), &new, 200, g as u64, 7).unwrap();
+            if p.needs_load {
+                assert!(p.uploads.is_empty() && p.manifests.is_empty() && p.retired.is_empty());
+                needed = true;
+                break;
+            }
+            // Every manifest not loaded is kept, none retired.
+            assert!(p.retired.is_empty(), "{:?}", p.retired);
+            for m in lazy.manifests.iter().filter(|m| !m.loaded) {
+                assert!(p.manifests.contains(m));
+            }
+            let mut next = State::first(new, p.manifests.clone());
+            next.generation = g as u64;
+            lazy = next;
+            g += 1;
+        }
+        assert!(needed, "no merge came");
     }
 
     /// Unchanged entries past 16 MiB are sealed into several manifests, each within it.

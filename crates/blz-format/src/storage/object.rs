@@ -1777,6 +1777,20 @@ impl Backend {
                     ),
                 ));
             }
+            let spans_fit = match (&m.dirs, &m.spans) {
+                (_, None) => true,
+                (Some(d), Some(s)) => d.len() == s.len(),
+                (None, Some(_)) => false,
+            };
+            if !spans_fit {
+                return Err(Error::metadata(
+                    &path,
+                    format!(
+                        "manifest {:?} names spans of names without one directory for each",
+                        m.key
+                    ),
+                ));
+            }
         }
         Ok(())
     }
@@ -1795,7 +1809,7 @@ impl Backend {
         let (tuning, _) = self.read_tuning();
         let generation = state.generation;
         let got: Vec<Result<Bytes>> = rt.block_on(
-            futures::stream::iter(&state.manifests)
+            futures::stream::iter(state.manifests.iter().filter(|m| !m.loaded))
                 .map(|m| async move {
                     let mpath = self.root.join(&m.key);
                     self.note("GET", &m.key, format_args!("manifest"));
@@ -1827,7 +1841,7 @@ impl Backend {
                 .collect(),
         );
         let mut manifests = std::mem::take(&mut state.manifests);
-        for (m, bytes) in manifests.iter_mut().zip(got) {
+        for (m, bytes) in manifests.iter_mut().filter(|m| !m.loaded).zip(got) {
             let mpath = self.root.join(&m.key);
             let bytes = bytes?;
             if bytes.len() as u64 != m.size {
@@ -1863,14 +1877,15 @@ impl Backend {
                     return Err(Error::metadata(
                         &mpath,
                         format!(
-                            "file {rel:?} lies outside the directories the state names for \
-                             the manifest"
+                            "file {rel:?} lies outside the directories and names the state \
+                             gives for the manifest"
                         ),
                     ));
                 }
                 m.paths.push(rel.clone());
                 state.files.insert(rel, f);
             }
+            m.loaded = true;
         }
         state.manifests = manifests;
         Ok(())
@@ -2757,10 +2772,10 @@ impl Tree {
 
 #[derive(Default)]
 struct Committed {
+    /// The state; its manifests not [`loaded`](manifest::Manifest::loaded) yet are read
+    /// when first needed ([`ObjectStorage::load_pending`]): an open reads the state object
+    /// alone.
     state: Option<State>,
-    /// `state` names manifests whose entries are not in its `files` yet: an open reads the
-    /// state object alone, and the manifests when first needed ([`ObjectStorage::load_pending`]).
-    manifests_pending: bool,
     version: Option<UpdateVersion>,
     /// The tag of the commit this handle prepares, drawn by the first file that went up
     /// before it ([`ObjectFile::sync`]): the commit names all its uploads with it.
@@ -2805,6 +2820,13 @@ enum Written {
 }
 
 impl Committed {
+    /// Whether the state names a manifest whose entries are not in its `files` yet.
+    fn pending(&self) -> bool {
+        self.state
+            .as_ref()
+            .is_some_and(|s| s.manifests.iter().any(|m| !m.loaded))
+    }
+
     /// The committed state after `state` was written.
     fn written(state: State, w: Written) -> Committed {
         match w {
@@ -3285,7 +3307,6 @@ impl ObjectStorage {
         // the files it holds (the last ones appended) costs no more requests.
         let (state, version, stored_at) = backend.fetch_state_with(false)?;
         let committed = Committed {
-            manifests_pending: state.as_ref().is_some_and(|s| !s.manifests.is_empty()),
             state,
             version,
             stored_at,
@@ -3364,19 +3385,17 @@ impl ObjectStorage {
 
     /// Reads the manifests the committed state names, if this handle has not yet, and adds
     /// their files to the visible tree (where the overlay has not put a file of its own at
-    /// a path). Every operation that lists or changes files calls it first, and every
-    /// lookup that misses: so the overlay never removed or renamed a file it did not see,
-    /// and a commit or collection sees every file.
+    /// a path). Every listing calls it first, every change to a path such a manifest may
+    /// hold ([`manifest::Manifest::may_hold`]), every lookup that misses such a path, and
+    /// a commit whose merges take one in: so the overlay never removed, replaced or
+    /// renamed a file it did not see, and a commit keeps every manifest it did not load
+    /// as it is.
     ///
     /// # Errors
     /// As [`ObjectStorage::new`]; the handle stays as it was (the next call tries again).
     fn load_pending(&self) -> Result<()> {
         let mut c = self.committed_lock();
-        if !c.manifests_pending {
-            return Ok(());
-        }
-        let Some(state) = &c.state else {
-            c.manifests_pending = false;
+        let Some(state) = c.state.as_ref().filter(|_| c.pending()) else {
             return Ok(());
         };
         let mut full = state.clone();
@@ -3392,7 +3411,6 @@ impl ObjectStorage {
             }
         }
         c.state = Some(full);
-        c.manifests_pending = false;
         Ok(())
     }
 
@@ -3400,7 +3418,7 @@ impl ObjectStorage {
     /// the bucket), as the manifests' directories tell ([`manifest::Manifest::may_hold`]).
     fn pending_may_hold(&self, key: &str) -> bool {
         let c = self.committed_lock();
-        if !c.manifests_pending {
+        if !c.pending() {
             return false;
         }
         let rel = if self.backend.prefix.is_empty() {
@@ -3418,7 +3436,7 @@ impl ObjectStorage {
         };
         c.state
             .as_ref()
-            .is_some_and(|s| s.manifests.iter().any(|m| m.may_hold(rel)))
+            .is_some_and(|s| s.manifests.iter().any(|m| !m.loaded && m.may_hold(rel)))
     }
 
     /// Whether the visible tree answers `found` of `key` (true), after reading the pending
@@ -3499,8 +3517,8 @@ impl ObjectStorage {
     fn publish_root(&self, front: &FrontRanges<'_>) -> Result<()> {
         // A create's handle commits only once it knows the dataset absent.
         settle_probe(&self.committed, &self.backend.root, true)?;
-        // The new state holds every file: those of the manifests too.
-        self.load_pending()?;
+        // The manifests not loaded yet stay as they are: every change to a file one of them
+        // may hold loaded them first.
         let prefix_slash = format!("{}/", self.backend.prefix);
         let files: Vec<(String, Arc<Node>)> = self
             .tree()
@@ -3511,7 +3529,7 @@ impl ObjectStorage {
                     .map(|r| (r.to_string(), Arc::clone(n)))
             })
             .collect();
-        let (old, version, superseded, loaded_at, tag) = {
+        let (mut old, version, superseded, loaded_at, tag) = {
             let c = self.committed_lock();
             (
                 c.state.clone(),
@@ -3611,8 +3629,24 @@ impl ObjectStorage {
         }
         // The entries this commit left as they were go (or stay) in manifests of their own.
         let seal = self.backend.manifest_bytes.load(Ordering::Relaxed);
-        let sealed = manifest::plan(old.as_ref(), &new_files, seal, generation, tag)
-            .map_err(|e| Error::metadata(self.state_path(), e))?;
+        let plan = |old: Option<&State>, files: &BTreeMap<String, StateFile>| {
+            manifest::plan(old, files, seal, generation, tag)
+                .map_err(|e| Error::metadata(self.state_path(), e))
+        };
+        let mut sealed = plan(old.as_ref(), &new_files)?;
+        if sealed.needs_load {
+            // A merge takes in a manifest not loaded: its files join the commit's, unchanged.
+            self.load_pending()?;
+            old = self.committed_lock().state.clone();
+            if let Some(o) = &old {
+                for rel in o.manifests.iter().flat_map(|m| &m.paths) {
+                    if let (false, Some(f)) = (new_files.contains_key(rel), o.files.get(rel)) {
+                        new_files.insert(rel.clone(), f.clone());
+                    }
+                }
+            }
+            sealed = plan(old.as_ref(), &new_files)?;
+        }
         indexes.extend(sealed.uploads);
         let result = if superseded {
             Err(Error::Conflict {
@@ -4123,8 +4157,9 @@ impl ObjectStorage {
 impl Storage for ObjectStorage {
     fn open(&self, path: &Path, mode: OpenMode) -> Result<Box<dyn StorageFile>> {
         let key = self.key_of(path)?;
-        if mode == OpenMode::Create
-            || (!self.tree().files.contains_key(&key) && self.pending_may_hold(&key))
+        // A create replaces a file a manifest may hold: the commit must see that file.
+        if (mode == OpenMode::Create || !self.tree().files.contains_key(&key))
+            && self.pending_may_hold(&key)
         {
             self.load_pending()?;
         }
@@ -4201,7 +4236,9 @@ impl Storage for ObjectStorage {
 
     fn rename(&self, from: &Path, to: &Path) -> Result<()> {
         let (f, t) = (self.key_of(from)?, self.key_of(to)?);
-        self.load_pending()?;
+        if self.pending_may_hold(&f) || self.pending_may_hold(&t) {
+            self.load_pending()?;
+        }
         let mut tree = self.tree();
         if let Some(node) = tree.files.remove(&f) {
             tree.files.insert(t, node);
@@ -4246,14 +4283,18 @@ impl Storage for ObjectStorage {
 
     fn remove_file(&self, path: &Path) -> Result<()> {
         let key = self.key_of(path)?;
-        self.load_pending()?;
+        if self.pending_may_hold(&key) {
+            self.load_pending()?;
+        }
         self.tree().files.remove(&key);
         Ok(())
     }
 
     fn remove_dir_all(&self, path: &Path) -> Result<()> {
         let key = self.key_of(path)?;
-        self.load_pending()?;
+        if self.pending_may_hold(&key) {
+            self.load_pending()?;
+        }
         let p = format!("{key}/");
         let mut tree = self.tree();
         tree.files.retain(|k, _| !k.starts_with(&p));
@@ -4263,7 +4304,9 @@ impl Storage for ObjectStorage {
 
     fn create_dir_all(&self, path: &Path) -> Result<()> {
         let key = self.key_of(path)?;
-        self.load_pending()?;
+        if self.pending_may_hold(&key) {
+            self.load_pending()?;
+        }
         let mut tree = self.tree();
         if tree.files.contains_key(&key) {
             return Err(Error::io(
@@ -4418,7 +4461,10 @@ impl Storage for ObjectStorage {
             }
         }
         let key = self.key_of(path)?;
-        self.load_pending()?;
+        // It replaces a file a manifest may hold: the commit must see that file.
+        if self.pending_may_hold(&key) {
+            self.load_pending()?;
+        }
         let mut tree = self.tree();
         if tree.is_dir(&key) {
             return Err(Error::io(
