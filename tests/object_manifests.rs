@@ -654,3 +654,67 @@ fn table_appends_read_no_manifest_but_to_merge() {
         .collect();
     assert_eq!(got, names);
 }
+
+/// The bound on the block indexes a state carries counts the files the state object holds,
+/// not those manifests hold unchanged: a commit that loaded the manifests under a bound
+/// they would exceed (here none at all) leaves their entries, and so the manifests, as
+/// they are, while the state's own files' indexes go out to objects.
+#[test]
+fn manifest_held_block_indexes_take_none_of_the_states_room() {
+    use blz::storage::object::StateFile;
+    use blz::storage::Storage;
+    let (store, mut want, all) = sealed_dataset();
+    let with_blocks = |f: &StateFile| match f {
+        StateFile::Object { front, .. } | StateFile::Extents { front, .. } => {
+            front.as_ref().is_some_and(|fr| fr.blocks.is_some())
+        }
+        StateFile::Inline { .. } => false,
+    };
+    let held =
+        |s: &State| -> Vec<String> { s.manifests.iter().flat_map(|m| m.paths.clone()).collect() };
+    let indexed = held(&all)
+        .iter()
+        .filter(|p| with_blocks(&all.files[*p]))
+        .count();
+    assert!(
+        indexed > 10,
+        "{indexed} manifest-held files carry block indexes"
+    );
+
+    // A write to the second file through a handle with no room for indexes in the state.
+    let h = handle(&store, SEAL);
+    h.set_inline_block_indexes(0);
+    let root = h.root().to_path_buf();
+    let mut ds =
+        Dataset::open_in(Arc::clone(&h) as Arc<dyn Storage>, &root, Mode::ReadWrite).unwrap();
+    let at = (PER_FILE as usize) * CHUNK + 1;
+    ds.write_slice(
+        s![at..at + 3],
+        &Array1::from(vec![-9i64; 3]).into_dyn().view(),
+    )
+    .unwrap();
+    drop(ds);
+    want[at..at + 3].fill(-9);
+    let after = handle(&store, SEAL).state().unwrap().unwrap();
+    // File names count from 1: chunk 4 is in the second file.
+    let second = "data/__2__.bin";
+    for m in &all.manifests {
+        let kept = after.manifests.iter().any(|n| n.key == m.key);
+        assert_eq!(
+            kept,
+            !m.paths.iter().any(|p| p == second),
+            "manifest {} holding {:?}",
+            m.key,
+            m.paths
+        );
+    }
+    let still: Vec<String> = held(&after);
+    for p in after.files.keys().filter(|p| !still.contains(p)) {
+        assert!(
+            !with_blocks(&after.files[p]),
+            "{p} keeps its index in the state: {:?}",
+            after.files[p]
+        );
+    }
+    assert_eq!(read(&store), want);
+}

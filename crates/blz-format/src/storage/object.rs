@@ -3599,9 +3599,22 @@ impl ObjectStorage {
         }
         // Every open reads the state whole: the block indexes it carries are bounded. Past
         // the bound, a file's index goes up as an object of its own, named for this commit.
+        // The entries of a manifest the commit keeps (none of its files changed) are in the
+        // manifest, not the state: they take none of the room (moving their indexes out
+        // would change them, and rewrite their manifests for nothing).
+        let sealed_as_is: HashSet<&str> = old.as_ref().map_or_else(HashSet::new, |o| {
+            o.manifests
+                .iter()
+                .filter(|m| m.paths.iter().all(|p| o.files.get(p) == new_files.get(p)))
+                .flat_map(|m| m.paths.iter().map(String::as_str))
+                .collect()
+        });
         let mut room = self.backend.inline_indexes.load(Ordering::Relaxed);
         let mut indexes: Vec<(String, Bytes)> = Vec::new();
         for (rel, f) in &mut new_files {
+            if sealed_as_is.contains(rel.as_str()) {
+                continue;
+            }
             let Some(fr) = f.front_mut().and_then(Option::as_mut) else {
                 continue;
             };
