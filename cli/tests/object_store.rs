@@ -1217,9 +1217,9 @@ fn staged_writes_from_many_processes() {
 /// A dataset whose early files' entries are in manifests (40 appends of one file each,
 /// sealing at 512 bytes): `blz get` of its last ten elements costs the state and the chunk,
 /// as for a dataset with no manifest (the state holds the last files); of its first ten,
-/// the state, every manifest once, then the chunk.
+/// the state, every manifest once, then the chunk. `blz append` reads no manifest.
 #[test]
-fn blz_get_of_the_last_ten_elements_reads_no_manifest() {
+fn blz_get_of_the_last_ten_elements_and_append_read_no_manifest() {
     let Some(url) = s3_url("cli-get-manifests.blz") else {
         return;
     };
@@ -1262,4 +1262,20 @@ fn blz_get_of_the_last_ten_elements_reads_no_manifest() {
         log[k + 1].starts_with(&format!("GET {url}/data/")),
         "{log:#?}"
     );
+
+    // `blz append` of one chunk: the state, the new file's upload, the state's write; no
+    // manifest (the new file is past every manifest's names).
+    let dir = tempfile::tempdir().unwrap();
+    let more: Vec<i64> = (7..107).collect();
+    let npy = npy_i64(dir.path(), "more.npy", &more);
+    let (_, log) = blz_requests(&["append", &url, "--npy", &npy]);
+    assert_eq!(log.len(), 3, "{log:#?}");
+    assert_eq!(log[0], format!("GET {url}/meta/state"));
+    assert!(log[1].starts_with(&format!("PUT {url}/data/")), "{log:#?}");
+    assert!(
+        log[2].starts_with(&format!("PUT {url}/meta/state")),
+        "{log:#?}"
+    );
+    let (out, _) = blz_requests(&["get", &url, "4095:4100"]);
+    assert!(out.contains("106"), "{out}");
 }
