@@ -537,6 +537,28 @@ fn named_manifests(store: &Recording) -> Vec<String> {
         .unwrap_or_default()
 }
 
+/// Checks the requests of the append `i` just made, given the manifests the state named
+/// `before` it: one that kept them all read none (counted in `counts.0`), one that merged
+/// read each once (in `counts.1`). With no manifest before, it counts nothing.
+fn tally_append(store: &Recording, before: &[String], i: i64, counts: &mut (u32, u32)) {
+    let gets = store.take();
+    let read = gets
+        .iter()
+        .filter(|(k, _)| k.contains(&format!("/{MANIFEST_DIR}/")))
+        .count();
+    let after = named_manifests(store);
+    if before.is_empty() {
+        return;
+    }
+    if before.iter().all(|k| after.contains(k)) {
+        assert_eq!(read, 0, "append {i} kept every manifest, yet read {gets:?}");
+        counts.0 += 1;
+    } else {
+        assert_eq!(read, before.len(), "append {i} merged, reading {gets:?}");
+        counts.1 += 1;
+    }
+}
+
 /// An append reads no manifest: the state object holds the last superchunk file it extends,
 /// and each manifest's directories and first and last names tell that the next superchunk
 /// file is not its. Only a commit that merges manifests reads them (each once, in one
@@ -545,8 +567,7 @@ fn named_manifests(store: &Recording) -> Vec<String> {
 #[test]
 fn appends_read_no_manifest_but_to_merge() {
     let (store, mut want, _) = sealed_dataset();
-    let is_manifest = |k: &str| k.contains(&format!("/{MANIFEST_DIR}/"));
-    let (mut quiet, mut merged) = (0, 0);
+    let mut counts = (0, 0);
     for i in 0..40 {
         let before = named_manifests(&store);
         store.take();
@@ -556,17 +577,9 @@ fn appends_read_no_manifest_but_to_merge() {
             .unwrap();
         drop(ds);
         want.extend(v);
-        let gets = store.take();
-        let read = gets.iter().filter(|(k, _)| is_manifest(k)).count();
-        let after = named_manifests(&store);
-        if before.iter().all(|k| after.contains(k)) {
-            assert_eq!(read, 0, "append {i} kept every manifest, yet read {gets:?}");
-            quiet += 1;
-        } else {
-            assert_eq!(read, before.len(), "append {i} merged, reading {gets:?}");
-            merged += 1;
-        }
+        tally_append(&store, &before, i, &mut counts);
     }
+    let (quiet, merged) = counts;
     assert!(
         quiet >= 30 && merged >= 1,
         "{quiet} appends read none, {merged} merged"
@@ -608,8 +621,7 @@ fn table_appends_read_no_manifest_but_to_merge() {
     let root = s.root().to_path_buf();
     drop(Table::create_in(s, &root, fields, &o).unwrap());
     let (mut xs, mut names) = (Vec::new(), Vec::new());
-    let is_manifest = |k: &str| k.contains(&format!("/{MANIFEST_DIR}/"));
-    let (mut quiet, mut merged) = (0, 0);
+    let mut counts = (0, 0);
     for i in 0..80i64 {
         let x: Vec<i64> = (0..50).map(|j| i * 1000 + j).collect();
         let n: Vec<String> = x.iter().map(|v| format!("row {v}")).collect();
@@ -625,20 +637,9 @@ fn table_appends_read_no_manifest_but_to_merge() {
         drop(t);
         xs.extend(x);
         names.extend(n);
-        let gets = store.take();
-        let read = gets.iter().filter(|(k, _)| is_manifest(k)).count();
-        let after = named_manifests(&store);
-        if before.is_empty() {
-            continue;
-        }
-        if before.iter().all(|k| after.contains(k)) {
-            assert_eq!(read, 0, "append {i} kept every manifest, yet read {gets:?}");
-            quiet += 1;
-        } else {
-            assert_eq!(read, before.len(), "append {i} merged, reading {gets:?}");
-            merged += 1;
-        }
+        tally_append(&store, &before, i, &mut counts);
     }
+    let (quiet, merged) = counts;
     assert!(
         quiet >= 20 && merged >= 1,
         "{quiet} appends read none, {merged} merged"
