@@ -109,6 +109,21 @@ impl Manifest {
             }
         })
     }
+
+    /// Whether a commit writing `files` (every file's new entry) over the loaded state's
+    /// `old` keeps it: it is not loaded (then no change touched a file it may hold: each
+    /// loads the manifests first), or every file it holds keeps its entry exactly.
+    pub fn kept(
+        &self,
+        old: &BTreeMap<String, StateFile>,
+        files: &BTreeMap<String, StateFile>,
+    ) -> bool {
+        !self.loaded
+            || self
+                .paths
+                .iter()
+                .all(|p| matches!((old.get(p), files.get(p)), (Some(a), Some(b)) if a == b))
+    }
 }
 
 /// Compares two file names in natural order, so that `__9__.bin` comes before
@@ -265,8 +280,9 @@ pub fn plan(
         _ => false,
     };
     let mut kept: Vec<Manifest> = Vec::new();
+    let old_files = old.map_or(files, |o| &o.files);
     for m in old.map_or(&[][..], |o| &o.manifests[..]) {
-        if !m.loaded || m.paths.iter().all(|p| unchanged(p)) {
+        if m.kept(old_files, files) {
             kept.push(m.clone());
         } else {
             out.retired.push(m.key.clone());

@@ -3418,9 +3418,6 @@ impl ObjectStorage {
     /// the bucket), as the manifests' directories tell ([`manifest::Manifest::may_hold`]).
     fn pending_may_hold(&self, key: &str) -> bool {
         let c = self.committed_lock();
-        if !c.pending() {
-            return false;
-        }
         let rel = if self.backend.prefix.is_empty() {
             key
         } else if key == self.backend.prefix {
@@ -3437,6 +3434,19 @@ impl ObjectStorage {
         c.state
             .as_ref()
             .is_some_and(|s| s.manifests.iter().any(|m| !m.loaded && m.may_hold(rel)))
+    }
+
+    /// Reads the pending manifests when one may hold `key` (relative to the bucket): what a
+    /// change at `key` does first, so that the overlay never replaces, removes or renames
+    /// a file it did not see.
+    ///
+    /// # Errors
+    /// As [`ObjectStorage::load_pending`].
+    fn load_if_may_hold(&self, key: &str) -> Result<()> {
+        if self.pending_may_hold(key) {
+            self.load_pending()?;
+        }
+        Ok(())
     }
 
     /// Whether the visible tree answers `found` of `key` (true), after reading the pending
@@ -3605,7 +3615,7 @@ impl ObjectStorage {
         let sealed_as_is: HashSet<&str> = old.as_ref().map_or_else(HashSet::new, |o| {
             o.manifests
                 .iter()
-                .filter(|m| m.paths.iter().all(|p| o.files.get(p) == new_files.get(p)))
+                .filter(|m| m.kept(&o.files, &new_files))
                 .flat_map(|m| m.paths.iter().map(String::as_str))
                 .collect()
         });
@@ -4171,10 +4181,8 @@ impl Storage for ObjectStorage {
     fn open(&self, path: &Path, mode: OpenMode) -> Result<Box<dyn StorageFile>> {
         let key = self.key_of(path)?;
         // A create replaces a file a manifest may hold: the commit must see that file.
-        if (mode == OpenMode::Create || !self.tree().files.contains_key(&key))
-            && self.pending_may_hold(&key)
-        {
-            self.load_pending()?;
+        if mode == OpenMode::Create || !self.tree().files.contains_key(&key) {
+            self.load_if_may_hold(&key)?;
         }
         let node = {
             let mut tree = self.tree();
@@ -4249,9 +4257,8 @@ impl Storage for ObjectStorage {
 
     fn rename(&self, from: &Path, to: &Path) -> Result<()> {
         let (f, t) = (self.key_of(from)?, self.key_of(to)?);
-        if self.pending_may_hold(&f) || self.pending_may_hold(&t) {
-            self.load_pending()?;
-        }
+        self.load_if_may_hold(&f)?;
+        self.load_if_may_hold(&t)?;
         let mut tree = self.tree();
         if let Some(node) = tree.files.remove(&f) {
             tree.files.insert(t, node);
@@ -4296,18 +4303,14 @@ impl Storage for ObjectStorage {
 
     fn remove_file(&self, path: &Path) -> Result<()> {
         let key = self.key_of(path)?;
-        if self.pending_may_hold(&key) {
-            self.load_pending()?;
-        }
+        self.load_if_may_hold(&key)?;
         self.tree().files.remove(&key);
         Ok(())
     }
 
     fn remove_dir_all(&self, path: &Path) -> Result<()> {
         let key = self.key_of(path)?;
-        if self.pending_may_hold(&key) {
-            self.load_pending()?;
-        }
+        self.load_if_may_hold(&key)?;
         let p = format!("{key}/");
         let mut tree = self.tree();
         tree.files.retain(|k, _| !k.starts_with(&p));
@@ -4317,9 +4320,7 @@ impl Storage for ObjectStorage {
 
     fn create_dir_all(&self, path: &Path) -> Result<()> {
         let key = self.key_of(path)?;
-        if self.pending_may_hold(&key) {
-            self.load_pending()?;
-        }
+        self.load_if_may_hold(&key)?;
         let mut tree = self.tree();
         if tree.files.contains_key(&key) {
             return Err(Error::io(
@@ -4475,9 +4476,7 @@ impl Storage for ObjectStorage {
         }
         let key = self.key_of(path)?;
         // It replaces a file a manifest may hold: the commit must see that file.
-        if self.pending_may_hold(&key) {
-            self.load_pending()?;
-        }
+        self.load_if_may_hold(&key)?;
         let mut tree = self.tree();
         if tree.is_dir(&key) {
             return Err(Error::io(
