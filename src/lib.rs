@@ -49,7 +49,7 @@ use engine::staging;
 pub mod table;
 pub(crate) mod txn;
 
-pub use blz_format::{error, storage};
+pub use blz_format::{error, process, storage};
 
 /// The Blosc codecs and shuffle filters that a dataset's chunks are compressed with
 /// ([`CreateOptions`](crate::CreateOptions), [`meta::Compression`](crate::meta::Compression)).

@@ -93,13 +93,15 @@ impl ScanOptions {
 pub(crate) fn pool_of(n: usize) -> Result<std::sync::Arc<rayon::ThreadPool>> {
     use std::sync::{Arc, Mutex, PoisonError};
     const KEPT: usize = 8;
-    // By process and size: a forked child has none of its parent's pools' threads (their
-    // entries stay, never dropped there).
-    static POOLS: Mutex<BTreeMap<(u32, usize), Arc<rayon::ThreadPool>>> =
-        Mutex::new(BTreeMap::new());
-    let key = (std::process::id(), n);
-    let mut pools = POOLS.lock().unwrap_or_else(PoisonError::into_inner);
-    if let Some(p) = pools.get(&key) {
+    // By size, one map per process: a forked child has none of its parent's pools' threads
+    // (their map stays, never dropped there).
+    static POOLS: blz_format::process::PerProcess<Mutex<BTreeMap<usize, Arc<rayon::ThreadPool>>>> =
+        blz_format::process::PerProcess::new();
+    let mut pools = POOLS
+        .get_or_init(Mutex::default)
+        .lock()
+        .unwrap_or_else(PoisonError::into_inner);
+    if let Some(p) = pools.get(&n) {
         return Ok(Arc::clone(p));
     }
     let pool = rayon::ThreadPoolBuilder::new()
@@ -109,7 +111,7 @@ pub(crate) fn pool_of(n: usize) -> Result<std::sync::Arc<rayon::ThreadPool>> {
         .map_err(|e| Error::InvalidArgument(format!("cannot start {n} threads: {e}")))?;
     let pool = Arc::new(pool);
     if pools.len() < KEPT {
-        pools.insert(key, Arc::clone(&pool));
+        pools.insert(n, Arc::clone(&pool));
     }
     Ok(pool)
 }

@@ -13,10 +13,12 @@
 //! not been reused for [`Settings::keep`] (30 s), as a memory allocator's decay does; a
 //! thread wakes for that only while the pool holds something.
 
+use blz::process::PerProcess;
 use memmap2::{Advice, MmapMut};
 use pyo3::ffi;
 use pyo3::prelude::*;
-use std::sync::{Condvar, Mutex, MutexGuard, OnceLock, PoisonError};
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::sync::{Condvar, Mutex, MutexGuard, PoisonError};
 use std::time::{Duration, Instant};
 
 /// Reads smaller than this allocate through numpy as usual: its allocator reuses small
@@ -35,6 +37,39 @@ struct Settings {
     keep: Duration,
 }
 
+/// [`Settings::max_bytes`], [`NOT_READ`] until the environment is read. The settings are the
+/// process's and its forked children's (atomics: nothing a parent's thread held at a fork
+/// can stay held); each process has a pool of its own.
+static MAX_BYTES: AtomicUsize = AtomicUsize::new(NOT_READ);
+const NOT_READ: usize = usize::MAX;
+/// [`Settings::keep`], in nanoseconds.
+static KEEP_NS: AtomicU64 = AtomicU64::new(30_000_000_000);
+
+fn settings() -> Settings {
+    let mut max_bytes = MAX_BYTES.load(Ordering::Relaxed);
+    if max_bytes == NOT_READ {
+        let mb = std::env::var("BLZ_BUFFER_POOL_MB")
+            .ok()
+            .and_then(|v| v.trim().parse::<usize>().ok())
+            .unwrap_or(1024);
+        max_bytes = mb.saturating_mul(1 << 20).min(NOT_READ - 1);
+        // A `blz.buffer_pool` call meanwhile wins.
+        max_bytes = match MAX_BYTES.compare_exchange(
+            NOT_READ,
+            max_bytes,
+            Ordering::Relaxed,
+            Ordering::Relaxed,
+        ) {
+            Ok(_) => max_bytes,
+            Err(set) => set,
+        };
+    }
+    Settings {
+        max_bytes,
+        keep: Duration::from_nanos(KEEP_NS.load(Ordering::Relaxed)),
+    }
+}
+
 #[derive(Default)]
 struct Held {
     /// Free buffers, the most recently returned last, with the time each came back.
@@ -47,29 +82,18 @@ struct Held {
     sweeping: bool,
 }
 
+#[derive(Default)]
 struct Pool {
-    settings: Mutex<Settings>,
     held: Mutex<Held>,
     /// Signalled when a buffer comes back (the sweeping thread sleeps on it).
     returned: Condvar,
 }
 
+/// This process's pool: a child forked from a process that pooled buffers starts with an
+/// empty one (its parent's may have been locked, or swept by a thread, at the fork).
 fn pool() -> &'static Pool {
-    static POOL: OnceLock<Pool> = OnceLock::new();
-    POOL.get_or_init(|| {
-        let mb = std::env::var("BLZ_BUFFER_POOL_MB")
-            .ok()
-            .and_then(|v| v.trim().parse::<usize>().ok())
-            .unwrap_or(1024);
-        Pool {
-            settings: Mutex::new(Settings {
-                max_bytes: mb.saturating_mul(1 << 20),
-                keep: Duration::from_secs(30),
-            }),
-            held: Mutex::new(Held::default()),
-            returned: Condvar::new(),
-        }
-    })
+    static POOL: PerProcess<Pool> = PerProcess::new();
+    POOL.get_or_init(Pool::default)
 }
 
 fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
@@ -78,10 +102,6 @@ fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
 }
 
 impl Pool {
-    fn settings(&self) -> Settings {
-        *lock(&self.settings)
-    }
-
     /// A buffer of at least `len` bytes: the smallest free one that is not much larger, or a
     /// new one.
     fn take(&self, len: usize) -> std::io::Result<MmapMut> {
@@ -109,7 +129,7 @@ impl Pool {
     /// Takes back a buffer numpy no longer uses: kept while the pool has room (oldest
     /// buffers leave first), freed otherwise.
     fn give(&'static self, buf: MmapMut) {
-        let settings = self.settings();
+        let settings = settings();
         let mut gone = Vec::new();
         {
             let mut held = lock(&self.held);
@@ -139,7 +159,7 @@ impl Pool {
     fn sweep(&self) {
         let mut held = lock(&self.held);
         loop {
-            let keep = self.settings().keep;
+            let keep = settings().keep;
             let now = Instant::now();
             let mut gone = Vec::new();
             let mut i = 0;
@@ -210,7 +230,7 @@ impl ReadBuffer {
     #[new]
     fn new(len: usize) -> PyResult<Self> {
         let p = pool();
-        let mut map = if p.settings().max_bytes == 0 || len < MIN_BYTES {
+        let mut map = if settings().max_bytes == 0 || len < MIN_BYTES {
             fresh(len)
         } else {
             p.take(len)
@@ -258,7 +278,7 @@ impl Drop for ReadBuffer {
     fn drop(&mut self) {
         let p = pool();
         if let Some(map) = self.map.take() {
-            if map.len() >= MIN_BYTES && p.settings().max_bytes > 0 {
+            if map.len() >= MIN_BYTES && settings().max_bytes > 0 {
                 p.give(map);
             }
         }
@@ -274,20 +294,21 @@ pub(crate) fn buffer_pool(
     keep_seconds: Option<f64>,
 ) -> PyResult<(usize, f64, usize, u64, u64)> {
     let p = pool();
-    {
-        let mut s = lock(&p.settings);
-        if let Some(m) = max_bytes {
-            s.max_bytes = m;
-        }
-        if let Some(k) = keep_seconds {
-            s.keep = Duration::try_from_secs_f64(k).map_err(|_| {
-                pyo3::exceptions::PyValueError::new_err(format!(
-                    "keep_seconds must be a non-negative number of seconds, not {k}"
-                ))
-            })?;
-        }
+    if let Some(k) = keep_seconds {
+        let keep = Duration::try_from_secs_f64(k).map_err(|_| {
+            pyo3::exceptions::PyValueError::new_err(format!(
+                "keep_seconds must be a non-negative number of seconds, not {k}"
+            ))
+        })?;
+        KEEP_NS.store(
+            u64::try_from(keep.as_nanos()).unwrap_or(u64::MAX),
+            Ordering::Relaxed,
+        );
     }
-    let s = p.settings();
+    if let Some(m) = max_bytes {
+        MAX_BYTES.store(m.min(NOT_READ - 1), Ordering::Relaxed);
+    }
+    let s = settings();
     let mut gone = Vec::new();
     let state = {
         let mut held = lock(&p.held);

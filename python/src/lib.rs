@@ -30,6 +30,7 @@ mod query;
 mod reduce;
 mod sql;
 
+use blz::process::PerProcess;
 use pyo3::buffer::PyUntypedBuffer;
 use pyo3::exceptions::{PyIndexError, PyOverflowError, PyTypeError, PyValueError};
 use pyo3::prelude::*;
@@ -37,6 +38,7 @@ use pyo3::types::{
     PyBool, PyBytes, PyCapsule, PyEllipsis, PyInt, PyIterator, PyList, PySlice, PyString, PyTuple,
 };
 use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, RwLock};
 
 // ---------------------------------------------------------------------------------------
@@ -538,27 +540,44 @@ fn next_batch(it: &Py<PyIterator>, failed: &Mutex<Option<PyErr>>) -> Option<blz:
 /// An open N-d dataset.
 #[pyclass(module = "blz._blz", frozen)]
 struct RawArray {
-    ds: RwLock<Dataset>,
+    /// The dataset, per process: see [`RawArray::here`].
+    ds: PerProcess<RwLock<Dataset>>,
     path: PathBuf,
-    writable: bool,
+    /// Whether the handle writes (until `close`).
+    writable: AtomicBool,
 }
 
 impl RawArray {
+    /// The dataset as this process has it. In a child forked since the handle was opened
+    /// (`multiprocessing`, PyTorch's data loaders), the dataset is opened again there, in
+    /// the same mode, on first use: the parent's handle may be locked by one of the
+    /// parent's threads, which the child does not have (a read in progress at the fork),
+    /// and a read-write handle's writer lock stays the parent's.
+    fn here(&self) -> FResult<&RwLock<Dataset>> {
+        self.ds.get_or_try_init(|| {
+            Ok(RwLock::new(if self.writable.load(Ordering::Relaxed) {
+                Dataset::open_rw(&self.path)?
+            } else {
+                Dataset::open(&self.path)?
+            }))
+        })
+    }
+
     fn read<T>(&self, f: impl FnOnce(&Dataset) -> FResult<T>) -> FResult<T> {
-        let ds = self.ds.read().map_err(|_| lock_err("dataset"))?;
+        let ds = self.here()?.read().map_err(|_| lock_err("dataset"))?;
         f(&ds)
     }
 
     fn write<T>(&self, f: impl FnOnce(&mut Dataset) -> FResult<T>) -> FResult<T> {
-        let mut ds = self.ds.write().map_err(|_| lock_err("dataset"))?;
+        let mut ds = self.here()?.write().map_err(|_| lock_err("dataset"))?;
         f(&mut ds)
     }
 
     fn wrap(ds: Dataset, writable: bool) -> RawArray {
         RawArray {
             path: ds.path().to_path_buf(),
-            ds: RwLock::new(ds),
-            writable,
+            ds: PerProcess::with(RwLock::new(ds)),
+            writable: AtomicBool::new(writable),
         }
     }
 }
@@ -658,7 +677,7 @@ impl RawArray {
 
     #[getter]
     fn writable(&self) -> bool {
-        self.writable
+        self.writable.load(Ordering::Relaxed)
     }
 
     /// Brings a read-only handle to the dataset's latest commit (`blz::Dataset::refresh`);
@@ -865,6 +884,7 @@ impl RawArray {
             self.write(|ds| {
                 // Reopen read-only in place of the writer: drops the lock and the open files.
                 *ds = Dataset::open(&self.path)?;
+                self.writable.store(false, Ordering::Relaxed);
                 Ok(())
             })
         })
@@ -1129,28 +1149,47 @@ fn var_list<'py>(
 /// An open table.
 #[pyclass(module = "blz._blz", frozen)]
 struct RawTable {
-    t: RwLock<Table>,
+    /// The table, per process: see [`RawTable::here`].
+    t: PerProcess<RwLock<Table>>,
     path: PathBuf,
-    writable: bool,
+    /// Whether the handle writes (until `close`).
+    writable: AtomicBool,
 }
 
 impl RawTable {
+    /// A table handle made in this process.
+    fn wrap(t: Table, writable: bool) -> RawTable {
+        RawTable {
+            path: t.path().to_path_buf(),
+            t: PerProcess::with(RwLock::new(t)),
+            writable: AtomicBool::new(writable),
+        }
+    }
+
+    /// The table as this process has it: opened again, in the same mode, in a child forked
+    /// since the handle was opened ([`RawArray::here`] says why).
+    fn here(&self) -> FResult<&RwLock<Table>> {
+        self.t.get_or_try_init(|| {
+            Ok(RwLock::new(if self.writable.load(Ordering::Relaxed) {
+                Table::open_rw(&self.path)?
+            } else {
+                Table::open(&self.path)?
+            }))
+        })
+    }
+
     fn read<T>(&self, f: impl FnOnce(&Table) -> FResult<T>) -> FResult<T> {
-        let t = self.t.read().map_err(|_| lock_err("table"))?;
+        let t = self.here()?.read().map_err(|_| lock_err("table"))?;
         f(&t)
     }
 
     fn write<T>(&self, f: impl FnOnce(&mut Table) -> FResult<T>) -> FResult<T> {
-        let mut t = self.t.write().map_err(|_| lock_err("table"))?;
+        let mut t = self.here()?.write().map_err(|_| lock_err("table"))?;
         f(&mut t)
     }
 
-    fn kinds(&self) -> PyResult<Vec<(String, LeafKind)>> {
-        let t = self
-            .t
-            .read()
-            .map_err(|_| PyValueError::new_err("the table lock was poisoned"))?;
-        Ok(leaf_kinds(&t))
+    fn kinds(&self, py: Python<'_>) -> PyResult<Vec<(String, LeafKind)>> {
+        detached(py, || self.read(|t| Ok(leaf_kinds(t))))
     }
 }
 
@@ -1178,11 +1217,7 @@ impl RawTable {
                 Table::open(&path)?
             })
         })?;
-        Ok(RawTable {
-            path,
-            t: RwLock::new(t),
-            writable: write,
-        })
+        Ok(RawTable::wrap(t, write))
     }
 
     /// Creates a table of `fields` (see [`field_from_py`]) holding `columns` (see
@@ -1245,11 +1280,7 @@ impl RawTable {
                 batch.into_iter().map(Ok).collect();
             Ok(Table::create_from(storage, &path, fields, &opts, batches)?)
         })?;
-        Ok(RawTable {
-            path: t.path().to_path_buf(),
-            t: RwLock::new(t),
-            writable: true,
-        })
+        Ok(RawTable::wrap(t, true))
     }
 
     #[getter]
@@ -1259,7 +1290,7 @@ impl RawTable {
 
     #[getter]
     fn writable(&self) -> bool {
-        self.writable
+        self.writable.load(Ordering::Relaxed)
     }
 
     /// Number of rows.
@@ -1282,9 +1313,9 @@ impl RawTable {
 
     /// The leaf columns: `(path, kind)`, kind a numpy descriptor in native byte order,
     /// `varstr` or `varbytes`.
-    fn leaves(&self) -> PyResult<Vec<(String, String)>> {
+    fn leaves(&self, py: Python<'_>) -> PyResult<Vec<(String, String)>> {
         Ok(self
-            .kinds()?
+            .kinds(py)?
             .into_iter()
             .map(|(p, k)| {
                 let name = match k {
@@ -1460,7 +1491,7 @@ impl RawTable {
 
     /// Appends rows (every column, see [`values_from_py`]) in one transaction.
     fn append(&self, py: Python<'_>, columns: &Bound<'_, PyAny>) -> PyResult<()> {
-        let cols = values_from_py(&self.kinds()?, columns)?;
+        let cols = values_from_py(&self.kinds(py)?, columns)?;
         detached(py, || {
             self.write(|t| {
                 let (names, vals): (Vec<String>, Vec<Values>) = cols.into_iter().unzip();
@@ -1473,7 +1504,7 @@ impl RawTable {
 
     /// Overwrites rows from `start` (every column given, see [`values_from_py`]).
     fn write_rows(&self, py: Python<'_>, start: u64, columns: &Bound<'_, PyAny>) -> PyResult<()> {
-        let cols = values_from_py(&self.kinds()?, columns)?;
+        let cols = values_from_py(&self.kinds(py)?, columns)?;
         detached(py, || {
             self.write(|t| {
                 let (names, vals): (Vec<String>, Vec<Values>) = cols.into_iter().unzip();
@@ -1528,6 +1559,7 @@ impl RawTable {
         detached(py, || {
             self.write(|t| {
                 *t = Table::open(&self.path)?;
+                self.writable.store(false, Ordering::Relaxed);
                 Ok(())
             })
         })
@@ -1606,16 +1638,37 @@ impl LayerBuild {
 /// layer).
 #[pyclass(module = "blz._blz", frozen)]
 struct RawLayer {
-    layer: Arc<Layer>,
+    /// The layer, per process: opened again in a child forked since the handle was opened
+    /// ([`RawArray::here`] says why: its cache of chunks has a lock).
+    layer: PerProcess<Arc<Layer>>,
+    path: PathBuf,
 }
 
 impl RawLayer {
+    fn wrap(layer: Layer) -> RawLayer {
+        RawLayer {
+            path: layer.path().to_path_buf(),
+            layer: PerProcess::with(Arc::new(layer)),
+        }
+    }
+
+    /// The layer as this process has it.
+    fn here(&self) -> FResult<&Arc<Layer>> {
+        self.layer
+            .get_or_try_init(|| Ok(Arc::new(Layer::open(&self.path)?)))
+    }
+
+    /// [`Self::here`] from a call that holds the GIL (opening may read and decode).
+    fn here_py(&self, py: Python<'_>) -> PyResult<Arc<Layer>> {
+        detached(py, || self.here().map(Arc::clone))
+    }
+
     /// The cursor over a row group: column 0's single group, or the group of column `col`
     /// owned by row `parent` of column `col - 1`.
     fn cursor(&self, col: usize, parent: Option<u64>) -> FResult<Cursor<'_>> {
         Ok(match parent {
-            None if col == 0 => self.layer.cursor(),
-            Some(p) => self.layer.group(col, p)?,
+            None if col == 0 => self.here()?.cursor(),
+            Some(p) => self.here()?.group(col, p)?,
             None => {
                 return Err(Fail::Blz(blz::Error::InvalidArgument(format!(
                     "column {col} has one row group per row of column {}",
@@ -1631,9 +1684,7 @@ impl RawLayer {
     #[staticmethod]
     fn open(py: Python<'_>, path: PathBuf) -> PyResult<RawLayer> {
         let layer = detached(py, || Ok(Layer::open(&path)?))?;
-        Ok(RawLayer {
-            layer: Arc::new(layer),
-        })
+        Ok(RawLayer::wrap(layer))
     }
 
     /// Merges the layer datasets at `inputs` into a new one at `output` (the first input's
@@ -1780,37 +1831,39 @@ impl RawLayer {
 
     #[getter]
     fn path(&self) -> PathBuf {
-        self.layer.path().to_path_buf()
+        self.path.clone()
     }
 
     /// `(name, kind, rows)` per column, outermost first.
-    fn columns(&self) -> Vec<(String, String, u64)> {
-        self.layer
+    fn columns(&self, py: Python<'_>) -> PyResult<Vec<(String, String, u64)>> {
+        let layer = self.here_py(py)?;
+        Ok(layer
             .storage_meta()
             .columns
             .iter()
             .enumerate()
-            .map(|(i, c)| (c.name.clone(), c.dtype.clone(), self.layer.rows(i)))
-            .collect()
+            .map(|(i, c)| (c.name.clone(), c.dtype.clone(), layer.rows(i)))
+            .collect())
     }
 
     /// The layer's named shape (`wset`, `indexed_zset`, `val_batch`), if it has one.
-    fn shape(&self) -> Option<&'static str> {
-        self.layer.shape().map(|s| s.name())
+    fn shape(&self, py: Python<'_>) -> PyResult<Option<&'static str>> {
+        Ok(self.here_py(py)?.shape().map(|s| s.name()))
     }
 
     /// The weight's `(name, dtype)`, if the layer has one.
-    fn weight(&self) -> Option<(String, String)> {
-        self.layer
+    fn weight(&self, py: Python<'_>) -> PyResult<Option<(String, String)>> {
+        Ok(self
+            .here_py(py)?
             .storage_meta()
             .weight
             .as_ref()
-            .map(|w| (w.name.clone(), w.dtype.name()))
+            .map(|w| (w.name.clone(), w.dtype.name())))
     }
 
     /// `info()` as JSON.
-    fn info_json(&self) -> String {
-        self.layer.info().to_string()
+    fn info_json(&self, py: Python<'_>) -> PyResult<String> {
+        Ok(self.here_py(py)?.info().to_string())
     }
 
     /// The rows (in the whole column) of a row group.
@@ -1904,7 +1957,7 @@ impl RawLayer {
 
     /// Checks every chunk of every column.
     fn verify(&self, py: Python<'_>) -> PyResult<Vec<Problem>> {
-        detached(py, || Ok(errors_list(self.layer.verify())))
+        detached(py, || Ok(errors_list(self.here()?.verify())))
     }
 }
 
@@ -1914,8 +1967,25 @@ impl RawLayer {
 /// A bcolz carray, read in place.
 #[pyclass(module = "blz._blz", frozen)]
 struct RawBcolz {
-    reader: Mutex<CarrayReader>,
+    /// The reader, per process: opened again in a child forked since the handle was opened
+    /// ([`RawArray::here`] says why).
+    reader: PerProcess<Mutex<CarrayReader>>,
     path: PathBuf,
+}
+
+impl RawBcolz {
+    fn wrap(reader: CarrayReader) -> RawBcolz {
+        RawBcolz {
+            path: reader.path().to_path_buf(),
+            reader: PerProcess::with(Mutex::new(reader)),
+        }
+    }
+
+    /// The reader as this process has it.
+    fn here(&self) -> FResult<&Mutex<CarrayReader>> {
+        self.reader
+            .get_or_try_init(|| Ok(Mutex::new(CarrayReader::open(&self.path)?)))
+    }
 }
 
 #[pymethods]
@@ -1923,10 +1993,7 @@ impl RawBcolz {
     #[staticmethod]
     fn open(py: Python<'_>, path: PathBuf) -> PyResult<RawBcolz> {
         let reader = detached(py, || Ok(CarrayReader::open(&path)?))?;
-        Ok(RawBcolz {
-            reader: Mutex::new(reader),
-            path,
-        })
+        Ok(RawBcolz::wrap(reader))
     }
 
     /// `"carray"` or `"ctable"` for a bcolz root directory.
@@ -1963,18 +2030,17 @@ impl RawBcolz {
     }
 
     /// `(shape, descr in the stored byte order, chunklen, attrs JSON)`.
-    fn state(&self) -> PyResult<(Vec<u64>, String, u64, String)> {
-        let r = self
-            .reader
-            .lock()
-            .map_err(|_| PyValueError::new_err("the reader lock was poisoned"))?;
-        let m = r.meta();
-        Ok((
-            m.shape.clone(),
-            m.dtype.descr(m.endianness),
-            m.chunklen,
-            serde_json::Value::Object(r.attrs().clone()).to_string(),
-        ))
+    fn state(&self, py: Python<'_>) -> PyResult<(Vec<u64>, String, u64, String)> {
+        detached(py, || {
+            let r = self.here()?.lock().map_err(|_| lock_err("bcolz reader"))?;
+            let m = r.meta();
+            Ok((
+                m.shape.clone(),
+                m.dtype.descr(m.endianness),
+                m.chunklen,
+                serde_json::Value::Object(r.attrs().clone()).to_string(),
+            ))
+        })
     }
 
     /// Rows `start..end` (stored byte order) into `out`.
@@ -1987,7 +2053,7 @@ impl RawBcolz {
     ) -> PyResult<()> {
         let out = Buf::get(out, true)?;
         detached(py, || {
-            let mut r = self.reader.lock().map_err(|_| lock_err("bcolz reader"))?;
+            let mut r = self.here()?.lock().map_err(|_| lock_err("bcolz reader"))?;
             let rb = r.meta().row_bytes();
             let cl = r.meta().chunklen;
             let end = end.min(r.meta().len());
@@ -2037,24 +2103,11 @@ fn open(py: Python<'_>, path: PathBuf, write: bool) -> PyResult<(&'static str, P
     let kind = opened.kind().name();
     let handle = match opened {
         blz::AnyDataset::Array(ds) => Py::new(py, RawArray::wrap(ds, write))?.into_any(),
-        blz::AnyDataset::Table(t) => Py::new(
-            py,
-            RawTable {
-                path: t.path().to_path_buf(),
-                t: RwLock::new(t),
-                writable: write,
-            },
-        )?
-        .into_any(),
-        blz::AnyDataset::Layer(l) => Py::new(py, RawLayer { layer: Arc::new(l) })?.into_any(),
-        blz::AnyDataset::Bcolz(blz::BcolzDataset::Carray(reader)) => Py::new(
-            py,
-            RawBcolz {
-                path: reader.path().to_path_buf(),
-                reader: Mutex::new(reader),
-            },
-        )?
-        .into_any(),
+        blz::AnyDataset::Table(t) => Py::new(py, RawTable::wrap(t, write))?.into_any(),
+        blz::AnyDataset::Layer(l) => Py::new(py, RawLayer::wrap(l))?.into_any(),
+        blz::AnyDataset::Bcolz(blz::BcolzDataset::Carray(reader)) => {
+            Py::new(py, RawBcolz::wrap(reader))?.into_any()
+        }
         blz::AnyDataset::Bcolz(_) => py.None(),
         other => {
             let e = blz::Error::Unsupported {

@@ -504,3 +504,42 @@ def test_a_forked_child_reads_s3():
     with multiprocessing.get_context("fork").Pool(1) as pool:
         s, sd = pool.apply_async(_read_in_child, (u,)).get(timeout=120)
     assert s == a.sum() and sd == pytest.approx(a.std())
+
+
+_INHERITED = {}
+
+
+def _read_inherited(i):
+    ds = _INHERITED["ds"]
+    return float(ds[:].sum()), float(ds[i * 1000 : i * 1000 + 10].sum())
+
+
+def test_forked_children_read_through_an_s3_handle_a_parent_thread_is_reading():
+    # At the fork a thread of the parent is inside a read through the handle (its locks
+    # held, its requests on the parent's connections): each child opens the dataset again
+    # on first use, on a runtime and connections of its own.
+    import multiprocessing
+    import threading
+
+    u = url("forked-inherited.blz")
+    a = np.arange(400_000, dtype=np.float64)
+    blz.create(u, a, chunks=(20_000,))
+    ds = _INHERITED["ds"] = blz.open(u)
+    stop = threading.Event()
+
+    def hammer():
+        while not stop.is_set():
+            ds[:]
+
+    reader = threading.Thread(target=hammer)
+    reader.start()
+    try:
+        for _ in range(3):
+            with multiprocessing.get_context("fork").Pool(2) as pool:
+                got = pool.map_async(_read_inherited, range(4)).get(timeout=60)
+            for i, (total, part) in enumerate(got):
+                assert total == a.sum() and part == a[i * 1000 : i * 1000 + 10].sum()
+    finally:
+        stop.set()
+        reader.join()
+        _INHERITED.clear()

@@ -12,6 +12,7 @@ use crate::meta::{Compression, FilterName};
 use crate::selection::AxisSel;
 use crate::stats::{self, ChunkStats};
 use crate::txn::Txn;
+use blz_format::process::PerProcess;
 use std::sync::{Condvar, Mutex, PoisonError};
 
 /// Everything needed to turn chunks into elements and back.
@@ -146,7 +147,7 @@ impl ArrayCore {
         // buffers from the process's pool, so that they are allocated (and faulted in) once
         // per thread, not once per read: a process making many reads (a dask worker, whose
         // allocator returns every freed buffer to the system) reuses them.
-        let pool = &READ_SCRATCH;
+        let pool = read_scratch();
         // A part that is a short run of its chunk decodes just the blocks holding it.
         let short_run = |part: &ChunkPart| {
             let full = part
@@ -677,10 +678,15 @@ impl<T> Default for Pool<T> {
 /// The scratch buffers of reads (a chunk's stored bytes, and a whole decoded chunk for
 /// chunks a selection covers in part), kept between reads: up to 16 pairs (one per thread
 /// of the widest pool that reads: the I/O pool of an object store), of at most 64 MiB each.
-static READ_SCRATCH: Pool<(Vec<u8>, Vec<u8>)> = Pool {
-    items: Mutex::new(Vec::new()),
-    keep: Some(|(a, b), held| held < 16 && a.capacity() + b.capacity() <= 64 << 20),
-};
+/// One pool per process: a child forked while a thread of its parent took or gave back a
+/// buffer would find the lock held for ever.
+fn read_scratch() -> &'static Pool<(Vec<u8>, Vec<u8>)> {
+    static READ_SCRATCH: PerProcess<Pool<(Vec<u8>, Vec<u8>)>> = PerProcess::new();
+    READ_SCRATCH.get_or_init(|| Pool {
+        items: Mutex::new(Vec::new()),
+        keep: Some(|(a, b), held| held < 16 && a.capacity() + b.capacity() <= 64 << 20),
+    })
+}
 
 impl<T: Default> Pool<T> {
     fn take(&self) -> T {

@@ -20,12 +20,14 @@ use crate::storage::Storage;
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Condvar, Mutex, MutexGuard, OnceLock, PoisonError, Weak};
+use std::sync::{Arc, Condvar, Mutex, MutexGuard, PoisonError, Weak};
 use std::thread::ThreadId;
 
 /// The live shared writers of this process, by the identity of their lock file.
 fn registry() -> MutexGuard<'static, HashMap<[u64; 2], Weak<SharedWriter>>> {
-    static REGISTRY: OnceLock<Mutex<HashMap<[u64; 2], Weak<SharedWriter>>>> = OnceLock::new();
+    // One per process: a forked child shares no writer (nor its turn) with its parent.
+    static REGISTRY: blz_format::process::PerProcess<Mutex<HashMap<[u64; 2], Weak<SharedWriter>>>> =
+        blz_format::process::PerProcess::new();
     REGISTRY
         .get_or_init(Default::default)
         .lock()

@@ -27,12 +27,21 @@
 use super::WriterLock;
 use crate::error::{Error, Result};
 use crate::storage::{sync_tree, Deferred, EntryKind, OpenMode, Storage};
+use blz_format::process::PerProcess;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
 
 /// Replaced datasets being removed in the background: their `<path>.tmp-old` and the thread.
-static REMOVALS: Mutex<Vec<(PathBuf, JoinHandle<()>)>> = Mutex::new(Vec::new());
+/// One list per process: a forked child has none of its parent's removal threads to wait for.
+static REMOVALS: PerProcess<Mutex<Removals>> = PerProcess::new();
+
+/// Each removal's directory and thread.
+type Removals = Vec<(PathBuf, JoinHandle<()>)>;
+
+fn removals() -> &'static Mutex<Removals> {
+    REMOVALS.get_or_init(Mutex::default)
+}
 
 /// Waits until the datasets that creates with `overwrite` replaced are removed (they are
 /// removed in the background, see [`crate::Dataset::create_with`]). Call it before the
@@ -46,7 +55,7 @@ pub fn finish_removals() {
 /// Waits for the background removals whose directory satisfies `which` (and collects the
 /// finished ones, so a long-lived process does not pile them up).
 fn wait_removals(which: impl Fn(&Path) -> bool) {
-    let mine: Vec<JoinHandle<()>> = match REMOVALS.lock() {
+    let mine: Vec<JoinHandle<()>> = match removals().lock() {
         Ok(mut list) => {
             let (take, keep) = std::mem::take(&mut *list)
                 .into_iter()
@@ -83,7 +92,7 @@ fn retire(storage: &Arc<dyn Storage>, tmp: &Path, path: &Path, lock: WriterLock)
             drop(lock);
         });
     match spawned {
-        Ok(h) => match REMOVALS.lock() {
+        Ok(h) => match removals().lock() {
             Ok(mut list) => list.push((old, h)),
             Err(_) => {
                 let _ = h.join();

@@ -2207,7 +2207,9 @@ struct Node {
 
 /// The room for upload bytes in memory ([`UPLOAD_BUDGET_MIB`] permits of 1 MiB).
 fn upload_budget() -> &'static Arc<tokio::sync::Semaphore> {
-    static BUDGET: OnceLock<Arc<tokio::sync::Semaphore>> = OnceLock::new();
+    // One per process: a forked child never gets back the permits its parent's uploads held.
+    static BUDGET: crate::process::PerProcess<Arc<tokio::sync::Semaphore>> =
+        crate::process::PerProcess::new();
     BUDGET.get_or_init(|| Arc::new(tokio::sync::Semaphore::new(UPLOAD_BUDGET_MIB as usize)))
 }
 
@@ -2873,7 +2875,9 @@ impl std::fmt::Debug for ObjectStorage {
 
 /// Locks held in this process, by lock path.
 fn held_locks() -> MutexGuard<'static, HashSet<PathBuf>> {
-    static HELD: OnceLock<Mutex<HashSet<PathBuf>>> = OnceLock::new();
+    // One per process: a forked child holds none of its parent's locks.
+    static HELD: crate::process::PerProcess<Mutex<HashSet<PathBuf>>> =
+        crate::process::PerProcess::new();
     HELD.get_or_init(Mutex::default)
         .lock()
         .unwrap_or_else(std::sync::PoisonError::into_inner)
@@ -3105,7 +3109,9 @@ fn s3_clients(bucket: &str) -> Result<S3Clients> {
     /// Clients kept at most: past it (a process going through many configurations), the
     /// kept ones are dropped and made again when next used.
     const KEPT: usize = 64;
-    static CLIENTS: OnceLock<Mutex<HashMap<String, S3Clients>>> = OnceLock::new();
+    // One per process: a forked child makes its own, whose connections are its own.
+    static CLIENTS: crate::process::PerProcess<Mutex<HashMap<String, S3Clients>>> =
+        crate::process::PerProcess::new();
     // Everything the clients are made from: the bucket and every variable read.
     let mut config: Vec<(String, String)> = std::env::vars()
         .filter(|(k, _)| k.starts_with("AWS_") || k.starts_with("BLZ_S3_"))
