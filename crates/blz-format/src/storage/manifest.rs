@@ -210,9 +210,9 @@ pub struct Plan {
     pub uploads: Vec<(String, Bytes)>,
     /// The keys of the loaded state's manifests the new state does not name.
     pub retired: Vec<String>,
-    /// The commit would merge a manifest that is not loaded: load them, then plan again
-    /// (the rest of the plan is then empty).
-    pub needs_load: bool,
+    /// The keys of the manifests not loaded that a merge would take in: load these, then
+    /// plan again (when any is named, the rest of the plan is empty).
+    pub needs_load: Vec<String>,
 }
 
 /// The level of a manifest of `size` bytes sealing at `seal`: the least `L` with `size`
@@ -263,7 +263,7 @@ fn encode(files: &BTreeMap<String, StateFile>, paths: &[String]) -> serde_json::
 /// - Sealing off (`seal` 0), manifests are only kept or retired.
 /// - A manifest not loaded is kept: the caller loads the manifests before any change to a
 ///   file one may hold ([`Manifest::may_hold`]), so none of its files changed. When a merge
-///   would take one in, the plan says [`Plan::needs_load`] and nothing else.
+///   would take some in, the plan names them in [`Plan::needs_load`] and says nothing else.
 ///
 /// # Errors
 /// A message when a manifest does not encode (it always does).
@@ -350,9 +350,14 @@ pub fn plan(
             .collect();
         let size: u64 = group.iter().map(|&i| kept[i].size).sum();
         if group.len() >= FANOUT && size <= MAX_MERGED {
-            if group.iter().any(|&i| !kept[i].loaded) {
+            let unloaded: Vec<String> = group
+                .iter()
+                .filter(|&&i| !kept[i].loaded)
+                .map(|&i| kept[i].key.clone())
+                .collect();
+            if !unloaded.is_empty() {
                 return Ok(Plan {
-                    needs_load: true,
+                    needs_load: unloaded,
                     ..Plan::default()
                 });
             }
@@ -601,14 +606,17 @@ mod tests {
         assert!(!old.may_hold("meta/sizes"));
     }
 
-    /// A manifest not loaded is kept as it is; a merge that would take one in asks for the
-    /// manifests to be loaded, and the plan made after that merges them.
+    /// A manifest not loaded is kept as it is; a merge that would take some in asks for
+    /// those to be loaded (not the others), and the plan made after that merges them.
     #[test]
     fn unloaded_manifests_are_kept_and_loaded_for_a_merge() {
         let mut s = State::first(files(4, 0), Vec::new());
         let mut g = 4;
-        // Grow until three level-0 manifests wait: the next seal merges.
-        while s.manifests.iter().filter(|m| m.level == 0).count() < FANOUT - 1 {
+        // Grow until a merged manifest and three level-0 ones wait: the next seal merges
+        // the level-0 ones, and only they need loading.
+        while !(s.manifests.iter().any(|m| m.level > 0)
+            && s.manifests.iter().filter(|m| m.level == 0).count() == FANOUT - 1)
+        {
             let mut new = s.files.clone();
             new.insert(format!("data/__{g}__.bin"), entry(g, 0));
             s = commit(&s, new, 200, g as u64).0;
@@ -630,8 +638,24 @@ mod tests {
             let mut new = lazy.files.clone();
             new.insert(format!("data/__{g}__.bin"), entry(g, 0));
             let p = plan(Some(&lazy), &new, 200, g as u64, 7).unwrap();
-            if p.needs_load {
+            if !p.needs_load.is_empty() {
                 assert!(p.uploads.is_empty() && p.manifests.is_empty() && p.retired.is_empty());
+                // Only manifests of one level, each not loaded, FANOUT at most: the ones
+                // the merge takes in, not every manifest.
+                let named: Vec<&Manifest> = lazy
+                    .manifests
+                    .iter()
+                    .filter(|m| p.needs_load.contains(&m.key))
+                    .collect();
+                assert_eq!(named.len(), p.needs_load.len());
+                assert!(named.len() <= FANOUT && named.iter().all(|m| !m.loaded));
+                assert!(named.iter().all(|m| m.level == named[0].level));
+                assert!(
+                    named.len() < lazy.manifests.len(),
+                    "{} of {}",
+                    named.len(),
+                    lazy.manifests.len()
+                );
                 needed = true;
                 break;
             }

@@ -1719,7 +1719,7 @@ impl Backend {
         }
         check_entries(&path, state.version, &state.files)?;
         if manifests && !state.manifests.is_empty() {
-            self.load_manifests(&mut state)?;
+            self.load_manifests(&mut state, |_| true)?;
         }
         Ok((Some(state), Some(version), Some(stored)))
     }
@@ -1795,8 +1795,9 @@ impl Backend {
         Ok(())
     }
 
-    /// Fetches the manifests `state` names (a list [`check_manifest_list`] passed), all at
-    /// once, and puts their entries into its `files` (each manifest learning its paths).
+    /// Fetches the manifests `state` names (a list [`check_manifest_list`] passed) that are
+    /// not loaded yet and that `which` picks, all at once, and puts their entries into its
+    /// `files` (each manifest learning its paths).
     ///
     /// # Errors
     /// [`Error::InvalidMetadata`] naming a manifest that is missing, is not the size the
@@ -1804,12 +1805,13 @@ impl Backend {
     /// holds, or holds an entry [`check_entries`] refuses; I/O errors from the store.
     ///
     /// [`check_manifest_list`]: Self::check_manifest_list
-    fn load_manifests(&self, state: &mut State) -> Result<()> {
+    fn load_manifests(&self, state: &mut State, which: impl Fn(&Manifest) -> bool) -> Result<()> {
         let rt = runtime()?;
         let (tuning, _) = self.read_tuning();
         let generation = state.generation;
+        let wanted = |m: &Manifest| !m.loaded && which(m);
         let got: Vec<Result<Bytes>> = rt.block_on(
-            futures::stream::iter(state.manifests.iter().filter(|m| !m.loaded))
+            futures::stream::iter(state.manifests.iter().filter(|m| wanted(m)))
                 .map(|m| async move {
                     let mpath = self.root.join(&m.key);
                     self.note("GET", &m.key, format_args!("manifest"));
@@ -1841,7 +1843,7 @@ impl Backend {
                 .collect(),
         );
         let mut manifests = std::mem::take(&mut state.manifests);
-        for (m, bytes) in manifests.iter_mut().filter(|m| !m.loaded).zip(got) {
+        for (m, bytes) in manifests.iter_mut().filter(|m| wanted(m)).zip(got) {
             let mpath = self.root.join(&m.key);
             let bytes = bytes?;
             if bytes.len() as u64 != m.size {
@@ -3391,24 +3393,39 @@ impl ObjectStorage {
 
     /// Reads the manifests the committed state names, if this handle has not yet, and adds
     /// their files to the visible tree (where the overlay has not put a file of its own at
-    /// a path). Every listing calls it first, every change to a path such a manifest may
-    /// hold ([`manifest::Manifest::may_hold`]), every lookup that misses such a path, and
-    /// a commit whose merges take one in: so the overlay never removed, replaced or
-    /// renamed a file it did not see, and a commit keeps every manifest it did not load
-    /// as it is.
+    /// a path). Every listing calls it first ([`Self::load_pending_where`] for the rest).
     ///
     /// # Errors
     /// As [`ObjectStorage::new`]; the handle stays as it was (the next call tries again).
     fn load_pending(&self) -> Result<()> {
+        self.load_pending_where(|_| true)
+    }
+
+    /// [`Self::load_pending`] for the manifests `which` picks: every change to a path a
+    /// manifest may hold ([`manifest::Manifest::may_hold`]) reads that manifest first,
+    /// every lookup that misses such a path reads it, and a commit reads the manifests its
+    /// merges take in: so the overlay never removed, replaced or renamed a file it did not
+    /// see, and a commit keeps every manifest it did not load as it is.
+    ///
+    /// # Errors
+    /// As [`ObjectStorage::new`]; the handle stays as it was (the next call tries again).
+    fn load_pending_where(&self, which: impl Fn(&Manifest) -> bool) -> Result<()> {
         let mut c = self.committed_lock();
         let Some(state) = c.state.as_ref().filter(|_| c.pending()) else {
             return Ok(());
         };
+        let before: HashSet<String> = state
+            .manifests
+            .iter()
+            .filter(|m| m.loaded)
+            .map(|m| m.key.clone())
+            .collect();
         let mut full = state.clone();
-        self.backend.load_manifests(&mut full)?;
+        self.backend.load_manifests(&mut full, which)?;
         {
             let mut tree = self.tree();
-            for rel in full.manifests.iter().flat_map(|m| &m.paths) {
+            let new = full.manifests.iter().filter(|m| !before.contains(&m.key));
+            for rel in new.flat_map(|m| &m.paths) {
                 if let Some(f) = full.files.get(rel) {
                     tree.files
                         .entry(self.rel_to_bucket(rel))
@@ -3420,39 +3437,41 @@ impl ObjectStorage {
         Ok(())
     }
 
+    /// `key` (relative to the bucket) relative to the dataset's root, `None` outside it.
+    fn rel_of_key<'k>(&self, key: &'k str) -> Option<&'k str> {
+        if self.backend.prefix.is_empty() {
+            Some(key)
+        } else if key == self.backend.prefix {
+            Some("")
+        } else {
+            key.strip_prefix(self.backend.prefix.as_str())
+                .and_then(|r| r.strip_prefix('/'))
+        }
+    }
+
     /// Whether a manifest not loaded yet may hold the file or directory `key` (relative to
     /// the bucket), as the manifests' directories tell ([`manifest::Manifest::may_hold`]).
     fn pending_may_hold(&self, key: &str) -> bool {
-        let c = self.committed_lock();
-        let rel = if self.backend.prefix.is_empty() {
-            key
-        } else if key == self.backend.prefix {
-            ""
-        } else {
-            match key
-                .strip_prefix(self.backend.prefix.as_str())
-                .and_then(|r| r.strip_prefix('/'))
-            {
-                Some(r) => r,
-                None => return false,
-            }
+        let Some(rel) = self.rel_of_key(key) else {
+            return false;
         };
+        let c = self.committed_lock();
         c.state
             .as_ref()
             .is_some_and(|s| s.manifests.iter().any(|m| !m.loaded && m.may_hold(rel)))
     }
 
-    /// Reads the pending manifests when one may hold `key` (relative to the bucket): what a
-    /// change at `key` does first, so that the overlay never replaces, removes or renames
-    /// a file it did not see.
+    /// Reads the pending manifests that may hold `key` (relative to the bucket), and only
+    /// those: what a change at `key` does first, so that the overlay never replaces,
+    /// removes or renames a file it did not see.
     ///
     /// # Errors
     /// As [`ObjectStorage::load_pending`].
     fn load_if_may_hold(&self, key: &str) -> Result<()> {
-        if self.pending_may_hold(key) {
-            self.load_pending()?;
+        match self.rel_of_key(key) {
+            Some(rel) => self.load_pending_where(|m| m.may_hold(rel)),
+            None => Ok(()),
         }
-        Ok(())
     }
 
     /// Whether the visible tree answers `found` of `key` (true), after reading the pending
@@ -3464,7 +3483,10 @@ impl ObjectStorage {
         if found(&self.tree()) {
             return true;
         }
-        self.pending_may_hold(key) && self.load_pending().map_or(true, |()| found(&self.tree()))
+        self.pending_may_hold(key)
+            && self
+                .load_if_may_hold(key)
+                .map_or(true, |()| found(&self.tree()))
     }
 
     fn committed_lock(&self) -> MutexGuard<'_, Committed> {
@@ -3663,12 +3685,22 @@ impl ObjectStorage {
                 .map_err(|e| Error::metadata(self.state_path(), e))
         };
         let mut sealed = plan(old.as_ref(), &new_files)?;
-        if sealed.needs_load {
-            // A merge takes in a manifest not loaded: its files join the commit's, unchanged.
-            self.load_pending()?;
+        while !sealed.needs_load.is_empty() {
+            // A merge takes in manifests not loaded: those (only) are read, and their files
+            // join the commit's, unchanged. Each round loads at least one manifest, so this
+            // ends (a merged manifest may complete a group of the next level).
+            let wanted = std::mem::take(&mut sealed.needs_load);
+            self.load_pending_where(|m| wanted.contains(&m.key))?;
             old = self.committed_lock().state.clone();
             if let Some(o) = &old {
-                for rel in o.manifests.iter().flat_map(|m| &m.paths) {
+                let loaded = o.manifests.iter().filter(|m| wanted.contains(&m.key));
+                if loaded.clone().any(|m| !m.loaded) {
+                    return Err(Error::metadata(
+                        self.state_path(),
+                        format!("the manifests {wanted:?} to merge were not read"),
+                    ));
+                }
+                for rel in loaded.flat_map(|m| &m.paths) {
                     if let (false, Some(f)) = (new_files.contains_key(rel), o.files.get(rel)) {
                         new_files.insert(rel.clone(), f.clone());
                     }
