@@ -2824,13 +2824,6 @@ enum Written {
 }
 
 impl Committed {
-    /// Whether the state names a manifest whose entries are not in its `files` yet.
-    fn pending(&self) -> bool {
-        self.state
-            .as_ref()
-            .is_some_and(|s| s.manifests.iter().any(|m| !m.loaded))
-    }
-
     /// The committed state after `state` was written.
     fn written(state: State, w: Written) -> Committed {
         match w {
@@ -3411,20 +3404,25 @@ impl ObjectStorage {
     /// As [`ObjectStorage::new`]; the handle stays as it was (the next call tries again).
     fn load_pending_where(&self, which: impl Fn(&Manifest) -> bool) -> Result<()> {
         let mut c = self.committed_lock();
-        let Some(state) = c.state.as_ref().filter(|_| c.pending()) else {
+        // Nothing to read (and no copy of the state) unless a manifest not read yet is picked.
+        let Some(state) = c
+            .state
+            .as_ref()
+            .filter(|s| s.manifests.iter().any(|m| !m.loaded && which(m)))
+        else {
             return Ok(());
         };
-        let before: HashSet<String> = state
-            .manifests
-            .iter()
-            .filter(|m| m.loaded)
-            .map(|m| m.key.clone())
-            .collect();
         let mut full = state.clone();
         self.backend.load_manifests(&mut full, which)?;
         {
             let mut tree = self.tree();
-            let new = full.manifests.iter().filter(|m| !before.contains(&m.key));
+            // The manifests read now (`load_manifests` keeps their order).
+            let new = full
+                .manifests
+                .iter()
+                .zip(&state.manifests)
+                .filter(|(now, was)| now.loaded && !was.loaded)
+                .map(|(now, _)| now);
             for rel in new.flat_map(|m| &m.paths) {
                 if let Some(f) = full.files.get(rel) {
                     tree.files
@@ -3449,21 +3447,10 @@ impl ObjectStorage {
         }
     }
 
-    /// Whether a manifest not loaded yet may hold the file or directory `key` (relative to
-    /// the bucket), as the manifests' directories tell ([`manifest::Manifest::may_hold`]).
-    fn pending_may_hold(&self, key: &str) -> bool {
-        let Some(rel) = self.rel_of_key(key) else {
-            return false;
-        };
-        let c = self.committed_lock();
-        c.state
-            .as_ref()
-            .is_some_and(|s| s.manifests.iter().any(|m| !m.loaded && m.may_hold(rel)))
-    }
-
-    /// Reads the pending manifests that may hold `key` (relative to the bucket), and only
-    /// those: what a change at `key` does first, so that the overlay never replaces,
-    /// removes or renames a file it did not see.
+    /// Reads the pending manifests that may hold `key` (relative to the bucket), as their
+    /// directories and spans tell ([`manifest::Manifest::may_hold`]), and only those: what
+    /// a change at `key` does first, so that the overlay never replaces, removes or renames
+    /// a file it did not see.
     ///
     /// # Errors
     /// As [`ObjectStorage::load_pending`].
@@ -3483,10 +3470,9 @@ impl ObjectStorage {
         if found(&self.tree()) {
             return true;
         }
-        self.pending_may_hold(key)
-            && self
-                .load_if_may_hold(key)
-                .map_or(true, |()| found(&self.tree()))
+        // With no manifest to read, the load does nothing and the tree answers as before.
+        self.load_if_may_hold(key)
+            .map_or(true, |()| found(&self.tree()))
     }
 
     fn committed_lock(&self) -> MutexGuard<'_, Committed> {
