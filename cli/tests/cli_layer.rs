@@ -115,6 +115,28 @@ fn unsorted_csv_fails_and_leaves_nothing() {
 }
 
 #[test]
+fn a_weight_named_as_a_key_column_is_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let csv = dir.path().join("in.csv");
+    std::fs::write(&csv, "1,2\n").unwrap();
+    let out = dir.path().join("l.blz");
+    let o = run(&[
+        "layer",
+        "build",
+        "--columns",
+        "k:int64",
+        "--weight",
+        "k:int64",
+        s(&csv),
+        s(&out),
+    ]);
+    assert!(!o.status.success());
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(err.contains("\"k\"") && err.contains("weight"), "{err}");
+    assert!(!out.exists());
+}
+
+#[test]
 fn negative_values_are_values_not_options() {
     let dir = tempfile::tempdir().unwrap();
     let csv = dir.path().join("in.csv");

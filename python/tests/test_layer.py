@@ -121,3 +121,9 @@ def test_filter_kinds_choice_and_refusal(tmp_path):
     assert not (tmp_path / "x.blz").exists()
     with pytest.raises(ValueError, match="unknown filter kind"):
         blz.build_layer(tmp_path / "y.blz", [(1,)], filter="exactly")
+
+
+def test_a_weight_named_as_a_key_column_is_refused(tmp_path):
+    with pytest.raises(ValueError, match='weight\'s name "k" is also a column'):
+        blz.build_layer(tmp_path / "l.blz", [(1, 2, 3)], columns=["k", "v"], weight="k")
+    assert not (tmp_path / "l.blz").exists()

@@ -555,8 +555,9 @@ impl LayerSchema {
     /// Checks the schema and turns it into the `meta/storage` document.
     ///
     /// # Errors
-    /// [`Error::InvalidArgument`] for no columns, bad or duplicate names, unsupported value
-    /// types, zero chunk lengths, fan-outs below 2, bad filter settings or compression.
+    /// [`Error::InvalidArgument`] for no columns, bad or duplicate names (a weight named as a
+    /// column included), unsupported value types, zero chunk lengths, fan-outs below 2, bad
+    /// filter settings or compression.
     pub fn to_storage(&self) -> Result<LayerStorage> {
         if self.columns.is_empty() {
             return Err(Error::InvalidArgument(
@@ -577,6 +578,14 @@ impl LayerSchema {
         let weight = match &self.weight {
             Some((name, dtype)) => {
                 check_name(name)?;
+                // SQL, the CLI's CSV and Python name a row's fields by these names: one name
+                // for two of them would leave a reader unable to tell which it means.
+                if names.contains(name.as_str()) {
+                    return Err(Error::InvalidArgument(format!(
+                        "the weight's name {name:?} is also a column's: keys and weight need \
+                         distinct names"
+                    )));
+                }
                 value::check_kind(LeafKind::Fixed(*dtype))?;
                 Some(WeightMeta {
                     name: name.clone(),

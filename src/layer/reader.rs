@@ -423,6 +423,13 @@ impl Layer {
         let mut cols = Vec::new();
         for (i, (c, s)) in meta.columns.iter().zip(&sizes.columns).enumerate() {
             crate::column::check_name(&c.name)?;
+            // Two columns of one name would share one data directory.
+            if meta.columns.iter().take(i).any(|p| p.name == c.name) {
+                return Err(Error::metadata(
+                    mp.storage(),
+                    format!("two columns are named {:?}", c.name),
+                ));
+            }
             let kind = ValueType::parse(&c.dtype)
                 .and_then(|t| value::check_type(&t).map(|()| t))
                 .map_err(|e| Error::metadata(mp.storage(), e.to_string()))?;

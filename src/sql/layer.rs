@@ -7,7 +7,9 @@
 //! not share for NaN), so that `ORDER BY` on keys and merge joins need no sort. Filters on
 //! the first column are pushed down: an equality asks the membership filter first (a "no"
 //! reads no data chunk) and seeks the value index; a range (`<`, `<=`, `>`, `>=`,
-//! `BETWEEN`) seeks its lower end and stops after its upper end.
+//! `BETWEEN`) seeks its lower end and stops after its upper end. A pushed-down filter only
+//! skips rows SQL's own evaluation (which runs after it) would drop: for floats that means
+//! SQL's comparisons, under which -0.0 equals 0.0 (the layer orders -0.0 before 0.0).
 
 use super::to_datafusion;
 use crate::dtype::DType;
@@ -101,6 +103,16 @@ impl LayerSource {
             columns.push((Source::Key(i), ak));
         }
         if let Some(w) = &meta.weight {
+            // Written before names were checked across keys and weight: the layer reads,
+            // but a table cannot have two columns of one name.
+            if meta.columns.iter().any(|c| c.name == w.name) {
+                return Err(crate::Error::InvalidArgument(format!(
+                    "{}: the weight and a key column are both named {:?}; SQL needs distinct \
+                     column names (rebuild the layer with another weight name)",
+                    layer.path().display(),
+                    w.name
+                )));
+            }
             let ak = ArrowKind::of(LeafKind::Fixed(w.dtype));
             fields.push(Field::new(&w.name, ak.data_type(), false));
             columns.push((Source::Weight, ak));
@@ -126,8 +138,20 @@ struct KeyRange {
     upper: Option<(Value, bool)>,
 }
 
+/// A float bound as the layer's order sees it. SQL compares floats as the layer orders them
+/// (IEEE total order: -NaN first, NaN last) but with -0.0 and 0.0 equal, where the layer
+/// keeps -0.0 just before 0.0. A bound at either zero therefore covers both keys when it
+/// includes zero (`>= 0`, `<= 0`, `= 0`) and neither when it excludes it (`> 0`, `< 0`).
+fn zero_bound(v: Value, inclusive: bool, lower: bool) -> Value {
+    match v {
+        Value::Float(x) if x == 0.0 => Value::Float(if lower == inclusive { -0.0 } else { 0.0 }),
+        v => v,
+    }
+}
+
 impl KeyRange {
     fn narrow_lower(&mut self, v: Value, inclusive: bool) {
+        let v = zero_bound(v, inclusive, true);
         let tighter = match &self.lower {
             None => true,
             Some((w, inc)) => v > *w || (v == *w && !inclusive && *inc),
@@ -138,6 +162,7 @@ impl KeyRange {
     }
 
     fn narrow_upper(&mut self, v: Value, inclusive: bool) {
+        let v = zero_bound(v, inclusive, false);
         let tighter = match &self.upper {
             None => true,
             Some((w, inc)) => v < *w || (v == *w && !inclusive && *inc),
