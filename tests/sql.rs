@@ -312,3 +312,97 @@ fn layers_are_tables_of_their_paths_in_key_order() {
     let n = one_i64(&ctx.collect("SELECT count(DISTINCT b) FROM l").unwrap());
     assert_eq!(n, 5);
 }
+
+/// Only queries run: a statement that would write a file, read one the caller did not name,
+/// or change the session is refused before anything runs, and the context is unchanged.
+#[test]
+fn statements_that_are_not_queries_are_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("t.blz");
+    make_table(&path, &rows(300));
+    let victim = dir.path().join("existing.csv");
+    std::fs::write(&victim, "precious\n").unwrap();
+    let out = dir.path().join("out.csv");
+    let ctx = SqlContext::new().unwrap();
+    ctx.register_path("t", path.to_str().unwrap()).unwrap();
+    let (v, o) = (victim.display(), out.display());
+    for q in [
+        format!("COPY (SELECT 'x' AS a) TO '{v}' STORED AS CSV"),
+        format!("COPY t TO '{o}' STORED AS CSV"),
+        format!("CREATE EXTERNAL TABLE pw (a VARCHAR) STORED AS CSV LOCATION '{v}'"),
+        "CREATE TABLE c AS SELECT * FROM t".into(),
+        "CREATE VIEW w AS SELECT * FROM t".into(),
+        "DROP TABLE t".into(),
+        "INSERT INTO t (k) VALUES (1)".into(),
+        "SET datafusion.execution.batch_size = 1".into(),
+        "RESET datafusion.execution.batch_size".into(),
+        "SELECT k INTO n FROM t".into(),
+        format!("EXPLAIN COPY t TO '{o}'"),
+        format!("EXPLAIN ANALYZE COPY t TO '{o}'"),
+        "START TRANSACTION".into(),
+    ] {
+        let e = ctx.collect(&q).unwrap_err();
+        assert!(
+            matches!(&e, Error::Sql(m) if m.contains("queries only")),
+            "{q}: {e}"
+        );
+    }
+    assert_eq!(std::fs::read_to_string(&victim).unwrap(), "precious\n");
+    assert!(!out.exists());
+    assert_eq!(
+        one_i64(&ctx.collect("SELECT count(*) FROM t").unwrap()),
+        300
+    );
+    assert!(total_rows(&ctx.collect("EXPLAIN SELECT k FROM t").unwrap()) > 0);
+    assert_eq!(total_rows(&ctx.collect("VALUES (1), (2), (3)").unwrap()), 3);
+    assert_eq!(
+        one_i64(
+            &ctx.collect("WITH a AS (SELECT k FROM t WHERE k < 30) SELECT count(*) FROM a")
+                .unwrap()
+        ),
+        10
+    );
+}
+
+/// Expressions nested to the limit run, and past it are refused, from a thread whose stack
+/// is far too small to plan them: the engine's threads parse, plan and run queries.
+#[test]
+fn deep_expressions_run_to_the_limit_on_a_small_stack_and_are_refused_past_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("t.blz");
+    let r = rows(300);
+    make_table(&path, &r);
+    let p = path.to_str().unwrap().to_string();
+    let limit = blz::sql::MAX_EXPRESSION_DEPTH;
+    let small = std::thread::Builder::new().stack_size(256 * 1024);
+    small
+        .spawn(move || {
+            let ctx = SqlContext::new().unwrap();
+            ctx.register_path("t", &p).unwrap();
+            let chain = |n: usize, op: &str| vec!["g"; n].join(op);
+            // At the limit: `sum` and a chain of `limit - 1` operands under it.
+            let q = format!("SELECT sum({}) FROM t", chain(limit - 1, " + "));
+            let want: i64 = r.g.iter().sum::<i64>() * (limit - 1) as i64;
+            assert_eq!(one_i64(&ctx.collect(&q).unwrap()), want);
+            for q in [
+                format!("SELECT {} FROM t", chain(limit + 1, " + ")),
+                format!("SELECT {} FROM t", chain(15_000, " * ")),
+                format!(
+                    "SELECT k FROM t WHERE {}",
+                    (0..20_000)
+                        .map(|i| format!("k = {i}"))
+                        .collect::<Vec<_>>()
+                        .join(" OR ")
+                ),
+            ] {
+                let e = ctx.collect(&q).unwrap_err();
+                assert!(matches!(&e, Error::Sql(m) if m.contains("too deep")), "{e}");
+            }
+            // Parentheses are bounded by the parser itself.
+            let q = format!("SELECT {}k{} FROM t", "(".repeat(5000), ")".repeat(5000));
+            assert!(matches!(ctx.collect(&q), Err(Error::Sql(_))));
+        })
+        .unwrap()
+        .join()
+        .unwrap();
+}

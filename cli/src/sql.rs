@@ -2,8 +2,14 @@
 //! printed as an aligned table, CSV or JSON lines.
 
 use crate::failure::Failure;
+use arrow::array::{Array, AsArray};
+use arrow::datatypes::{DataType, FieldRef, Float16Type, Float32Type, Float64Type};
+use arrow::error::ArrowError;
+use arrow::json::writer::NullableEncoder;
+use arrow::json::{Encoder, EncoderFactory, EncoderOptions};
 use arrow::record_batch::RecordBatch;
 use std::io::Write;
+use std::sync::Arc;
 
 /// How `blz sql` prints rows.
 #[derive(clap::ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
@@ -12,7 +18,8 @@ pub enum SqlFormat {
     Table,
     /// CSV with a header line.
     Csv,
-    /// One JSON object per row, one per line.
+    /// One JSON object per row, one per line. JSON has no infinities or NaN: those are
+    /// written as the strings "inf", "-inf" and "NaN" (a missing value is null).
     Json,
 }
 
@@ -79,7 +86,9 @@ pub fn run(a: &SqlArgs) -> Result<(), Failure> {
             Ok(())
         }
         SqlFormat::Json => {
-            let mut w = arrow::json::LineDelimitedWriter::new(&mut out);
+            let mut w = arrow::json::WriterBuilder::new()
+                .with_encoder_factory(Arc::new(NonFinite))
+                .build::<_, arrow::json::writer::LineDelimited>(&mut out);
             for b in batches {
                 w.write(&b?).map_err(|e| Failure::new(e.to_string()))?;
             }
@@ -90,5 +99,66 @@ pub fn run(a: &SqlArgs) -> Result<(), Failure> {
     match written {
         Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => Ok(()),
         r => r.map_err(|e| Failure::new(format!("writing the rows: {e}"))),
+    }
+}
+
+/// Writes floating-point values to JSON as numbers, and the values JSON has no number for as
+/// the strings `"inf"`, `"-inf"` and `"NaN"` (Arrow's writer makes them all `null`, which
+/// is a missing value's).
+#[derive(Debug)]
+struct NonFinite;
+
+impl EncoderFactory for NonFinite {
+    fn make_default_encoder<'a>(
+        &self,
+        _field: &'a FieldRef,
+        array: &'a dyn Array,
+        _options: &'a EncoderOptions,
+    ) -> Result<Option<NullableEncoder<'a>>, ArrowError> {
+        let values: Box<dyn Fn(usize) -> f64 + 'a> = match array.data_type() {
+            DataType::Float16 => {
+                let a = array.as_primitive::<Float16Type>();
+                Box::new(move |i| f64::from(a.value(i)))
+            }
+            DataType::Float32 => {
+                let a = array.as_primitive::<Float32Type>();
+                Box::new(move |i| f64::from(a.value(i)))
+            }
+            DataType::Float64 => {
+                let a = array.as_primitive::<Float64Type>();
+                Box::new(move |i| a.value(i))
+            }
+            _ => return Ok(None),
+        };
+        let single = array.data_type() != &DataType::Float64;
+        let encoder = FloatEncoder { values, single };
+        Ok(Some(NullableEncoder::new(
+            Box::new(encoder),
+            array.logical_nulls(),
+        )))
+    }
+}
+
+/// One float column's values, as [`NonFinite`] writes them.
+struct FloatEncoder<'a> {
+    values: Box<dyn Fn(usize) -> f64 + 'a>,
+    /// Narrower than f64: written with the shortest digits of its own width.
+    single: bool,
+}
+
+impl Encoder for FloatEncoder<'_> {
+    fn encode(&mut self, idx: usize, out: &mut Vec<u8>) {
+        let v = (self.values)(idx);
+        let text = if v.is_nan() {
+            "\"NaN\"".to_string()
+        } else if v.is_infinite() {
+            if v > 0.0 { "\"inf\"" } else { "\"-inf\"" }.to_string()
+        } else if self.single {
+            // f32 (and f16, which f32 holds exactly) in its own shortest form.
+            serde_json::to_string(&(v as f32)).unwrap_or_else(|_| v.to_string())
+        } else {
+            serde_json::to_string(&v).unwrap_or_else(|_| v.to_string())
+        };
+        out.extend_from_slice(text.as_bytes());
     }
 }

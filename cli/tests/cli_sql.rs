@@ -159,3 +159,79 @@ fn errors_name_what_is_wrong() {
     // A bad --format is clap's usage error.
     fails_with(2, &["sql", "SELECT 1", "--format", "xml"]);
 }
+
+#[test]
+fn statements_that_write_or_change_the_session_are_refused_and_touch_nothing() {
+    let d = Dir::new();
+    let t = make_table(&d);
+    let table = format!("t={t}");
+    let victim = d.write("existing.csv", "precious\n");
+    let out = d.s("out.json");
+    for q in [
+        format!("COPY (SELECT 'x' AS a) TO '{victim}' STORED AS CSV"),
+        format!("COPY (SELECT * FROM t) TO '{out}' STORED AS JSON"),
+        format!("CREATE EXTERNAL TABLE pw (a VARCHAR) STORED AS CSV LOCATION '{victim}'"),
+        "CREATE TABLE c AS SELECT * FROM t".to_string(),
+        "DROP TABLE t".to_string(),
+        "SET datafusion.execution.batch_size = 1".to_string(),
+        format!("EXPLAIN COPY (SELECT 1) TO '{out}'"),
+    ] {
+        let err = fails(&["sql", &q, "--table", &table]);
+        assert!(err.contains("queries only"), "{q}: {err}");
+    }
+    assert_eq!(std::fs::read_to_string(&victim).unwrap(), "precious\n");
+    assert!(!std::path::Path::new(&out).exists());
+    let n = ok(&[
+        "sql",
+        "SELECT count(*) AS n FROM t",
+        "--table",
+        &table,
+        "--format",
+        "csv",
+    ]);
+    assert_eq!(n.lines().nth(1), Some(ROWS.to_string().as_str()));
+}
+
+#[test]
+fn a_query_too_deep_is_an_error_not_a_crash() {
+    let d = Dir::new();
+    let t = make_table(&d);
+    let table = format!("t={t}");
+    // At the limit: `sum` of a chain of 999 operands nests 1000 deep.
+    let terms = blz::sql::MAX_EXPRESSION_DEPTH - 1;
+    let q = format!("SELECT sum({}) AS s FROM t", vec!["g"; terms].join(" + "));
+    let got = ok(&["sql", &q, "--table", &table, "--format", "csv"]);
+    let want: i64 = (0..ROWS).map(|i| row(i).2).sum::<i64>() * terms as i64;
+    assert_eq!(got.lines().nth(1), Some(want.to_string().as_str()), "{got}");
+    for terms in [blz::sql::MAX_EXPRESSION_DEPTH + 1, 3000, 20_000] {
+        let q = format!("SELECT {} FROM t", vec!["k"; terms].join(" + "));
+        let err = fails(&["sql", &q, "--table", &table]);
+        assert!(err.contains("too deep"), "{terms}: {err}");
+    }
+}
+
+#[test]
+fn json_lines_keep_infinities_and_nan_apart_from_null() {
+    let q = "SELECT * FROM (VALUES (1, CAST('inf' AS DOUBLE)), (2, CAST('-inf' AS DOUBLE)), \
+             (3, CAST('NaN' AS DOUBLE)), (4, NULL), (5, 0.5), (6, CAST(CAST('NaN' AS DOUBLE) AS FLOAT)), \
+             (7, CAST(0.25 AS FLOAT))) AS v(i, x) ORDER BY i";
+    let out = ok(&["sql", q, "--format", "json"]);
+    let xs: Vec<Value> = out
+        .lines()
+        .map(|l| serde_json::from_str::<Value>(l).unwrap())
+        .map(|v| v.get("x").cloned().unwrap_or(Value::Null))
+        .collect();
+    assert_eq!(
+        xs,
+        vec![
+            Value::from("inf"),
+            Value::from("-inf"),
+            Value::from("NaN"),
+            Value::Null,
+            Value::from(0.5),
+            Value::from("NaN"),
+            Value::from(0.25),
+        ],
+        "{out}"
+    );
+}

@@ -36,10 +36,21 @@ class SqlResult:
         return self._raw.arrow_stream(requested_schema)
 
     def to_arrow(self) -> Any:
-        """The rows as a ``pyarrow.Table``."""
+        """The rows as a ``pyarrow.Table``.
+
+        An error while the rows are read raises blz's own exception (a :class:`blz.Error`),
+        as the query's planning does; a consumer reading the Arrow stream directly
+        (``pyarrow.table(r)``) gets Arrow's exception with the same message.
+        """
         import pyarrow
 
-        return pyarrow.RecordBatchReader.from_stream(self).read_all()
+        try:
+            return pyarrow.RecordBatchReader.from_stream(self).read_all()
+        except pyarrow.ArrowException as e:
+            err = self._raw.take_error()
+            if err is None:
+                raise
+            raise err from e
 
     def to_pandas(self) -> Any:
         """The rows as a pandas ``DataFrame``."""

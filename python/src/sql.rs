@@ -4,17 +4,21 @@
 
 use crate::{detached, lock_err, Fail};
 use arrow_array::ffi_stream::FFI_ArrowArrayStream;
+use arrow_array::{RecordBatch, RecordBatchReader};
+use arrow_schema::{ArrowError, SchemaRef};
 use blz::sql::QueryResult;
 use pyo3::exceptions::PyValueError;
 use pyo3::prelude::*;
 use pyo3::types::PyCapsule;
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex};
 
 /// The rows of a query, not yet read: handed over once, as an Arrow C stream.
 #[pyclass(module = "blz._blz")]
 pub(crate) struct RawQuery {
     result: Mutex<Option<QueryResult>>,
     columns: Vec<String>,
+    /// The blz error that ended the stream, for `take_error`.
+    last_error: Arc<Mutex<Option<blz::Error>>>,
 }
 
 #[pymethods]
@@ -43,8 +47,64 @@ impl RawQuery {
             .ok_or_else(|| {
                 PyValueError::new_err("the rows of this query were already read (run it again)")
             })?;
-        let stream = FFI_ArrowArrayStream::new(Box::new(result));
+        let reader = Guarded {
+            schema: result.schema(),
+            inner: result,
+            last_error: Arc::clone(&self.last_error),
+        };
+        let stream = FFI_ArrowArrayStream::new(Box::new(reader));
         PyCapsule::new_with_value(py, stream, c"arrow_array_stream")
+    }
+
+    /// The blz exception for the error that ended the rows (once), or `None`: what a
+    /// consumer of the Arrow stream saw only as its message.
+    fn take_error(&self, py: Python<'_>) -> PyResult<Option<Py<PyAny>>> {
+        let taken = self
+            .last_error
+            .lock()
+            .map_err(|_| lock_err("query").into_py(py))?
+            .take();
+        Ok(taken.map(|e| Fail::Blz(e).into_py(py).into_value(py).into_any()))
+    }
+}
+
+/// A query's rows as the Arrow C stream hands them over. The stream's C functions cannot
+/// unwind and turn an error's message into a C string, so here a panic becomes an error, a
+/// message holds no NUL byte, and the blz error itself is kept for `take_error`.
+struct Guarded {
+    schema: SchemaRef,
+    inner: QueryResult,
+    last_error: Arc<Mutex<Option<blz::Error>>>,
+}
+
+impl Iterator for Guarded {
+    type Item = Result<RecordBatch, ArrowError>;
+
+    fn next(&mut self) -> Option<Self::Item> {
+        let next = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| self.inner.next()));
+        let e = match next {
+            Ok(Some(Err(e))) => blz::sql::from_arrow(e),
+            Ok(other) => return other,
+            Err(p) => {
+                let m = p
+                    .downcast_ref::<&str>()
+                    .map(|s| s.to_string())
+                    .or_else(|| p.downcast_ref::<String>().cloned())
+                    .unwrap_or_else(|| "a panic".to_string());
+                blz::Error::Sql(format!("internal error in blz: {m}"))
+            }
+        };
+        let message = e.to_string().replace('\0', "\\0");
+        if let Ok(mut last) = self.last_error.lock() {
+            *last = Some(e);
+        }
+        Some(Err(ArrowError::ExternalError(message.into())))
+    }
+}
+
+impl RecordBatchReader for Guarded {
+    fn schema(&self) -> SchemaRef {
+        Arc::clone(&self.schema)
     }
 }
 
@@ -72,5 +132,6 @@ pub(crate) fn sql(
     Ok(RawQuery {
         result: Mutex::new(Some(result)),
         columns,
+        last_error: Arc::new(Mutex::new(None)),
     })
 }

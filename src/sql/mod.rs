@@ -35,11 +35,32 @@ use crate::table::Table;
 use arrow_array::{RecordBatch, RecordBatchReader};
 use arrow_schema::{ArrowError, SchemaRef};
 use datafusion::error::DataFusionError;
+use datafusion::execution::context::SQLOptions;
 use datafusion::execution::SendableRecordBatchStream;
 use datafusion::physical_plan::stream::RecordBatchStreamAdapter;
 use datafusion::prelude::{SessionConfig, SessionContext};
+use datafusion::sql::parser::Statement as DfStatement;
+use datafusion::sql::sqlparser::ast::{self as sqlast, Visit, Visitor};
 use futures::StreamExt;
+use std::ops::ControlFlow;
 use std::sync::Arc;
+
+/// The deepest expression a query may hold: operators nested in operators, counting every
+/// operand of a chain such as `a + b + c` (which parses as `(a + b) + c`) as one level. The
+/// engine plans and evaluates expressions by recursion; past this depth a query is refused
+/// with [`Error::Sql`] before it is planned, rather than risk the stack of the thread that
+/// runs it. The engine's threads have [`ENGINE_STACK`] bytes of stack, which holds several
+/// times this depth.
+pub const MAX_EXPRESSION_DEPTH: usize = 1000;
+
+/// The stack of each of the engine's threads, where queries are parsed, planned and run
+/// (the caller's thread only waits): large enough for [`MAX_EXPRESSION_DEPTH`] whatever
+/// stack the caller has. Reserved address space, touched only as deep as a query goes.
+const ENGINE_STACK: usize = 128 << 20;
+
+/// How many times a query is started again when a writer's commit met its reads before it
+/// gave any row (as reads of arrays and tables retry).
+const CHANGED_RETRIES: u32 = 20;
 
 /// A set of named tables and layer datasets, and the SQL engine that queries them.
 pub struct SqlContext {
@@ -66,6 +87,7 @@ impl SqlContext {
         let runtime = tokio::runtime::Builder::new_multi_thread()
             .worker_threads(threads)
             .thread_name("blz-sql")
+            .thread_stack_size(ENGINE_STACK)
             .enable_all()
             .build()
             .map_err(|e| Error::io("start the SQL engine's threads", "", e))?;
@@ -138,46 +160,54 @@ impl SqlContext {
     /// named in the query by a path (`FROM "data/pts.blz"`) that are not registered are
     /// opened read-only and registered under that name first.
     ///
+    /// Only queries run: `SELECT`, `WITH`, `VALUES`, `EXPLAIN` of those, `SHOW TABLES` and
+    /// `SHOW COLUMNS`. A statement that would write (`COPY`, `INSERT`, `CREATE ... AS`,
+    /// `SELECT ... INTO`), read a location the caller did not name as a dataset (`CREATE
+    /// EXTERNAL TABLE`), or change the session (`DROP`, `SET`, `RESET`) is refused before
+    /// anything runs. The query is parsed, planned and run on the engine's threads, whatever
+    /// the stack of the caller's thread.
+    ///
     /// # Errors
     /// [`Error::Sql`] for a query that does not parse or plan (unknown table or column, type
-    /// mismatch...); blz's own errors when a table cannot be read.
+    /// mismatch...), that is not a query, or whose expressions nest deeper than
+    /// [`MAX_EXPRESSION_DEPTH`]; blz's own errors when a table cannot be read.
     pub fn query(&self, sql: &str) -> Result<QueryResult> {
-        self.runtime.block_on(async {
-            self.open_named_paths(sql)?;
-            let df = self.ctx.sql(sql).await.map_err(from_datafusion)?;
-            let stream = df.execute_stream().await.map_err(from_datafusion)?;
-            Ok(QueryResult {
-                schema: stream.schema(),
-                stream,
-                runtime: Arc::clone(&self.runtime),
-            })
+        let paths = {
+            let state = self.ctx.state();
+            let sql = sql.to_string();
+            self.on_engine(async move { checked_paths(&state, &sql) })??
+        };
+        // Opened here, on the caller's thread and outside the engine's runtime: opening a
+        // dataset on an object store runs a runtime of its own.
+        for name in paths {
+            if !self
+                .ctx
+                .table_exist(name.as_str())
+                .map_err(from_datafusion)?
+            {
+                self.register_path(&name, &name)?;
+            }
+        }
+        let start = Start {
+            ctx: self.ctx.clone(),
+            sql: sql.to_string(),
+        };
+        let stream = self.on_engine(start.clone().run())??;
+        Ok(QueryResult {
+            schema: stream.schema(),
+            stream: Some(stream),
+            runtime: Arc::clone(&self.runtime),
+            restart: Some((start, 0)),
         })
     }
 
-    /// Registers the table references of `sql` that are not yet names but are paths of
-    /// datasets (they contain a `/`, end in `.blz` or are URLs).
-    fn open_named_paths(&self, sql: &str) -> Result<()> {
-        let state = self.ctx.state();
-        let dialect = state.config().options().sql_parser.dialect;
-        let Ok(statement) = state.sql_to_statement(sql, &dialect) else {
-            // Planning the query reports the parse error.
-            return Ok(());
-        };
-        let Ok(refs) = state.resolve_table_references(&statement) else {
-            return Ok(());
-        };
-        for r in refs {
-            if r.schema().is_some() {
-                continue;
-            }
-            let name = r.table();
-            let looks_like_path =
-                name.contains('/') || name.ends_with(".blz") || name.contains("://");
-            if looks_like_path && !self.ctx.table_exist(name).map_err(from_datafusion)? {
-                self.register_path(name, name)?;
-            }
-        }
-        Ok(())
+    /// Runs `work` on one of the engine's threads and waits for it: those have the stack
+    /// deep expressions need; a panic in it becomes an error.
+    fn on_engine<T: Send + 'static>(
+        &self,
+        work: impl std::future::Future<Output = T> + Send + 'static,
+    ) -> Result<T> {
+        on_engine(&self.runtime, work)
     }
 
     /// Runs `sql` and gathers all its rows.
@@ -186,6 +216,140 @@ impl SqlContext {
     /// As [`query`](SqlContext::query), and what reading the rows gives.
     pub fn collect(&self, sql: &str) -> Result<Vec<RecordBatch>> {
         self.query(sql)?.map(|b| b.map_err(from_arrow)).collect()
+    }
+}
+
+/// Runs `work` on one of `runtime`'s threads and waits for it; a panic in it becomes
+/// [`Error::Sql`] naming it an internal error.
+fn on_engine<T: Send + 'static>(
+    runtime: &tokio::runtime::Runtime,
+    work: impl std::future::Future<Output = T> + Send + 'static,
+) -> Result<T> {
+    runtime.block_on(runtime.spawn(work)).map_err(|e| {
+        let m = match e.try_into_panic() {
+            Ok(p) => p
+                .downcast_ref::<&str>()
+                .map(|s| s.to_string())
+                .or_else(|| p.downcast_ref::<String>().cloned())
+                .unwrap_or_else(|| "a panic".to_string()),
+            Err(e) => e.to_string(),
+        };
+        Error::Sql(format!("internal error in the SQL engine: {m}"))
+    })
+}
+
+/// A query, ready to be planned and started (again, after a writer's commit met its reads).
+#[derive(Clone)]
+struct Start {
+    ctx: SessionContext,
+    sql: String,
+}
+
+impl Start {
+    async fn run(self) -> Result<SendableRecordBatchStream> {
+        // What `checked_paths` refused never reaches here; the engine's own check of the
+        // plan stands behind it.
+        let options = SQLOptions::new()
+            .with_allow_ddl(false)
+            .with_allow_dml(false)
+            .with_allow_statements(false);
+        let df = self
+            .ctx
+            .sql_with_options(&self.sql, options)
+            .await
+            .map_err(from_datafusion)?;
+        df.execute_stream().await.map_err(from_datafusion)
+    }
+}
+
+/// Parses `sql`, refuses what is not a query or nests too deep, and gives the table
+/// references that look like datasets' paths (they contain a `/`, end in `.blz` or are
+/// URLs), for the caller to open.
+fn checked_paths(state: &datafusion::execution::SessionState, sql: &str) -> Result<Vec<String>> {
+    let dialect = state.config().options().sql_parser.dialect;
+    let statement = state
+        .sql_to_statement(sql, &dialect)
+        .map_err(from_datafusion)?;
+    read_only(&statement)?;
+    let refs = state
+        .resolve_table_references(&statement)
+        .map_err(from_datafusion)?;
+    Ok(refs
+        .into_iter()
+        .filter(|r| r.schema().is_none())
+        .map(|r| r.table().to_string())
+        .filter(|n| n.contains('/') || n.ends_with(".blz") || n.contains("://"))
+        .collect())
+}
+
+/// Refuses a statement that is not a query, or whose expressions nest deeper than
+/// [`MAX_EXPRESSION_DEPTH`].
+fn read_only(statement: &DfStatement) -> Result<()> {
+    let refuse = |what: &str| {
+        Err(Error::Sql(format!(
+            "blz runs queries only (SELECT, WITH, VALUES, EXPLAIN, SHOW TABLES, SHOW COLUMNS): \
+             {what} is refused"
+        )))
+    };
+    let inner = match statement {
+        DfStatement::Statement(s) => s.as_ref(),
+        DfStatement::Explain(e) => return read_only(&e.statement),
+        DfStatement::CreateExternalTable(_) => return refuse("CREATE EXTERNAL TABLE"),
+        DfStatement::CopyTo(_) => return refuse("COPY"),
+        DfStatement::Reset(_) => return refuse("RESET"),
+    };
+    match inner {
+        sqlast::Statement::Query(q) => {
+            if selects_into(q) {
+                return refuse("SELECT ... INTO");
+            }
+        }
+        sqlast::Statement::ShowTables { .. } | sqlast::Statement::ShowColumns { .. } => {}
+        other => {
+            let text = other.to_string();
+            let kind: Vec<&str> = text.split_whitespace().take(2).collect();
+            return refuse(&kind.join(" "));
+        }
+    }
+    let mut depth = Depth::default();
+    if inner.visit(&mut depth).is_break() {
+        return Err(Error::Sql(format!(
+            "the query's expressions nest too deep (more than {MAX_EXPRESSION_DEPTH} levels \
+             of operators); split it, or use IN (...) for long lists of alternatives"
+        )));
+    }
+    Ok(())
+}
+
+/// Whether a query's outermost SELECT writes its rows into a new table.
+fn selects_into(q: &sqlast::Query) -> bool {
+    match q.body.as_ref() {
+        sqlast::SetExpr::Select(s) => s.into.is_some(),
+        sqlast::SetExpr::Query(q) => selects_into(q),
+        _ => false,
+    }
+}
+
+/// Counts how deep expressions nest, stopping at [`MAX_EXPRESSION_DEPTH`].
+#[derive(Default)]
+struct Depth {
+    now: usize,
+}
+
+impl Visitor for Depth {
+    type Break = ();
+
+    fn pre_visit_expr(&mut self, _expr: &sqlast::Expr) -> ControlFlow<()> {
+        self.now += 1;
+        if self.now > MAX_EXPRESSION_DEPTH {
+            return ControlFlow::Break(());
+        }
+        ControlFlow::Continue(())
+    }
+
+    fn post_visit_expr(&mut self, _expr: &sqlast::Expr) -> ControlFlow<()> {
+        self.now -= 1;
+        ControlFlow::Continue(())
     }
 }
 
@@ -207,8 +371,13 @@ pub fn query(sql: &str, tables: &[(&str, &str)]) -> Result<QueryResult> {
 /// through the Arrow C stream).
 pub struct QueryResult {
     schema: SchemaRef,
-    stream: SendableRecordBatchStream,
+    /// `None` once the rows are all read, or an error ended them.
+    stream: Option<SendableRecordBatchStream>,
     runtime: Arc<tokio::runtime::Runtime>,
+    /// How to start the query again, and how often it was, until it gives its first rows:
+    /// a writer's commit that meets the reads before then starts it again on the new commit
+    /// (after, the rows given would mix two commits: the error ends them).
+    restart: Option<(Start, u32)>,
 }
 
 impl std::fmt::Debug for QueryResult {
@@ -230,12 +399,81 @@ impl Iterator for QueryResult {
     type Item = std::result::Result<RecordBatch, ArrowError>;
 
     fn next(&mut self) -> Option<Self::Item> {
-        let next = self.runtime.block_on(self.stream.next())?;
-        Some(next.map_err(|e| match from_datafusion(e) {
-            Error::Sql(m) => ArrowError::ComputeError(m),
-            e => ArrowError::ExternalError(Box::new(e)),
-        }))
+        loop {
+            let stream = self.stream.take()?;
+            // Polled on the engine's threads: operators evaluate expressions by recursion.
+            let polled = on_engine(&self.runtime, async move {
+                let mut stream = stream;
+                let next = stream.next().await;
+                (stream, next)
+            });
+            let e = match polled {
+                Ok((stream, Some(Ok(batch)))) => {
+                    self.stream = Some(stream);
+                    self.restart = None;
+                    return Some(Ok(batch));
+                }
+                Ok((stream, None)) => {
+                    self.drop_on_engine(stream);
+                    return None;
+                }
+                Ok((stream, Some(Err(e)))) => {
+                    self.drop_on_engine(stream);
+                    from_datafusion(e)
+                }
+                Err(e) => e,
+            };
+            let again = match (&e, self.restart.as_mut()) {
+                (Error::Changed { .. }, Some((start, tries))) if *tries < CHANGED_RETRIES => {
+                    *tries += 1;
+                    start.clone()
+                }
+                _ => return Some(Err(to_arrow(e))),
+            };
+            match on_engine(&self.runtime, again.run()) {
+                Ok(Ok(stream)) if stream.schema() == self.schema => self.stream = Some(stream),
+                Ok(Ok(_)) => {
+                    return Some(Err(to_arrow(Error::Changed {
+                        path: changed_path(&e),
+                    })))
+                }
+                Ok(Err(e)) | Err(e) => return Some(Err(to_arrow(e))),
+            }
+        }
     }
+}
+
+impl QueryResult {
+    /// Drops a stream on the engine's threads: a plan with deep expressions is dropped by
+    /// recursion too.
+    fn drop_on_engine(&self, stream: SendableRecordBatchStream) {
+        let _ = on_engine(&self.runtime, async move { drop(stream) });
+    }
+}
+
+impl Drop for QueryResult {
+    fn drop(&mut self) {
+        if let Some(stream) = self.stream.take() {
+            // Within the engine (a caller in async code), dropped where it stands.
+            if tokio::runtime::Handle::try_current().is_err() {
+                self.drop_on_engine(stream);
+            }
+        }
+    }
+}
+
+/// The dataset a [`Error::Changed`] names.
+fn changed_path(e: &Error) -> std::path::PathBuf {
+    match e {
+        Error::Changed { path } => path.clone(),
+        _ => std::path::PathBuf::new(),
+    }
+}
+
+/// A blz error as Arrow carries it: blz's own error inside (a consumer gets it back with
+/// [`from_arrow`], or by downcasting the external error).
+pub fn to_arrow(e: Error) -> ArrowError {
+    ArrowError::ExternalError(Box::new(e))
 }
 
 impl RecordBatchReader for QueryResult {
@@ -260,7 +498,7 @@ pub(crate) fn from_datafusion(e: DataFusionError) -> Error {
 }
 
 /// blz's own error inside an Arrow error, else its message.
-pub(crate) fn from_arrow(e: ArrowError) -> Error {
+pub fn from_arrow(e: ArrowError) -> Error {
     match e {
         ArrowError::ExternalError(b) => from_boxed(b),
         other => Error::Sql(other.to_string()),
