@@ -12,7 +12,10 @@ use std::collections::HashMap;
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum Ty {
     Bool,
+    /// Computed with as `i64` (int8 .. int64, uint8 .. uint32).
     Int,
+    /// `uint64`: compared exactly with integers, a float in arithmetic.
+    UInt,
     Float,
     Str,
 }
@@ -21,18 +24,17 @@ impl Ty {
     fn name(self) -> &'static str {
         match self {
             Ty::Bool => "a boolean",
-            Ty::Int => "an integer",
+            Ty::Int | Ty::UInt => "an integer",
             Ty::Float => "a float",
             Ty::Str => "a string",
         }
     }
 
     fn numeric(self) -> bool {
-        matches!(self, Ty::Int | Ty::Float)
+        matches!(self, Ty::Int | Ty::UInt | Ty::Float)
     }
 
-    /// The type a column of `dtype` evaluates as (`uint64` as float, as numexpr does when it
-    /// meets int64; complex is refused).
+    /// The type a column of `dtype` evaluates as (complex is refused).
     pub(crate) fn of_dtype(dtype: DType) -> Option<Ty> {
         Some(match dtype {
             DType::Bool => Ty::Bool,
@@ -43,7 +45,8 @@ impl Ty {
             | DType::U8
             | DType::U16
             | DType::U32 => Ty::Int,
-            DType::U64 | DType::F32 | DType::F64 => Ty::Float,
+            DType::U64 => Ty::UInt,
+            DType::F32 | DType::F64 => Ty::Float,
             DType::Bytes(_) | DType::Str(_) => Ty::Str,
             DType::C64 | DType::C128 => return None,
         })
@@ -97,7 +100,7 @@ fn fixed_value(d: DType, b: &[u8]) -> V<'_> {
         DType::U8 => V::Int(Cow::Owned(conv!(b, u8, i64))),
         DType::U16 => V::Int(Cow::Owned(conv!(b, u16, i64))),
         DType::U32 => V::Int(Cow::Owned(conv!(b, u32, i64))),
-        DType::U64 => V::Float(Cow::Owned(conv!(b, u64, f64))),
+        DType::U64 => V::UInt(Cow::Owned(conv!(b, u64, u64))),
         DType::F32 => V::Float(Cow::Owned(conv!(b, f32, f64))),
         DType::F64 => V::Float(Cow::Owned(conv!(b, f64, f64))),
         // numpy's view of a fixed string: trailing NULs are not part of it.
@@ -129,14 +132,21 @@ fn trim_nul(s: &[u8]) -> &[u8] {
 }
 
 /// A value during evaluation: a vector over the range's rows, or a scalar.
+///
+/// Integers are `i64` (wrapping arithmetic, as numpy's int64) or `u64` (a `uint64` column or
+/// a literal past `i64::MAX`): comparisons between integers are exact, whatever their
+/// signs (numpy's); arithmetic with a `u64` is done in `f64` (numexpr's, and numpy's for
+/// uint64 with int64).
 #[derive(Debug, Clone)]
 pub(crate) enum V<'a> {
     Bool(Cow<'a, [bool]>),
     Int(Cow<'a, [i64]>),
+    UInt(Cow<'a, [u64]>),
     Float(Cow<'a, [f64]>),
     Str(Vec<Cow<'a, [u8]>>),
     SBool(bool),
     SInt(i64),
+    SUInt(u64),
     SFloat(f64),
     SStr(Vec<u8>),
 }
@@ -154,6 +164,7 @@ pub(crate) fn check(text: &str, e: &Expr, col_ty: &dyn Fn(&str) -> Option<Ty>) -
         Expr::Lit { value, .. } => match value {
             Literal::Bool(_) => Ty::Bool,
             Literal::Int(_) => Ty::Int,
+            Literal::UInt(_) => Ty::UInt,
             Literal::Float(_) => Ty::Float,
             Literal::Str(_) => Ty::Str,
         },
@@ -166,7 +177,12 @@ pub(crate) fn check(text: &str, e: &Expr, col_ty: &dyn Fn(&str) -> Option<Ty>) -
                     format!("unary `-` needs a number, not {}", t.name()),
                 ));
             }
-            t
+            // A uint64 is negated as a float.
+            if t == Ty::UInt {
+                Ty::Float
+            } else {
+                t
+            }
         }
         Expr::Not { arg, pos } => {
             let t = check(text, arg, col_ty)?;
@@ -238,10 +254,10 @@ pub(crate) fn check(text: &str, e: &Expr, col_ty: &dyn Fn(&str) -> Option<Ty>) -
                             ),
                         ));
                     }
-                    if *op == BinOp::Div || a == Ty::Float || b == Ty::Float {
-                        Ty::Float
-                    } else {
+                    if *op != BinOp::Div && a == Ty::Int && b == Ty::Int {
                         Ty::Int
+                    } else {
+                        Ty::Float
                     }
                 }
             }
@@ -273,13 +289,16 @@ fn eval<'a>(e: &Expr, f: &'a Frame) -> V<'a> {
         Expr::Lit { value, .. } => match value {
             Literal::Bool(b) => V::SBool(*b),
             Literal::Int(i) => V::SInt(*i),
+            Literal::UInt(u) => V::SUInt(*u),
             Literal::Float(x) => V::SFloat(*x),
             Literal::Str(s) => V::SStr(trim_nul(s).to_vec()),
         },
         Expr::Neg { arg, .. } => match eval(arg, f) {
             V::Int(v) => V::Int(Cow::Owned(v.iter().map(|x| x.wrapping_neg()).collect())),
+            V::UInt(v) => V::Float(Cow::Owned(v.iter().map(|&x| -(x as f64)).collect())),
             V::Float(v) => V::Float(Cow::Owned(v.iter().map(|x| -x).collect())),
             V::SInt(i) => V::SInt(i.wrapping_neg()),
+            V::SUInt(u) => V::SFloat(-(u as f64)),
             V::SFloat(x) => V::SFloat(-x),
             v => v,
         },
@@ -348,8 +367,10 @@ fn as_float(v: V<'_>) -> Option<F<'_>> {
     Some(match v {
         V::Float(x) => F::V(x),
         V::Int(x) => F::V(Cow::Owned(x.iter().map(|&i| i as f64).collect())),
+        V::UInt(x) => F::V(Cow::Owned(x.iter().map(|&i| i as f64).collect())),
         V::SFloat(x) => F::S(x),
         V::SInt(i) => F::S(i as f64),
+        V::SUInt(u) => F::S(u as f64),
         _ => return None,
     })
 }
@@ -416,6 +437,20 @@ fn compare<'a>(op: BinOp, a: V<'a>, b: V<'a>, n: usize) -> V<'a> {
                 .collect(),
         )),
         (V::SStr(s), V::SStr(t)) => V::SBool((s == t) == (op == BinOp::Eq)),
+        (V::UInt(x), V::UInt(y)) => cmp_typed::<u64>(op, Ok(&x), Ok(&y)),
+        (V::UInt(x), V::SUInt(s)) => cmp_typed::<u64>(op, Ok(&x), Err(s)),
+        (V::SUInt(s), V::UInt(y)) => cmp_typed::<u64>(op, Err(s), Ok(&y)),
+        (V::UInt(x), V::SInt(s)) if s >= 0 => cmp_typed::<u64>(op, Ok(&x), Err(s as u64)),
+        (V::SInt(s), V::UInt(y)) if s >= 0 => cmp_typed::<u64>(op, Err(s as u64), Ok(&y)),
+        (a, b) if is_int(&a) && is_int(&b) => {
+            // Signed with unsigned: exactly, as numpy compares int64 with uint64.
+            let (x, y) = (wide(&a), wide(&b));
+            cmp_typed::<i128>(
+                op,
+                x.as_deref().map_err(|&s| s),
+                y.as_deref().map_err(|&s| s),
+            )
+        }
         (a, b) => match (as_float(a), as_float(b)) {
             (Some(F::V(x)), Some(F::V(y))) => cmp_typed::<f64>(op, Ok(&x), Ok(&y)),
             (Some(F::V(x)), Some(F::S(s))) => cmp_typed::<f64>(op, Ok(&x), Err(s)),
@@ -423,6 +458,21 @@ fn compare<'a>(op: BinOp, a: V<'a>, b: V<'a>, n: usize) -> V<'a> {
             (Some(F::S(s)), Some(F::S(t))) => V::SBool(cmp_fn::<f64>(op)(s, t)),
             _ => V::Bool(Cow::Owned(vec![false; n])),
         },
+    }
+}
+
+fn is_int(v: &V<'_>) -> bool {
+    matches!(v, V::Int(_) | V::UInt(_) | V::SInt(_) | V::SUInt(_))
+}
+
+/// Integers as `i128`, which holds both `i64` and `u64`: a vector, or `Err` of a scalar.
+fn wide(v: &V<'_>) -> std::result::Result<Vec<i128>, i128> {
+    match v {
+        V::Int(x) => Ok(x.iter().map(|&i| i128::from(i)).collect()),
+        V::UInt(x) => Ok(x.iter().map(|&i| i128::from(i)).collect()),
+        V::SInt(i) => Err(i128::from(*i)),
+        V::SUInt(u) => Err(i128::from(*u)),
+        _ => Err(0),
     }
 }
 
@@ -494,54 +544,103 @@ fn arith<'a>(op: BinOp, a: V<'a>, b: V<'a>) -> V<'a> {
     }
 }
 
-/// What chunk statistics prove about a boolean expression over a range: whether some row
-/// may be true, whether some row may be false.
+/// What chunk statistics prove about an expression over a range, following the evaluator
+/// exactly: an integer's interval wraps as `i64` arithmetic does (or is unknown when it
+/// may wrap only in part), a `u64` turns into a float where the evaluator converts it, a
+/// float interval counts NaN apart. Unknown is always a safe answer: it reads the range.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub(crate) enum Abs {
-    Bool {
-        t: bool,
-        f: bool,
-    },
-    /// Non-NaN values lie in `[lo, hi]` (empty when `lo > hi`); `nan`: some may be NaN.
-    Num {
-        lo: f64,
-        hi: f64,
-        nan: bool,
-    },
+    /// Whether some row may be true, whether some row may be false.
+    Bool { t: bool, f: bool },
+    /// Every value is an integer in `[lo, hi]` (no row when `lo > hi`): the evaluator's
+    /// `u64` when `unsigned`, else its `i64`.
+    Int { lo: i128, hi: i128, unsigned: bool },
+    /// Non-NaN values lie in `[lo, hi]` (none when `lo > hi`); `nan`: some may be NaN.
+    Float { lo: f64, hi: f64, nan: bool },
+    /// Nothing known.
     Any,
 }
 
 const ANY_BOOL: Abs = Abs::Bool { t: true, f: true };
+const TWO_64: i128 = 1 << 64;
 
-/// An integer as a float interval that surely holds it (floats are exact up to 2^53).
-fn int_bounds(lo: f64, hi: f64) -> (f64, f64) {
-    let big = 9_007_199_254_740_992.0;
-    (
-        if lo.abs() >= big { lo.next_down() } else { lo },
-        if hi.abs() >= big { hi.next_up() } else { hi },
-    )
+/// The `i64` values of integers in `[lo, hi]` computed without wrapping: the interval
+/// shifted by a multiple of 2^64 when the whole of it wraps alike, else unknown.
+fn wrap_i64(lo: i128, hi: i128) -> Abs {
+    if lo > hi {
+        return Abs::Int {
+            lo,
+            hi,
+            unsigned: false,
+        };
+    }
+    let band = |x: i128| (x - i128::from(i64::MIN)).div_euclid(TWO_64);
+    let (bl, bh) = (band(lo), band(hi));
+    if bl != bh {
+        return Abs::Any;
+    }
+    Abs::Int {
+        lo: lo - bl * TWO_64,
+        hi: hi - bh * TWO_64,
+        unsigned: false,
+    }
+}
+
+/// A number's interval as the evaluator's `f64` values of it (`as f64` is monotonic).
+fn to_float(a: Abs) -> Option<(f64, f64, bool)> {
+    match a {
+        Abs::Int { lo, hi, .. } if lo > hi => Some((f64::INFINITY, f64::NEG_INFINITY, false)),
+        Abs::Int { lo, hi, .. } => Some((lo as f64, hi as f64, false)),
+        Abs::Float { lo, hi, nan } => Some((lo, hi, nan)),
+        _ => None,
+    }
+}
+
+fn stat_int(v: StatValue) -> Option<i128> {
+    match v {
+        StatValue::Int(i) => Some(i128::from(i)),
+        StatValue::UInt(u) => Some(i128::from(u)),
+        _ => None,
+    }
 }
 
 fn stat_num(s: &ChunkStats, ty: Ty) -> Abs {
-    match (s.min, s.max) {
-        (Some(lo), Some(hi)) => {
-            let (lo, hi) = (lo.as_f64(), hi.as_f64());
-            let (lo, hi) = if ty == Ty::Int {
-                int_bounds(lo, hi)
-            } else {
-                (lo, hi)
-            };
-            Abs::Num {
-                lo,
-                hi,
-                nan: s.nan_count > 0,
+    let none = s.min.is_none() && s.max.is_none();
+    match ty {
+        Ty::Int | Ty::UInt => {
+            let unsigned = ty == Ty::UInt;
+            if none && s.nan_count == 0 {
+                return Abs::Int {
+                    lo: 0,
+                    hi: -1,
+                    unsigned,
+                };
+            }
+            match (s.min.and_then(stat_int), s.max.and_then(stat_int)) {
+                (Some(lo), Some(hi)) if s.nan_count == 0 => Abs::Int { lo, hi, unsigned },
+                _ => Abs::Any,
             }
         }
-        _ => Abs::Num {
-            lo: f64::INFINITY,
-            hi: f64::NEG_INFINITY,
-            nan: s.nan_count > 0,
-        },
+        _ => {
+            let nan = s.nan_count > 0;
+            if none {
+                return Abs::Float {
+                    lo: f64::INFINITY,
+                    hi: f64::NEG_INFINITY,
+                    nan,
+                };
+            }
+            match (s.min, s.max) {
+                (Some(lo), Some(hi)) => {
+                    let (lo, hi) = (lo.as_f64(), hi.as_f64());
+                    if lo.is_nan() || hi.is_nan() {
+                        return Abs::Any;
+                    }
+                    Abs::Float { lo, hi, nan }
+                }
+                _ => Abs::Any,
+            }
+        }
     }
 }
 
@@ -557,21 +656,27 @@ pub(crate) fn abs_eval(e: &Expr, stats: &dyn Fn(&str) -> Option<(ChunkStats, Ty)
                 (None, None) => Abs::Bool { t: false, f: false },
                 _ => ANY_BOOL,
             },
-            Some((s, ty @ (Ty::Int | Ty::Float))) => stat_num(&s, ty),
+            Some((s, ty @ (Ty::Int | Ty::UInt | Ty::Float))) => stat_num(&s, ty),
             _ => Abs::Any,
         },
         Expr::Lit { value, .. } => match value {
             Literal::Bool(b) => Abs::Bool { t: *b, f: !*b },
-            Literal::Int(i) => {
-                let (lo, hi) = int_bounds(*i as f64, *i as f64);
-                Abs::Num { lo, hi, nan: false }
-            }
-            Literal::Float(x) if x.is_nan() => Abs::Num {
+            Literal::Int(i) => Abs::Int {
+                lo: i128::from(*i),
+                hi: i128::from(*i),
+                unsigned: false,
+            },
+            Literal::UInt(u) => Abs::Int {
+                lo: i128::from(*u),
+                hi: i128::from(*u),
+                unsigned: true,
+            },
+            Literal::Float(x) if x.is_nan() => Abs::Float {
                 lo: f64::INFINITY,
                 hi: f64::NEG_INFINITY,
                 nan: true,
             },
-            Literal::Float(x) => Abs::Num {
+            Literal::Float(x) => Abs::Float {
                 lo: *x,
                 hi: *x,
                 nan: false,
@@ -579,12 +684,20 @@ pub(crate) fn abs_eval(e: &Expr, stats: &dyn Fn(&str) -> Option<(ChunkStats, Ty)
             Literal::Str(_) => Abs::Any,
         },
         Expr::Neg { arg, .. } => match abs_eval(arg, stats) {
-            Abs::Num { lo, hi, nan } => Abs::Num {
-                lo: -hi,
-                hi: -lo,
-                nan,
+            // i64 negation wraps: -i64::MIN is i64::MIN.
+            Abs::Int {
+                lo,
+                hi,
+                unsigned: false,
+            } => wrap_i64(-hi, -lo),
+            a => match to_float(a) {
+                Some((lo, hi, nan)) => Abs::Float {
+                    lo: -hi,
+                    hi: -lo,
+                    nan,
+                },
+                None => Abs::Any,
             },
-            _ => Abs::Any,
         },
         Expr::Not { arg, .. } => match abs_eval(arg, stats) {
             Abs::Bool { t, f } => Abs::Bool { t: f, f: t },
@@ -612,41 +725,110 @@ pub(crate) fn abs_eval(e: &Expr, stats: &dyn Fn(&str) -> Option<(ChunkStats, Ty)
                     _ => ANY_BOOL,
                 },
                 op if op.is_comparison() => abs_compare(*op, a, b),
-                BinOp::Add | BinOp::Sub => match (a, b) {
-                    (
-                        Abs::Num {
-                            lo: alo,
-                            hi: ahi,
-                            nan: an,
-                        },
-                        Abs::Num {
-                            lo: blo,
-                            hi: bhi,
-                            nan: bn,
-                        },
-                    ) => {
-                        let small = |x: f64| x.abs() < 4_503_599_627_370_496.0;
-                        if ![alo, ahi, blo, bhi].into_iter().all(small) || alo > ahi || blo > bhi {
-                            // Infinities (inf - inf is NaN), wrapping integers, empty sides.
-                            return Abs::Any;
-                        }
-                        let (lo, hi) = if *op == BinOp::Add {
-                            (alo + blo, ahi + bhi)
-                        } else {
-                            (alo - bhi, ahi - blo)
-                        };
-                        // Rounding can move a float sum by an ulp either way.
-                        Abs::Num {
-                            lo: lo.next_down(),
-                            hi: hi.next_up(),
-                            nan: an || bn,
-                        }
-                    }
-                    _ => Abs::Any,
-                },
+                BinOp::Add | BinOp::Sub | BinOp::Mul => abs_arith(*op, a, b),
+                // Division and remainder: not worth proving.
                 _ => Abs::Any,
             }
         }
+    }
+}
+
+/// `+`, `-` or `*` over intervals, as the evaluator computes them.
+fn abs_arith(op: BinOp, a: Abs, b: Abs) -> Abs {
+    if let (
+        Abs::Int {
+            lo: alo,
+            hi: ahi,
+            unsigned: false,
+        },
+        Abs::Int {
+            lo: blo,
+            hi: bhi,
+            unsigned: false,
+        },
+    ) = (a, b)
+    {
+        // i64 with i64: exact in i128 (|product| < 2^126), then wrapped.
+        if alo > ahi || blo > bhi {
+            return Abs::Int {
+                lo: 0,
+                hi: -1,
+                unsigned: false,
+            };
+        }
+        return match op {
+            BinOp::Add => wrap_i64(alo + blo, ahi + bhi),
+            BinOp::Sub => wrap_i64(alo - bhi, ahi - blo),
+            _ => {
+                let c = [alo * blo, alo * bhi, ahi * blo, ahi * bhi];
+                let lo = c.iter().copied().min().unwrap_or(0);
+                let hi = c.iter().copied().max().unwrap_or(0);
+                wrap_i64(lo, hi)
+            }
+        };
+    }
+    // Anything else with a float or a u64 is computed in f64.
+    let (Some((alo, ahi, an)), Some((blo, bhi, bn))) = (to_float(a), to_float(b)) else {
+        return Abs::Any;
+    };
+    if alo > ahi || blo > bhi {
+        // A side with no number: every row (if any) is NaN.
+        return Abs::Float {
+            lo: f64::INFINITY,
+            hi: f64::NEG_INFINITY,
+            nan: an || bn,
+        };
+    }
+    let inf = f64::INFINITY;
+    let (lo, hi, nan) = match op {
+        // Rounding is monotonic, so the bounds' sums bound every sum; inf - inf is NaN.
+        BinOp::Add => (
+            alo + blo,
+            ahi + bhi,
+            alo == -inf && bhi == inf || ahi == inf && blo == -inf,
+        ),
+        BinOp::Sub => (
+            alo - bhi,
+            ahi - blo,
+            ahi == inf && bhi == inf || alo == -inf && blo == -inf,
+        ),
+        _ => {
+            let c = [alo * blo, alo * bhi, ahi * blo, ahi * bhi];
+            let has_zero = |lo: f64, hi: f64| lo <= 0.0 && hi >= 0.0;
+            let has_inf = |lo: f64, hi: f64| lo == -inf || hi == inf;
+            // 0 * inf is NaN.
+            let nan =
+                has_zero(alo, ahi) && has_inf(blo, bhi) || has_zero(blo, bhi) && has_inf(alo, ahi);
+            if c.iter().any(|x| x.is_nan()) {
+                (-inf, inf, true)
+            } else {
+                (
+                    c.iter().copied().fold(inf, f64::min),
+                    c.iter().copied().fold(-inf, f64::max),
+                    nan,
+                )
+            }
+        }
+    };
+    Abs::Float {
+        lo: if lo.is_nan() { -inf } else { lo },
+        hi: if hi.is_nan() { inf } else { hi },
+        nan: nan || an || bn,
+    }
+}
+
+/// Whether `op` may be true, may be false, for some pair of values from `[alo, ahi]` and
+/// `[blo, bhi]` (both non-empty, no NaN).
+fn cmp_bounds<T: PartialOrd>(op: BinOp, alo: T, ahi: T, blo: T, bhi: T) -> (bool, bool) {
+    let single_equal = alo == ahi && blo == bhi && alo == blo;
+    let overlap = alo <= bhi && blo <= ahi;
+    match op {
+        BinOp::Lt => (alo < bhi, ahi >= blo),
+        BinOp::Le => (alo <= bhi, ahi > blo),
+        BinOp::Gt => (ahi > blo, alo <= bhi),
+        BinOp::Ge => (ahi >= blo, alo < bhi),
+        BinOp::Eq => (overlap, !single_equal),
+        _ => (!single_equal, overlap),
     }
 }
 
@@ -661,56 +843,42 @@ fn abs_compare(op: BinOp, a: Abs, b: Abs) -> Abs {
                 _ => ANY_BOOL,
             }
         }
+        // Integers with integers compare exactly, whatever their signs.
         (
-            Abs::Num {
-                lo: alo,
-                hi: ahi,
-                nan: an,
+            Abs::Int {
+                lo: alo, hi: ahi, ..
             },
-            Abs::Num {
-                lo: blo,
-                hi: bhi,
-                nan: bn,
+            Abs::Int {
+                lo: blo, hi: bhi, ..
             },
         ) => {
-            let empty = alo > ahi || blo > bhi;
+            if alo > ahi || blo > bhi {
+                // No row.
+                return Abs::Bool { t: false, f: false };
+            }
+            let (t, f) = cmp_bounds(op, alo, ahi, blo, bhi);
+            Abs::Bool { t, f }
+        }
+        (a, b) => {
+            let (Some((alo, ahi, an)), Some((blo, bhi, bn))) = (to_float(a), to_float(b)) else {
+                return ANY_BOOL;
+            };
             // Some pair of values is unordered (NaN), or a side has no number at all.
             let nan = an || bn;
-            if empty {
+            if alo > ahi || blo > bhi {
                 // Every comparison involves a NaN: false, except `!=`.
-                let any_rows = nan;
                 return match op {
-                    BinOp::Ne => Abs::Bool {
-                        t: any_rows,
-                        f: false,
-                    },
-                    _ => Abs::Bool {
-                        t: false,
-                        f: any_rows,
-                    },
+                    BinOp::Ne => Abs::Bool { t: nan, f: false },
+                    _ => Abs::Bool { t: false, f: nan },
                 };
             }
-            let (t, f) = match op {
-                BinOp::Lt => (alo < bhi, ahi >= blo),
-                BinOp::Le => (alo <= bhi, ahi > blo),
-                BinOp::Gt => (ahi > blo, alo <= bhi),
-                BinOp::Ge => (ahi >= blo, alo < bhi),
-                BinOp::Eq => (
-                    alo <= bhi && blo <= ahi,
-                    !(alo == ahi && blo == bhi && alo == blo),
-                ),
-                _ => (
-                    !(alo == ahi && blo == bhi && alo == blo),
-                    alo <= bhi && blo <= ahi,
-                ),
-            };
+            let (t, f) = cmp_bounds(op, alo, ahi, blo, bhi);
             if op == BinOp::Ne {
                 Abs::Bool { t: t || nan, f }
             } else {
                 Abs::Bool { t, f: f || nan }
             }
         }
-        _ => ANY_BOOL,
     }
 }
 

@@ -16,8 +16,20 @@
 //! Names are column paths: letters, digits and `_`, joined by `/` for nested columns when
 //! the joined path names a column (`pos/x`; otherwise `/` divides); a name in backquotes is
 //! taken whole. Strings are in single or double quotes with backslash escapes, optionally
-//! prefixed `b` (bytes, numexpr's form). Numbers are decimal integers (i64) or floats
-//! (`1.5`, `.5`, `1e-3`, `inf`, `nan`).
+//! prefixed `b` (bytes, numexpr's form). Numbers are decimal integers (i64, or u64 past
+//! `i64::MAX`; larger ones are floats) or floats (`1.5`, `.5`, `1e-3`, `inf`, `nan`).
+//!
+//! # Limits
+//!
+//! An expression may have at most [`MAX_DEPTH`] (128) levels: the height of its tree, and
+//! nested unary operators; and at most [`MAX_PARENS`] (64) nested parentheses. `+`, `-`, `*`, `/`, `%` and comparisons group from
+//! the left, so a chain `a + b + ...` of more than 127 operators is refused; chains of `&` or
+//! `|` are kept balanced (`a | b | c | d` is `(a | b) | (c | d)`, which means the same), so
+//! a thousand alternatives take 10 levels. It may have at most [`MAX_NODES`] (10,000) names,
+//! literals and operators, and [`MAX_LEN`] (1 MiB) of text. Past a limit, [`parse`] returns
+//! [`Error::InvalidExpression`] ("expression too deep" / "expression too long"), so that
+//! every walk of the tree (checking, evaluation, the statistics' proof, printing, dropping),
+//! each recursing once per level, stays within a small thread stack.
 
 use crate::error::{Error, Result};
 
@@ -28,6 +40,9 @@ pub enum Literal {
     Bool(bool),
     /// An integer.
     Int(i64),
+    /// An integer past `i64::MAX`, up to `u64::MAX` (compared exactly with integer columns;
+    /// a float in arithmetic).
+    UInt(u64),
     /// A float.
     Float(f64),
     /// A string (its UTF-8 bytes) or a `b'...'` byte string.
@@ -182,6 +197,7 @@ impl std::fmt::Display for Expr {
             Expr::Lit { value, .. } => match value {
                 Literal::Bool(b) => write!(f, "{}", if *b { "True" } else { "False" }),
                 Literal::Int(i) => write!(f, "{i}"),
+                Literal::UInt(u) => write!(f, "{u}"),
                 Literal::Float(x) if x.is_nan() => write!(f, "nan"),
                 Literal::Float(x) if x.is_infinite() => {
                     write!(f, "{}", if *x > 0.0 { "inf" } else { "(-inf)" })
@@ -399,10 +415,11 @@ impl<'a> Lexer<'a> {
                     .map_err(|_| self.err(start, format!("malformed number {s:?}")))?,
             )
         } else {
-            match s.parse::<i64>() {
-                Ok(v) => Literal::Int(v),
-                // Too large for i64: numexpr makes it a float as well.
-                Err(_) => Literal::Float(
+            match (s.parse::<i64>(), s.parse::<u64>()) {
+                (Ok(v), _) => Literal::Int(v),
+                (_, Ok(v)) => Literal::UInt(v),
+                // Too large for u64: numexpr makes it a float as well.
+                _ => Literal::Float(
                     s.parse()
                         .map_err(|_| self.err(start, format!("malformed number {s:?}")))?,
                 ),
@@ -467,11 +484,43 @@ struct Parser<'a> {
     lex: Lexer<'a>,
     tok: Tok,
     pos: usize,
+    /// Unary operators open around the token (the parser recurses on them).
     depth: usize,
+    /// Parentheses open around the token.
+    parens: usize,
+    /// Nodes made so far.
+    nodes: usize,
 }
 
-/// Deepest nesting of parentheses and unary operators accepted (the parser recurses).
-const MAX_DEPTH: usize = 200;
+/// The most levels an expression may have: nested unary operators, and the height of its
+/// tree (a chain of `n` binary operators, `a + b + ... `,
+/// is `n` levels deep, since `+` and `-` are evaluated from the left; chains of `&` or `|`
+/// are balanced, `log2(n)` levels). Every walk of the tree (type checking, evaluation, the
+/// statistics' proof, printing, dropping) recurses once per level, so this bound keeps each
+/// within a small thread stack (tested on 256 KiB).
+pub const MAX_DEPTH: usize = 128;
+
+/// The most parentheses an expression may nest (the parser recurses through each level of
+/// precedence at each, so a level costs it about 3 KiB of stack).
+pub const MAX_PARENS: usize = 64;
+
+/// The most nodes (names, literals and operators) an expression may have.
+pub const MAX_NODES: usize = 10_000;
+
+/// The longest text, in bytes, of an expression.
+pub const MAX_LEN: usize = 1 << 20;
+
+/// A parsed subtree and its height (levels).
+struct Sub {
+    e: Expr,
+    h: usize,
+}
+
+impl Sub {
+    fn leaf(e: Expr) -> Sub {
+        Sub { e, h: 1 }
+    }
+}
 
 impl<'a> Parser<'a> {
     fn bump(&mut self) -> Result<()> {
@@ -489,11 +538,46 @@ impl<'a> Parser<'a> {
         matches!(&self.tok, Tok::Op(o) if *o == op)
     }
 
-    fn expr(&mut self) -> Result<Expr> {
-        self.depth += 1;
-        if self.depth > MAX_DEPTH {
-            return Err(self.err(self.pos, "expression nested too deeply"));
+    fn too_deep(&self, pos: usize) -> Error {
+        self.err(
+            pos,
+            format!(
+                "expression too deep (limit {MAX_DEPTH} levels of operators, in a chain or nested)"
+            ),
+        )
+    }
+
+    /// Counts a new node; refuses one past [`MAX_NODES`].
+    fn count(&mut self, pos: usize) -> Result<()> {
+        self.nodes += 1;
+        if self.nodes > MAX_NODES {
+            return Err(self.err(
+                pos,
+                format!("expression too long (limit {MAX_NODES} names, literals and operators)"),
+            ));
         }
+        Ok(())
+    }
+
+    /// Node `op` over `left` and `right`, refused past [`MAX_DEPTH`] levels.
+    fn bin(&mut self, op: BinOp, left: Sub, right: Sub, pos: usize) -> Result<Sub> {
+        let h = 1 + left.h.max(right.h);
+        if h > MAX_DEPTH {
+            return Err(self.too_deep(pos));
+        }
+        self.count(pos)?;
+        Ok(Sub {
+            e: Expr::Bin {
+                op,
+                left: Box::new(left.e),
+                right: Box::new(right.e),
+                pos,
+            },
+            h,
+        })
+    }
+
+    fn expr(&mut self) -> Result<Sub> {
         let left = self.or()?;
         let ops = [
             ("<", BinOp::Lt),
@@ -503,100 +587,125 @@ impl<'a> Parser<'a> {
             ("==", BinOp::Eq),
             ("!=", BinOp::Ne),
         ];
-        let r = if let Some(&(_, op)) = ops.iter().find(|(s, _)| self.is_op(s)) {
-            let pos = self.pos;
-            self.bump()?;
-            let right = self.or()?;
-            if ops.iter().any(|(s, _)| self.is_op(s)) {
-                return Err(self.err(self.pos, "chained comparison: write `(a < b) & (b < c)`"));
-            }
-            Expr::Bin {
-                op,
-                left: Box::new(left),
-                right: Box::new(right),
-                pos,
-            }
-        } else {
-            left
-        };
-        self.depth -= 1;
-        Ok(r)
+        Ok(
+            if let Some(&(_, op)) = ops.iter().find(|(s, _)| self.is_op(s)) {
+                let pos = self.pos;
+                self.bump()?;
+                let right = self.or()?;
+                if ops.iter().any(|(s, _)| self.is_op(s)) {
+                    return Err(self.err(self.pos, "chained comparison: write `(a < b) & (b < c)`"));
+                }
+                self.bin(op, left, right, pos)?
+            } else {
+                left
+            },
+        )
     }
 
-    fn binary(
-        &mut self,
-        ops: &[(&str, BinOp)],
-        next: fn(&mut Self) -> Result<Expr>,
-    ) -> Result<Expr> {
+    /// A chain of `ops` over operands `next` parses, from the left.
+    fn binary(&mut self, ops: &[(&str, BinOp)], next: fn(&mut Self) -> Result<Sub>) -> Result<Sub> {
         let mut left = next(self)?;
         while let Some(&(_, op)) = ops.iter().find(|(s, _)| self.is_op(s)) {
             let pos = self.pos;
             self.bump()?;
             let right = next(self)?;
-            left = Expr::Bin {
-                op,
-                left: Box::new(left),
-                right: Box::new(right),
-                pos,
-            };
+            left = self.bin(op, left, right, pos)?;
         }
         Ok(left)
     }
 
-    fn or(&mut self) -> Result<Expr> {
-        self.binary(&[("|", BinOp::Or)], Self::and)
+    /// A chain of `op` (`&` or `|`, associative) over operands `next` parses, as a balanced
+    /// tree: a query of a thousand alternatives is ten levels deep, not a thousand.
+    fn logical(&mut self, sym: &str, op: BinOp, next: fn(&mut Self) -> Result<Sub>) -> Result<Sub> {
+        let mut items = vec![next(self)?];
+        let mut at = Vec::new();
+        while self.is_op(sym) {
+            at.push(self.pos);
+            self.bump()?;
+            items.push(next(self)?);
+        }
+        if items.len() == 1 {
+            return Ok(items.remove(0));
+        }
+        let mut items: Vec<Option<Sub>> = items.into_iter().map(Some).collect();
+        self.balance(op, &mut items, &at, 0)
     }
 
-    fn and(&mut self) -> Result<Expr> {
-        self.binary(&[("&", BinOp::And)], Self::sum)
+    /// The balanced tree of `op` over `items` (whose first is `items[0]`, the `k`-th
+    /// operator between items `k` and `k + 1` at `at[first + k]`).
+    fn balance(
+        &mut self,
+        op: BinOp,
+        items: &mut [Option<Sub>],
+        at: &[usize],
+        first: usize,
+    ) -> Result<Sub> {
+        if items.len() == 1 {
+            return Ok(items[0].take().expect("each operand is taken once"));
+        }
+        let mid = items.len() / 2;
+        let (l, r) = items.split_at_mut(mid);
+        let left = self.balance(op, l, at, first)?;
+        let right = self.balance(op, r, at, first + mid)?;
+        self.bin(op, left, right, at[first + mid - 1])
     }
 
-    fn sum(&mut self) -> Result<Expr> {
+    fn or(&mut self) -> Result<Sub> {
+        self.logical("|", BinOp::Or, Self::and)
+    }
+
+    fn and(&mut self) -> Result<Sub> {
+        self.logical("&", BinOp::And, Self::sum)
+    }
+
+    fn sum(&mut self) -> Result<Sub> {
         self.binary(&[("+", BinOp::Add), ("-", BinOp::Sub)], Self::product)
     }
 
-    fn product(&mut self) -> Result<Expr> {
+    fn product(&mut self) -> Result<Sub> {
         self.binary(
             &[("*", BinOp::Mul), ("/", BinOp::Div), ("%", BinOp::Rem)],
             Self::unary,
         )
     }
 
-    fn unary(&mut self) -> Result<Expr> {
+    fn unary(&mut self) -> Result<Sub> {
         let pos = self.pos;
         if self.is_op("-") || self.is_op("~") {
             let neg = self.is_op("-");
             self.depth += 1;
             if self.depth > MAX_DEPTH {
-                return Err(self.err(pos, "expression nested too deeply"));
+                return Err(self.too_deep(pos));
             }
             self.bump()?;
-            let arg = Box::new(self.unary()?);
+            let arg = self.unary()?;
             self.depth -= 1;
-            // `-5` is the literal -5 (an integer past i64 is a float, as in numexpr).
-            if let (true, Expr::Lit { value, .. }) = (neg, arg.as_ref()) {
-                match value {
-                    Literal::Int(i) => {
-                        if let Some(n) = i.checked_neg() {
-                            return Ok(Expr::Lit {
-                                value: Literal::Int(n),
-                                pos,
-                            });
-                        }
-                    }
-                    Literal::Float(f) => {
-                        return Ok(Expr::Lit {
-                            value: Literal::Float(-f),
-                            pos,
-                        })
-                    }
-                    _ => {}
+            // `-5` is the literal -5 (an integer past i64 is a u64 up to 2^64 - 1, then a
+            // float, as in numexpr).
+            if let (true, Expr::Lit { value, .. }) = (neg, &arg.e) {
+                let folded = match value {
+                    Literal::Int(i) => i.checked_neg().map(Literal::Int),
+                    Literal::UInt(u) if *u == 1 << 63 => Some(Literal::Int(i64::MIN)),
+                    Literal::UInt(u) => Some(Literal::Float(-(*u as f64))),
+                    Literal::Float(f) => Some(Literal::Float(-f)),
+                    _ => None,
+                };
+                if let Some(value) = folded {
+                    return Ok(Sub::leaf(Expr::Lit { value, pos }));
                 }
             }
-            return Ok(if neg {
-                Expr::Neg { arg, pos }
-            } else {
-                Expr::Not { arg, pos }
+            if arg.h + 1 > MAX_DEPTH {
+                return Err(self.too_deep(pos));
+            }
+            self.count(pos)?;
+            let (h, arg) = (arg.h + 1, Box::new(arg.e));
+            return Ok(Sub {
+                e: if neg {
+                    Expr::Neg { arg, pos }
+                } else {
+                    Expr::Not { arg, pos }
+                },
+                h,
             });
         }
         if self.is_op("+") {
@@ -605,7 +714,7 @@ impl<'a> Parser<'a> {
         self.atom()
     }
 
-    fn atom(&mut self) -> Result<Expr> {
+    fn atom(&mut self) -> Result<Sub> {
         let pos = self.pos;
         match std::mem::replace(&mut self.tok, Tok::End) {
             Tok::Name(name) => {
@@ -618,16 +727,26 @@ impl<'a> Parser<'a> {
                         ),
                     ));
                 }
+                self.count(pos)?;
                 self.bump()?;
-                Ok(Expr::Column { name, pos })
+                Ok(Sub::leaf(Expr::Column { name, pos }))
             }
             Tok::Lit(value) => {
+                self.count(pos)?;
                 self.bump()?;
-                Ok(Expr::Lit { value, pos })
+                Ok(Sub::leaf(Expr::Lit { value, pos }))
             }
             Tok::LParen => {
+                self.parens += 1;
+                if self.parens > MAX_PARENS {
+                    return Err(self.err(
+                        pos,
+                        format!("expression too deep (limit {MAX_PARENS} nested parentheses)"),
+                    ));
+                }
                 self.bump()?;
                 let e = self.expr()?;
+                self.parens -= 1;
                 if self.tok != Tok::RParen {
                     return Err(self.err(self.pos, "expected `)`"));
                 }
@@ -644,8 +763,19 @@ impl<'a> Parser<'a> {
 /// Parses `text`, whose names must be among `names` (column paths).
 ///
 /// # Errors
-/// [`Error::InvalidExpression`] with the byte position of the fault.
+/// [`Error::InvalidExpression`] with the byte position of the fault; for a text longer than
+/// [`MAX_LEN`] bytes, more than [`MAX_NODES`] nodes or more than [`MAX_DEPTH`] levels.
 pub fn parse(text: &str, names: &[&str]) -> Result<Expr> {
+    if text.len() > MAX_LEN {
+        return Err(error(
+            text,
+            0,
+            format!(
+                "expression too long ({} bytes, limit {MAX_LEN})",
+                text.len()
+            ),
+        ));
+    }
     let mut p = Parser {
         lex: Lexer {
             text,
@@ -656,9 +786,11 @@ pub fn parse(text: &str, names: &[&str]) -> Result<Expr> {
         tok: Tok::End,
         pos: 0,
         depth: 0,
+        parens: 0,
+        nodes: 0,
     };
     p.bump()?;
-    let e = p.expr()?;
+    let e = p.expr()?.e;
     match &p.tok {
         Tok::End => Ok(e),
         Tok::RParen => Err(p.err(p.pos, "unbalanced `)`")),
@@ -715,5 +847,121 @@ mod tests {
         assert_eq!(pos_of("1.2.3", &names).0, 3);
         let deep = "(".repeat(1000) + "a" + &")".repeat(1000);
         assert!(parse(&deep, &names).is_err());
+    }
+
+    /// Runs `f` on a thread of 256 KiB of stack: a walk that recursed once per operator of
+    /// a long chain would overflow it (and abort the test binary).
+    fn on_a_small_stack(f: impl FnOnce() + Send + 'static) {
+        std::thread::Builder::new()
+            .stack_size(256 * 1024)
+            .spawn(f)
+            .unwrap()
+            .join()
+            .unwrap();
+    }
+
+    /// Every walk of a tree at the limit: parsing, type checking, the statistics' proof,
+    /// evaluation, the column list, printing, cloning, comparing and dropping.
+    fn walk_all(e: &Expr) {
+        use crate::query::eval::{abs_eval, check, eval_mask, Frame, Raw, Ty};
+        use crate::stats::{ChunkStats, StatValue};
+        let ty = check("", e, &|_| Some(Ty::Int)).unwrap();
+        assert_eq!(ty, Ty::Bool);
+        let stats = ChunkStats {
+            min: Some(StatValue::Int(1)),
+            max: Some(StatValue::Int(2)),
+            nan_count: 0,
+            sum: None,
+        };
+        abs_eval(e, &|_| Some((stats, Ty::Int)));
+        let frame = Frame {
+            n: 3,
+            cols: [("x".to_string(), Raw::I64(vec![0, 1, 2]))].into(),
+        };
+        eval_mask(e, &frame);
+        assert_eq!(e.columns(), vec!["x"]);
+        assert!(e.to_string().len() > 100);
+        let copy = e.clone();
+        assert_eq!(&copy, e);
+        drop(copy);
+    }
+
+    fn too(text: &str) -> String {
+        match parse(text, &["x"]) {
+            Err(Error::InvalidExpression { reason, .. }) => reason,
+            other => panic!("{other:?}"),
+        }
+    }
+
+    #[test]
+    fn chains_at_the_limit_walk_on_a_small_stack() {
+        on_a_small_stack(|| {
+            // A chain of MAX_DEPTH - 2 `+`: the sum is MAX_DEPTH - 1 levels, the comparison
+            // MAX_DEPTH.
+            let sum = "x".to_string() + &" + x".repeat(MAX_DEPTH - 2);
+            let e = parse(&format!("{sum} > 1"), &["x"]).unwrap();
+            walk_all(&e);
+            // Unary minus and parentheses nested as deep as allowed.
+            let neg = "-".repeat(MAX_DEPTH - 2) + "x";
+            walk_all(&parse(&format!("{neg} > 1"), &["x"]).unwrap());
+            let paren = "(".repeat(MAX_PARENS) + "x > 1" + &")".repeat(MAX_PARENS);
+            parse(&paren, &["x"]).unwrap();
+            // Parentheses nested around a chain.
+            let nested = (0..MAX_PARENS).fold("x".to_string(), |e, _| format!("({e} + x)"));
+            walk_all(&parse(&format!("{nested} > 1"), &["x"]).unwrap());
+            let not = "~".repeat(MAX_DEPTH - 2) + "(x > 1)";
+            walk_all(&parse(&not, &["x"]).unwrap());
+            // A long chain of `|` is balanced: 2,000 alternatives are a dozen levels.
+            let alts: Vec<String> = (0..2000).map(|i| format!("(x == {i})")).collect();
+            walk_all(&parse(&alts.join(" | "), &["x"]).unwrap());
+            let all: Vec<String> = (0..2000).map(|i| format!("(x != {i})")).collect();
+            walk_all(&parse(&all.join(" & "), &["x"]).unwrap());
+        });
+    }
+
+    #[test]
+    fn chains_past_the_limit_are_refused_on_a_small_stack() {
+        on_a_small_stack(|| {
+            let sum = "x".to_string() + &" + x".repeat(MAX_DEPTH - 1);
+            assert!(too(&format!("{sum} > 1")).contains("too deep"));
+            // The 60 KB chain, and longer ones of each operator.
+            for op in [" + ", " - ", " * ", " / ", " % "] {
+                let long = "x".to_string() + &format!("{op}x").repeat(15_000);
+                assert!(too(&format!("{long} > 1")).contains("too deep"), "{op}");
+            }
+            let neg = "-".repeat(MAX_DEPTH - 1) + "x";
+            assert!(too(&format!("{neg} > 1")).contains("too deep"));
+            let not = "~".repeat(MAX_DEPTH - 1) + "(x > 1)";
+            assert!(too(&not).contains("too deep"));
+            let paren = "(".repeat(MAX_PARENS + 1) + "x > 1" + &")".repeat(MAX_PARENS + 1);
+            assert!(too(&paren).contains("too deep"));
+            let paren = "(".repeat(100_000) + "x > 1" + &")".repeat(100_000);
+            assert!(too(&paren).contains("too deep"));
+            // 20,000 alternatives: 60,000 nodes.
+            let alts: Vec<String> = (0..20_000).map(|i| format!("(x == {i})")).collect();
+            let reason = too(&alts.join(" | "));
+            assert!(
+                reason.contains("too long") && reason.contains("10000"),
+                "{reason}"
+            );
+            let ors = "x > 1".to_string() + &" | x > 1".repeat(20_000);
+            assert!(too(&ors).contains("chained comparison"));
+            let ors = "(x > 1)".to_string() + &" | (x > 1)".repeat(20_000);
+            assert!(too(&ors).contains("too long"));
+            let ands = "(x > 1)".to_string() + &" & (x > 1)".repeat(20_000);
+            assert!(too(&ands).contains("too long"));
+            let text = format!("x > {}", "1".repeat(MAX_LEN));
+            assert!(too(&text).contains("too long"));
+        });
+    }
+
+    #[test]
+    fn integers_past_i64_are_u64_literals() {
+        let e = parse("x == 18446744073709551615", &["x"]).unwrap();
+        assert_eq!(e.to_string(), "(`x` == 18446744073709551615)");
+        let e = parse("x == -9223372036854775808", &["x"]).unwrap();
+        assert_eq!(e.to_string(), "(`x` == -9223372036854775808)");
+        let e = parse("x == 18446744073709551616", &["x"]).unwrap();
+        assert_eq!(e.to_string(), "(`x` == 1.8446744073709552e19)");
     }
 }
