@@ -152,9 +152,10 @@ fn open_path(path: &Path, mode: Mode) -> Result<AnyDataset> {
     // blz dataset at all.
     let ours = is_blz(&e);
     let pick = move |bcolz_error: Error| if ours { e } else { bcolz_error };
-    let opened = match bcolz::detect(path) {
-        Ok(bcolz::Kind::Carray) => CarrayReader::open(path).map(BcolzDataset::Carray),
-        Ok(bcolz::Kind::Ctable) => CtableReader::open(path).map(BcolzDataset::Ctable),
+    // `root`, not `path`: a `file://` URL names the directory `root`.
+    let opened = match bcolz::detect(&root) {
+        Ok(bcolz::Kind::Carray) => CarrayReader::open(&root).map(BcolzDataset::Carray),
+        Ok(bcolz::Kind::Ctable) => CtableReader::open(&root).map(BcolzDataset::Ctable),
         Err(_) => Err(Error::InvalidArgument(format!(
             "{}: {NOT_BLZ} (no meta directory with blz's meta/storage), nor a bcolz carray \
              or ctable",

@@ -496,17 +496,91 @@ pub fn is_url(path: &Path) -> bool {
     path.to_str().is_some_and(|s| s.starts_with("s3://"))
 }
 
+/// The scheme of `path` when it is written as a URL (`scheme://...`, the scheme as RFC 3986
+/// spells one: a letter, then letters, digits, `+`, `-` or `.`), or `None` for a plain path.
+fn url_scheme(path: &Path) -> Option<&str> {
+    let s = path.to_str()?;
+    let (scheme, _) = s.split_once("://")?;
+    let mut chars = scheme.chars();
+    let first = chars.next()?;
+    (first.is_ascii_alphabetic()
+        && chars.all(|c| c.is_ascii_alphanumeric() || matches!(c, '+' | '-' | '.')))
+    .then_some(scheme)
+}
+
+/// The local path a `file://` URL names: `file:///abs/path` (or `file://localhost/abs/path`)
+/// is `/abs/path`, and `file://rel/path` is taken as the relative path `rel/path`, as fsspec
+/// does. Percent escapes (`%20`, as `pathlib.Path.as_uri` writes a space) are decoded.
+fn file_url_path(path: &Path, url: &str) -> Result<std::path::PathBuf> {
+    let rest = url.get("file://".len()..).unwrap_or_default();
+    let rest = rest
+        .strip_prefix("localhost")
+        .filter(|abs| abs.starts_with('/'))
+        .unwrap_or(rest);
+    let bad = |reason: &str| Error::InvalidArgument(format!("{}: {reason}", path.display()));
+    if rest.is_empty() {
+        return Err(bad("a file:// URL that names no path"));
+    }
+    let raw = rest.as_bytes();
+    let mut bytes = Vec::with_capacity(raw.len());
+    let mut i = 0;
+    while let Some(&b) = raw.get(i) {
+        if b == b'%' {
+            let hex = raw
+                .get(i + 1..i + 3)
+                .and_then(|h| std::str::from_utf8(h).ok())
+                .and_then(|h| u8::from_str_radix(h, 16).ok())
+                .ok_or_else(|| bad("a file:// URL with a % not followed by two hex digits"))?;
+            bytes.push(hex);
+            i += 3;
+        } else {
+            bytes.push(b);
+            i += 1;
+        }
+    }
+    #[cfg(unix)]
+    {
+        use std::os::unix::ffi::OsStringExt;
+        Ok(std::path::PathBuf::from(std::ffi::OsString::from_vec(
+            bytes,
+        )))
+    }
+    #[cfg(not(unix))]
+    {
+        String::from_utf8(bytes)
+            .map(std::path::PathBuf::from)
+            .map_err(|_| bad("a file:// URL that is not UTF-8 once decoded"))
+    }
+}
+
 /// The storage that holds `path` and the dataset root to give it: an [`ObjectStorage`] for
 /// an `s3://bucket/key` URL (its state loaded now; configured from the standard AWS
-/// environment variables), the local filesystem for anything else.
+/// environment variables), the local filesystem for a plain path or a `file://` URL (its
+/// path, see [`file_url_path`]).
 ///
 /// # Errors
-/// For a URL: [`Error::InvalidArgument`] when it is malformed or the S3 configuration is
+/// [`Error::Unsupported`] for a URL of any other scheme (`gs://`, `https://`,
+/// `memory://`...): blz does not serve it, and never takes it for a local directory. For an
+/// `s3://` URL: [`Error::InvalidArgument`] when it is malformed or the S3 configuration is
 /// incomplete, [`Error::Unsupported`] in a build without the `s3` feature, I/O errors
-/// reading the dataset's state.
+/// reading the dataset's state. [`Error::InvalidArgument`] for a malformed `file://` URL.
 pub fn for_path(path: &Path) -> Result<(Arc<dyn Storage>, std::path::PathBuf)> {
-    if !is_url(path) {
-        return Ok((local(), path.to_path_buf()));
+    match url_scheme(path) {
+        None => return Ok((local(), path.to_path_buf())),
+        Some("s3") => {}
+        Some(scheme) if scheme.eq_ignore_ascii_case("file") => {
+            let url = path.to_str().unwrap_or_default();
+            return Ok((local(), file_url_path(path, url)?));
+        }
+        Some(scheme) => {
+            return Err(Error::unsupported(
+                path,
+                format!(
+                    "blz does not serve {scheme}:// URLs: a dataset is a local path (plain, or \
+                     a file:// URL) or an s3://bucket/key URL"
+                ),
+            ))
+        }
     }
     #[cfg(feature = "s3")]
     {
