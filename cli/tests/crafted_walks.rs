@@ -14,10 +14,10 @@ use std::time::Duration;
 fn set_meta(ds: &Path, file: &str, key: &str, value: serde_json::Value) {
     let p = ds.join("meta").join(file);
     let mut v: serde_json::Value = serde_json::from_slice(&std::fs::read(&p).unwrap()).unwrap();
-    v[key] = value;
-    if key == "shape" && v.get("nrows").is_some() {
-        v["nrows"] = v["shape"][0].clone();
+    if file == "sizes" && key == "shape" {
+        return common::set_sizes_shape(ds, value);
     }
+    v[key] = value;
     std::fs::write(&p, serde_json::to_vec(&v).unwrap()).unwrap();
 }
 

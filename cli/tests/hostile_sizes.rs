@@ -23,13 +23,7 @@ fn refused(args: &[&str], needle: &str) -> String {
 }
 
 fn set_shape(ds: &Path, shape: &str) {
-    let p = ds.join("meta/sizes");
-    let mut v: serde_json::Value = serde_json::from_slice(&std::fs::read(&p).unwrap()).unwrap();
-    v["shape"] = serde_json::from_str(shape).unwrap();
-    if v.get("nrows").is_some() {
-        v["nrows"] = v["shape"][0].clone();
-    }
-    std::fs::write(&p, serde_json::to_vec(&v).unwrap()).unwrap();
+    common::set_sizes_shape(ds, serde_json::from_str(shape).unwrap());
 }
 
 #[test]

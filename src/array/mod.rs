@@ -55,13 +55,24 @@ fn rows_selection(shape: &[u64], start: u64, rows: u64) -> Vec<AxisSel> {
 }
 
 /// Checks the sizes read from `meta/sizes` (at `path`) before they size anything: the shape
-/// within [`crate::MAX_ARRAY_BYTES`], its chunk count within `u64`, and the last superchunk
-/// file it needs present (one look-up), so a shape that names far more data than the
-/// dataset holds is refused when the dataset opens, not found chunk by chunk.
+/// within [`crate::MAX_ARRAY_BYTES`], `nbytes` the bytes of the shape's elements (every
+/// commit writes both in one document, so they disagree only in a document no writer
+/// wrote: a shape grown by hand within the last chunk would otherwise show the chunk's
+/// padding as elements), its chunk count within `u64`, and the last superchunk file it
+/// needs present (one look-up), so a shape that names far more data than the dataset
+/// holds is refused when the dataset opens, not found chunk by chunk.
 fn check_sizes(storage: &dyn Storage, core: &ArrayCore, sizes: &Sizes, path: &Path) -> Result<()> {
     let bad = |reason: String| Err(Error::metadata(path, reason));
-    if let Err(e) = layout::shape_bytes(&sizes.shape, core.itemsize() as u64, "shape") {
-        return bad(e.to_string());
+    let itemsize = core.itemsize() as u64;
+    match layout::shape_bytes(&sizes.shape, itemsize, "shape") {
+        Err(e) => return bad(e.to_string()),
+        Ok((_, bytes)) if bytes != sizes.nbytes => {
+            return bad(format!(
+                "nbytes is {}, but shape {:?} of {itemsize}-byte elements takes {bytes} bytes",
+                sizes.nbytes, sizes.shape
+            ))
+        }
+        Ok(_) => {}
     }
     let Some(n) = layout::chunk_count(&sizes.shape, &core.chunkshape) else {
         return bad(format!(
@@ -411,6 +422,11 @@ impl Dataset {
         *self = Self::from_root(root, raw)?;
         self.set_block_cache_bytes(cache);
         Ok(())
+    }
+
+    /// Whether this handle only reads or also writes (holding the writer lock).
+    pub fn mode(&self) -> Mode {
+        self.root.mode
     }
 
     /// The dataset's directory.

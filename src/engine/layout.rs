@@ -37,18 +37,28 @@ pub const MAX_ARRAY_BYTES: u64 = i64::MAX as u64;
 pub const MAX_FILL_CHUNKS: u64 = 1 << 20;
 
 /// Elements in `shape` and the bytes they take at `itemsize`, or an error naming `what`
-/// (a file, or the operation) when they overflow or pass [`MAX_ARRAY_BYTES`].
+/// (a file, or the operation) when numpy could not hold the shape: as numpy's own check
+/// (`PyArray_NewFromDescr`), the itemsize times the product of the *nonzero* extents must
+/// fit in an `intp` ([`MAX_ARRAY_BYTES`]), so an extent past `i64::MAX` is refused even
+/// beside a zero (`np.empty((0, 2**63))` raises), and so is `(0, 2**40, 2**40)`.
 pub(crate) fn shape_bytes(shape: &[u64], itemsize: u64, what: &str) -> Result<(u64, u64)> {
+    let nonzero = shape
+        .iter()
+        .filter(|&&n| n != 0)
+        .try_fold(itemsize.max(1), |a, &n| a.checked_mul(n));
     let elems = shape.iter().try_fold(1u64, |a, &n| a.checked_mul(n));
     let bytes = elems.and_then(|e| e.checked_mul(itemsize));
-    match (elems, bytes) {
-        (Some(e), Some(b)) if b <= MAX_ARRAY_BYTES => Ok((e, b)),
+    match (nonzero, elems, bytes) {
+        (Some(nz), Some(e), Some(b)) if nz <= MAX_ARRAY_BYTES => Ok((e, b)),
         _ => Err(Error::InvalidArgument(format!(
-            "{what}: shape {shape:?} of {itemsize}-byte elements would take {} bytes, more \
-             than an array can hold ({MAX_ARRAY_BYTES} bytes, numpy's limit)",
+            "{what}: shape {shape:?} of {itemsize}-byte elements is more than an array can \
+             hold: its itemsize times the product of its nonzero extents is {} bytes, past \
+             numpy's limit of {MAX_ARRAY_BYTES}",
             shape
                 .iter()
-                .fold(itemsize as u128, |a, &n| a.saturating_mul(u128::from(n)))
+                .filter(|&&n| n != 0)
+                .fold(u128::from(itemsize.max(1)), |a, &n| a
+                    .saturating_mul(u128::from(n)))
         ))),
     }
 }
@@ -374,11 +384,28 @@ fn check_stats(
         valid[ax] = shape[ax].saturating_sub(c * cs).min(cs);
     }
     let actual = crate::stats::chunk_stats(core.dtype, chunk, &core.chunkshape, &valid)?;
+    let (f, j) = (
+        k / core.store.superchunksize(),
+        k % core.store.superchunksize(),
+    );
+    // The sums record how many values the chunk showed when it was written; every write
+    // that adds visible elements to a chunk writes it again, so fewer than the size shows
+    // means `meta/sizes` claims elements no writer wrote (the chunk's padding). More is a
+    // shrink's: it leaves the chunk as it was.
+    if let (Some(r), Some(a)) = (recorded.sum, actual.sum) {
+        if r.count < a.count {
+            return Some(Error::chunk(
+                core.store.file_path(f),
+                j,
+                format!(
+                    "its statistics count {} values, but meta/sizes makes {} of its elements \
+                     visible: the size claims elements no writer wrote",
+                    r.count, a.count
+                ),
+            ));
+        }
+    }
     (!crate::stats::bounds(recorded, &actual)).then(|| {
-        let (f, j) = (
-            k / core.store.superchunksize(),
-            k % core.store.superchunksize(),
-        );
         Error::chunk(
             core.store.file_path(f),
             j,

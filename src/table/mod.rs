@@ -275,15 +275,53 @@ pub struct TableOptions {
 const LARGE_READ_ROWS: u64 = 1 << 20;
 
 /// Checks the row count read from `meta/sizes` (at `path`) before it sizes anything: every
-/// fixed-size column's bytes within [`crate::MAX_ARRAY_BYTES`]. (Whether the files it
-/// needs exist is checked per column, when a large read of it is about to size a buffer,
-/// so that opening a table reads no column's files.)
-fn check_sizes(columns: &[Column], nrows: u64, path: &Path) -> Result<()> {
+/// fixed-size column's bytes within [`crate::MAX_ARRAY_BYTES`], and the document's other
+/// counts agreeing with it: `shape` is `[nrows]`, each fixed-size column's `nbytes` is its
+/// rows' bytes and `nbytes` the sum of the columns' (every commit writes them together, so
+/// they disagree only in a document no writer wrote: rows added by hand within a last chunk
+/// would otherwise show its padding as rows). (Whether the files it needs exist is checked
+/// per column, when a large read of it is about to size a buffer, so that opening a table
+/// reads no column's files.)
+fn check_sizes(columns: &[Column], sizes: &Sizes, path: &Path) -> Result<()> {
+    let bad = |reason: String| Err(Error::metadata(path, reason));
+    let nrows = sizes.nrows.unwrap_or(0);
     for c in columns {
         if let crate::column::LeafKind::Fixed(d) = c.leaf.kind {
             crate::engine::limits::shape_bytes(&[nrows], d.itemsize() as u64, "nrows")
                 .map_err(|e| Error::metadata(path, e.to_string()))?;
         }
+    }
+    if sizes.shape != [nrows] {
+        return bad(format!(
+            "shape {:?} is not [nrows], and nrows is {nrows}",
+            sizes.shape
+        ));
+    }
+    let Some(cols) = &sizes.columns else {
+        return Ok(());
+    };
+    for c in columns {
+        let (crate::column::LeafKind::Fixed(d), Some(cs)) = (c.leaf.kind, cols.get(&c.leaf.path))
+        else {
+            continue;
+        };
+        let want = nrows * d.itemsize() as u64;
+        if cs.nbytes != want {
+            return bad(format!(
+                "column {:?} has nbytes {}, but {nrows} rows of {}-byte values take {want}",
+                c.leaf.path,
+                cs.nbytes,
+                d.itemsize()
+            ));
+        }
+    }
+    let sum = cols.values().try_fold(0u64, |a, c| a.checked_add(c.nbytes));
+    if sum != Some(sizes.nbytes) {
+        return bad(format!(
+            "nbytes is {}, but its columns' nbytes add up to {}",
+            sizes.nbytes,
+            sum.map_or_else(|| "more than 2^64".to_string(), |s| s.to_string())
+        ));
     }
     Ok(())
 }
@@ -822,7 +860,7 @@ impl Table {
             .into_iter()
             .map(|l| build_column(storage.clone(), &root, l, meta.id.as_deref()))
             .collect::<Result<Vec<_>>>()?;
-        check_sizes(&columns, sizes.nrows.unwrap_or(0), &mp.sizes())?;
+        check_sizes(&columns, &sizes, &mp.sizes())?;
         let mode = root.mode;
         let mut t = Table {
             root,
@@ -857,6 +895,11 @@ impl Table {
         let (root, raw) = self.root.reopen(Kind::Table)?;
         *self = Self::from_root(root, raw)?;
         Ok(())
+    }
+
+    /// Whether this handle only reads or also writes (holding the writer lock).
+    pub fn mode(&self) -> Mode {
+        self.root.mode
     }
 
     /// The table's directory.
