@@ -15,7 +15,7 @@
 mod eval;
 pub mod expr;
 
-pub use expr::{parse, BinOp, Expr, Literal};
+pub use expr::{parse, BinOp, Expr, Literal, MAX_DEPTH, MAX_LEN, MAX_NODES, MAX_PARENS};
 
 use self::eval::{abs_eval, check, eval_mask, merge, Abs, Frame, Raw, Ty};
 use crate::dtype::DType;
