@@ -129,3 +129,51 @@ def test_reads_in_threads_never_mix_two_commits(tmp_path):
         for th in threads:
             th.join()
     assert seen and max(seen) == 1, f"reads mixed commits: {sorted(set(seen))}"
+
+
+def test_long_where_expressions_are_blz_errors_not_a_crash(tmp_path):
+    # The issue's expressions killed Python with SIGSEGV (the parser and the evaluator
+    # recursed once per operator of a chain). In a child, so that a crash fails this test
+    # rather than killing pytest.
+    r = _in_a_capped_process(
+        f"""
+        import numpy as np, blz
+        d = {str(tmp_path)!r}
+        t = blz.create(d + "/t.blz", {{"x": np.arange(100, dtype="i8")}}, chunks=16)
+        a = blz.create(d + "/a.blz", np.arange(100, dtype="i8"), chunks=16)
+        exprs = [
+            "x" + " + x" * 15000 + " > 1",
+            "(x > 1)" + " & (x > 1)" * 20000,
+            " | ".join(f"(x == {{i}})" for i in range(20000)),
+            "(" * 100000 + "x > 1" + ")" * 100000,
+            "-" * 100000 + "x > 1",
+        ]
+        for e in exprs:
+            for q in (t.where, t.where_rows, a.where, a.where_indices):
+                try:
+                    q(e)
+                except blz.Error as err:
+                    assert isinstance(err, blz.InvalidArgumentError), type(err)
+                    assert "too deep" in str(err) or "too long" in str(err), str(err)[:200]
+                else:
+                    raise SystemExit(f"accepted {{e[:40]}}...")
+        # Within the limits: a thousand alternatives (chains of `|` are balanced).
+        alts = " | ".join(f"(x == {{3 * i}})" for i in range(1000))
+        assert list(a.where_indices(alts)) == list(range(0, 100, 3))
+        print("ok")
+        """
+    )
+    assert r.returncode == 0, r.stdout + r.stderr[-2000:]
+    assert r.stdout.strip().endswith("ok"), r.stdout
+
+
+def test_where_compares_uint64_exactly_and_negation_wraps(tmp_path):
+    # 2**53 and 2**53 + 1 are one float64 but two integers; -int64.min is int64.min (numpy).
+    u = np.array([2**53, 2**53 + 1], dtype="u8")
+    t = blz.create(tmp_path / "u.blz", {"u": u})
+    np.testing.assert_array_equal(t.where_rows("u == 9007199254740993"), [1])
+    x = np.array([np.iinfo("i8").min] * 4 + [5] * 4, dtype="i8")
+    a = blz.create(tmp_path / "x.blz", x, chunks=4)
+    with np.errstate(over="ignore"):
+        want = np.flatnonzero(-x < 0)
+    np.testing.assert_array_equal(a.where_indices("-x < 0"), want)
