@@ -144,7 +144,8 @@ struct KeyRange {
 /// includes zero (`>= 0`, `<= 0`, `= 0`) and neither when it excludes it (`> 0`, `< 0`).
 fn zero_bound(v: Value, inclusive: bool, lower: bool) -> Value {
     match v {
-        Value::Float(x) if x == 0.0 => Value::Float(if lower == inclusive { -0.0 } else { 0.0 }),
+        // A float pattern compares by `==`: this arm takes -0.0 as well.
+        Value::Float(0.0) => Value::Float(if lower == inclusive { -0.0 } else { 0.0 }),
         v => v,
     }
 }
