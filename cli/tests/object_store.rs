@@ -1286,3 +1286,43 @@ fn blz_get_of_the_last_ten_elements_and_append_read_no_manifest() {
     let (out, _) = blz_requests(&["get", &url, "4095:4100"]);
     assert!(out.contains("106"), "{out}");
 }
+
+/// A table on the object store named in a query by its quoted `s3://` URL, as the README
+/// shows, answers as one named with `--table`.
+#[test]
+fn sql_over_a_table_named_by_its_quoted_url() {
+    let Some(url) = s3_url("q.blz") else { return };
+    let dir = tempfile::tempdir().unwrap();
+    let csv = dir.path().join("q.csv");
+    let mut text = String::from("k,x\n");
+    for i in 0..500 {
+        text.push_str(&format!("{i},{}\n", i as f64 / 2.0));
+    }
+    std::fs::write(&csv, text).unwrap();
+    let blz = |args: &[&str]| {
+        let out = Command::new(env!("CARGO_BIN_EXE_blz"))
+            .args(args)
+            .output()
+            .unwrap();
+        assert!(
+            out.status.success(),
+            "blz {args:?}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        String::from_utf8(out.stdout).unwrap()
+    };
+    blz(&["create", &url, "--csv", csv.to_str().unwrap()]);
+    let quoted = format!("SELECT count(*) AS n, sum(k) AS s FROM \"{url}\" WHERE k >= 100");
+    let by_name = "SELECT count(*) AS n, sum(k) AS s FROM t WHERE k >= 100";
+    let a = blz(&["sql", &quoted, "--format", "csv"]);
+    let b = blz(&[
+        "sql",
+        by_name,
+        "--table",
+        &format!("t={url}"),
+        "--format",
+        "csv",
+    ]);
+    assert_eq!(a, b);
+    assert_eq!(a.lines().nth(1), Some("400,119800"), "{a}");
+}
