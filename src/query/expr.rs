@@ -641,7 +641,12 @@ impl<'a> Parser<'a> {
         first: usize,
     ) -> Result<Sub> {
         if items.len() == 1 {
-            return Ok(items[0].take().expect("each operand is taken once"));
+            // Each operand is taken once.
+            let pos = at.get(first).copied().unwrap_or(0);
+            return items
+                .first_mut()
+                .and_then(Option::take)
+                .ok_or_else(|| self.err(pos, "operand missing"));
         }
         let mid = items.len() / 2;
         let (l, r) = items.split_at_mut(mid);
