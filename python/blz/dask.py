@@ -32,7 +32,9 @@ from __future__ import annotations
 
 import math
 import os
+import re
 import socket
+import urllib.parse
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
@@ -83,14 +85,24 @@ def file_hosts(root: str | os.PathLike[str]) -> dict[str, list[str]]:
 
 
 def _is_url(path: Any) -> bool:
-    return isinstance(path, str) and path.startswith("s3://")
+    # Any URL but a file:// one (a local path) goes to blz as it is: an s3:// URL is served,
+    # any other scheme refused there, never made an absolute local path here.
+    return (
+        isinstance(path, str)
+        and re.match(r"[A-Za-z][A-Za-z0-9+.-]*://", path) is not None
+        and not path[:7].lower() == "file://"
+    )
 
 
 def _path_of(source: Any) -> str:
     path = getattr(source, "path", source)
     if _is_url(path):
         return path
-    return os.path.abspath(os.fspath(path))
+    path = os.fspath(path)
+    if path[:7].lower() == "file://":  # a local path, as blz reads a file:// URL
+        rest = path[7:]
+        path = urllib.parse.unquote(rest[9:] if rest.startswith("localhost/") else rest)
+    return os.path.abspath(path)
 
 
 def _open_raw(path: str, kind: str) -> Any:

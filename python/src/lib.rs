@@ -537,6 +537,22 @@ fn next_batch(it: &Py<PyIterator>, failed: &Mutex<Option<PyErr>>) -> Option<blz:
 // ---------------------------------------------------------------------------------------
 // Arrays
 
+/// A dataset opened again in a forked child ([`RawArray::here`]): for writing when the
+/// handle was writable, unless another process holds the writer lock, then for reading.
+fn reopen<D>(
+    writable: bool,
+    open_rw: impl FnOnce() -> blz::Result<D>,
+    open: impl FnOnce() -> blz::Result<D>,
+) -> FResult<D> {
+    if writable {
+        match open_rw() {
+            Err(blz::Error::Locked { .. }) => {}
+            r => return Ok(r?),
+        }
+    }
+    Ok(open()?)
+}
+
 /// An open N-d dataset.
 #[pyclass(module = "blz._blz", frozen)]
 struct RawArray {
@@ -549,17 +565,19 @@ struct RawArray {
 
 impl RawArray {
     /// The dataset as this process has it. In a child forked since the handle was opened
-    /// (`multiprocessing`, PyTorch's data loaders), the dataset is opened again there, in
-    /// the same mode, on first use: the parent's handle may be locked by one of the
-    /// parent's threads, which the child does not have (a read in progress at the fork),
-    /// and a read-write handle's writer lock stays the parent's.
+    /// (`multiprocessing`, PyTorch's data loaders), the dataset is opened again there on
+    /// first use: the parent's handle may be locked by one of the parent's threads, which
+    /// the child does not have (a read in progress at the fork). A read-write handle opens
+    /// for writing again, or, while another process (the parent) holds the writer lock,
+    /// read-only: the child reads, and each write tries for the lock ([`Self::write`]).
     fn here(&self) -> FResult<&RwLock<Dataset>> {
         self.ds.get_or_try_init(|| {
-            Ok(RwLock::new(if self.writable.load(Ordering::Relaxed) {
-                Dataset::open_rw(&self.path)?
-            } else {
-                Dataset::open(&self.path)?
-            }))
+            let writable = self.writable.load(Ordering::Relaxed);
+            Ok(RwLock::new(reopen(
+                writable,
+                || Dataset::open_rw(&self.path),
+                || Dataset::open(&self.path),
+            )?))
         })
     }
 
@@ -568,7 +586,20 @@ impl RawArray {
         f(&ds)
     }
 
+    /// Runs a write. A writable handle that a forked child opened read-only (its parent
+    /// held the writer lock, [`Self::here`]) takes the lock first: `LockedError` naming the
+    /// holder while it is held.
     fn write<T>(&self, f: impl FnOnce(&mut Dataset) -> FResult<T>) -> FResult<T> {
+        self.handle_mut(|ds| {
+            if self.writable.load(Ordering::Relaxed) && ds.mode() == blz::Mode::ReadOnly {
+                *ds = Dataset::open_rw(&self.path)?;
+            }
+            f(ds)
+        })
+    }
+
+    /// The handle itself, to refresh or close it (no writer lock taken).
+    fn handle_mut<T>(&self, f: impl FnOnce(&mut Dataset) -> FResult<T>) -> FResult<T> {
         let mut ds = self.here()?.write().map_err(|_| lock_err("dataset"))?;
         f(&mut ds)
     }
@@ -683,7 +714,7 @@ impl RawArray {
     /// Brings a read-only handle to the dataset's latest commit (`blz::Dataset::refresh`);
     /// whether it changed.
     fn refresh(&self, py: Python<'_>) -> PyResult<bool> {
-        detached(py, || self.write(|ds| Ok(ds.refresh()?)))
+        detached(py, || self.handle_mut(|ds| Ok(ds.refresh()?)))
     }
 
     /// `(shape, descr, chunks, nbytes, cbytes, nchunks, nfiles)` in one call.
@@ -881,7 +912,7 @@ impl RawArray {
     /// Releases the writer lock and every file (the handle is unusable afterwards).
     fn close(&self, py: Python<'_>) -> PyResult<()> {
         detached(py, || {
-            self.write(|ds| {
+            self.handle_mut(|ds| {
                 // Reopen read-only in place of the writer: drops the lock and the open files.
                 *ds = Dataset::open(&self.path)?;
                 self.writable.store(false, Ordering::Relaxed);
@@ -1170,11 +1201,12 @@ impl RawTable {
     /// since the handle was opened ([`RawArray::here`] says why).
     fn here(&self) -> FResult<&RwLock<Table>> {
         self.t.get_or_try_init(|| {
-            Ok(RwLock::new(if self.writable.load(Ordering::Relaxed) {
-                Table::open_rw(&self.path)?
-            } else {
-                Table::open(&self.path)?
-            }))
+            let writable = self.writable.load(Ordering::Relaxed);
+            Ok(RwLock::new(reopen(
+                writable,
+                || Table::open_rw(&self.path),
+                || Table::open(&self.path),
+            )?))
         })
     }
 
@@ -1183,7 +1215,18 @@ impl RawTable {
         f(&t)
     }
 
+    /// Runs a write ([`RawArray::write`] says how a forked child's copy takes the lock).
     fn write<T>(&self, f: impl FnOnce(&mut Table) -> FResult<T>) -> FResult<T> {
+        self.handle_mut(|t| {
+            if self.writable.load(Ordering::Relaxed) && t.mode() == blz::Mode::ReadOnly {
+                *t = Table::open_rw(&self.path)?;
+            }
+            f(t)
+        })
+    }
+
+    /// The handle itself, to refresh or close it (no writer lock taken).
+    fn handle_mut<T>(&self, f: impl FnOnce(&mut Table) -> FResult<T>) -> FResult<T> {
         let mut t = self.here()?.write().map_err(|_| lock_err("table"))?;
         f(&mut t)
     }
@@ -1371,7 +1414,7 @@ impl RawTable {
     /// Brings a read-only handle to the table's latest commit (`blz::Table::refresh`);
     /// whether it changed.
     fn refresh(&self, py: Python<'_>) -> PyResult<bool> {
-        detached(py, || self.write(|t| Ok(t.refresh()?)))
+        detached(py, || self.handle_mut(|t| Ok(t.refresh()?)))
     }
 
     /// Decodes rows `start..end` of a fixed-size column into `out`.
@@ -1557,7 +1600,7 @@ impl RawTable {
     /// Releases the writer lock (the handle reads on).
     fn close(&self, py: Python<'_>) -> PyResult<()> {
         detached(py, || {
-            self.write(|t| {
+            self.handle_mut(|t| {
                 *t = Table::open(&self.path)?;
                 self.writable.store(false, Ordering::Relaxed);
                 Ok(())

@@ -154,3 +154,54 @@ def test_a_child_writing_through_the_parents_writer_is_refused_not_a_second_writ
     _INHERITED.clear()
     assert said.startswith("ReadOnlyError"), said
     assert blz.open(path).shape == (1_013,) and blz.open(path)[:].sum() == 13
+
+
+def _read_through_inherited_writers(_):
+    # Reads through the parent's read-write handles: the child opens them read-only (the
+    # parent holds the writer lock) and reads; only a write is refused, naming the parent.
+    a, t, layer = _INHERITED["array"], _INHERITED["table"], _INHERITED["layer"]
+    got = (
+        len(t),
+        [int(v) for v in t[0:2]["x"]],
+        [int(i) for i in t.where_rows("x >= 1997")],
+        [float(v) for v in a[:3]],
+        float(a.sum()),
+        7 in layer,
+        8 in layer,
+        a.mode,
+    )
+    refused = []
+    for write in (lambda: a.append(np.ones(2)), lambda: t.append({"x": np.arange(2)})):
+        try:
+            write()
+            refused.append("written")
+        except blz.Error as e:
+            refused.append(f"{type(e).__name__}: {e}")
+    # Reads go on after a refused write.
+    return got, refused, float(a[:].sum()), len(t)
+
+
+def test_a_child_reads_through_the_parents_writable_handles(tmp_path):
+    a = blz.create(str(tmp_path / "a.blz"), np.arange(1_000, dtype=np.float64), chunks=(100,))
+    rows = np.zeros(2_000, dtype=[("x", "i8")])
+    rows["x"] = np.arange(2_000)
+    t = blz.create(str(tmp_path / "t.blz"), rows, chunks=(100,))
+    assert a.mode == "r+" and t.mode == "r+"
+    layer = blz.build_layer(tmp_path / "l.blz", [(i,) for i in range(0, 1000, 2)])
+    _INHERITED.update(array=a, table=t, layer=layer)
+    try:
+        with multiprocessing.get_context("fork").Pool(2) as pool:
+            results = pool.map_async(_read_through_inherited_writers, range(2)).get(timeout=60)
+    finally:
+        _INHERITED.clear()
+    for got, refused, total, n in results:
+        assert got == (2_000, [0, 1], [1997, 1998, 1999], [0.0, 1.0, 2.0], 499_500.0, False, True, "r+")
+        for said in refused:
+            assert said.startswith("LockedError") and f"process {os.getpid()}" in said, said
+        assert total == 499_500.0 and n == 2_000
+    # The parent still writes through its handles, and nothing the children did changed
+    # the datasets.
+    a.append(np.ones(2))
+    t.append({"x": np.arange(2)})
+    assert blz.open(str(tmp_path / "a.blz")).shape == (1_002,)
+    assert len(blz.open(str(tmp_path / "t.blz"))) == 2_002
