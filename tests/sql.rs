@@ -355,6 +355,7 @@ fn statements_that_are_not_queries_are_refused() {
     );
     assert!(total_rows(&ctx.collect("EXPLAIN SELECT k FROM t").unwrap()) > 0);
     assert_eq!(total_rows(&ctx.collect("VALUES (1), (2), (3)").unwrap()), 3);
+    assert_eq!(total_rows(&ctx.collect("DESCRIBE t").unwrap()), 4);
     assert_eq!(
         one_i64(
             &ctx.collect("WITH a AS (SELECT k FROM t WHERE k < 30) SELECT count(*) FROM a")

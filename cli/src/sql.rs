@@ -1,14 +1,25 @@
 //! `blz sql`: a SQL query over tables and layer datasets (the library's `blz::sql`), its rows
 //! printed as an aligned table, CSV or JSON lines.
 
+//!
+//! Built with the `sql` feature (on by default); without it `blz sql` says how to get it.
+
 use crate::failure::Failure;
+#[cfg(feature = "sql")]
 use arrow::array::{Array, AsArray};
+#[cfg(feature = "sql")]
 use arrow::datatypes::{DataType, FieldRef, Float16Type, Float32Type, Float64Type};
+#[cfg(feature = "sql")]
 use arrow::error::ArrowError;
+#[cfg(feature = "sql")]
 use arrow::json::writer::NullableEncoder;
+#[cfg(feature = "sql")]
 use arrow::json::{Encoder, EncoderFactory, EncoderOptions};
+#[cfg(feature = "sql")]
 use arrow::record_batch::RecordBatch;
+#[cfg(feature = "sql")]
 use std::io::Write;
+#[cfg(feature = "sql")]
 use std::sync::Arc;
 
 /// How `blz sql` prints rows.
@@ -40,7 +51,18 @@ pub struct SqlArgs {
     pub format: SqlFormat,
 }
 
+/// `blz sql` in a build without the `sql` feature: what to build instead.
+#[cfg(not(feature = "sql"))]
+pub fn run(_: &SqlArgs) -> Result<(), Failure> {
+    Err(Failure::new(
+        "this blz was built without SQL (the `sql` feature, which compiles DataFusion, \
+         left out of the quick build examples/demo.sh makes): build the whole command line \
+         with `cargo install --path cli` (or `cargo build --release -p blz-cli`)",
+    ))
+}
+
 /// Runs `blz sql`.
+#[cfg(feature = "sql")]
 pub fn run(a: &SqlArgs) -> Result<(), Failure> {
     let ctx = blz::sql::SqlContext::new()?;
     for t in &a.tables {
@@ -58,7 +80,7 @@ pub fn run(a: &SqlArgs) -> Result<(), Failure> {
     let schema = result.schema();
     let out = std::io::stdout();
     let mut out = out.lock();
-    let batches = result.map(|b| b.map_err(|e| Failure::new(e.to_string())));
+    let batches = result.map(|b| b.map_err(|e| Failure::from(blz::sql::from_arrow(e))));
     let written = match a.format {
         SqlFormat::Table => {
             let all = batches.collect::<Result<Vec<RecordBatch>, Failure>>()?;
@@ -105,9 +127,11 @@ pub fn run(a: &SqlArgs) -> Result<(), Failure> {
 /// Writes floating-point values to JSON as numbers, and the values JSON has no number for as
 /// the strings `"inf"`, `"-inf"` and `"NaN"` (Arrow's writer makes them all `null`, which
 /// is a missing value's).
+#[cfg(feature = "sql")]
 #[derive(Debug)]
 struct NonFinite;
 
+#[cfg(feature = "sql")]
 impl EncoderFactory for NonFinite {
     fn make_default_encoder<'a>(
         &self,
@@ -140,12 +164,14 @@ impl EncoderFactory for NonFinite {
 }
 
 /// One float column's values, as [`NonFinite`] writes them.
+#[cfg(feature = "sql")]
 struct FloatEncoder<'a> {
     values: Box<dyn Fn(usize) -> f64 + 'a>,
     /// Narrower than f64: written with the shortest digits of its own width.
     single: bool,
 }
 
+#[cfg(feature = "sql")]
 impl Encoder for FloatEncoder<'_> {
     fn encode(&mut self, idx: usize, out: &mut Vec<u8>) {
         let v = (self.values)(idx);

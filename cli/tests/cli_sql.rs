@@ -190,6 +190,12 @@ fn statements_that_write_or_change_the_session_are_refused_and_touch_nothing() {
         "csv",
     ]);
     assert_eq!(n.lines().nth(1), Some(ROWS.to_string().as_str()));
+    // An error met while the rows are read is blz's, without Arrow's wrapping.
+    let err = fails(&["sql", "SELECT CAST(name AS INT) FROM t", "--table", &table]);
+    assert!(
+        err.starts_with("blz: SQL: ") && !err.contains("External"),
+        "{err}"
+    );
 }
 
 #[test]

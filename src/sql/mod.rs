@@ -160,8 +160,8 @@ impl SqlContext {
     /// named in the query by a path (`FROM "data/pts.blz"`) that are not registered are
     /// opened read-only and registered under that name first.
     ///
-    /// Only queries run: `SELECT`, `WITH`, `VALUES`, `EXPLAIN` of those, `SHOW TABLES` and
-    /// `SHOW COLUMNS`. A statement that would write (`COPY`, `INSERT`, `CREATE ... AS`,
+    /// Only queries run: `SELECT`, `WITH`, `VALUES`, `EXPLAIN` of those, `DESCRIBE`, `SHOW
+    /// TABLES` and `SHOW COLUMNS`. A statement that would write (`COPY`, `INSERT`, `CREATE ... AS`,
     /// `SELECT ... INTO`), read a location the caller did not name as a dataset (`CREATE
     /// EXTERNAL TABLE`), or change the session (`DROP`, `SET`, `RESET`) is refused before
     /// anything runs. The query is parsed, planned and run on the engine's threads, whatever
@@ -287,7 +287,7 @@ fn checked_paths(state: &datafusion::execution::SessionState, sql: &str) -> Resu
 fn read_only(statement: &DfStatement) -> Result<()> {
     let refuse = |what: &str| {
         Err(Error::Sql(format!(
-            "blz runs queries only (SELECT, WITH, VALUES, EXPLAIN, SHOW TABLES, SHOW COLUMNS): \
+            "blz runs queries only (SELECT, WITH, VALUES, EXPLAIN, DESCRIBE, SHOW TABLES, SHOW COLUMNS): \
              {what} is refused"
         )))
     };
@@ -304,7 +304,9 @@ fn read_only(statement: &DfStatement) -> Result<()> {
                 return refuse("SELECT ... INTO");
             }
         }
-        sqlast::Statement::ShowTables { .. } | sqlast::Statement::ShowColumns { .. } => {}
+        sqlast::Statement::ShowTables { .. }
+        | sqlast::Statement::ShowColumns { .. }
+        | sqlast::Statement::ExplainTable { .. } => {}
         other => {
             let text = other.to_string();
             let kind: Vec<&str> = text.split_whitespace().take(2).collect();
