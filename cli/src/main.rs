@@ -100,7 +100,19 @@ fn copy(a: &CopyArgs) -> Result<(), Failure> {
     Ok(())
 }
 
+/// `blz gc` in a build without the `s3` feature.
+#[cfg(not(feature = "s3"))]
+fn gc(a: &GcArgs) -> Result<(), Failure> {
+    Err(Failure::new(format!(
+        "{}: this blz was built without object-store support (the `s3` feature, left out \
+         of the quick build examples/demo.sh makes): build the whole command line with \
+         `cargo install --path cli` (or `cargo build --release -p blz-cli`)",
+        a.url
+    )))
+}
+
 /// `blz gc`.
+#[cfg(feature = "s3")]
 fn gc(a: &GcArgs) -> Result<(), Failure> {
     let s = blz::storage::ObjectStorage::open_url(&a.url)?;
     let c = blz::storage::object::collect_garbage(&s, std::time::Duration::from_secs(a.grace))?;
