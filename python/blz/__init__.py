@@ -15,7 +15,7 @@ from __future__ import annotations
 import atexit
 import json
 import os
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -55,6 +55,29 @@ from ._table import (
 )
 
 __version__: str = _blz.__version__
+
+# The submodules that build on optional packages, loaded on first use (PEP 562): after a
+# plain `import blz`, `blz.dask.from_blz(...)` and `blz.xarray.to_blz(...)` work, while
+# `import blz` itself stays quick and needs neither dask nor xarray. Without the package,
+# the first use raises an ImportError naming the extra to install (`pip install 'blz[dask]'`).
+_LAZY_SUBMODULES = ("dask", "xarray")
+
+if TYPE_CHECKING:
+    from . import dask as dask
+    from . import xarray as xarray
+
+
+def __getattr__(name: str) -> Any:
+    if name in _LAZY_SUBMODULES:
+        import importlib
+
+        # Importing sets the attribute on the package: later uses do not come here.
+        return importlib.import_module(f"{__name__}.{name}")
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
+def __dir__() -> list[str]:
+    return sorted({*globals(), *_LAZY_SUBMODULES})
 
 
 def _fill_json(fill: Any, dtype: np.dtype) -> str | None:

@@ -42,7 +42,12 @@ import numpy as np
 
 from . import _blz
 from ._errors import ChangedError, InvalidArgumentError, NotFoundError
+from ._optional import require
 from ._table import VAR_KINDS
+
+# dask itself is imported where it is used; without it, importing this module says what to
+# install (the functions would only fail later, at their first call).
+require("blz.dask", "dask", "dask")
 
 __all__ = ["append", "file_hosts", "from_blz", "read_table", "to_blz"]
 

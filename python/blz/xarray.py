@@ -36,10 +36,16 @@ from collections.abc import Hashable, Iterable, Mapping
 from typing import Any
 
 import numpy as np
-import xarray as xr
-from xarray.backends import AbstractDataStore, BackendArray, BackendEntrypoint
-from xarray.backends.store import StoreBackendEntrypoint
-from xarray.core import indexing
+
+from ._optional import missing
+
+try:
+    import xarray as xr
+    from xarray.backends import AbstractDataStore, BackendArray, BackendEntrypoint
+    from xarray.backends.store import StoreBackendEntrypoint
+    from xarray.core import indexing
+except ModuleNotFoundError as e:
+    raise missing("blz.xarray", "xarray", "xarray", e) from e
 
 from . import _blz
 from ._errors import InvalidArgumentError, UnsupportedError
