@@ -7,17 +7,18 @@
 # Run from the repository root:  bash examples/demo.sh  [WORKDIR]
 #
 # The binary it builds is the command line without its two heavy features (`sql`, which
-# compiles DataFusion, and `s3`, an HTTP and TLS stack): on a fresh 2-core machine that build,
-# downloads included, takes a few minutes instead of half an hour. Every command below is in
-# it; `blz sql` and s3:// URLs are in the default build, `cargo install --path cli`.
+# compiles DataFusion, and `s3`, an HTTP and TLS stack), in the `quick` profile (Cargo.toml:
+# release with opt-level 1): on a fresh 2-core machine that build, downloads included, takes
+# a few minutes instead of half an hour. Every command below is in it; `blz sql` and s3:// URLs
+# are in the default build, `cargo install --path cli` (release, optimised).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 work=${1:-$(mktemp -d "${TMPDIR:-/tmp}/blz-demo.XXXXXX")}
 mkdir -p "$work"
-# BLZ_PROFILE: the cargo profile to build with (default release; CI passes `dev`, which reuses
-# the build tests/all.sh made, every feature included). Its binaries lie in target/debug for
-# dev and test, else target/<name>.
-profile=${BLZ_PROFILE:-release}
+# BLZ_PROFILE: the cargo profile to build with (default quick; `release` for an optimised
+# one; CI passes `dev`, which reuses the build tests/all.sh made, every feature included). Its
+# binaries lie in target/debug for dev and test, else target/<name>.
+profile=${BLZ_PROFILE:-quick}
 echo "== building blz ($profile)"
 case $profile in
 dev | test)
