@@ -376,8 +376,7 @@ fn sql_over_an_old_layer_whose_weight_shares_a_key_name_is_a_clear_error() {
     let err = ctx
         .register_path("l", p.to_str().unwrap())
         .and_then(|()| ctx.collect("SELECT * FROM l"))
-        .err()
-        .expect("SQL refuses two columns of one name");
+        .expect_err("SQL refuses two columns of one name");
     let msg = err.to_string();
     assert!(msg.contains("\"k\"") && msg.contains("weight"), "{msg}");
 }
