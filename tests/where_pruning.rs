@@ -129,6 +129,13 @@ fn literal() -> impl Strategy<Value = String> {
         "65535",
         "4294967295",
         "(-2147483648)",
+        // Past int64 and uint64: exact, Python's ints.
+        "18446744073709551616",
+        "(-9223372036854775809)",
+        "170141183460469231731687303715884105727",
+        "(-170141183460469231731687303715884105728)",
+        // Past i128: a float.
+        "340282366920938463463374607431768211456",
     ];
     let floats = [
         "nan",
@@ -143,10 +150,12 @@ fn literal() -> impl Strategy<Value = String> {
         "9007199254740992.0",
         "1.8446744073709552e19",
     ];
+    // Small integers most often: an extreme one in arithmetic with a small dtype is refused
+    // (numpy's OverflowError), which ends that expression's test early.
     prop_oneof![
         2 => proptest::sample::select(ints.to_vec()).prop_map(str::to_string),
         1 => proptest::sample::select(floats.to_vec()).prop_map(str::to_string),
-        2 => (-5i32..6).prop_map(|i| if i < 0 { format!("({i})") } else { i.to_string() }),
+        4 => (-5i32..6).prop_map(|i| if i < 0 { format!("({i})") } else { i.to_string() }),
     ]
 }
 
@@ -253,11 +262,24 @@ fn table(path: &std::path::Path, c: &Case) -> Table {
     t
 }
 
-/// The rows the reference finds for `text` over columns `names` = `cols`.
-fn reference(text: &str, cols: &[(&str, Col)], n: usize) -> Vec<u64> {
+/// The rows the reference finds for `text` over columns `names` = `cols`; `None`: numpy
+/// refuses it (a literal out of its column's dtype's range in arithmetic).
+fn reference(text: &str, cols: &[(&str, Col)], n: usize) -> Option<Vec<u64>> {
     let names: Vec<&str> = cols.iter().map(|c| c.0).collect();
     let e = parse(text, &names).unwrap();
-    where_ref::rows(&e, cols, n).expect("a numeric condition")
+    match where_ref::outcome(&e, cols, n) {
+        Ok(rows) => Some(rows),
+        Err(where_ref::No::Overflow) => None,
+        Err(no) => panic!("{text}: {no:?}"),
+    }
+}
+
+/// `got` is refused as numpy refuses the expression: a literal out of range.
+fn refused<T: std::fmt::Debug>(got: Result<T, Error>) -> Result<(), String> {
+    match got {
+        Err(Error::InvalidExpression { reason, .. }) if reason.contains("out of range") => Ok(()),
+        other => Err(format!("{other:?}")),
+    }
 }
 
 proptest! {
@@ -278,7 +300,11 @@ proptest! {
             ("d", Col::Bool(c.d.clone())),
         ];
         for e in &exprs {
-            let want = reference(e, &cols, n);
+            let Some(want) = reference(e, &cols, n) else {
+                let r = refused(t.where_rows(e, &[]));
+                prop_assert!(r.is_ok(), "{} over {:?}: {:?}", e, cols, r);
+                continue;
+            };
             let got = t.where_rows(e, &[]).unwrap();
             prop_assert_eq!(&got.rows, &want, "{} over {:?}", e, cols);
         }
@@ -303,7 +329,11 @@ proptest! {
         }
         let cols = [("x", Col::from_bytes(c.da, &data))];
         for e in &exprs {
-            let want = reference(e, &cols, n as usize);
+            let Some(want) = reference(e, &cols, n as usize) else {
+                let r = refused(ds.where_elements(e)).and(refused(ds.where_mask(e)));
+                prop_assert!(r.is_ok(), "{} over {:?}: {:?}", e, cols, r);
+                continue;
+            };
             let got = ds.where_elements(e).unwrap();
             prop_assert_eq!(&got.indices, &want, "{} over {:?}", e, cols);
             let mask: Vec<u64> = ds
@@ -349,10 +379,8 @@ fn a_negated_int64_min_wraps_in_the_statistics_as_in_the_evaluator() {
     let ds = array_i64(&dir, "b", &[i64::MAX - 1, i64::MAX, 3, 4], 2);
     assert_eq!(ds.where_elements("x + 2 < 0").unwrap().indices, vec![0, 1]);
     assert_eq!(ds.where_elements("x * 2 < 0").unwrap().indices, vec![0, 1]);
-    assert_eq!(
-        ds.where_elements("x - -2 > 5").unwrap().indices,
-        Vec::<u64>::new()
-    );
+    // The first chunk wraps whole (to MIN, MIN + 1); 4 - -2 is 6 (numpy's answer: [3]).
+    assert_eq!(ds.where_elements("x - -2 > 5").unwrap().indices, vec![3]);
     let ds = array_i64(&dir, "c", &[i64::MAX - 1, 0, i64::MAX, 1], 2);
     assert_eq!(ds.where_elements("x + 1 < 0").unwrap().indices, vec![2]);
 }
@@ -388,8 +416,10 @@ fn uint64_compares_exactly_with_integers() {
     assert_eq!(rows("u == i"), vec![0, 1]);
     assert_eq!(rows("u > i"), vec![2, 3]);
     assert_eq!(rows("i == -9223372036854775808"), vec![3]);
-    // Arithmetic with a uint64 is float64 (numpy's for uint64 with int64).
-    assert_eq!(rows("u + 0 == 9007199254740992"), vec![0, 1]);
+    // uint64 with a literal stays uint64 (numpy 2, NEP 50); with an int64 column, or a
+    // float, it is float64.
+    assert_eq!(rows("u + 0 == 9007199254740992"), vec![0]);
+    assert_eq!(rows("u + i == 18014398509481984"), vec![0, 1]);
     assert_eq!(rows("u * 1.0 == 9007199254740992"), vec![0, 1]);
     // Arrays too.
     let opts = CreateOptions {
@@ -457,4 +487,178 @@ fn long_expressions_are_refused_not_a_stack_overflow() {
         .unwrap()
         .join()
         .unwrap();
+}
+
+/// A table of `cols` (name, dtype, native-order bytes), chunks of `chunk` rows.
+fn table_of(dir: &common::Dir, name: &str, cols: &[(&str, DType, Vec<u8>)], chunk: u64) -> Table {
+    let o = ColumnOptions {
+        chunklen: Some(chunk),
+        ..Default::default()
+    };
+    let fields = cols
+        .iter()
+        .map(|(n, d, _)| Field::new(*n, *d).with_options(o.clone()))
+        .collect();
+    let mut t = Table::create(dir.p(name), fields, &TableOptions::default()).unwrap();
+    let values: Vec<(&str, Values)> = cols
+        .iter()
+        .map(|(n, d, b)| {
+            (
+                *n,
+                Values::Fixed {
+                    dtype: *d,
+                    data: b.clone(),
+                },
+            )
+        })
+        .collect();
+    t.append(&values).unwrap();
+    t
+}
+
+fn ne<T: Copy, const N: usize>(v: &[T], f: impl Fn(T) -> [u8; N]) -> Vec<u8> {
+    v.iter().flat_map(|&x| f(x)).collect()
+}
+
+/// The cases (numpy 2.4's answers): uint64 arithmetic wraps in uint64 when its
+/// other side is uint64 or a literal (NEP 50: a Python int takes the array's dtype), and is
+/// float64 with an int64 column; integer literals past int64 and uint64 compare exactly. In
+/// chunks of 1, 2 and 4 rows, so the statistics' proofs are checked as well.
+#[test]
+fn uint64_wraps_with_literals_and_big_literals_compare_exactly() {
+    let dir = common::Dir::new();
+    let u: Vec<u64> = vec![1 << 53, (1 << 53) + 1, 0, u64::MAX, 1, 2, 3, 4];
+    let x: Vec<i64> = vec![i64::MIN, i64::MIN, i64::MIN, i64::MIN, 5, 5, 5, 5];
+    let all: Vec<u64> = (0..8).collect();
+    let none: Vec<u64> = vec![];
+    for chunk in [1, 2, 4] {
+        let t = table_of(
+            &dir,
+            &format!("t{chunk}"),
+            &[
+                ("u", DType::U64, ne(&u, u64::to_ne_bytes)),
+                ("x", DType::I64, ne(&x, i64::to_ne_bytes)),
+            ],
+            chunk,
+        );
+        let rows = |e: &str| t.where_rows(e, &[]).unwrap().rows;
+        assert_eq!(rows("-u < 0"), none, "chunks of {chunk}");
+        assert_eq!(rows("-u == 18446744073709551615"), vec![4]);
+        assert_eq!(rows("u - 1 > 100"), vec![0, 1, 2, 3]);
+        assert_eq!(rows("u * 2 == 18446744073709551614"), vec![3]);
+        assert_eq!(rows("u * 2 < 5"), vec![2, 4, 5]);
+        assert_eq!(rows("u % 3 == 0"), vec![1, 2, 3, 6]);
+        assert_eq!(rows("u - u == 0"), all);
+        assert_eq!(rows("u == 18446744073709551616"), none);
+        assert_eq!(rows("u < 18446744073709551616"), all);
+        assert_eq!(rows("u != -1"), all);
+        assert_eq!(rows("x > -9223372036854775809"), all);
+        assert_eq!(rows("x < 170141183460469231731687303715884105727"), all);
+        assert_eq!(rows("x == -170141183460469231731687303715884105728"), none);
+        assert_eq!(rows("x < 340282366920938463463374607431768211456"), all);
+        // uint64 with an int64 column: float64.
+        assert_eq!(rows("u + x == -9214364837600034816.0"), vec![0, 1]);
+        assert_eq!(rows("u + x > 0"), vec![3, 4, 5, 6, 7]);
+        // Literals among themselves: Python's ints, exact.
+        assert_eq!(rows("u == 18446744073709551616 - 1"), vec![3]);
+        assert_eq!(rows("x < 9223372036854775807 + 1"), all);
+        for bad in ["u + (-1)", "u * 18446744073709551616", "u % (-2)"] {
+            let r = t.where_rows(&format!("{bad} > 0"), &[]);
+            match r {
+                Err(Error::InvalidExpression { reason, .. }) => {
+                    assert!(reason.contains("out of range for uint64"), "{reason}")
+                }
+                other => panic!("{bad}: {other:?}"),
+            }
+        }
+        // An array of the uint64s.
+        let opts = CreateOptions {
+            chunkshape: Some(vec![chunk]),
+            ..Default::default()
+        };
+        let mut ds =
+            Dataset::create_with(dir.p(&format!("a{chunk}")), DType::U64, &[0], &opts).unwrap();
+        ds.append_bytes(&ne(&u, u64::to_ne_bytes), 8).unwrap();
+        assert_eq!(ds.where_elements("-x < 0").unwrap().indices, none);
+        assert_eq!(
+            ds.where_elements("x - 1 > 100").unwrap().indices,
+            vec![0, 1, 2, 3]
+        );
+        assert_eq!(
+            ds.where_elements("x == 18446744073709551616")
+                .unwrap()
+                .indices,
+            none
+        );
+        let ds = array_i64(&dir, &format!("i{chunk}"), &x, chunk);
+        assert_eq!(
+            ds.where_elements("x > -9223372036854775809")
+                .unwrap()
+                .indices,
+            all
+        );
+    }
+}
+
+/// int8 .. uint32 compute in their own dtype (numpy's), not in int64: uint8 + 1 wraps at
+/// 256, int8 * 100 in int8; two columns in their promotion (uint8 with int8: int16); a
+/// literal out of the dtype's range in arithmetic is refused (numpy 2 raises
+/// OverflowError), in a comparison it compares exactly.
+#[test]
+fn small_integers_compute_in_their_dtype() {
+    let dir = common::Dir::new();
+    let a: Vec<u8> = vec![0, 1, 254, 255, 200, 7];
+    let b: Vec<i8> = vec![5, -128, 2, 127, 100, -1];
+    let c: Vec<u32> = vec![1, 70000, u32::MAX, 0, 5, 6];
+    let s: Vec<i16> = vec![32767, -1, 0, 1, 2, 3];
+    for chunk in [1, 2, 3] {
+        let t = table_of(
+            &dir,
+            &format!("t{chunk}"),
+            &[
+                ("a", DType::U8, a.clone()),
+                ("b", DType::I8, ne(&b, i8::to_ne_bytes)),
+                ("c", DType::U32, ne(&c, u32::to_ne_bytes)),
+                ("s", DType::I16, ne(&s, i16::to_ne_bytes)),
+            ],
+            chunk,
+        );
+        let rows = |e: &str| t.where_rows(e, &[]).unwrap().rows;
+        assert_eq!(rows("a + 1 < 2"), vec![0, 3], "chunks of {chunk}");
+        assert_eq!(rows("b * 100 > 0"), vec![4]);
+        assert_eq!(rows("-b < 0"), vec![0, 1, 2, 3, 4]);
+        assert_eq!(rows("-a > 200"), vec![1, 5]);
+        assert_eq!(rows("b - 1 > 0"), vec![0, 1, 2, 3, 4]);
+        assert_eq!(rows("a * a == 4"), vec![2]);
+        assert_eq!(rows("a + b == 300"), vec![4]);
+        assert_eq!(rows("b + s < 0"), vec![0, 1]);
+        assert_eq!(rows("c * 2 == 4294967294"), vec![2]);
+        assert_eq!(rows("c + b == 4294967294"), Vec::<u64>::new());
+        assert_eq!(rows("a / 300 < 0.5"), vec![0, 1, 5]);
+        assert_eq!(rows("a < 300"), (0..6).collect::<Vec<u64>>());
+        assert_eq!(rows("a == -1"), Vec::<u64>::new());
+        assert_eq!(rows("a + 1.5 > 255"), vec![2, 3]);
+        for (bad, at, ty) in [
+            ("a + 300 > 0", 4, "uint8"),
+            ("a + (-1) > 0", 5, "uint8"),
+            ("a % 300 > 0", 4, "uint8"),
+            ("b * -129 > 0", 4, "int8"),
+            ("b - 200 > 0", 4, "int8"),
+            ("s + 100000 > 0", 4, "int16"),
+            ("c - (-1) > 0", 5, "uint32"),
+        ] {
+            match t.where_rows(bad, &[]) {
+                Err(Error::InvalidExpression {
+                    position, reason, ..
+                }) => {
+                    assert!(
+                        reason.contains(&format!("out of range for {ty}")),
+                        "{reason}"
+                    );
+                    assert_eq!(position, at, "{bad}: {reason}");
+                }
+                other => panic!("{bad}: {other:?}"),
+            }
+        }
+    }
 }

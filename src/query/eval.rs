@@ -8,14 +8,152 @@ use crate::stats::{ChunkStats, StatValue};
 use std::borrow::Cow;
 use std::collections::HashMap;
 
+/// An integer dtype, as numpy computes with it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum IK {
+    I8,
+    I16,
+    I32,
+    I64,
+    U8,
+    U16,
+    U32,
+    U64,
+}
+
+impl IK {
+    fn of(d: DType) -> Option<IK> {
+        Some(match d {
+            DType::I8 => IK::I8,
+            DType::I16 => IK::I16,
+            DType::I32 => IK::I32,
+            DType::I64 => IK::I64,
+            DType::U8 => IK::U8,
+            DType::U16 => IK::U16,
+            DType::U32 => IK::U32,
+            DType::U64 => IK::U64,
+            _ => return None,
+        })
+    }
+
+    fn bits(self) -> u32 {
+        match self {
+            IK::I8 | IK::U8 => 8,
+            IK::I16 | IK::U16 => 16,
+            IK::I32 | IK::U32 => 32,
+            IK::I64 | IK::U64 => 64,
+        }
+    }
+
+    fn signed(self) -> bool {
+        matches!(self, IK::I8 | IK::I16 | IK::I32 | IK::I64)
+    }
+
+    fn min(self) -> i128 {
+        if self.signed() {
+            -(1i128 << (self.bits() - 1))
+        } else {
+            0
+        }
+    }
+
+    fn max(self) -> i128 {
+        if self.signed() {
+            (1i128 << (self.bits() - 1)) - 1
+        } else {
+            (1i128 << self.bits()) - 1
+        }
+    }
+
+    fn name(self) -> &'static str {
+        match self {
+            IK::I8 => "int8",
+            IK::I16 => "int16",
+            IK::I32 => "int32",
+            IK::I64 => "int64",
+            IK::U8 => "uint8",
+            IK::U16 => "uint16",
+            IK::U32 => "uint32",
+            IK::U64 => "uint64",
+        }
+    }
+
+    /// numpy's `promote_types` of two integer dtypes; `None`: float64 (uint64 with a signed
+    /// type).
+    fn promote(a: IK, b: IK) -> Option<IK> {
+        if a.signed() == b.signed() {
+            return Some(if a.bits() >= b.bits() { a } else { b });
+        }
+        let (u, s) = if a.signed() { (b, a) } else { (a, b) };
+        if s.bits() > u.bits() {
+            return Some(s);
+        }
+        match u.bits() {
+            8 => Some(IK::I16),
+            16 => Some(IK::I32),
+            32 => Some(IK::I64),
+            _ => None,
+        }
+    }
+
+    /// `v` (an `i64` modulo 2^64) as this type's value: wrapped to its width.
+    #[inline]
+    fn wrap64(self, v: i64) -> i64 {
+        match self {
+            IK::I8 => i64::from(v as i8),
+            IK::I16 => i64::from(v as i16),
+            IK::I32 => i64::from(v as i32),
+            IK::U8 => i64::from(v as u8),
+            IK::U16 => i64::from(v as u16),
+            IK::U32 => i64::from(v as u32),
+            IK::I64 | IK::U64 => v,
+        }
+    }
+}
+
+/// The kind of the result of integer arithmetic `op` (not `/`) on integers of kinds `a`
+/// and `b` (`None`: a Python int, i.e. a literal), by numpy 2's rules (NEP 50): two
+/// literals stay a Python int (`Ok(None)`); a literal takes the other side's type; two
+/// columns' types promote (`Err(())`: to float64, uint64 with a signed type).
+fn int_result(a: Option<IK>, b: Option<IK>) -> std::result::Result<Option<IK>, ()> {
+    match (a, b) {
+        (None, None) => Ok(None),
+        (Some(k), None) | (None, Some(k)) => Ok(Some(k)),
+        (Some(x), Some(y)) => IK::promote(x, y).map(Some).ok_or(()),
+    }
+}
+
+/// Python's integer arithmetic on two literals: exact while it fits in `i128`, else
+/// (`Err`) float64 of the operands. `%` by 0 is 0 (numpy's for integers), `/` is float64.
+pub(crate) fn py_int(op: BinOp, a: i128, b: i128) -> std::result::Result<i128, f64> {
+    let (x, y) = (a as f64, b as f64);
+    match op {
+        BinOp::Add => a.checked_add(b).ok_or(x + y),
+        BinOp::Sub => a.checked_sub(b).ok_or(x - y),
+        BinOp::Mul => a.checked_mul(b).ok_or(x * y),
+        BinOp::Rem if b == 0 => Ok(0),
+        BinOp::Rem => {
+            // i128::MIN % -1 is 0.
+            let r = a.checked_rem(b).unwrap_or(0);
+            Ok(if r != 0 && (r < 0) != (b < 0) {
+                r + b
+            } else {
+                r
+            })
+        }
+        _ => Err(x / y),
+    }
+}
+
 /// The type of an expression's value.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum Ty {
     Bool,
-    /// Computed with as `i64` (int8 .. int64, uint8 .. uint32).
-    Int,
-    /// `uint64`: compared exactly with integers, a float in arithmetic.
-    UInt,
+    /// A column's integer type (or one computed from columns), numpy's.
+    Int(IK),
+    /// An integer literal (or arithmetic of literals only), whose value is known: Python's
+    /// int, which numpy 2 treats as "weak" (NEP 50).
+    PyInt(i128),
     Float,
     Str,
 }
@@ -24,31 +162,24 @@ impl Ty {
     fn name(self) -> &'static str {
         match self {
             Ty::Bool => "a boolean",
-            Ty::Int | Ty::UInt => "an integer",
+            Ty::Int(_) | Ty::PyInt(_) => "an integer",
             Ty::Float => "a float",
             Ty::Str => "a string",
         }
     }
 
     fn numeric(self) -> bool {
-        matches!(self, Ty::Int | Ty::UInt | Ty::Float)
+        matches!(self, Ty::Int(_) | Ty::PyInt(_) | Ty::Float)
     }
 
     /// The type a column of `dtype` evaluates as (complex is refused).
     pub(crate) fn of_dtype(dtype: DType) -> Option<Ty> {
         Some(match dtype {
             DType::Bool => Ty::Bool,
-            DType::I8
-            | DType::I16
-            | DType::I32
-            | DType::I64
-            | DType::U8
-            | DType::U16
-            | DType::U32 => Ty::Int,
-            DType::U64 => Ty::UInt,
             DType::F32 | DType::F64 => Ty::Float,
             DType::Bytes(_) | DType::Str(_) => Ty::Str,
             DType::C64 | DType::C128 => return None,
+            d => Ty::Int(IK::of(d)?),
         })
     }
 }
@@ -70,7 +201,7 @@ impl Raw {
     /// The values, as the evaluator computes with them.
     fn value(&self) -> V<'_> {
         match self {
-            Raw::I64(v) => V::Int(Cow::Borrowed(v)),
+            Raw::I64(v) => V::Int(IK::I64, Cow::Borrowed(v)),
             Raw::F64(v) => V::Float(Cow::Borrowed(v)),
             Raw::Var(v) => V::Str(v.iter().map(|s| Cow::Borrowed(s.as_slice())).collect()),
             Raw::Fixed(d, b) => fixed_value(*d, b),
@@ -93,13 +224,13 @@ macro_rules! conv {
 fn fixed_value(d: DType, b: &[u8]) -> V<'_> {
     match d {
         DType::Bool => V::Bool(Cow::Owned(b.iter().map(|&x| x != 0).collect())),
-        DType::I8 => V::Int(Cow::Owned(conv!(b, i8, i64))),
-        DType::I16 => V::Int(Cow::Owned(conv!(b, i16, i64))),
-        DType::I32 => V::Int(Cow::Owned(conv!(b, i32, i64))),
-        DType::I64 => V::Int(Cow::Owned(conv!(b, i64, i64))),
-        DType::U8 => V::Int(Cow::Owned(conv!(b, u8, i64))),
-        DType::U16 => V::Int(Cow::Owned(conv!(b, u16, i64))),
-        DType::U32 => V::Int(Cow::Owned(conv!(b, u32, i64))),
+        DType::I8 => V::Int(IK::I8, Cow::Owned(conv!(b, i8, i64))),
+        DType::I16 => V::Int(IK::I16, Cow::Owned(conv!(b, i16, i64))),
+        DType::I32 => V::Int(IK::I32, Cow::Owned(conv!(b, i32, i64))),
+        DType::I64 => V::Int(IK::I64, Cow::Owned(conv!(b, i64, i64))),
+        DType::U8 => V::Int(IK::U8, Cow::Owned(conv!(b, u8, i64))),
+        DType::U16 => V::Int(IK::U16, Cow::Owned(conv!(b, u16, i64))),
+        DType::U32 => V::Int(IK::U32, Cow::Owned(conv!(b, u32, i64))),
         DType::U64 => V::UInt(Cow::Owned(conv!(b, u64, u64))),
         DType::F32 => V::Float(Cow::Owned(conv!(b, f32, f64))),
         DType::F64 => V::Float(Cow::Owned(conv!(b, f64, f64))),
@@ -133,20 +264,20 @@ fn trim_nul(s: &[u8]) -> &[u8] {
 
 /// A value during evaluation: a vector over the range's rows, or a scalar.
 ///
-/// Integers are `i64` (wrapping arithmetic, as numpy's int64) or `u64` (a `uint64` column or
-/// a literal past `i64::MAX`): comparisons between integers are exact, whatever their
-/// signs (numpy's); arithmetic with a `u64` is done in `f64` (numexpr's, and numpy's for
-/// uint64 with int64).
+/// Integer vectors carry numpy's type: int8 .. uint32 and int64 as `i64` values within the
+/// type's range (arithmetic wraps at its width), uint64 as `u64`. An integer scalar is a
+/// literal: Python's int, exact in `i128`. Comparisons between integers are exact,
+/// whatever their types (numpy's); see [`arith`] for arithmetic.
 #[derive(Debug, Clone)]
 pub(crate) enum V<'a> {
     Bool(Cow<'a, [bool]>),
-    Int(Cow<'a, [i64]>),
+    /// Never `IK::U64`.
+    Int(IK, Cow<'a, [i64]>),
     UInt(Cow<'a, [u64]>),
     Float(Cow<'a, [f64]>),
     Str(Vec<Cow<'a, [u8]>>),
     SBool(bool),
-    SInt(i64),
-    SUInt(u64),
+    SInt(i128),
     SFloat(f64),
     SStr(Vec<u8>),
 }
@@ -163,8 +294,7 @@ pub(crate) fn check(text: &str, e: &Expr, col_ty: &dyn Fn(&str) -> Option<Ty>) -
         })?,
         Expr::Lit { value, .. } => match value {
             Literal::Bool(_) => Ty::Bool,
-            Literal::Int(_) => Ty::Int,
-            Literal::UInt(_) => Ty::UInt,
+            Literal::Int(i) => Ty::PyInt(*i),
             Literal::Float(_) => Ty::Float,
             Literal::Str(_) => Ty::Str,
         },
@@ -177,11 +307,11 @@ pub(crate) fn check(text: &str, e: &Expr, col_ty: &dyn Fn(&str) -> Option<Ty>) -
                     format!("unary `-` needs a number, not {}", t.name()),
                 ));
             }
-            // A uint64 is negated as a float.
-            if t == Ty::UInt {
-                Ty::Float
-            } else {
-                t
+            // numpy's negation wraps in the operand's type (`-u` of a uint64 is 2^64 - u);
+            // Python's of a literal is exact.
+            match t {
+                Ty::PyInt(i) => i.checked_neg().map_or(Ty::Float, Ty::PyInt),
+                t => t,
             }
         }
         Expr::Not { arg, pos } => {
@@ -254,14 +384,48 @@ pub(crate) fn check(text: &str, e: &Expr, col_ty: &dyn Fn(&str) -> Option<Ty>) -
                             ),
                         ));
                     }
-                    if *op != BinOp::Div && a == Ty::Int && b == Ty::Int {
-                        Ty::Int
-                    } else {
-                        Ty::Float
-                    }
+                    arith_ty(text, *op, (a, left), (b, right))?
                 }
             }
         }
+    })
+}
+
+/// The type of `left op right` (both numbers, `op` arithmetic), by numpy 2's rules (NEP 50):
+/// a literal takes the type of the integer it meets, and one out of that type's range is
+/// refused (numpy raises `OverflowError`).
+fn arith_ty(text: &str, op: BinOp, (a, l): (Ty, &Expr), (b, r): (Ty, &Expr)) -> Result<Ty> {
+    let kind = |t: Ty| match t {
+        Ty::Int(k) => Some(Some(k)),
+        Ty::PyInt(_) => Some(None),
+        _ => None,
+    };
+    let (Some(ka), Some(kb)) = (kind(a), kind(b)) else {
+        return Ok(Ty::Float);
+    };
+    if op == BinOp::Div {
+        // True division of integers is float64 (numpy converts a literal to float64 there).
+        return Ok(Ty::Float);
+    }
+    for (lit, k, e) in [(a, kb, l), (b, ka, r)] {
+        if let (Ty::PyInt(v), Some(k)) = (lit, k) {
+            if v < k.min() || v > k.max() {
+                return Err(error(
+                    text,
+                    e.pos(),
+                    format!(
+                        "integer {v} is out of range for {} in `{}` (numpy raises OverflowError): compare with it, or write it as a float to compute in float64",
+                        k.name(),
+                        op.symbol()
+                    ),
+                ));
+            }
+        }
+    }
+    Ok(match (a, b, int_result(ka, kb)) {
+        (Ty::PyInt(x), Ty::PyInt(y), _) => py_int(op, x, y).map_or(Ty::Float, Ty::PyInt),
+        (_, _, Ok(Some(k))) => Ty::Int(k),
+        _ => Ty::Float,
     })
 }
 
@@ -289,16 +453,22 @@ fn eval<'a>(e: &Expr, f: &'a Frame) -> V<'a> {
         Expr::Lit { value, .. } => match value {
             Literal::Bool(b) => V::SBool(*b),
             Literal::Int(i) => V::SInt(*i),
-            Literal::UInt(u) => V::SUInt(*u),
             Literal::Float(x) => V::SFloat(*x),
             Literal::Str(s) => V::SStr(trim_nul(s).to_vec()),
         },
         Expr::Neg { arg, .. } => match eval(arg, f) {
-            V::Int(v) => V::Int(Cow::Owned(v.iter().map(|x| x.wrapping_neg()).collect())),
-            V::UInt(v) => V::Float(Cow::Owned(v.iter().map(|&x| -(x as f64)).collect())),
+            // numpy's: wraps in the column's type.
+            V::Int(k, v) => V::Int(
+                k,
+                Cow::Owned(v.iter().map(|x| k.wrap64(x.wrapping_neg())).collect()),
+            ),
+            V::UInt(v) => V::UInt(Cow::Owned(v.iter().map(|x| x.wrapping_neg()).collect())),
             V::Float(v) => V::Float(Cow::Owned(v.iter().map(|x| -x).collect())),
-            V::SInt(i) => V::SInt(i.wrapping_neg()),
-            V::SUInt(u) => V::SFloat(-(u as f64)),
+            // Python's: exact.
+            V::SInt(i) => match i.checked_neg() {
+                Some(n) => V::SInt(n),
+                None => V::SFloat(-(i as f64)),
+            },
             V::SFloat(x) => V::SFloat(-x),
             v => v,
         },
@@ -366,11 +536,10 @@ enum F<'a> {
 fn as_float(v: V<'_>) -> Option<F<'_>> {
     Some(match v {
         V::Float(x) => F::V(x),
-        V::Int(x) => F::V(Cow::Owned(x.iter().map(|&i| i as f64).collect())),
+        V::Int(_, x) => F::V(Cow::Owned(x.iter().map(|&i| i as f64).collect())),
         V::UInt(x) => F::V(Cow::Owned(x.iter().map(|&i| i as f64).collect())),
         V::SFloat(x) => F::S(x),
         V::SInt(i) => F::S(i as f64),
-        V::SUInt(u) => F::S(u as f64),
         _ => return None,
     })
 }
@@ -415,12 +584,55 @@ fn cmp_typed<T: PartialOrd + Copy>(
     }
 }
 
+/// `op` with its operands swapped: `a < b` is `b > a`.
+fn flip(op: BinOp) -> BinOp {
+    match op {
+        BinOp::Lt => BinOp::Gt,
+        BinOp::Le => BinOp::Ge,
+        BinOp::Gt => BinOp::Lt,
+        BinOp::Ge => BinOp::Le,
+        op => op,
+    }
+}
+
+/// Integer `i` against float `f`, exactly (Python's comparison of an int with a float).
+pub(crate) fn cmp_int_float(op: BinOp, i: i128, f: f64) -> bool {
+    use std::cmp::Ordering::{Equal, Greater, Less};
+    if f.is_nan() {
+        return op == BinOp::Ne;
+    }
+    let two127 = 2f64.powi(127);
+    let ord = if f >= two127 {
+        Less
+    } else if f < -two127 {
+        Greater
+    } else {
+        // `t` is an integer in [-2^127, 2^127): exact as i128; `f` lies within 1 of it.
+        let t = f.trunc();
+        match i.cmp(&(t as i128)) {
+            Equal if f > t => Less,
+            Equal if f < t => Greater,
+            o => o,
+        }
+    };
+    match op {
+        BinOp::Lt => ord == Less,
+        BinOp::Le => ord != Greater,
+        BinOp::Gt => ord == Greater,
+        BinOp::Ge => ord != Less,
+        BinOp::Eq => ord == Equal,
+        _ => ord != Equal,
+    }
+}
+
 fn compare<'a>(op: BinOp, a: V<'a>, b: V<'a>, n: usize) -> V<'a> {
+    let fits_i64 = |s: i128| i64::try_from(s).is_ok();
+    let fits_u64 = |s: i128| u64::try_from(s).is_ok();
     match (a, b) {
-        (V::Int(x), V::Int(y)) => cmp_typed::<i64>(op, Ok(&x), Ok(&y)),
-        (V::Int(x), V::SInt(s)) => cmp_typed::<i64>(op, Ok(&x), Err(s)),
-        (V::SInt(s), V::Int(y)) => cmp_typed::<i64>(op, Err(s), Ok(&y)),
-        (V::SInt(s), V::SInt(t)) => V::SBool(cmp_fn::<i64>(op)(s, t)),
+        (V::Int(_, x), V::Int(_, y)) => cmp_typed::<i64>(op, Ok(&x), Ok(&y)),
+        (V::Int(_, x), V::SInt(s)) if fits_i64(s) => cmp_typed::<i64>(op, Ok(&x), Err(s as i64)),
+        (V::SInt(s), V::Int(_, y)) if fits_i64(s) => cmp_typed::<i64>(op, Err(s as i64), Ok(&y)),
+        (V::SInt(s), V::SInt(t)) => V::SBool(cmp_fn::<i128>(op)(s, t)),
         (V::Bool(x), V::Bool(y)) => cmp_typed::<bool>(op, Ok(&x), Ok(&y)),
         (V::Bool(x), V::SBool(s)) => cmp_typed::<bool>(op, Ok(&x), Err(s)),
         (V::SBool(s), V::Bool(y)) => cmp_typed::<bool>(op, Err(s), Ok(&y)),
@@ -438,12 +650,14 @@ fn compare<'a>(op: BinOp, a: V<'a>, b: V<'a>, n: usize) -> V<'a> {
         )),
         (V::SStr(s), V::SStr(t)) => V::SBool((s == t) == (op == BinOp::Eq)),
         (V::UInt(x), V::UInt(y)) => cmp_typed::<u64>(op, Ok(&x), Ok(&y)),
-        (V::UInt(x), V::SUInt(s)) => cmp_typed::<u64>(op, Ok(&x), Err(s)),
-        (V::SUInt(s), V::UInt(y)) => cmp_typed::<u64>(op, Err(s), Ok(&y)),
-        (V::UInt(x), V::SInt(s)) if s >= 0 => cmp_typed::<u64>(op, Ok(&x), Err(s as u64)),
-        (V::SInt(s), V::UInt(y)) if s >= 0 => cmp_typed::<u64>(op, Err(s as u64), Ok(&y)),
+        (V::UInt(x), V::SInt(s)) if fits_u64(s) => cmp_typed::<u64>(op, Ok(&x), Err(s as u64)),
+        (V::SInt(s), V::UInt(y)) if fits_u64(s) => cmp_typed::<u64>(op, Err(s as u64), Ok(&y)),
+        // Two literals: Python compares an int with a float exactly.
+        (V::SInt(s), V::SFloat(t)) => V::SBool(cmp_int_float(op, s, t)),
+        (V::SFloat(t), V::SInt(s)) => V::SBool(cmp_int_float(flip(op), s, t)),
         (a, b) if is_int(&a) && is_int(&b) => {
-            // Signed with unsigned: exactly, as numpy compares int64 with uint64.
+            // Signed with unsigned, or a literal past the column's type: exactly, as numpy
+            // 2 compares them.
             let (x, y) = (wide(&a), wide(&b));
             cmp_typed::<i128>(
                 op,
@@ -462,16 +676,24 @@ fn compare<'a>(op: BinOp, a: V<'a>, b: V<'a>, n: usize) -> V<'a> {
 }
 
 fn is_int(v: &V<'_>) -> bool {
-    matches!(v, V::Int(_) | V::UInt(_) | V::SInt(_) | V::SUInt(_))
+    matches!(v, V::Int(..) | V::UInt(_) | V::SInt(_))
+}
+
+/// The integer type of a vector (`None` for a literal).
+fn int_kind(v: &V<'_>) -> Option<IK> {
+    match v {
+        V::Int(k, _) => Some(*k),
+        V::UInt(_) => Some(IK::U64),
+        _ => None,
+    }
 }
 
 /// Integers as `i128`, which holds both `i64` and `u64`: a vector, or `Err` of a scalar.
 fn wide(v: &V<'_>) -> std::result::Result<Vec<i128>, i128> {
     match v {
-        V::Int(x) => Ok(x.iter().map(|&i| i128::from(i)).collect()),
+        V::Int(_, x) => Ok(x.iter().map(|&i| i128::from(i)).collect()),
         V::UInt(x) => Ok(x.iter().map(|&i| i128::from(i)).collect()),
-        V::SInt(i) => Err(i128::from(*i)),
-        V::SUInt(u) => Err(i128::from(*u)),
+        V::SInt(i) => Err(*i),
         _ => Err(0),
     }
 }
@@ -497,6 +719,15 @@ fn int_op(op: BinOp) -> fn(i64, i64) -> i64 {
     }
 }
 
+fn u64_op(op: BinOp) -> fn(u64, u64) -> u64 {
+    match op {
+        BinOp::Add => u64::wrapping_add,
+        BinOp::Sub => u64::wrapping_sub,
+        BinOp::Mul => u64::wrapping_mul,
+        _ => |a, b| a.checked_rem(b).unwrap_or(0),
+    }
+}
+
 fn float_op(op: BinOp) -> fn(f64, f64) -> f64 {
     match op {
         BinOp::Add => |a, b| a + b,
@@ -514,19 +745,72 @@ fn float_op(op: BinOp) -> fn(f64, f64) -> f64 {
     }
 }
 
+/// `g` over two operands, one of them a vector (`Err`: a scalar).
+fn zip_op<T: Copy>(
+    a: std::result::Result<&[T], T>,
+    b: std::result::Result<&[T], T>,
+    g: fn(T, T) -> T,
+) -> Vec<T> {
+    match (a, b) {
+        (Ok(x), Ok(y)) => x.iter().zip(y).map(|(&p, &q)| g(p, q)).collect(),
+        (Ok(x), Err(s)) => x.iter().map(|&p| g(p, s)).collect(),
+        (Err(s), Ok(y)) => y.iter().map(|&q| g(s, q)).collect(),
+        (Err(_), Err(_)) => Vec::new(),
+    }
+}
+
+/// An operand of uint64 arithmetic: uint8 .. uint64, or a literal in [0, 2^64).
+fn u64s<'v>(v: &'v V<'_>) -> std::result::Result<Cow<'v, [u64]>, u64> {
+    match v {
+        V::UInt(x) => Ok(Cow::Borrowed(x.as_ref())),
+        V::Int(_, x) => Ok(Cow::Owned(x.iter().map(|&i| i as u64).collect())),
+        V::SInt(s) => Err(*s as u64),
+        _ => Err(0),
+    }
+}
+
+/// An operand of arithmetic in int8 .. int64 or uint8 .. uint32 (exact in `i64`).
+fn i64s<'v>(v: &'v V<'_>) -> std::result::Result<&'v [i64], i64> {
+    match v {
+        V::Int(_, x) => Ok(x.as_ref()),
+        V::SInt(s) => Err(*s as i64),
+        _ => Err(0),
+    }
+}
+
+/// Arithmetic `op`, by numpy 2's rules (NEP 50): integers of one type compute in it,
+/// wrapping at its width; of two column types, in their promotion ([`IK::promote`]); a
+/// literal takes the type of the integer it meets (`check` refuses one out of its range);
+/// two literals compute as Python ints ([`py_int`]). uint64 with a signed type, an integer
+/// with a float, and `/` compute in float64.
 fn arith<'a>(op: BinOp, a: V<'a>, b: V<'a>) -> V<'a> {
-    let ints = |v: &V<'_>| matches!(v, V::Int(_) | V::SInt(_));
-    if op != BinOp::Div && ints(&a) && ints(&b) {
-        let g = int_op(op);
-        return match (a, b) {
-            (V::Int(x), V::Int(y)) => V::Int(Cow::Owned(
-                x.iter().zip(y.iter()).map(|(&p, &q)| g(p, q)).collect(),
-            )),
-            (V::Int(x), V::SInt(s)) => V::Int(Cow::Owned(x.iter().map(|&p| g(p, s)).collect())),
-            (V::SInt(s), V::Int(y)) => V::Int(Cow::Owned(y.iter().map(|&q| g(s, q)).collect())),
-            (V::SInt(s), V::SInt(t)) => V::SInt(g(s, t)),
-            _ => V::SInt(0),
-        };
+    if op != BinOp::Div && is_int(&a) && is_int(&b) {
+        if let (V::SInt(s), V::SInt(t)) = (&a, &b) {
+            return match py_int(op, *s, *t) {
+                Ok(i) => V::SInt(i),
+                Err(x) => V::SFloat(x),
+            };
+        }
+        match int_result(int_kind(&a), int_kind(&b)) {
+            Ok(Some(IK::U64)) => {
+                // The other side is uint8 .. uint64, or a literal in [0, 2^64).
+                let (x, y) = (u64s(&a), u64s(&b));
+                let out = zip_op(
+                    x.as_deref().map_err(|&s| s),
+                    y.as_deref().map_err(|&s| s),
+                    u64_op(op),
+                );
+                return V::UInt(Cow::Owned(out));
+            }
+            Ok(Some(k)) => {
+                let mut out = zip_op(i64s(&a), i64s(&b), int_op(op));
+                if k != IK::I64 {
+                    out.iter_mut().for_each(|v| *v = k.wrap64(*v));
+                }
+                return V::Int(k, Cow::Owned(out));
+            }
+            _ => {}
+        }
     }
     let g = float_op(op);
     match (as_float(a), as_float(b)) {
@@ -545,16 +829,21 @@ fn arith<'a>(op: BinOp, a: V<'a>, b: V<'a>) -> V<'a> {
 }
 
 /// What chunk statistics prove about an expression over a range, following the evaluator
-/// exactly: an integer's interval wraps as `i64` arithmetic does (or is unknown when it
-/// may wrap only in part), a `u64` turns into a float where the evaluator converts it, a
-/// float interval counts NaN apart. Unknown is always a safe answer: it reads the range.
+/// exactly: an integer's interval wraps as the evaluator's arithmetic in its type does (or
+/// is unknown when it may wrap only in part), an integer turns into a float where the
+/// evaluator converts it, a float interval counts NaN apart. Unknown is always a safe
+/// answer: it reads the range.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub(crate) enum Abs {
     /// Whether some row may be true, whether some row may be false.
     Bool { t: bool, f: bool },
-    /// Every value is an integer in `[lo, hi]` (no row when `lo > hi`): the evaluator's
-    /// `u64` when `unsigned`, else its `i64`.
-    Int { lo: i128, hi: i128, unsigned: bool },
+    /// Every value is an integer in `[lo, hi]` (no row when `lo > hi`) of type `kind`
+    /// (`None`: a literal, whose `lo == hi`).
+    Int {
+        lo: i128,
+        hi: i128,
+        kind: Option<IK>,
+    },
     /// Non-NaN values lie in `[lo, hi]` (none when `lo > hi`); `nan`: some may be NaN.
     Float { lo: f64, hi: f64, nan: bool },
     /// Nothing known.
@@ -562,27 +851,23 @@ pub(crate) enum Abs {
 }
 
 const ANY_BOOL: Abs = Abs::Bool { t: true, f: true };
-const TWO_64: i128 = 1 << 64;
-
-/// The `i64` values of integers in `[lo, hi]` computed without wrapping: the interval
-/// shifted by a multiple of 2^64 when the whole of it wraps alike, else unknown.
-fn wrap_i64(lo: i128, hi: i128) -> Abs {
+/// The values of type `k` of integers in `[lo, hi]` computed without wrapping: the interval
+/// shifted by a multiple of 2^bits when the whole of it wraps alike, else unknown.
+fn wrap_to(k: IK, lo: i128, hi: i128) -> Abs {
+    let kind = Some(k);
     if lo > hi {
-        return Abs::Int {
-            lo,
-            hi,
-            unsigned: false,
-        };
+        return Abs::Int { lo, hi, kind };
     }
-    let band = |x: i128| (x - i128::from(i64::MIN)).div_euclid(TWO_64);
+    let width = 1i128 << k.bits();
+    let band = |x: i128| (x - k.min()).div_euclid(width);
     let (bl, bh) = (band(lo), band(hi));
     if bl != bh {
         return Abs::Any;
     }
     Abs::Int {
-        lo: lo - bl * TWO_64,
-        hi: hi - bh * TWO_64,
-        unsigned: false,
+        lo: lo - bl * width,
+        hi: hi - bh * width,
+        kind,
     }
 }
 
@@ -607,17 +892,17 @@ fn stat_int(v: StatValue) -> Option<i128> {
 fn stat_num(s: &ChunkStats, ty: Ty) -> Abs {
     let none = s.min.is_none() && s.max.is_none();
     match ty {
-        Ty::Int | Ty::UInt => {
-            let unsigned = ty == Ty::UInt;
+        Ty::Int(k) => {
+            let kind = Some(k);
             if none && s.nan_count == 0 {
                 return Abs::Int {
                     lo: 0,
                     hi: -1,
-                    unsigned,
+                    kind,
                 };
             }
             match (s.min.and_then(stat_int), s.max.and_then(stat_int)) {
-                (Some(lo), Some(hi)) if s.nan_count == 0 => Abs::Int { lo, hi, unsigned },
+                (Some(lo), Some(hi)) if s.nan_count == 0 => Abs::Int { lo, hi, kind },
                 _ => Abs::Any,
             }
         }
@@ -656,20 +941,15 @@ pub(crate) fn abs_eval(e: &Expr, stats: &dyn Fn(&str) -> Option<(ChunkStats, Ty)
                 (None, None) => Abs::Bool { t: false, f: false },
                 _ => ANY_BOOL,
             },
-            Some((s, ty @ (Ty::Int | Ty::UInt | Ty::Float))) => stat_num(&s, ty),
+            Some((s, ty @ (Ty::Int(_) | Ty::Float))) => stat_num(&s, ty),
             _ => Abs::Any,
         },
         Expr::Lit { value, .. } => match value {
             Literal::Bool(b) => Abs::Bool { t: *b, f: !*b },
             Literal::Int(i) => Abs::Int {
-                lo: i128::from(*i),
-                hi: i128::from(*i),
-                unsigned: false,
-            },
-            Literal::UInt(u) => Abs::Int {
-                lo: i128::from(*u),
-                hi: i128::from(*u),
-                unsigned: true,
+                lo: *i,
+                hi: *i,
+                kind: None,
             },
             Literal::Float(x) if x.is_nan() => Abs::Float {
                 lo: f64::INFINITY,
@@ -684,12 +964,14 @@ pub(crate) fn abs_eval(e: &Expr, stats: &dyn Fn(&str) -> Option<(ChunkStats, Ty)
             Literal::Str(_) => Abs::Any,
         },
         Expr::Neg { arg, .. } => match abs_eval(arg, stats) {
-            // i64 negation wraps: -i64::MIN is i64::MIN.
+            // Negation wraps in the type: -i64::MIN is i64::MIN, -u of a uint64 2^64 - u.
             Abs::Int {
                 lo,
                 hi,
-                unsigned: false,
-            } => wrap_i64(-hi, -lo),
+                kind: Some(k),
+            } => wrap_to(k, -hi, -lo),
+            // A literal's is exact (Python's), or float64 past i128.
+            Abs::Int { lo, kind: None, .. } => lit_abs(lo.checked_neg().ok_or(-(lo as f64))),
             a => match to_float(a) {
                 Some((lo, hi, nan)) => Abs::Float {
                     lo: -hi,
@@ -733,41 +1015,82 @@ pub(crate) fn abs_eval(e: &Expr, stats: &dyn Fn(&str) -> Option<(ChunkStats, Ty)
     }
 }
 
+/// A literal's value: an integer, or (`Err`) a float.
+fn lit_abs(v: std::result::Result<i128, f64>) -> Abs {
+    match v {
+        Ok(i) => Abs::Int {
+            lo: i,
+            hi: i,
+            kind: None,
+        },
+        Err(x) if x.is_nan() => Abs::Float {
+            lo: f64::INFINITY,
+            hi: f64::NEG_INFINITY,
+            nan: true,
+        },
+        Err(x) => Abs::Float {
+            lo: x,
+            hi: x,
+            nan: false,
+        },
+    }
+}
+
 /// `+`, `-` or `*` over intervals, as the evaluator computes them.
 fn abs_arith(op: BinOp, a: Abs, b: Abs) -> Abs {
     if let (
         Abs::Int {
             lo: alo,
             hi: ahi,
-            unsigned: false,
+            kind: ka,
         },
         Abs::Int {
             lo: blo,
             hi: bhi,
-            unsigned: false,
+            kind: kb,
         },
     ) = (a, b)
     {
-        // i64 with i64: exact in i128 (|product| < 2^126), then wrapped.
-        if alo > ahi || blo > bhi {
-            return Abs::Int {
-                lo: 0,
-                hi: -1,
-                unsigned: false,
-            };
-        }
-        return match op {
-            BinOp::Add => wrap_i64(alo + blo, ahi + bhi),
-            BinOp::Sub => wrap_i64(alo - bhi, ahi - blo),
-            _ => {
-                let c = [alo * blo, alo * bhi, ahi * blo, ahi * bhi];
-                let lo = c.iter().copied().min().unwrap_or(0);
-                let hi = c.iter().copied().max().unwrap_or(0);
-                wrap_i64(lo, hi)
+        match int_result(ka, kb) {
+            // Two literals: Python's arithmetic, as the evaluator's.
+            Ok(None) => return lit_abs(py_int(op, alo, blo)),
+            Ok(Some(k)) => {
+                if alo > ahi || blo > bhi {
+                    return Abs::Int {
+                        lo: 0,
+                        hi: -1,
+                        kind: Some(k),
+                    };
+                }
+                // Exact (operands are within 2^64 of 0, a literal within the type), then
+                // wrapped to the type; past i128 (a product of uint64s): unknown.
+                let (lo, hi) = match op {
+                    BinOp::Add => (alo.checked_add(blo), ahi.checked_add(bhi)),
+                    BinOp::Sub => (alo.checked_sub(bhi), ahi.checked_sub(blo)),
+                    _ => {
+                        let c = [
+                            alo.checked_mul(blo),
+                            alo.checked_mul(bhi),
+                            ahi.checked_mul(blo),
+                            ahi.checked_mul(bhi),
+                        ];
+                        if c.iter().any(Option::is_none) {
+                            return Abs::Any;
+                        }
+                        let c = c.map(|x| x.unwrap_or(0));
+                        (c.iter().copied().min(), c.iter().copied().max())
+                    }
+                };
+                return match (lo, hi) {
+                    (Some(lo), Some(hi)) => wrap_to(k, lo, hi),
+                    _ => Abs::Any,
+                };
             }
-        };
+            // uint64 with a signed type: float64.
+            Err(()) => {}
+        }
     }
-    // Anything else with a float or a u64 is computed in f64.
+    // Anything else (a float, or uint64 with a signed type) is computed in f64.
     let (Some((alo, ahi, an)), Some((blo, bhi, bn))) = (to_float(a), to_float(b)) else {
         return Abs::Any;
     };
@@ -859,6 +1182,10 @@ fn abs_compare(op: BinOp, a: Abs, b: Abs) -> Abs {
             let (t, f) = cmp_bounds(op, alo, ahi, blo, bhi);
             Abs::Bool { t, f }
         }
+        // A literal integer with a float: Python's exact comparison, a constant the
+        // evaluator decides.
+        (Abs::Int { kind: None, .. }, Abs::Float { .. })
+        | (Abs::Float { .. }, Abs::Int { kind: None, .. }) => ANY_BOOL,
         (a, b) => {
             let (Some((alo, ahi, an)), Some((blo, bhi, bn))) = (to_float(a), to_float(b)) else {
                 return ANY_BOOL;

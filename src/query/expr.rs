@@ -16,8 +16,9 @@
 //! Names are column paths: letters, digits and `_`, joined by `/` for nested columns when
 //! the joined path names a column (`pos/x`; otherwise `/` divides); a name in backquotes is
 //! taken whole. Strings are in single or double quotes with backslash escapes, optionally
-//! prefixed `b` (bytes, numexpr's form). Numbers are decimal integers (i64, or u64 past
-//! `i64::MAX`; larger ones are floats) or floats (`1.5`, `.5`, `1e-3`, `inf`, `nan`).
+//! prefixed `b` (bytes, numexpr's form). Numbers are decimal integers (Python's ints, kept
+//! exactly from -2^127 to 2^127 - 1; larger ones are floats) or floats (`1.5`, `.5`,
+//! `1e-3`, `inf`, `nan`).
 //!
 //! # Limits
 //!
@@ -38,11 +39,9 @@ use crate::error::{Error, Result};
 pub enum Literal {
     /// `True` / `False`.
     Bool(bool),
-    /// An integer.
-    Int(i64),
-    /// An integer past `i64::MAX`, up to `u64::MAX` (compared exactly with integer columns;
-    /// a float in arithmetic).
-    UInt(u64),
+    /// An integer (Python's int, which numpy 2 treats as "weak": it takes the type of the
+    /// integer column it meets in arithmetic, and compares exactly whatever its size).
+    Int(i128),
     /// A float.
     Float(f64),
     /// A string (its UTF-8 bytes) or a `b'...'` byte string.
@@ -89,7 +88,7 @@ impl BinOp {
         )
     }
 
-    fn symbol(self) -> &'static str {
+    pub(crate) fn symbol(self) -> &'static str {
         match self {
             BinOp::Add => "+",
             BinOp::Sub => "-",
@@ -197,7 +196,6 @@ impl std::fmt::Display for Expr {
             Expr::Lit { value, .. } => match value {
                 Literal::Bool(b) => write!(f, "{}", if *b { "True" } else { "False" }),
                 Literal::Int(i) => write!(f, "{i}"),
-                Literal::UInt(u) => write!(f, "{u}"),
                 Literal::Float(x) if x.is_nan() => write!(f, "nan"),
                 Literal::Float(x) if x.is_infinite() => {
                     write!(f, "{}", if *x > 0.0 { "inf" } else { "(-inf)" })
@@ -237,6 +235,8 @@ pub(crate) fn error(text: &str, pos: usize, reason: impl Into<String>) -> Error 
 enum Tok {
     Name(String),
     Lit(Literal),
+    /// The integer 2^127: `i128::MIN` when negated, else a float.
+    Pow127,
     Op(&'static str),
     LParen,
     RParen,
@@ -415,10 +415,10 @@ impl<'a> Lexer<'a> {
                     .map_err(|_| self.err(start, format!("malformed number {s:?}")))?,
             )
         } else {
-            match (s.parse::<i64>(), s.parse::<u64>()) {
+            match (s.parse::<i128>(), s.parse::<u128>()) {
                 (Ok(v), _) => Literal::Int(v),
-                (_, Ok(v)) => Literal::UInt(v),
-                // Too large for u64: numexpr makes it a float as well.
+                (_, Ok(v)) if v == 1 << 127 => return Ok((Tok::Pow127, start)),
+                // Past i128: a float.
                 _ => Literal::Float(
                     s.parse()
                         .map_err(|_| self.err(start, format!("malformed number {s:?}")))?,
@@ -683,15 +683,21 @@ impl<'a> Parser<'a> {
                 return Err(self.too_deep(pos));
             }
             self.bump()?;
+            if neg && self.tok == Tok::Pow127 {
+                self.depth -= 1;
+                self.count(pos)?;
+                self.bump()?;
+                return Ok(Sub::leaf(Expr::Lit {
+                    value: Literal::Int(i128::MIN),
+                    pos,
+                }));
+            }
             let arg = self.unary()?;
             self.depth -= 1;
-            // `-5` is the literal -5 (an integer past i64 is a u64 up to 2^64 - 1, then a
-            // float, as in numexpr).
+            // `-5` is the literal -5 (Python's int, exact).
             if let (true, Expr::Lit { value, .. }) = (neg, &arg.e) {
                 let folded = match value {
                     Literal::Int(i) => i.checked_neg().map(Literal::Int),
-                    Literal::UInt(u) if *u == 1 << 63 => Some(Literal::Int(i64::MIN)),
-                    Literal::UInt(u) => Some(Literal::Float(-(*u as f64))),
                     Literal::Float(f) => Some(Literal::Float(-f)),
                     _ => None,
                 };
@@ -740,6 +746,14 @@ impl<'a> Parser<'a> {
                 self.count(pos)?;
                 self.bump()?;
                 Ok(Sub::leaf(Expr::Lit { value, pos }))
+            }
+            Tok::Pow127 => {
+                self.count(pos)?;
+                self.bump()?;
+                Ok(Sub::leaf(Expr::Lit {
+                    value: Literal::Float(2f64.powi(127)),
+                    pos,
+                }))
             }
             Tok::LParen => {
                 self.parens += 1;
@@ -868,9 +882,9 @@ mod tests {
     /// Every walk of a tree at the limit: parsing, type checking, the statistics' proof,
     /// evaluation, the column list, printing, cloning, comparing and dropping.
     fn walk_all(e: &Expr) {
-        use crate::query::eval::{abs_eval, check, eval_mask, Frame, Raw, Ty};
+        use crate::query::eval::{abs_eval, check, eval_mask, Frame, Raw, Ty, IK};
         use crate::stats::{ChunkStats, StatValue};
-        let ty = check("", e, &|_| Some(Ty::Int)).unwrap();
+        let ty = check("", e, &|_| Some(Ty::Int(IK::I64))).unwrap();
         assert_eq!(ty, Ty::Bool);
         let stats = ChunkStats {
             min: Some(StatValue::Int(1)),
@@ -878,7 +892,7 @@ mod tests {
             nan_count: 0,
             sum: None,
         };
-        abs_eval(e, &|_| Some((stats, Ty::Int)));
+        abs_eval(e, &|_| Some((stats, Ty::Int(IK::I64))));
         let frame = Frame {
             n: 3,
             cols: [("x".to_string(), Raw::I64(vec![0, 1, 2]))].into(),
@@ -961,12 +975,36 @@ mod tests {
     }
 
     #[test]
-    fn integers_past_i64_are_u64_literals() {
-        let e = parse("x == 18446744073709551615", &["x"]).unwrap();
-        assert_eq!(e.to_string(), "(`x` == 18446744073709551615)");
-        let e = parse("x == -9223372036854775808", &["x"]).unwrap();
-        assert_eq!(e.to_string(), "(`x` == -9223372036854775808)");
+    fn integers_are_exact_within_i128() {
+        let lit = |t: &str| match parse(&format!("x == {t}"), &["x"]).unwrap() {
+            Expr::Bin { right, .. } => match *right {
+                Expr::Lit { value, .. } => value,
+                e => panic!("{e:?}"),
+            },
+            e => panic!("{e:?}"),
+        };
+        assert_eq!(lit("18446744073709551615"), Literal::Int(u64::MAX.into()));
+        assert_eq!(lit("-9223372036854775808"), Literal::Int(i64::MIN.into()));
+        assert_eq!(lit("18446744073709551616"), Literal::Int(1 << 64));
+        assert_eq!(lit("-9223372036854775809"), Literal::Int(-(1 << 63) - 1));
+        assert_eq!(
+            lit("170141183460469231731687303715884105727"),
+            Literal::Int(i128::MAX)
+        );
+        assert_eq!(
+            lit("-170141183460469231731687303715884105728"),
+            Literal::Int(i128::MIN)
+        );
+        // Past i128: floats.
+        assert_eq!(
+            lit("170141183460469231731687303715884105728"),
+            Literal::Float(2f64.powi(127))
+        );
+        assert_eq!(
+            lit("-170141183460469231731687303715884105729"),
+            Literal::Float(-(2f64.powi(127)))
+        );
         let e = parse("x == 18446744073709551616", &["x"]).unwrap();
-        assert_eq!(e.to_string(), "(`x` == 1.8446744073709552e19)");
+        assert_eq!(e.to_string(), "(`x` == 18446744073709551616)");
     }
 }
