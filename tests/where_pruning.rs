@@ -497,7 +497,7 @@ fn table_of(dir: &common::Dir, name: &str, cols: &[(&str, DType, Vec<u8>)], chun
     };
     let fields = cols
         .iter()
-        .map(|(n, d, _)| Field::new(*n, *d).with_options(o.clone()))
+        .map(|(n, d, _)| Field::new(n, *d).with_options(o.clone()))
         .collect();
     let mut t = Table::create(dir.p(name), fields, &TableOptions::default()).unwrap();
     let values: Vec<(&str, Values)> = cols
