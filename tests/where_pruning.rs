@@ -562,6 +562,11 @@ fn uint64_wraps_with_literals_and_big_literals_compare_exactly() {
         // Literals among themselves: Python's ints, exact.
         assert_eq!(rows("u == 18446744073709551616 - 1"), vec![3]);
         assert_eq!(rows("x < 9223372036854775807 + 1"), all);
+        // A literal against a float64 column is a float64 (numpy's), not exact (Python's):
+        // 2^64 - 1 is 2^64 there, and -u / 1 of u = 1 is 2^64 too.
+        assert_eq!(rows("18446744073709551615 < -u / 1"), none);
+        // Two literals compare as Python does: exactly.
+        assert_eq!(rows("18446744073709551615 < 18446744073709551616.0"), all);
         for bad in ["u + (-1)", "u * 18446744073709551616", "u % (-2)"] {
             let r = t.where_rows(&format!("{bad} > 0"), &[]);
             match r {

@@ -97,26 +97,32 @@ impl Col {
         match self {
             Col::Bool(v) => Val::B(v.get(r).copied().unwrap_or(false)),
             Col::Int(v, k) => Val::I(v.get(r).copied().unwrap_or(0), Some(*k)),
-            Col::Float(v) => Val::F(v.get(r).copied().unwrap_or(0.0)),
+            Col::Float(v) => Val::F(v.get(r).copied().unwrap_or(0.0), false),
         }
     }
 }
 
-/// A value: bool, integer (of a dtype; `None`: a Python int, from literals) or float.
+/// A value: bool, integer (of a dtype; `None`: a Python int, from literals) or float
+/// (`true`: a Python float, from literals only; else numpy's float64).
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub enum Val {
     B(bool),
     I(i128, Option<Int>),
-    F(f64),
+    F(f64, bool),
 }
 
 impl Val {
     fn f(self) -> Option<f64> {
         match self {
             Val::I(i, _) => Some(i as f64),
-            Val::F(x) => Some(x),
+            Val::F(x, _) => Some(x),
             Val::B(_) => None,
         }
+    }
+
+    /// Whether it is a Python scalar (computed from literals only).
+    fn py(self) -> bool {
+        matches!(self, Val::I(_, None) | Val::F(_, true))
     }
 }
 
@@ -234,18 +240,21 @@ fn py_int(op: BinOp, x: i128, y: i128) -> Val {
     };
     match exact {
         Some(v) => Val::I(v, None),
-        None => float_op(op, x as f64, y as f64),
+        None => float_op(op, x as f64, y as f64, true),
     }
 }
 
-fn float_op(op: BinOp, x: f64, y: f64) -> Val {
-    Val::F(match op {
-        BinOp::Add => x + y,
-        BinOp::Sub => x - y,
-        BinOp::Mul => x * y,
-        BinOp::Div => x / y,
-        _ => py_mod(x, y),
-    })
+fn float_op(op: BinOp, x: f64, y: f64, py: bool) -> Val {
+    Val::F(
+        match op {
+            BinOp::Add => x + y,
+            BinOp::Sub => x - y,
+            BinOp::Mul => x * y,
+            BinOp::Div => x / y,
+            _ => py_mod(x, y),
+        },
+        py,
+    )
 }
 
 /// `e` at row `r` of columns `cols` (by name); `Err` where numpy refuses it or the
@@ -261,15 +270,15 @@ pub fn eval(e: &Expr, cols: &[(&str, Col)], r: usize) -> Result<Val, No> {
         Expr::Lit { value, .. } => match value {
             Literal::Bool(b) => Val::B(*b),
             Literal::Int(i) => Val::I(*i, None),
-            Literal::Float(x) => Val::F(*x),
+            Literal::Float(x) => Val::F(*x, true),
             _ => return Err(No::Unknown),
         },
         Expr::Neg { arg, .. } => match eval(arg, cols, r)? {
             Val::I(i, Some(k)) => Val::I(wrap(-i, k), Some(k)),
             Val::I(i, None) => i
                 .checked_neg()
-                .map_or(Val::F(-(i as f64)), |n| Val::I(n, None)),
-            Val::F(x) => Val::F(-x),
+                .map_or(Val::F(-(i as f64), true), |n| Val::I(n, None)),
+            Val::F(x, py) => Val::F(-x, py),
             Val::B(_) => return Err(No::Unknown),
         },
         Expr::Not { arg, .. } => match eval(arg, cols, r)? {
@@ -294,14 +303,17 @@ pub fn eval(e: &Expr, cols: &[(&str, Col)], r: usize) -> Result<Val, No> {
                     }
                     (Val::B(_), _) | (_, Val::B(_)) => return Err(No::Unknown),
                     (Val::I(x, _), Val::I(y, _)) => Val::B(cmp(*op, x, y)),
-                    (Val::I(x, None), Val::F(y)) => Val::B(cmp_exact(*op, x, y)),
-                    (Val::F(x), Val::I(y, None)) => Val::B(cmp_exact(swap(*op), y, x)),
+                    // Python's int against Python's float: exact. Against a float64
+                    // array, the int is converted to float64 (NEP 50).
+                    (Val::I(x, None), Val::F(y, true)) => Val::B(cmp_exact(*op, x, y)),
+                    (Val::F(x, true), Val::I(y, None)) => Val::B(cmp_exact(swap(*op), y, x)),
                     (x, y) => Val::B(cmp(*op, x.f().unwrap(), y.f().unwrap())),
                 },
                 BinOp::Div => float_op(
                     BinOp::Div,
                     a.f().ok_or(No::Unknown)?,
                     b.f().ok_or(No::Unknown)?,
+                    a.py() && b.py(),
                 ),
                 op => match (a, b) {
                     (Val::I(x, None), Val::I(y, None)) => py_int(*op, x, y),
@@ -341,10 +353,15 @@ pub fn eval(e: &Expr, cols: &[(&str, Col)], r: usize) -> Result<Val, No> {
                                 ),
                                 Some(k),
                             ),
-                            None => float_op(*op, x as f64, y as f64),
+                            None => float_op(*op, x as f64, y as f64, false),
                         }
                     }
-                    (x, y) => float_op(*op, x.f().ok_or(No::Unknown)?, y.f().ok_or(No::Unknown)?),
+                    (x, y) => float_op(
+                        *op,
+                        x.f().ok_or(No::Unknown)?,
+                        y.f().ok_or(No::Unknown)?,
+                        x.py() && y.py(),
+                    ),
                 },
             }
         }
