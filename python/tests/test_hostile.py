@@ -2,6 +2,7 @@
 show one commit whole."""
 
 import os
+import re
 import resource
 import subprocess
 import sys
@@ -177,3 +178,95 @@ def test_where_compares_uint64_exactly_and_negation_wraps(tmp_path):
     with np.errstate(over="ignore"):
         want = np.flatnonzero(-x < 0)
     np.testing.assert_array_equal(a.where_indices("-x < 0"), want)
+
+
+def _numpy_where(expr, cols):
+    """numpy's rows for ``expr`` over ``cols``, or None where numpy raises OverflowError."""
+    with np.errstate(all="ignore"):
+        try:
+            return np.flatnonzero(eval(expr, {}, dict(cols)))  # noqa: S307 (test expressions)
+        except OverflowError:
+            return None
+
+
+_INTEGER_CASES = {
+    "ux": (
+        {
+            "u": np.array([2**53, 2**53 + 1, 0, 2**64 - 1, 1, 2, 3, 4], dtype="u8"),
+            "x": np.array([np.iinfo("i8").min] * 4 + [5] * 4, dtype="i8"),
+        },
+        [
+            "-u < 0",
+            "u - 1 > 100",
+            "u * 2 == 18446744073709551614",
+            "u * 2 < 5",
+            "u % 3 == 0",
+            "u == 18446744073709551616",
+            "u < 18446744073709551616",
+            "u != -1",
+            "x > -9223372036854775809",
+            "x < 170141183460469231731687303715884105727",
+            "x == -170141183460469231731687303715884105728",
+            "u + x > 0",
+            "u + x == -9214364837600034816.0",
+            "u == 18446744073709551616 - 1",
+            "18446744073709551615 < -u / 1",
+            "u + (-1) > 0",
+            "u * 18446744073709551616 > 0",
+        ],
+    ),
+    "small": (
+        {
+            "a": np.array([0, 1, 254, 255, 200, 7], dtype="u1"),
+            "b": np.array([5, -128, 2, 127, 100, -1], dtype="i1"),
+            "c": np.array([1, 70000, 2**32 - 1, 0, 5, 6], dtype="u4"),
+            "s": np.array([32767, -1, 0, 1, 2, 3], dtype="i2"),
+        },
+        [
+            "a + 1 < 2",
+            "b * 100 > 0",
+            "-b < 0",
+            "-a > 200",
+            "b - 1 > 0",
+            "a * a == 4",
+            "a + b == 300",
+            "b + s < 0",
+            "c * 2 == 4294967294",
+            "c + b == 4294967294",
+            "a / 300 < 0.5",
+            "a < 300",
+            "a == -1",
+            "a + 1.5 > 255",
+            "a + 300 > 0",
+            "a + (-1) > 0",
+            "a % 300 > 0",
+            "b * -129 > 0",
+            "s + 100000 > 0",
+            "c - (-1) > 0",
+        ],
+    ),
+}
+
+
+@pytest.mark.parametrize("case", sorted(_INTEGER_CASES))
+@pytest.mark.parametrize("chunks", [1, 2, 4])
+def test_where_integers_follow_numpy(tmp_path, case, chunks):
+    # numpy 2's rules (NEP 50): an integer dtype computes in itself and wraps (uint64 too);
+    # a Python int takes the column's dtype in arithmetic (OverflowError when it does not
+    # fit: blz's InvalidArgumentError), and compares exactly however large.
+    cols, exprs = _INTEGER_CASES[case]
+    t = blz.create(tmp_path / "t.blz", cols, chunks=chunks)
+    arrays = {n: blz.create(tmp_path / f"{n}.blz", v, chunks=chunks) for n, v in cols.items()}
+    for e in exprs:
+        want = _numpy_where(e, cols)
+        if want is None:
+            with pytest.raises(blz.InvalidArgumentError, match="out of range"):
+                t.where_rows(e)
+            continue
+        np.testing.assert_array_equal(t.where_rows(e), want, err_msg=e)
+        # Each column alone as an array, its elements named x.
+        for n, a in arrays.items():
+            if set(re.findall(r"[a-z]+", e)) != {n}:
+                continue
+            alone = re.sub(r"[a-z]+", "x", e)
+            np.testing.assert_array_equal(a.where_indices(alone), want, err_msg=e)
