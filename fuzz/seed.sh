@@ -28,7 +28,7 @@ echo "seeded: $(ls "$here/corpus/blosc_chunk" | wc -l) blosc_chunk," \
 # chunk of a layer, the bcolz fixtures' files): run once with BLZ_FUZZ_SEEDS set, each
 # writes them into its corpus.
 cd "$here/.."
-for t in superchunk_reader journal varlen_payload meta_files layer_chunks bcolz_dir object_state; do
+for t in superchunk_reader journal varlen_payload meta_files layer_chunks bcolz_dir object_state where_expr sql_text; do
     mkdir -p "$here/corpus/$t"
     BLZ_FUZZ_SEEDS="$here/corpus/$t" RUSTC_BOOTSTRAP=1 \
         cargo fuzz run "$t" "$here/corpus/$t" -- -runs=0 >/dev/null 2>&1
