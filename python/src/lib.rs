@@ -162,16 +162,17 @@ where
             Ok(ran) => ran,
             Err(e) => return Err(Fail::from(e)),
         };
-        ran.unwrap_or_else(|p| {
-            let m = p
-                .downcast_ref::<&str>()
-                .map(|s| s.to_string())
-                .or_else(|| p.downcast_ref::<String>().cloned())
-                .unwrap_or_else(|| "a panic".to_string());
-            Err(Fail::Panic(m))
-        })
+        ran.unwrap_or_else(|p| Err(Fail::Panic(panic_message(p.as_ref()))))
     });
     r.map_err(|e| e.into_py(py))
+}
+
+/// The message a panic carried (`panic!`'s text), or "a panic".
+fn panic_message(p: &(dyn std::any::Any + Send)) -> String {
+    p.downcast_ref::<&str>()
+        .map(|s| s.to_string())
+        .or_else(|| p.downcast_ref::<String>().cloned())
+        .unwrap_or_else(|| "a panic".to_string())
 }
 
 fn lock_err(what: &str) -> Fail {

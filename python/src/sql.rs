@@ -2,7 +2,7 @@
 //! rows handed to Python as an Arrow C stream (the Arrow PyCapsule protocol), which pyarrow,
 //! polars and duckdb read directly.
 
-use crate::{detached, lock_err, Fail};
+use crate::{detached, lock_err, panic_message, Fail};
 use arrow_array::ffi_stream::FFI_ArrowArrayStream;
 use arrow_array::{RecordBatch, RecordBatchReader};
 use arrow_schema::{ArrowError, SchemaRef};
@@ -85,14 +85,10 @@ impl Iterator for Guarded {
         let e = match next {
             Ok(Some(Err(e))) => blz::sql::from_arrow(e),
             Ok(other) => return other,
-            Err(p) => {
-                let m = p
-                    .downcast_ref::<&str>()
-                    .map(|s| s.to_string())
-                    .or_else(|| p.downcast_ref::<String>().cloned())
-                    .unwrap_or_else(|| "a panic".to_string());
-                blz::Error::Sql(format!("internal error in blz: {m}"))
-            }
+            Err(p) => blz::Error::Sql(format!(
+                "internal error in blz: {}",
+                panic_message(p.as_ref())
+            )),
         };
         let message = e.to_string().replace('\0', "\\0");
         if let Ok(mut last) = self.last_error.lock() {

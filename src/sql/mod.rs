@@ -434,11 +434,8 @@ impl Iterator for QueryResult {
             };
             match on_engine(&self.runtime, again.run()) {
                 Ok(Ok(stream)) if stream.schema() == self.schema => self.stream = Some(stream),
-                Ok(Ok(_)) => {
-                    return Some(Err(to_arrow(Error::Changed {
-                        path: changed_path(&e),
-                    })))
-                }
+                // A commit changed the columns: the rows end with the `Changed` met.
+                Ok(Ok(_)) => return Some(Err(to_arrow(e))),
                 Ok(Err(e)) | Err(e) => return Some(Err(to_arrow(e))),
             }
         }
@@ -461,14 +458,6 @@ impl Drop for QueryResult {
                 self.drop_on_engine(stream);
             }
         }
-    }
-}
-
-/// The dataset a [`Error::Changed`] names.
-fn changed_path(e: &Error) -> std::path::PathBuf {
-    match e {
-        Error::Changed { path } => path.clone(),
-        _ => std::path::PathBuf::new(),
     }
 }
 
