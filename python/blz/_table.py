@@ -191,10 +191,12 @@ def pandas_series(values: np.ndarray, valid: np.ndarray | None, pandas: str | No
         return numpy_missing(values, valid)
     dt = _pandas_dtype(pandas)
     if isinstance(dt, np.dtype):
-        if missing is None:
-            return values.astype(dt, copy=False) if values.dtype != dt else values
-        if dt.kind in "fO":
-            return numpy_missing(values.astype(dt, copy=False), valid)
+        if dt.kind in "fO" or missing is None:
+            values = values.astype(dt, copy=False)
+            if missing is not None:
+                values = numpy_missing(values, valid)
+            # An object column stays one (pandas 3 would make strings its `str` dtype).
+            return pd.Series(values, dtype=dt, copy=False)
         # An integer or bool column that came without nulls and got some since.
         nd = "boolean" if dt.kind == "b" else dt.name.capitalize().replace("Uint", "UInt")
         return _masked(pd.api.types.pandas_dtype(nd), values, missing)
