@@ -10,7 +10,8 @@
 //! numbers and `bool` as Arrow's, complex numbers as a fixed-size list of two floats (real,
 //! imaginary), fixed-length `S<n>` byte strings as binary and `U<n>` strings as UTF-8 (their
 //! zero padding removed, as numpy reads them), variable-length strings and byte strings as
-//! large UTF-8 and large binary, nested fields as structs. No value is null.
+//! large UTF-8 and large binary, nested fields as structs. A nullable column's field is nullable,
+//! its nulls those of its validity (`spec/table.md` §3.5).
 //!
 //! A requested schema (the protocol's `requested_schema`) is honoured when it asks for a
 //! subset of the fields, in any order, with the same types except that any string or binary
@@ -25,11 +26,12 @@ use arrow_array::types::{
     Float32Type, Float64Type, Int16Type, Int32Type, Int64Type, Int8Type, UInt16Type, UInt32Type,
     UInt64Type, UInt8Type,
 };
+use arrow_array::{make_array, Array};
 use arrow_array::{
     ArrayRef, ArrowPrimitiveType, BooleanArray, FixedSizeListArray, OffsetSizeTrait,
     PrimitiveArray, RecordBatch, RecordBatchOptions, RecordBatchReader, StructArray,
 };
-use arrow_buffer::{BooleanBuffer, Buffer, MutableBuffer, ScalarBuffer};
+use arrow_buffer::{BooleanBuffer, Buffer, MutableBuffer, NullBuffer, ScalarBuffer};
 use arrow_schema::{ArrowError, DataType, Field, Fields, Schema, SchemaRef};
 use rayon::prelude::*;
 use std::collections::HashMap;
@@ -47,8 +49,8 @@ enum Node {
     Struct(Vec<Slot>),
 }
 
-/// A named field and whether it is declared nullable (blz writes no nulls: only a
-/// requested schema makes a field nullable).
+/// A named field and whether it is declared nullable (a nullable column's, or one a
+/// requested schema asks to be).
 type Slot = (String, Node, bool);
 
 impl Node {
@@ -123,7 +125,11 @@ impl Node {
 fn requested_fields(have: &[Slot], want: &Fields) -> Option<Vec<Slot>> {
     want.iter()
         .map(|w| {
-            let (name, node, _) = have.iter().find(|(n, _, _)| n == w.name())?;
+            let (name, node, nullable) = have.iter().find(|(n, _, _)| n == w.name())?;
+            if *nullable && !w.is_nullable() {
+                // A column that may hold nulls cannot be streamed as one that holds none.
+                return None;
+            }
             Some((
                 name.clone(),
                 node.requested(w.data_type())?,
@@ -180,25 +186,37 @@ fn complex_type(part: DataType) -> DataType {
 
 /// The table's fields as export nodes (every string column with 64-bit offsets).
 fn table_nodes(t: &Table) -> Vec<Slot> {
-    let kinds: HashMap<&str, LeafKind> = t
+    let kinds: HashMap<&str, (LeafKind, bool)> = t
         .leaves()
         .iter()
-        .map(|l| (l.path.as_str(), l.kind))
+        .map(|l| (l.path.as_str(), (l.kind, l.nullable)))
         .collect();
-    fn walk(prefix: &str, specs: &[FieldSpec], kinds: &HashMap<&str, LeafKind>) -> Vec<Slot> {
+    fn walk(
+        prefix: &str,
+        specs: &[FieldSpec],
+        kinds: &HashMap<&str, (LeafKind, bool)>,
+    ) -> Vec<Slot> {
         specs
             .iter()
             .filter_map(|s| {
                 let path = format!("{prefix}{}", s.name);
-                let node = match &s.dtype {
-                    FieldType::Leaf(_) => Node::Leaf {
-                        kind: *kinds.get(path.as_str())?,
-                        path,
-                        large: true,
-                    },
-                    FieldType::Struct(sub) => Node::Struct(walk(&format!("{path}/"), sub, kinds)),
+                let (node, nullable) = match &s.dtype {
+                    FieldType::Leaf(_) => {
+                        let (kind, nullable) = *kinds.get(path.as_str())?;
+                        (
+                            Node::Leaf {
+                                kind,
+                                path,
+                                large: true,
+                            },
+                            nullable,
+                        )
+                    }
+                    FieldType::Struct(sub) => {
+                        (Node::Struct(walk(&format!("{path}/"), sub, kinds)), false)
+                    }
                 };
-                Some((s.name.clone(), node, false))
+                Some((s.name.clone(), node, nullable))
             })
             .collect()
     }
@@ -267,6 +285,29 @@ fn bytes_array(path: &str, large: bool, items: &[&[u8]]) -> Result<ArrayRef, Arr
 fn trim_zeros(b: &[u8]) -> &[u8] {
     let end = b.iter().rposition(|&x| x != 0).map_or(0, |i| i + 1);
     &b[..end]
+}
+
+/// `array` (rows `start..end` of column `path`) with the column's validity as its null
+/// buffer, when the column is nullable and a row of the range is null.
+fn with_validity(
+    t: &Table,
+    path: &str,
+    start: u64,
+    end: u64,
+    array: ArrayRef,
+) -> Result<ArrayRef, ArrowError> {
+    if !t.is_nullable(path).map_err(blz_error)? {
+        return Ok(array);
+    }
+    let mut flags = vec![0u8; array.len()];
+    t.validity_into(path, start, end, &mut flags)
+        .map_err(blz_error)?;
+    if !flags.contains(&0) {
+        return Ok(array);
+    }
+    let nulls = NullBuffer::new(BooleanBuffer::collect_bool(flags.len(), |i| flags[i] != 0));
+    let data = array.to_data().into_builder().nulls(Some(nulls)).build()?;
+    Ok(make_array(data))
 }
 
 /// Rows `start..end` of one leaf column as an Arrow array.
@@ -369,7 +410,8 @@ fn read_leaf(
 /// Types: blz's numbers and `bool` as Arrow's; complex numbers as a fixed-size list of two
 /// floats (real, imaginary); `S<n>` byte strings as binary and `U<n>` strings as UTF-8 (their
 /// zero padding removed, as numpy reads them); variable-length strings and byte strings as
-/// large UTF-8 and large binary; nested fields as structs. No value is null.
+/// large UTF-8 and large binary; nested fields as structs. A nullable column's field is
+/// nullable and carries the column's nulls.
 #[derive(Clone, Debug)]
 pub struct Export {
     slots: Vec<Slot>,
@@ -466,7 +508,10 @@ impl Export {
         // chunks, and rayon spreads the (column, chunk) pairs over the pool.
         let arrays = leaves
             .par_iter()
-            .map(|(path, kind, large)| read_leaf(table, path, *kind, *large, start, end))
+            .map(|(path, kind, large)| {
+                let array = read_leaf(table, path, *kind, *large, start, end)?;
+                with_validity(table, path, start, end, array)
+            })
             .collect::<Result<Vec<_>, _>>()?;
         let mut it = arrays.into_iter();
         let columns = self

@@ -194,7 +194,7 @@ def create(
 
 def _leaves_of(fields: list[Any], prefix: str = "") -> list[tuple[str, str]]:
     out: list[tuple[str, str]] = []
-    for name, spec in fields:
+    for name, spec, *_ in fields:
         if isinstance(spec, str):
             out.append((prefix + name, spec))
         else:

@@ -27,7 +27,7 @@ def _leaf_dtype(kind: str) -> np.dtype:
 def schema_dtype(schema: list[Any]) -> np.dtype:
     """The numpy structured dtype of a table schema (variable-length columns as objects)."""
     fields = []
-    for name, spec in schema:
+    for name, spec, *_ in schema:
         if isinstance(spec, str):
             fields.append((name, _leaf_dtype(spec)))
         else:
@@ -53,6 +53,95 @@ def _leaf_spec(name: str, dt: np.dtype, values: Any) -> str:
     return native(dt).str
 
 
+class MissingColumn:
+    """A column with missing values, as blz stores it: ``values`` (an ndarray, or a list of
+    str/bytes with ``None`` at missing rows for a variable-length column), ``missing`` (a
+    bool array, true at missing rows, or ``None``), ``kind`` (the leaf spec) and ``pandas``
+    (the pandas dtype to give back, or ``None``)."""
+
+    __slots__ = ("values", "missing", "kind", "pandas")
+
+    def __init__(self, values: Any, missing: Any, kind: str, pandas: str | None) -> None:
+        self.values = values
+        self.missing = missing
+        self.kind = kind
+        self.pandas = pandas
+
+    def __len__(self) -> int:
+        return len(self.values)
+
+
+def _is_missing(x: Any) -> bool:
+    """Whether an object-column item is a missing value (None, NaN, NaT, pd.NA)."""
+    if x is None:
+        return True
+    if isinstance(x, float) and x != x:
+        return True
+    name = type(x).__name__
+    if name in ("NAType", "NaTType"):
+        return True
+    return isinstance(x, np.floating) and np.isnan(x)
+
+
+def _pandas_name(dtype: Any) -> str:
+    """The pandas dtype's name, as :func:`_pandas_dtype` reads it back: ``str(dtype)``, but
+    a string dtype with its storage (``string[python]``, ``str[pyarrow]``: pandas 3's
+    ``str``, whose missing value is NaN)."""
+    if type(dtype).__name__ == "StringDtype":
+        import pandas as pd
+
+        base = "string" if dtype.na_value is pd.NA else "str"
+        return f"{base}[{dtype.storage}]"
+    return str(dtype)
+
+
+def _pandas_dtype(name: str) -> Any:
+    import pandas as pd
+
+    for base, na in (("string[", pd.NA), ("str[", np.nan)):
+        if name.startswith(base) and name.endswith("]"):
+            return pd.StringDtype(name[len(base) : -1], na_value=na)
+    return pd.api.types.pandas_dtype(name)
+
+
+def _object_column(name: str, obj: np.ndarray, pandas: str | None) -> MissingColumn:
+    missing = np.fromiter((_is_missing(x) for x in obj), dtype=bool, count=len(obj))
+    items = [None if m else x for x, m in zip(obj.tolist(), missing)]
+    kind = _var_kind(items)
+    return MissingColumn(items, missing if missing.any() else None, kind, pandas)
+
+
+def frame_column(name: str, s: Any) -> Any:
+    """A pandas Series as blz stores it, following pyarrow's ``Table.from_pandas``: None,
+    NaN, NaT and pd.NA are missing in every column, a float column's NaN included;
+    nullable (``Int64``, ``boolean``, ``Float64``, ``string``) and pyarrow-backed dtypes
+    are taken with their missing values. A :class:`MissingColumn`."""
+    dtype = s.dtype
+    pname = _pandas_name(dtype)
+    if isinstance(dtype, np.dtype):
+        a = s.to_numpy()
+        if dtype.kind == "O":
+            return _object_column(name, a, pname)
+        if dtype.kind == "f":
+            missing = np.isnan(a)
+            values = np.where(missing, 0, a).astype(dtype) if missing.any() else a
+            return MissingColumn(values, missing if missing.any() else None, _leaf_spec(name, dtype, a), pname)
+        return MissingColumn(a, None, _leaf_spec(name, dtype, a), pname)
+    # Extension dtypes: masked (Int64, boolean, Float64), string, pyarrow-backed.
+    missing = np.asarray(s.isna(), dtype=bool)
+    npdt = getattr(dtype, "numpy_dtype", None)
+    kind_char = getattr(npdt, "kind", "O") if npdt is not None else "O"
+    if type(dtype).__name__ == "StringDtype" or kind_char in "OUS" or npdt is None:
+        obj = s.astype(object).to_numpy()
+        items = [None if m else x for x, m in zip(obj.tolist(), missing)]
+        return MissingColumn(items, missing if missing.any() else None, _var_kind(items), pname)
+    if kind_char == "M" or kind_char == "m":
+        raise TypeError(f"column {name!r}: {pname} is not stored by this blz")
+    fill = False if kind_char == "b" else 0
+    values = s.to_numpy(dtype=npdt, na_value=fill)
+    return MissingColumn(np.ascontiguousarray(values), missing if missing.any() else None, native(npdt).str, pname)
+
+
 def fields_from_dtype(dt: np.dtype, data: Any = None) -> list[Any]:
     """A table schema for a structured dtype (``data``, when given, tells str from bytes in
     object fields)."""
@@ -62,19 +151,89 @@ def fields_from_dtype(dt: np.dtype, data: Any = None) -> list[Any]:
         col = data[name] if data is not None else ()
         if sub.names:
             out.append((name, fields_from_dtype(sub, col if data is not None else None)))
+        elif sub.kind == "O" and any(x is None for x in col):
+            # None in an object field is missing (a NaN in a float field stays a value).
+            out.append((name, _leaf_spec(name, sub, col), {"nullable": True}))
         else:
             out.append((name, _leaf_spec(name, sub, col)))
     return out
 
 
+def numpy_missing(values: np.ndarray, valid: np.ndarray) -> np.ndarray:
+    """``values`` with its missing rows shown as numpy does: NaN in a float column, NaT in
+    a datetime one, None in an object one; an integer, bool or fixed-string column keeps
+    its fill value there."""
+    missing = valid == 0
+    if not missing.any():
+        return values
+    if values.dtype.kind in "fcOmM":
+        values = values.copy() if not values.flags.writeable else values
+        values[missing] = None if values.dtype.kind == "O" else np.nan if values.dtype.kind in "fc" else np.datetime64("NaT")
+    return values
+
+
+def pandas_series(values: np.ndarray, valid: np.ndarray | None, pandas: str | None) -> Any:
+    """A column read back as pandas: in its recorded pandas dtype, missing rows as that
+    dtype's missing value. Without a recorded dtype: numpy's dtype when nothing is
+    missing, else NaN in floats, None in objects and pandas' nullable dtype (``Int64``,
+    ``boolean``) for integers and bools."""
+    import pandas as pd
+
+    missing = None if valid is None else valid == 0
+    if missing is not None and not missing.any():
+        missing = None
+    if pandas is None:
+        if missing is None:
+            return values
+        if values.dtype.kind in "iub":
+            dt = pd.api.types.pandas_dtype("boolean" if values.dtype.kind == "b" else values.dtype.name.capitalize().replace("Uint", "UInt"))
+            return _masked(dt, values, missing)
+        return numpy_missing(values, valid)
+    dt = _pandas_dtype(pandas)
+    if isinstance(dt, np.dtype):
+        if dt.kind in "fO" or missing is None:
+            values = values.astype(dt, copy=False)
+            if missing is not None:
+                values = numpy_missing(values, valid)
+            # An object column stays one (pandas 3 would make strings its `str` dtype).
+            return pd.Series(values, dtype=dt, copy=False)
+        # An integer or bool column that came without nulls and got some since.
+        nd = "boolean" if dt.kind == "b" else dt.name.capitalize().replace("Uint", "UInt")
+        return _masked(pd.api.types.pandas_dtype(nd), values, missing)
+    if hasattr(dt, "construct_array_type") and type(dt).__name__ in (
+        "Int8Dtype", "Int16Dtype", "Int32Dtype", "Int64Dtype", "UInt8Dtype", "UInt16Dtype",
+        "UInt32Dtype", "UInt64Dtype", "Float32Dtype", "Float64Dtype", "BooleanDtype",
+    ):
+        return _masked(dt, values, missing if missing is not None else np.zeros(len(values), bool))
+    if values.dtype.kind == "O" and missing is not None:
+        values = values.copy()
+        values[missing] = None
+    if type(dt).__name__ == "ArrowDtype":
+        import pyarrow as pa
+
+        arr = pa.array(values, type=dt.pyarrow_dtype, mask=missing, from_pandas=False)
+        return pd.arrays.ArrowExtensionArray(arr)
+    return pd.array(values, dtype=dt)
+
+
+def _masked(dt: Any, values: np.ndarray, missing: np.ndarray) -> Any:
+    cls = dt.construct_array_type()
+    return cls(np.ascontiguousarray(values, dtype=dt.numpy_dtype), np.ascontiguousarray(missing, dtype=bool))
+
+
 def _as_column(v: Any) -> Any:
-    """A dict value as a column: an ndarray, or a list of str/bytes (variable-length)."""
-    if hasattr(v, "to_numpy") and not isinstance(v, np.ndarray):  # a pandas Series
-        v = v.to_numpy()
+    """A dict value as a column: an ndarray, a list of str/bytes (variable-length), or a
+    :class:`MissingColumn`."""
+    if isinstance(v, MissingColumn):
+        return v
+    if hasattr(v, "to_numpy") and hasattr(v, "dtype") and not isinstance(v, np.ndarray):
+        return frame_column(str(getattr(v, "name", "")), v)  # a pandas Series
     if isinstance(v, np.ndarray):
         return v
     v = list(v)
-    if v and all(isinstance(x, (str, bytes)) for x in v):
+    if v and all(isinstance(x, (str, bytes)) or x is None for x in v) and any(
+        x is not None for x in v
+    ):
         return v
     return np.asarray(v)
 
@@ -86,8 +245,13 @@ def fields_from_mapping(data: Mapping[str, Any]) -> list[Any]:
             out.append((name, fields_from_mapping(v)))
             continue
         v = _as_column(v)
-        if isinstance(v, list):
-            out.append((name, _var_kind(v)))
+        if isinstance(v, MissingColumn):
+            out.append((name, v.kind, {"nullable": True, "pandas": v.pandas}))
+        elif isinstance(v, list):
+            if any(x is None for x in v):
+                out.append((name, _var_kind(v), {"nullable": True}))
+            else:
+                out.append((name, _var_kind(v)))
         elif v.dtype.names:
             out.append((name, fields_from_dtype(v.dtype, v)))
         else:
@@ -109,7 +273,7 @@ def is_tabular(data: Any) -> bool:
 def normalize_tabular(data: Any) -> Any:
     """A DataFrame as a dict of columns; anything else as it is."""
     if type(data).__name__ == "DataFrame" and hasattr(data, "columns"):
-        return {str(c): data[c].to_numpy() for c in data.columns}
+        return {str(c): frame_column(str(c), data[c]) for c in data.columns}
     return data
 
 
@@ -158,12 +322,15 @@ def _unknown_columns(leaves: list[tuple[str, str]], data: Any) -> list[str]:
 
 
 def _var_items(path: str, kind: str, v: Any) -> list[Any]:
-    """A variable-length column's items as the native module takes them."""
+    """A variable-length column's items as the native module takes them (``None`` for a
+    missing one)."""
     items = v.tolist() if isinstance(v, np.ndarray) else list(v)
     want = str if kind == "varstr" else bytes
     out = []
     for x in items:
-        if isinstance(x, (bytes, np.bytes_)) and want is str:
+        if x is None:
+            pass
+        elif isinstance(x, (bytes, np.bytes_)) and want is str:
             x = bytes(x).decode()
         elif isinstance(x, (str, np.str_)) and want is bytes:
             x = str(x).encode()
@@ -176,10 +343,15 @@ def _var_items(path: str, kind: str, v: Any) -> list[Any]:
     return out
 
 
-def columns_payload(leaves: list[tuple[str, str]], data: Any) -> list[tuple[str, Any]]:
-    """Per leaf ``(path, values)`` as the native module takes them. Columns the table does
-    not have are refused (:class:`InvalidArgumentError`, a ``ValueError``), as is a column
-    given as one mapping or string instead of one value per row (``TypeError``)."""
+def columns_payload(
+    leaves: list[tuple[str, str]], data: Any, nullable: set[str] | None = None
+) -> list[tuple[Any, ...]]:
+    """Per leaf ``(path, values)`` or ``(path, values, validity)`` as the native module
+    takes them. Columns the table does not have are refused (:class:`InvalidArgumentError`,
+    a ``ValueError``), as is a column given as one mapping or string instead of one value
+    per row (``TypeError``). ``nullable``: the table's nullable leaves (``None``: a table
+    being made from ``data``, whose missing values all make nullable leaves); a float
+    column's missing values go to a leaf that is not nullable as NaN."""
     data = normalize_tabular(data)
     if not isinstance(data, Mapping) and not (isinstance(data, np.ndarray) and data.dtype.names):
         raise TypeError("table rows are a structured array, a dict of arrays or a DataFrame")
@@ -198,7 +370,22 @@ def columns_payload(leaves: list[tuple[str, str]], data: Any) -> list[tuple[str,
                 f"not a {type(raw).__name__}"
             )
         v = _as_column(raw)
-        if kind in VAR_KINDS:
+        if isinstance(v, MissingColumn):
+            keep = nullable is None or path in nullable
+            miss = v.missing
+            values = v.values
+            if kind in VAR_KINDS:
+                out.append((path, _var_items(path, kind, values)))
+                continue
+            if miss is not None and not keep and np.dtype(kind).kind == "f":
+                values = np.where(miss, np.nan, np.asarray(values, dtype=np.dtype(kind)))
+                miss = None
+            arr = np.ascontiguousarray(values, dtype=np.dtype(kind)).reshape(-1)
+            if miss is None:
+                out.append((path, arr))
+            else:
+                out.append((path, arr, np.ascontiguousarray(~miss, dtype=np.uint8)))
+        elif kind in VAR_KINDS:
             out.append((path, _var_items(path, kind, v)))
         else:
             out.append((path, np.ascontiguousarray(v, dtype=np.dtype(kind)).reshape(-1)))
@@ -216,6 +403,13 @@ def _field_spec(name: str, dtype: Any) -> Any:
     if dt.names:
         return (name, fields_from_dtype(dt))
     return (name, _leaf_spec(name, dt, ()))
+
+
+def _nullable_spec(spec: Any) -> Any:
+    name, inner = spec[0], spec[1]
+    if isinstance(inner, str):
+        return (name, inner, {"nullable": True})
+    return (name, [_nullable_spec(s) for s in inner])
 
 
 # -- columns ------------------------------------------------------------------------------
@@ -254,7 +448,9 @@ class Column(Reductions):
     def _rows(self, start: int, end: int) -> np.ndarray:
         if self._kind is None:
             return self._table._read_rows(start, end, prefix=self.path)
-        return self._table._read_leaf(self.path, self._kind, start, end)
+        values = self._table._read_leaf(self.path, self._kind, start, end)
+        valid = self._table._validity(self.path, start, end)
+        return values if valid is None else numpy_missing(values, valid)
 
     def __getitem__(self, key: Any) -> Any:
         return self._table._fresh(lambda: self._get(key))
@@ -264,7 +460,9 @@ class Column(Reductions):
         if idx is not None:  # rows by index or mask: only their chunks are decoded
             if self._kind is None:
                 return self._table._read_rows(0, 0, prefix=self.path, indices=idx)
-            return self._table._read_leaves([(self.path, self._kind)], 0, 0, idx)[self.path]
+            values = self._table._read_leaves([(self.path, self._kind)], 0, 0, idx)[self.path]
+            valid = self._table._validity(self.path, 0, 0, idx)
+            return values if valid is None else numpy_missing(values, valid)
         r = self._table._raw.select(key)
         rows = ascending(r.axes[0])
         buf = self._rows(rows.start, rows.stop)[:: rows.step]
@@ -327,6 +525,9 @@ class Table:
         self._nrows: int = self._raw.nrows()
         self._dtype = schema_dtype(self._schema)
         self._info = {p: (cl, codec, clevel, nb, cb) for p, nb, cb, cl, codec, clevel in self._raw.column_info()}
+        extras = self._raw.leaf_extras()
+        self._nullable: set[str] = {p for p, n, _ in extras if n}
+        self._pandas: dict[str, str] = {p: pd for p, _, pd in extras if pd is not None}
 
     def refresh(self) -> bool:
         """Shows the table's latest commit now; whether it changed (read handles do this at
@@ -406,6 +607,23 @@ class Table:
             self._raw.read_column_into(path, start, end, out)
         return out
 
+    def _validity(
+        self, path: str, start: int, end: int, indices: np.ndarray | None = None
+    ) -> np.ndarray | None:
+        """The validity of rows ``start..end`` (or at ``indices``) of leaf ``path``: a
+        ``uint8`` array, 0 at missing rows; ``None`` when the column holds no nulls."""
+        if path not in self._nullable:
+            return None
+        if indices is not None:
+            out = np.ones(len(indices), dtype=np.uint8)
+            if len(indices):
+                self._raw.take_validity_into(path, np.asarray(indices, dtype=np.int64).tolist(), out)
+            return out
+        out = np.ones(end - start, dtype=np.uint8)
+        if end > start:
+            self._raw.read_validity_into(path, start, end, out)
+        return out
+
     def _read_leaves(
         self, leaves: list[tuple[str, str]], start: int, end: int, indices: np.ndarray | None = None
     ) -> dict[str, np.ndarray]:
@@ -450,6 +668,9 @@ class Table:
         out = empty(end - start, dtype)
         wanted = [(p, k) for p, k in self._leaves if prefix is None or p.startswith(prefix + "/")]
         for path, values in self._read_leaves(wanted, start, end, indices).items():
+            valid = self._validity(path, start, end, indices)
+            if valid is not None:
+                values = numpy_missing(values, valid)
             target = out
             parts = path.split("/")[skip:]
             for p in parts[:-1]:
@@ -513,7 +734,7 @@ class Table:
         if isinstance(rows, list):
             rows = np.array([tuple(r) for r in rows], dtype=self._dtype)
         try:
-            self._raw.append(columns_payload(self._leaves, rows))
+            self._raw.append(columns_payload(self._leaves, rows, self._nullable))
         finally:
             self._refresh()
 
@@ -525,8 +746,8 @@ class Table:
         if idx is not None:
             if isinstance(rows, list):
                 rows = np.array([tuple(r) for r in rows], dtype=self._dtype)
-            payload = columns_payload(self._leaves, rows)
-            for p, v in payload:
+            payload = columns_payload(self._leaves, rows, self._nullable)
+            for p, v, *_ in payload:
                 if len(v) != len(idx):
                     raise ValueError(f"column {p}: {len(v)} values given for {len(idx)} rows")
             try:
@@ -539,8 +760,8 @@ class Table:
         start, _step, n, _reversed, _keep = self._raw.select(key).axes[0]
         if isinstance(rows, list):
             rows = np.array([tuple(r) for r in rows], dtype=self._dtype)
-        payload = columns_payload(self._leaves, rows)
-        for p, v in payload:
+        payload = columns_payload(self._leaves, rows, self._nullable)
+        for p, v, *_ in payload:
             if len(v) != n:
                 raise ValueError(f"column {p}: {len(v)} values given for {n} rows")
         try:
@@ -555,12 +776,16 @@ class Table:
         finally:
             self._refresh()
 
-    def add_column(self, name: str, dtype: Any) -> None:
+    def add_column(self, name: str, dtype: Any, nullable: bool = False) -> None:
         """Adds a top-level column of ``dtype`` (a numpy dtype, a structured dtype for a
         nested record, or ``str``/``bytes``/``"varstr"``/``"varbytes"`` for variable-length
-        values), filled with its default for the existing rows."""
+        values), filled with its default for the existing rows; ``nullable=True``: a column
+        that may hold missing values, missing in the existing rows."""
+        spec = _field_spec(name, dtype)
+        if nullable:
+            spec = _nullable_spec(spec)
         try:
-            self._raw.add_column(_field_spec(name, dtype))
+            self._raw.add_column(spec)
         finally:
             self._refresh()
 
@@ -584,10 +809,19 @@ class Table:
     # -- export ---------------------------------------------------------------------------
 
     def to_pandas(self) -> Any:
-        """A pandas DataFrame, a column per leaf (named by its path)."""
+        """A pandas DataFrame, a column per leaf (named by its path), each in the pandas
+        dtype it was made from (a table made from a DataFrame gives that frame back), its
+        missing values as that dtype's (NaN, None, pd.NA)."""
         import pandas as pd
 
-        cols = self._fresh(lambda: self._read_leaves(self._leaves, 0, self._nrows))
+        def read() -> dict[str, Any]:
+            cols = self._read_leaves(self._leaves, 0, self._nrows)
+            return {
+                p: pandas_series(v, self._validity(p, 0, self._nrows), self._pandas.get(p))
+                for p, v in cols.items()
+            }
+
+        cols = self._fresh(read)
         return pd.DataFrame(cols, copy=False)
 
     def to_arrow(self) -> Any:

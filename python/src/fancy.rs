@@ -185,8 +185,10 @@ pub(crate) fn table_put(
     let cols = values_from_py(&kinds, columns)?;
     detached(py, || {
         raw.write(|t| {
-            let (names, vals): (Vec<String>, Vec<Values>) = cols.into_iter().unzip();
-            let refs: Vec<(&str, Values)> = names.iter().map(String::as_str).zip(vals).collect();
+            let (names, vals): (Vec<String>, Vec<blz::table::NullableValues>) =
+                cols.into_iter().unzip();
+            let refs: Vec<(&str, blz::table::NullableValues)> =
+                names.iter().map(String::as_str).zip(vals).collect();
             Ok(t.put(&indices, &refs)?)
         })
     })

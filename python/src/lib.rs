@@ -18,7 +18,8 @@ use blz::layer::{
 };
 use blz::selection::{Item, Resolved, Selection};
 use blz::table::{
-    ColumnOptions, Field, FieldSpec, FieldType, LeafKind, Table, TableOptions, Values,
+    ColumnOptions, Field, FieldSpec, FieldType, LeafKind, NullableValues, Table, TableOptions,
+    Values,
 };
 use blz::{CreateOptions, DType, Dataset, Endianness};
 mod arrow;
@@ -1062,13 +1063,36 @@ fn staged_write_rows(
 /// A schema node from Python: `(name, spec)`, `spec` a dtype descriptor, `"varstr"`,
 /// `"varbytes"`, or a list of nodes (a nested record).
 fn field_from_py(node: &Bound<'_, PyAny>) -> PyResult<Field> {
-    let (name, spec): (String, Bound<'_, PyAny>) = node.extract()?;
+    // `(name, spec)`, or `(name, spec, {"nullable": bool, "pandas": str})` for a leaf.
+    let (name, spec, extra): (String, Bound<'_, PyAny>, Option<Bound<'_, PyAny>>) =
+        match node.extract() {
+            Ok((n, s, e)) => (n, s, Some(e)),
+            Err(_) => {
+                let (n, s) = node.extract()?;
+                (n, s, None)
+            }
+        };
     if let Ok(s) = spec.extract::<String>() {
-        return Ok(match s.as_str() {
+        let mut f = match s.as_str() {
             "varstr" => Field::varstr(&name),
             "varbytes" => Field::varbytes(&name),
             d => Field::new(&name, parse_dtype(d)?.0),
-        });
+        };
+        if let Some(extra) = extra.filter(|e| !e.is_none()) {
+            if let Ok(Some(n)) = extra
+                .get_item("nullable")
+                .and_then(|v| v.extract::<Option<bool>>())
+            {
+                f.options.nullable = Some(n);
+            }
+            if let Ok(Some(p)) = extra
+                .get_item("pandas")
+                .and_then(|v| v.extract::<Option<String>>())
+            {
+                f.options.pandas = Some(p);
+            }
+        }
+        return Ok(f);
     }
     let children = spec
         .try_iter()?
@@ -1103,15 +1127,35 @@ fn spec_to_py<'py>(py: Python<'py>, specs: &[FieldSpec]) -> PyResult<Bound<'py, 
     Ok(list)
 }
 
-/// Column values from Python: `(path, data)`, `data` a C-contiguous native-endian buffer
-/// for a fixed-size column, or a sequence of `str`/`bytes` for a variable-length one.
+/// Column values from Python: `(path, data)` or `(path, data, validity)`, `data` a
+/// C-contiguous native-endian buffer for a fixed-size column, or a sequence of
+/// `str`/`bytes` (`None` for a null) for a variable-length one; `validity` `None` or a
+/// buffer of one byte per row, nonzero where the row holds a value.
 fn values_from_py(
     kinds: &[(String, LeafKind)],
     cols: &Bound<'_, PyAny>,
-) -> PyResult<Vec<(String, Values)>> {
+) -> PyResult<Vec<(String, NullableValues)>> {
     let mut out = Vec::new();
     for item in cols.try_iter()? {
-        let (name, data): (String, Bound<'_, PyAny>) = item?.extract()?;
+        let item = item?;
+        let (name, data, mask): (String, Bound<'_, PyAny>, Option<Bound<'_, PyAny>>) =
+            match item.extract() {
+                Ok((n, d, m)) => (n, d, m),
+                Err(_) => {
+                    let (n, d) = item.extract()?;
+                    (n, d, None)
+                }
+            };
+        let mut validity: Option<Vec<bool>> = match mask.filter(|m| !m.is_none()) {
+            Some(m) => Some(
+                Buf::get(&m, false)?
+                    .bytes()
+                    .iter()
+                    .map(|&b| b != 0)
+                    .collect(),
+            ),
+            None => None,
+        };
         let kind = kinds
             .iter()
             .find(|(n, _)| *n == name)
@@ -1129,7 +1173,15 @@ fn values_from_py(
                 let mut items = Vec::new();
                 for x in data.try_iter()? {
                     let x = x?;
-                    if let Ok(s) = x.cast::<PyString>() {
+                    if x.is_none() {
+                        let row = items.len();
+                        let flags = validity.get_or_insert_with(Vec::new);
+                        if flags.len() <= row {
+                            flags.resize(row + 1, true);
+                        }
+                        flags[row] = false;
+                        items.push(Vec::new());
+                    } else if let Ok(s) = x.cast::<PyString>() {
                         items.push(s.to_str()?.as_bytes().to_vec());
                     } else if let Ok(b) = x.cast::<PyBytes>() {
                         items.push(b.as_bytes().to_vec());
@@ -1140,10 +1192,15 @@ fn values_from_py(
                         )));
                     }
                 }
+                if let Some(flags) = validity.as_mut() {
+                    if flags.len() < items.len() {
+                        flags.resize(items.len(), true);
+                    }
+                }
                 Values::Var(items)
             }
         };
-        out.push((name, v));
+        out.push((name, NullableValues::new(v, validity)));
     }
     Ok(out)
 }
@@ -1320,7 +1377,7 @@ impl RawTable {
         let batch = columns.map(|c| values_from_py(&kinds, c)).transpose()?;
         let t = detached(py, || {
             let (storage, path) = blz::storage::for_new_path(&path, overwrite)?;
-            let batches: Vec<blz::Result<Vec<(String, Values)>>> =
+            let batches: Vec<blz::Result<Vec<(String, NullableValues)>>> =
                 batch.into_iter().map(Ok).collect();
             Ok(Table::create_from(storage, &path, fields, &opts, batches)?)
         })?;
@@ -1433,6 +1490,58 @@ impl RawTable {
         })
     }
 
+    /// The validity of rows `start..end` of a column into `out` (a `uint8` array: 1 where a
+    /// row holds a value, 0 where it is null); whether the column is nullable (when not,
+    /// `out` is all 1s). See `blz::Table::validity_into`.
+    fn read_validity_into(
+        &self,
+        py: Python<'_>,
+        name: &str,
+        start: u64,
+        end: u64,
+        out: &Bound<'_, PyAny>,
+    ) -> PyResult<bool> {
+        let out = Buf::get(out, true)?;
+        detached(py, || {
+            self.read(|t| Ok(t.validity_into(name, start, end, out.bytes_mut())?))
+        })
+    }
+
+    /// The validity of the rows at `indices` (a `uint64` array) of a column, into `out` (as
+    /// `read_validity_into`).
+    fn take_validity_into(
+        &self,
+        py: Python<'_>,
+        name: &str,
+        indices: Vec<u64>,
+        out: &Bound<'_, PyAny>,
+    ) -> PyResult<bool> {
+        let out = Buf::get(out, true)?;
+        detached(py, || {
+            self.read(|t| {
+                let dst = out.bytes_mut();
+                let nullable = t.is_nullable(name)?;
+                match t.take_validity(&indices, name)? {
+                    Some(f) => dst.iter_mut().zip(f).for_each(|(d, v)| *d = u8::from(v)),
+                    None => dst.fill(1),
+                }
+                Ok(nullable)
+            })
+        })
+    }
+
+    /// Per leaf column `(path, nullable, pandas dtype or None)`.
+    fn leaf_extras(&self, py: Python<'_>) -> PyResult<Vec<(String, bool, Option<String>)>> {
+        detached(py, || {
+            self.read(|t| {
+                Ok(t.leaves()
+                    .iter()
+                    .map(|l| (l.path.clone(), l.nullable, l.pandas.clone()))
+                    .collect())
+            })
+        })
+    }
+
     /// The whole table as an Arrow C stream in a PyCapsule named `arrow_array_stream` (the
     /// Arrow PyCapsule protocol), in the schema of the `arrow_schema` capsule
     /// `requested_schema` when blz can produce it (see the `arrow` module), else its own.
@@ -1538,8 +1647,8 @@ impl RawTable {
         let cols = values_from_py(&self.kinds(py)?, columns)?;
         detached(py, || {
             self.write(|t| {
-                let (names, vals): (Vec<String>, Vec<Values>) = cols.into_iter().unzip();
-                let refs: Vec<(&str, Values)> =
+                let (names, vals): (Vec<String>, Vec<NullableValues>) = cols.into_iter().unzip();
+                let refs: Vec<(&str, NullableValues)> =
                     names.iter().map(String::as_str).zip(vals).collect();
                 Ok(t.append(&refs)?)
             })
@@ -1551,8 +1660,8 @@ impl RawTable {
         let cols = values_from_py(&self.kinds(py)?, columns)?;
         detached(py, || {
             self.write(|t| {
-                let (names, vals): (Vec<String>, Vec<Values>) = cols.into_iter().unzip();
-                let refs: Vec<(&str, Values)> =
+                let (names, vals): (Vec<String>, Vec<NullableValues>) = cols.into_iter().unzip();
+                let refs: Vec<(&str, NullableValues)> =
                     names.iter().map(String::as_str).zip(vals).collect();
                 Ok(t.write_rows(start, &refs)?)
             })

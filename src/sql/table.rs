@@ -244,6 +244,8 @@ struct ColumnStats {
     dtype: DType,
     chunklen: u64,
     chunks: Vec<Option<ChunkStats>>,
+    /// Each chunk's null count (`None`: unknown).
+    nulls: Vec<Option<u64>>,
 }
 
 /// The statistics of a scan's row ranges (DataFusion's "containers"), from the chunks each
@@ -251,6 +253,7 @@ struct ColumnStats {
 struct RangeStats<'a> {
     ranges: &'a [(u64, u64)],
     columns: HashMap<String, ColumnStats>,
+    nrows: u64,
 }
 
 impl<'a> RangeStats<'a> {
@@ -264,25 +267,39 @@ impl<'a> RangeStats<'a> {
             let Some(leaf) = table.leaves().into_iter().find(|l| l.path == name) else {
                 continue;
             };
-            let LeafKind::Fixed(dtype) = leaf.kind else {
-                continue;
+            let dtype = match leaf.kind {
+                LeafKind::Fixed(dtype) => dtype,
+                // No bounds, but null counts.
+                _ => DType::Bytes(0),
             };
-            let chunks = table.column_stats(&name)?;
+            let chunks = match leaf.kind {
+                LeafKind::Fixed(_) => table.column_stats(&name)?,
+                _ => Vec::new(),
+            };
+            let nulls = table.column_null_counts(&name)?;
             columns.insert(
                 name,
                 ColumnStats {
                     dtype,
                     chunklen: leaf.storage.chunklen.max(1),
                     chunks,
+                    nulls,
                 },
             );
         }
-        Ok(RangeStats { ranges, columns })
+        Ok(RangeStats {
+            ranges,
+            columns,
+            nrows: table.nrows(),
+        })
     }
 
     /// The least (or greatest) value of `column` in each range, `None` where unknown.
     fn bounds(&self, column: &Column, min: bool) -> Option<ArrayRef> {
         let c = self.columns.get(&column.name)?;
+        if c.chunks.is_empty() {
+            return None;
+        }
         let values: Vec<Option<StatValue>> = self
             .ranges
             .iter()
@@ -311,6 +328,25 @@ impl<'a> RangeStats<'a> {
             .collect();
         Some(stat_array(c.dtype, &values))
     }
+}
+
+/// The number of nulls of column `c` in rows `start..end` (of `nrows`), from its chunks'
+/// null counts: a chunk the range covers only in part counts only when it has none, since
+/// a count larger than the range's could make `IS NOT NULL` skip rows it keeps.
+fn range_nulls(c: &ColumnStats, start: u64, end: u64, nrows: u64) -> Option<u64> {
+    if end <= start {
+        return Some(0);
+    }
+    let mut total = 0u64;
+    for k in start / c.chunklen..=(end - 1) / c.chunklen {
+        let n = (*c.nulls.get(usize::try_from(k).ok()?)?)?;
+        let (a, b) = (k * c.chunklen, ((k + 1) * c.chunklen).min(nrows));
+        if n > 0 && (a < start || b > end) {
+            return None;
+        }
+        total += n;
+    }
+    Some(total)
 }
 
 /// The lesser (`min`) or greater of two statistics of one column.
@@ -407,9 +443,13 @@ impl PruningStatistics for RangeStats<'_> {
     }
 
     fn null_counts(&self, column: &Column) -> Option<ArrayRef> {
-        // blz stores no nulls.
-        self.columns.get(&column.name)?;
-        Some(Arc::new(UInt64Array::from(vec![0u64; self.ranges.len()])))
+        let c = self.columns.get(&column.name)?;
+        Some(Arc::new(
+            self.ranges
+                .iter()
+                .map(|&(s, e)| range_nulls(c, s, e, self.nrows))
+                .collect::<UInt64Array>(),
+        ))
     }
 
     fn row_counts(&self) -> Option<ArrayRef> {

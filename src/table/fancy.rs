@@ -1,7 +1,7 @@
 //! A table's rows by index: gathered ([`Table::take`]) and scattered ([`Table::put`]) chunk
 //! by chunk, each column's touched chunks decoded once.
 
-use super::{Column, Engine, Table, Values};
+use super::{expand, refs, Column, ColumnValues, Engine, Table, Values};
 use crate::engine::{ArrayCore, ChunkWrites, GatherPlan};
 use crate::error::{Error, Result};
 use crate::fancy::{AxisIndex, Fancy};
@@ -29,8 +29,10 @@ impl Table {
     /// [`Error::OutOfBounds`] for a row outside the table; [`Error::Mismatch`] for values
     /// of another length than `indices`; otherwise as [`Table::write_rows`]. On error the
     /// table keeps its last committed state.
-    pub fn put(&mut self, indices: &[u64], cols: &[(&str, Values)]) -> Result<()> {
+    pub fn put<V: ColumnValues>(&mut self, indices: &[u64], cols: &[(&str, V)]) -> Result<()> {
         let _turn = self.turn()?;
+        let expanded = expand(&self.columns, cols)?;
+        let cols = &refs(&expanded);
         let nrows = self.nrows();
         if let Some(&bad) = indices.iter().find(|&&i| i >= nrows) {
             return Err(Error::OutOfBounds {
@@ -54,7 +56,7 @@ impl Table {
             for &(ci, vi) in &data {
                 let c: &Column = &columns[ci];
                 let mut w = ChunkWrites::new(c.store(), c.nchunks(nrows), None);
-                match (&c.engine, &cols[vi].1) {
+                match (&c.engine, cols[vi].1) {
                     (Engine::Fixed(core), Values::Fixed { data, .. }) => {
                         let sel = Fancy::orthogonal(vec![AxisIndex::List(indices.to_vec())]);
                         let plan = GatherPlan::new(&sel, &[nrows], &core.chunkshape)?;

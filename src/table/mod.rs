@@ -19,7 +19,10 @@
 //! ```
 
 mod fancy;
+mod nulls;
 mod schema;
+
+pub use nulls::{ColumnValues, NullableValues};
 
 pub use schema::{
     check_name, ColumnOptions, ColumnStorage, Field, FieldKind, FieldSpec, FieldType, Leaf,
@@ -41,6 +44,7 @@ use crate::staging::Staging;
 use crate::storage::{self, Storage};
 use crate::txn::Txn;
 use ndarray::Array1;
+use std::borrow::Cow;
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -326,6 +330,116 @@ fn check_sizes(columns: &[Column], sizes: &Sizes, path: &Path) -> Result<()> {
     Ok(())
 }
 
+/// The columns' values as the table writes them: each nullable column's values with their
+/// null rows holding the fill value, followed by its validity column's; values given with
+/// nulls for a column that is not nullable are refused, naming it. Names the table does not
+/// have are kept for the checks to refuse.
+fn expand<'v, V: ColumnValues>(
+    columns: &[Column],
+    cols: &'v [(&str, V)],
+) -> Result<Vec<(String, Cow<'v, Values>)>> {
+    let mut out = Vec::with_capacity(cols.len() + 1);
+    for (name, v) in cols {
+        let values = v.values();
+        let Some(c) = columns
+            .iter()
+            .find(|c| !c.leaf.hidden && c.leaf.path == *name)
+        else {
+            out.push((name.to_string(), Cow::Borrowed(values)));
+            continue;
+        };
+        let flags = checked_flags(c, values.len(), v.validity())?;
+        match flags {
+            None => out.push((name.to_string(), Cow::Borrowed(values))),
+            Some(flags) => {
+                let (fixed, var) = fills(c);
+                out.push((
+                    name.to_string(),
+                    nulls::normalize(values, &flags, fixed, var),
+                ));
+                out.push((
+                    schema::validity_path(name),
+                    Cow::Owned(nulls::validity_values(&flags)),
+                ));
+            }
+        }
+    }
+    Ok(out)
+}
+
+/// As [`expand`], for owned values.
+fn expand_owned<V: Into<NullableValues>>(
+    columns: &[Column],
+    batch: Vec<(String, V)>,
+) -> Result<Vec<(String, Values)>> {
+    let mut out = Vec::with_capacity(batch.len() + 1);
+    for (name, v) in batch {
+        let v: NullableValues = v.into();
+        let Some(c) = columns
+            .iter()
+            .find(|c| !c.leaf.hidden && c.leaf.path == name)
+        else {
+            out.push((name, v.values));
+            continue;
+        };
+        match checked_flags(c, v.values.len(), v.validity.as_deref())? {
+            None => out.push((name, v.values)),
+            Some(flags) => {
+                let (fixed, var) = fills(c);
+                let values = match nulls::normalize(&v.values, &flags, fixed, var) {
+                    Cow::Borrowed(_) => v.values,
+                    Cow::Owned(n) => n,
+                };
+                let vpath = schema::validity_path(&name);
+                out.push((name, values));
+                out.push((vpath, nulls::validity_values(&flags)));
+            }
+        }
+    }
+    Ok(out)
+}
+
+/// The validity flags to write for column `c` (`None`: it is not nullable), checked
+/// against the values' length and the column's nullability.
+fn checked_flags<'f>(
+    c: &Column,
+    len: usize,
+    validity: Option<&'f [bool]>,
+) -> Result<Option<Cow<'f, [bool]>>> {
+    if let Some(f) = validity {
+        if f.len() != len {
+            return Err(nulls::validity_length(&c.leaf, f.len(), len));
+        }
+    }
+    if !c.leaf.nullable {
+        if let Some(i) = validity.and_then(|f| f.iter().position(|&b| !b)) {
+            return Err(nulls::not_nullable(&c.leaf, i));
+        }
+        return Ok(None);
+    }
+    Ok(Some(validity.map_or_else(
+        || Cow::Owned(vec![true; len]),
+        Cow::Borrowed,
+    )))
+}
+
+/// What a null of column `c` holds: the fill value's bytes (fixed-size) or item
+/// (variable-length).
+fn fills(c: &Column) -> (&[u8], &[u8]) {
+    match &c.engine {
+        Engine::Fixed(core) => (core.fill.as_slice(), &[]),
+        Engine::Var(_) => (&[], c.leaf.storage.dflt.as_str().unwrap_or("").as_bytes()),
+    }
+}
+
+/// Expanded values as the writing internals take them.
+fn refs<'a>(expanded: &'a [(String, Cow<'_, Values>)]) -> Vec<(&'a str, &'a Values)> {
+    expanded
+        .iter()
+        .map(|(n, v)| (n.as_str(), v.as_ref()))
+        .collect()
+}
+
 /// The error for values that a column does not store.
 fn values_mismatch(root: &Path, c: &Column) -> Error {
     Error::Mismatch {
@@ -591,10 +705,18 @@ fn to_specs(
                     )
                 }
             };
+            let nullable =
+                storage.is_some() && pick(&f.options.nullable, &defaults.nullable).unwrap_or(false);
+            let validity = storage
+                .as_ref()
+                .filter(|_| nullable)
+                .map(nulls::validity_storage);
             Ok(FieldSpec {
                 name: f.name.clone(),
                 dtype,
+                pandas: storage.as_ref().and(f.options.pandas.clone()),
                 storage,
+                validity,
             })
         })
         .collect()
@@ -712,7 +834,13 @@ impl Table {
         fields: Vec<Field>,
         opts: &TableOptions,
     ) -> Result<Table> {
-        Self::create_from(storage, root, fields, opts, std::iter::empty())
+        Self::create_from(
+            storage,
+            root,
+            fields,
+            opts,
+            std::iter::empty::<Result<Vec<(String, Values)>>>(),
+        )
     }
 
     /// Creates a table at `root` and appends every batch (as
@@ -723,7 +851,7 @@ impl Table {
     /// # Errors
     /// As [`Table::create_in`] and [`Table::append_batches`]; [`Error::Locked`] while another
     /// process creates a dataset at `root`.
-    pub fn create_from<I>(
+    pub fn create_from<I, V>(
         storage: Arc<dyn Storage>,
         root: &Path,
         fields: Vec<Field>,
@@ -731,7 +859,8 @@ impl Table {
         batches: I,
     ) -> Result<Table>
     where
-        I: IntoIterator<Item = Result<Vec<(String, Values)>>>,
+        I: IntoIterator<Item = Result<Vec<(String, V)>>>,
+        V: Into<NullableValues>,
     {
         schema::check_fields(&fields)?;
         let expected = opts.expectedlen.unwrap_or(0);
@@ -922,12 +1051,21 @@ impl Table {
 
     /// Paths of the leaf columns, in order (`name`, or `parent/name` for nested fields).
     pub fn column_names(&self) -> Vec<&str> {
-        self.columns.iter().map(|c| c.leaf.path.as_str()).collect()
+        self.columns
+            .iter()
+            .filter(|c| !c.leaf.hidden)
+            .map(|c| c.leaf.path.as_str())
+            .collect()
     }
 
-    /// The leaf columns with their kinds and storage.
+    /// The leaf columns with their kinds and storage (a nullable column's validity column
+    /// is not one of them).
     pub fn leaves(&self) -> Vec<&Leaf> {
-        self.columns.iter().map(|c| &c.leaf).collect()
+        self.columns
+            .iter()
+            .filter(|c| !c.leaf.hidden)
+            .map(|c| &c.leaf)
+            .collect()
     }
 
     /// The `meta/storage` document.
@@ -970,7 +1108,7 @@ impl Table {
     fn col(&self, name: &str) -> Result<&Column> {
         self.columns
             .iter()
-            .find(|c| c.leaf.path == name)
+            .find(|c| c.leaf.path == name && !c.leaf.hidden)
             .ok_or_else(|| {
                 Error::InvalidArgument(format!(
                     "no column {name:?} in {} (columns: {})",
@@ -978,6 +1116,14 @@ impl Table {
                     self.column_names().join(", ")
                 ))
             })
+    }
+
+    /// Any leaf column by path, a validity column included.
+    fn col_any(&self, name: &str) -> Result<&Column> {
+        match self.columns.iter().find(|c| c.leaf.path == name) {
+            Some(c) => Ok(c),
+            None => self.col(name),
+        }
     }
 
     fn check_writable(&self) -> Result<()> {
@@ -1380,15 +1526,15 @@ impl Table {
 
     fn gather<'a>(
         &'a self,
-        cols: &'a [(&str, Values)],
+        cols: &'a [(&'a str, &'a Values)],
         all: bool,
     ) -> Result<(Vec<(&'a Column, &'a Values)>, u64)> {
         let mut out = Vec::new();
         let mut len = None;
         let mut seen = std::collections::HashSet::new();
-        for (name, v) in cols {
-            let c = self.col(name)?;
-            if !seen.insert(*name) {
+        for &(name, v) in cols {
+            let c = self.col_any(name)?;
+            if !seen.insert(name) {
                 return Err(Error::InvalidArgument(format!("column {name} given twice")));
             }
             self.check_values(c, v)?;
@@ -1420,7 +1566,11 @@ impl Table {
 
     /// Turns gathered (column, values) pairs into (column index, values index) pairs, which
     /// outlive the borrow of `self` that [`Table::run`] needs.
-    fn indices(&self, data: &[(&Column, &Values)], cols: &[(&str, Values)]) -> Vec<(usize, usize)> {
+    fn indices(
+        &self,
+        data: &[(&Column, &Values)],
+        cols: &[(&str, &Values)],
+    ) -> Vec<(usize, usize)> {
         data.iter()
             .map(|(c, v)| {
                 (
@@ -1429,7 +1579,7 @@ impl Table {
                         .position(|x| std::ptr::eq(x, *c))
                         .unwrap_or(0),
                     cols.iter()
-                        .position(|(_, x)| std::ptr::eq(x, *v))
+                        .position(|(_, x)| std::ptr::eq(*x, *v))
                         .unwrap_or(0),
                 )
             })
@@ -1441,7 +1591,7 @@ impl Table {
     fn write_gathered(
         &mut self,
         data: &[(usize, usize)],
-        cols: &[(&str, Values)],
+        cols: &[(&str, &Values)],
         start: u64,
         new_rows: u64,
     ) -> Result<()> {
@@ -1449,7 +1599,7 @@ impl Table {
         self.run(new_rows, None, start < nrows, |columns, txn| {
             let pairs: Vec<(&Column, &Values)> = data
                 .iter()
-                .map(|&(ci, vi)| (&columns[ci], &cols[vi].1))
+                .map(|&(ci, vi)| (&columns[ci], cols[vi].1))
                 .collect();
             Self::write_columns(columns, txn, nrows, start, &pairs, 0)
         })
@@ -1461,8 +1611,10 @@ impl Table {
     /// # Errors
     /// Missing, unknown or duplicate columns, unequal lengths, wrong types; I/O errors (the
     /// table then keeps its last committed state).
-    pub fn append(&mut self, cols: &[(&str, Values)]) -> Result<()> {
+    pub fn append<V: ColumnValues>(&mut self, cols: &[(&str, V)]) -> Result<()> {
         let _turn = self.turn()?;
+        let expanded = expand(&self.columns, cols)?;
+        let cols = &refs(&expanded);
         let (data, n) = self.gather(cols, true)?;
         if n == 0 {
             return Ok(());
@@ -1481,9 +1633,10 @@ impl Table {
     /// # Errors
     /// As [`Table::append`] for each batch, and the first error a batch itself carries. On
     /// error nothing of the batches is kept.
-    pub fn append_batches<I>(&mut self, batches: I) -> Result<u64>
+    pub fn append_batches<I, V>(&mut self, batches: I) -> Result<u64>
     where
-        I: IntoIterator<Item = Result<Vec<(String, Values)>>>,
+        I: IntoIterator<Item = Result<Vec<(String, V)>>>,
+        V: Into<NullableValues>,
     {
         let _turn = self.turn()?;
         self.check_writable()?;
@@ -1496,7 +1649,7 @@ impl Table {
                 .collect();
             let mut rows = nrows;
             for batch in batches {
-                let batch = batch?;
+                let batch = expand_owned(columns, batch?)?;
                 let n = check_batch(&root, columns, &batch)?;
                 for (name, v) in batch {
                     let i = columns
@@ -1524,8 +1677,10 @@ impl Table {
     ///
     /// # Errors
     /// As [`Table::append`], and rows outside the table.
-    pub fn write_rows(&mut self, start: u64, cols: &[(&str, Values)]) -> Result<()> {
+    pub fn write_rows<V: ColumnValues>(&mut self, start: u64, cols: &[(&str, V)]) -> Result<()> {
         let _turn = self.turn()?;
+        let expanded = expand(&self.columns, cols)?;
+        let cols = &refs(&expanded);
         let (data, n) = self.gather(cols, false)?;
         self.check_range(start, start + n)?;
         if n == 0 {

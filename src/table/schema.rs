@@ -38,6 +38,12 @@ pub struct ColumnOptions {
     pub slack: Option<u32>,
     /// Fill value for rows added without a value (JSON).
     pub fill: Option<serde_json::Value>,
+    /// Whether the column may hold nulls (missing values): it then keeps a validity column
+    /// beside its values (`spec/table.md` §3.5). Default: not nullable.
+    pub nullable: Option<bool>,
+    /// The pandas dtype of the column (`"Int64"`, `"string[pyarrow]"`, ...), recorded for
+    /// clients that give the column back as pandas: blz itself does not read it.
+    pub pandas: Option<String>,
 }
 
 /// A named field of a table.
@@ -91,6 +97,17 @@ impl Field {
     /// The same field with storage options.
     pub fn with_options(mut self, options: ColumnOptions) -> Field {
         self.options = options;
+        self
+    }
+
+    /// The same field, nullable: a leaf that may hold nulls, or a structure whose leaves
+    /// all may.
+    pub fn nullable(mut self) -> Field {
+        if let FieldKind::Struct(sub) = self.kind {
+            self.kind = FieldKind::Struct(sub.into_iter().map(Field::nullable).collect());
+        } else {
+            self.options.nullable = Some(true);
+        }
         self
     }
 }
@@ -156,6 +173,13 @@ pub struct FieldSpec {
     /// Storage of a leaf column (absent for structures).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub storage: Option<ColumnStorage>,
+    /// A nullable leaf's validity column (`spec/table.md` §3.5): how it is stored. Absent
+    /// for a column that holds no nulls, and in every table written before nulls.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub validity: Option<ColumnStorage>,
+    /// The leaf's pandas dtype, for clients (`spec/table.md` §2.1).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pandas: Option<String>,
 }
 
 /// The `dtype` of a [`FieldSpec`].
@@ -196,6 +220,21 @@ pub struct Leaf {
     pub kind: LeafKind,
     /// How it is stored.
     pub storage: ColumnStorage,
+    /// Whether the column may hold nulls (it then has a validity column).
+    pub nullable: bool,
+    /// The pandas dtype recorded for the column, if any.
+    pub pandas: Option<String>,
+    /// This leaf is the validity column of the leaf before it: hidden from the table's
+    /// users, carried by every operation like any other column.
+    pub(crate) hidden: bool,
+}
+
+/// The name of a nullable column's validity column inside the column's directory.
+pub(crate) const VALIDITY_DIR: &str = "__validity__";
+
+/// The path of column `path`'s validity column (`data/<path>/__validity__/`).
+pub(crate) fn validity_path(path: &str) -> String {
+    format!("{path}/{VALIDITY_DIR}")
 }
 
 /// Lists the leaf columns of a spec tree in order.
@@ -223,13 +262,32 @@ pub(crate) fn leaves(specs: &[FieldSpec]) -> Result<Vec<Leaf>> {
                     let storage = s.storage.clone().ok_or_else(|| {
                         Error::InvalidArgument(format!("column {path} has no storage"))
                     })?;
+                    let kind = LeafKind::parse(t)?;
                     out.push(Leaf {
-                        path,
-                        kind: LeafKind::parse(t)?,
+                        path: path.clone(),
+                        kind,
                         storage,
+                        nullable: s.validity.is_some(),
+                        pandas: s.pandas.clone(),
+                        hidden: false,
                     });
+                    if let Some(v) = &s.validity {
+                        out.push(Leaf {
+                            path: validity_path(&path),
+                            kind: LeafKind::Fixed(DType::Bool),
+                            storage: v.clone(),
+                            nullable: false,
+                            pandas: None,
+                            hidden: true,
+                        });
+                    }
                 }
                 FieldType::Struct(sub) => {
+                    if s.validity.is_some() {
+                        return Err(Error::InvalidArgument(format!(
+                            "structure {path} has a validity column (only leaves have one)"
+                        )));
+                    }
                     if sub.is_empty() {
                         return Err(Error::InvalidArgument(format!(
                             "structure {path} has no fields"
