@@ -26,6 +26,7 @@
 //! `ORDER BY` on its keys and merge joins need no sort.
 
 mod layer;
+mod minmax;
 mod table;
 
 use crate::error::{Error, Result};
@@ -94,8 +95,14 @@ impl SqlContext {
         let config = SessionConfig::new()
             .with_target_partitions(threads)
             .with_information_schema(true);
+        let ctx = SessionContext::new_with_config(config);
+        // Grouped float `min`/`max` that do not depend on the order of the rows, NaN above
+        // every number as in duckdb (the engine's own: apache/datafusion#24432).
+        for udaf in minmax::udafs() {
+            ctx.register_udaf(udaf);
+        }
         Ok(SqlContext {
-            ctx: SessionContext::new_with_config(config),
+            ctx,
             runtime: Arc::new(runtime),
         })
     }
