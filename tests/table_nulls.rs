@@ -330,3 +330,62 @@ fn a_table_without_nullable_columns_is_written_as_before_and_hides_validity_colu
     assert!(!q.join("data/s").exists());
     assert!(t.verify(|_, _| {}).is_empty());
 }
+
+/// `where` over nullable columns: a comparison with a null is neither true nor false (`~` of
+/// it too), `&` / `|` are Kleene's, `isnull` / `notnull` test for nulls; checked against the
+/// same logic over the model's `Option`s, in chunks with and without nulls.
+#[test]
+fn where_expressions_have_sql_null_semantics() {
+    let dir = tempfile::tempdir().unwrap();
+    let p = dir.path().join("t.blz");
+    let mut t = create(&p);
+    let mut m = gen(40, 5, 3);
+    // Chunks 0..2 of `i` without nulls (their statistics may prove a comparison).
+    for r in 0..8 {
+        m.i[r] = Some(5000 + r as i32);
+    }
+    t.append(&payload(&m)).unwrap();
+    let rows = |e: &str| t.where_rows(e, &[]).unwrap().rows;
+    let want = |f: &dyn Fn(usize) -> Option<bool>| -> Vec<u64> {
+        (0..40)
+            .filter(|&r| f(r) == Some(true))
+            .map(|r| r as u64)
+            .collect()
+    };
+    let gt = |r: usize| m.i[r].map(|v| v > 5010);
+    let fpos = |r: usize| m.f[r].map(|v| v > 7.0);
+    assert_eq!(rows("i > 5010"), want(&gt));
+    assert_eq!(rows("~(i > 5010)"), want(&|r| gt(r).map(|b| !b)));
+    assert_eq!(rows("isnull(i)"), want(&|r| Some(m.i[r].is_none())));
+    assert_eq!(rows("notnull(s)"), want(&|r| Some(m.s[r].is_some())));
+    assert_eq!(rows("~isnull(f)"), want(&|r| Some(m.f[r].is_some())));
+    let and = |a: Option<bool>, b: Option<bool>| match (a, b) {
+        (Some(false), _) | (_, Some(false)) => Some(false),
+        (Some(true), Some(true)) => Some(true),
+        _ => None,
+    };
+    let or = |a: Option<bool>, b: Option<bool>| match (a, b) {
+        (Some(true), _) | (_, Some(true)) => Some(true),
+        (Some(false), Some(false)) => Some(false),
+        _ => None,
+    };
+    assert_eq!(
+        rows("(i > 5010) & (f > 7.0)"),
+        want(&|r| and(gt(r), fpos(r)))
+    );
+    assert_eq!(
+        rows("(i > 5010) | (f > 7.0)"),
+        want(&|r| or(gt(r), fpos(r)))
+    );
+    assert_eq!(
+        rows("~((i > 5010) | (f > 7.0))"),
+        want(&|r| or(gt(r), fpos(r)).map(|b| !b))
+    );
+    assert_eq!(
+        rows("(i + 1 > 0) | isnull(i)"),
+        want(&|r| Some(true).filter(|_| r < 40))
+    );
+    assert_eq!(rows("b > -200"), (0..40).collect::<Vec<u64>>());
+    assert!(t.where_rows("isnull(zz)", &[]).is_err());
+    assert!(t.where_rows("isnull(i + 1)", &[]).is_err());
+}

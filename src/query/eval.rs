@@ -314,6 +314,16 @@ pub(crate) fn check(text: &str, e: &Expr, col_ty: &dyn Fn(&str) -> Option<Ty>) -
                 t => t,
             }
         }
+        Expr::IsNull { name, pos, .. } => {
+            col_ty(name).ok_or_else(|| {
+                error(
+                    text,
+                    *pos,
+                    format!("column {name:?} holds values a query cannot read (complex)"),
+                )
+            })?;
+            Ty::Bool
+        }
         Expr::Not { arg, pos } => {
             let t = check(text, arg, col_ty)?;
             if t != Ty::Bool {
@@ -433,14 +443,69 @@ fn arith_ty(text: &str, op: BinOp, (a, l): (Ty, &Expr), (b, r): (Ty, &Expr)) -> 
 pub(crate) struct Frame {
     pub(crate) n: usize,
     pub(crate) cols: HashMap<String, Raw>,
+    /// The validity of the nullable columns read (true where a row holds a value).
+    pub(crate) valid: HashMap<String, Vec<bool>>,
 }
 
-/// Evaluates boolean expression `e` over a frame: one flag per row.
+/// Evaluates boolean expression `e` over a frame: one flag per row, set where `e` is true.
+/// With nulls, SQL's (and pandas') logic: a comparison or arithmetic with a null is
+/// unknown, `~` of unknown is unknown, `&` and `|` are Kleene's, and only true rows match.
 pub(crate) fn eval_mask(e: &Expr, f: &Frame) -> Vec<bool> {
+    if f.valid.is_empty() {
+        return plain_mask(e, f);
+    }
+    eval3(e, f).0
+}
+
+fn plain_mask(e: &Expr, f: &Frame) -> Vec<bool> {
     match eval(e, f) {
         V::Bool(b) => b.into_owned(),
         V::SBool(b) => vec![b; f.n],
         _ => vec![false; f.n],
+    }
+}
+
+/// The rows where `e` is true and those where it is false (the rest are unknown).
+fn eval3(e: &Expr, f: &Frame) -> (Vec<bool>, Vec<bool>) {
+    match e {
+        Expr::Not { arg, .. } => {
+            let (t, fl) = eval3(arg, f);
+            (fl, t)
+        }
+        Expr::Bin {
+            op: op @ (BinOp::And | BinOp::Or),
+            left,
+            right,
+            ..
+        } => {
+            let (lt, lf) = eval3(left, f);
+            let (rt, rf) = eval3(right, f);
+            let zip = |a: &[bool], b: &[bool], and: bool| -> Vec<bool> {
+                a.iter()
+                    .zip(b)
+                    .map(|(&x, &y)| if and { x && y } else { x || y })
+                    .collect()
+            };
+            if *op == BinOp::And {
+                (zip(&lt, &rt, true), zip(&lf, &rf, false))
+            } else {
+                (zip(&lt, &rt, false), zip(&lf, &rf, true))
+            }
+        }
+        _ => {
+            // A null test, a comparison, a bool column or literal: its value, unknown
+            // where a column it reads (beneath any null test) is null.
+            let value = plain_mask(e, f);
+            let mut known = vec![true; f.n];
+            e.walk_values(&mut |name| {
+                if let Some(v) = f.valid.get(name) {
+                    known.iter_mut().zip(v).for_each(|(k, &ok)| *k &= ok);
+                }
+            });
+            let t = value.iter().zip(&known).map(|(&v, &k)| v && k).collect();
+            let fl = value.iter().zip(&known).map(|(&v, &k)| !v && k).collect();
+            (t, fl)
+        }
     }
 }
 
@@ -472,6 +537,10 @@ fn eval<'a>(e: &Expr, f: &'a Frame) -> V<'a> {
             V::SFloat(x) => V::SFloat(-x),
             v => v,
         },
+        Expr::IsNull { name, negated, .. } => V::Bool(Cow::Owned(match f.valid.get(name) {
+            Some(v) => v.iter().map(|&ok| ok == *negated).collect(),
+            None => vec![*negated; f.n],
+        })),
         Expr::Not { arg, .. } => match eval(arg, f) {
             V::Bool(v) => V::Bool(Cow::Owned(v.iter().map(|x| !x).collect())),
             V::SBool(b) => V::SBool(!b),
@@ -981,6 +1050,8 @@ pub(crate) fn abs_eval(e: &Expr, stats: &dyn Fn(&str) -> Option<(ChunkStats, Ty)
                 None => Abs::Any,
             },
         },
+        // Null counts are not statistics the query reads here.
+        Expr::IsNull { .. } => ANY_BOOL,
         Expr::Not { arg, .. } => match abs_eval(arg, stats) {
             Abs::Bool { t, f } => Abs::Bool { t: f, f: t },
             _ => ANY_BOOL,

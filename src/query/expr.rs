@@ -138,6 +138,16 @@ pub enum Expr {
         /// Where the operator is.
         pos: usize,
     },
+    /// `isnull(column)` (or, `negated`, `notnull(column)`): whether a row of a nullable
+    /// column is missing.
+    IsNull {
+        /// The column's path.
+        name: String,
+        /// `notnull`.
+        negated: bool,
+        /// Where the call starts in the text.
+        pos: usize,
+    },
     /// A binary operation.
     Bin {
         /// The operator.
@@ -159,6 +169,7 @@ impl Expr {
             | Expr::Lit { pos, .. }
             | Expr::Neg { pos, .. }
             | Expr::Not { pos, .. }
+            | Expr::IsNull { pos, .. }
             | Expr::Bin { pos, .. } => *pos,
         }
     }
@@ -167,13 +178,27 @@ impl Expr {
     pub fn columns(&self) -> Vec<String> {
         let mut out: Vec<String> = Vec::new();
         self.walk(&mut |e| {
-            if let Expr::Column { name, .. } = e {
+            if let Expr::Column { name, .. } | Expr::IsNull { name, .. } = e {
                 if !out.contains(name) {
                     out.push(name.clone());
                 }
             }
         });
         out
+    }
+
+    /// Calls `f` with each column whose values `self` reads (not those it only tests for
+    /// nulls).
+    pub(crate) fn walk_values(&self, f: &mut impl FnMut(&str)) {
+        match self {
+            Expr::Column { name, .. } => f(name),
+            Expr::Neg { arg, .. } | Expr::Not { arg, .. } => arg.walk_values(f),
+            Expr::Bin { left, right, .. } => {
+                left.walk_values(f);
+                right.walk_values(f);
+            }
+            Expr::Lit { .. } | Expr::IsNull { .. } => {}
+        }
     }
 
     fn walk(&self, f: &mut impl FnMut(&Expr)) {
@@ -215,6 +240,11 @@ impl std::fmt::Display for Expr {
             },
             Expr::Neg { arg, .. } => write!(f, "(-{arg})"),
             Expr::Not { arg, .. } => write!(f, "(~{arg})"),
+            Expr::IsNull { name, negated, .. } => write!(
+                f,
+                "{}(`{name}`)",
+                if *negated { "notnull" } else { "isnull" }
+            ),
             Expr::Bin {
                 op, left, right, ..
             } => write!(f, "({left} {} {right})", op.symbol()),
@@ -725,9 +755,44 @@ impl<'a> Parser<'a> {
         self.atom()
     }
 
+    /// `isnull(column)` / `notnull(column)`, the function's name read.
+    fn null_test(&mut self, pos: usize, negated: bool) -> Result<Sub> {
+        self.bump()?;
+        if self.tok != Tok::LParen {
+            return Err(self.err(self.pos, "expected `(` after isnull / notnull"));
+        }
+        self.bump()?;
+        let at = self.pos;
+        let Tok::Name(name) = std::mem::replace(&mut self.tok, Tok::End) else {
+            return Err(self.err(at, "isnull / notnull take a column"));
+        };
+        if !self.lex.names.iter().any(|n| *n == name) {
+            return Err(self.err(
+                at,
+                format!(
+                    "unknown name {name:?} (columns: {})",
+                    self.lex.names.join(", ")
+                ),
+            ));
+        }
+        self.bump()?;
+        if self.tok != Tok::RParen {
+            return Err(self.err(self.pos, "expected `)`: isnull / notnull take one column"));
+        }
+        self.count(pos)?;
+        self.bump()?;
+        Ok(Sub::leaf(Expr::IsNull { name, negated, pos }))
+    }
+
     fn atom(&mut self) -> Result<Sub> {
         let pos = self.pos;
         match std::mem::replace(&mut self.tok, Tok::End) {
+            Tok::Name(name)
+                if (name == "isnull" || name == "notnull")
+                    && !self.lex.names.iter().any(|n| *n == name) =>
+            {
+                self.null_test(pos, name == "notnull")
+            }
             Tok::Name(name) => {
                 if !self.lex.names.iter().any(|n| *n == name) {
                     return Err(self.err(
@@ -896,6 +961,7 @@ mod tests {
         let frame = Frame {
             n: 3,
             cols: [("x".to_string(), Raw::I64(vec![0, 1, 2]))].into(),
+            valid: Default::default(),
         };
         eval_mask(e, &frame);
         assert_eq!(e.columns(), vec!["x"]);

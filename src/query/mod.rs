@@ -55,6 +55,8 @@ struct Part {
 
 /// Reads a column's elements over a range of units.
 type ReadFn<'a> = Box<dyn Fn(&str, u64, u64) -> Result<Raw> + Sync + 'a>;
+/// A nullable column's validity over a range of units (`None`: no nulls there).
+type ValidFn<'a> = Box<dyn Fn(&str, u64, u64) -> Result<Option<Vec<bool>>> + Sync + 'a>;
 /// A column's statistics over a range of units.
 type StatsFn<'a> = Box<dyn Fn(&str, u64, u64) -> Option<ChunkStats> + Sync + 'a>;
 
@@ -63,6 +65,8 @@ type StatsFn<'a> = Box<dyn Fn(&str, u64, u64) -> Option<ChunkStats> + Sync + 'a>
 struct Source<'a> {
     tys: HashMap<String, Ty>,
     read: ReadFn<'a>,
+    /// The validity of a nullable column (tables only).
+    valid: Option<ValidFn<'a>>,
     stats: StatsFn<'a>,
     /// Elements per unit.
     scale: u64,
@@ -101,12 +105,18 @@ impl<'a> Query<'a> {
         let mut frame = Frame {
             n,
             cols: HashMap::new(),
+            valid: HashMap::new(),
         };
         let sel = match abs {
             Abs::Bool { t: false, .. } => Sel::None,
             Abs::Bool { f: false, .. } => Sel::All,
             _ => {
                 for name in self.expr.columns() {
+                    if let Some(valid) = &self.src.valid {
+                        if let Some(v) = valid(&name, a, b)? {
+                            frame.valid.insert(name.clone(), v);
+                        }
+                    }
                     let raw = (self.src.read)(&name, a, b)?;
                     frame.cols.insert(name, raw);
                 }
@@ -272,10 +282,18 @@ impl Table {
         }
         for name in parsed.columns() {
             if matches!(kinds.get(&name), Some(LeafKind::Fixed(_))) {
-                stats.insert(
-                    name.clone(),
-                    (self.column_stats(&name)?, self.column_chunklen(&name)?),
-                );
+                let mut s = self.column_stats(&name)?;
+                if self.is_nullable(&name)? {
+                    // A chunk with nulls: its bounds hold for its values, but a null row
+                    // matches nothing, so they cannot prove that every row matches.
+                    let nulls = self.column_null_counts(&name)?;
+                    for (st, n) in s.iter_mut().zip(nulls) {
+                        if n != Some(0) {
+                            *st = None;
+                        }
+                    }
+                }
+                stats.insert(name.clone(), (s, self.column_chunklen(&name)?));
             }
         }
         let kinds2 = kinds.clone();
@@ -295,6 +313,7 @@ impl Table {
                 let (first, last) = (a / cl, (b.max(a + 1) - 1) / cl);
                 merge(s.get(first as usize..=last as usize)?)
             }),
+            valid: Some(Box::new(move |name, a, b| self.column_validity(name, a, b))),
             scale: 1,
             total: self.nrows(),
         };
@@ -453,6 +472,7 @@ impl Dataset {
         let stats = self.chunk_stats()?;
         let src = Source {
             tys: HashMap::from([(ARRAY_NAME.to_string(), ty)]),
+            valid: None,
             read: Box::new(move |_, a, b| {
                 let n = ((b - a) * c0).min(shape[0] - a * c0);
                 let mut sel: Vec<crate::selection::AxisSel> = shape

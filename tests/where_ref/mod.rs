@@ -267,6 +267,8 @@ pub fn eval(e: &Expr, cols: &[(&str, Col)], r: usize) -> Result<Val, No> {
             .ok_or(No::Unknown)?
             .1
             .at(r),
+        // The reference's columns hold no nulls.
+        Expr::IsNull { negated, .. } => Val::B(*negated),
         Expr::Lit { value, .. } => match value {
             Literal::Bool(b) => Val::B(*b),
             Literal::Int(i) => Val::I(*i, None),
