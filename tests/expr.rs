@@ -226,3 +226,28 @@ fn a_failure_midway_leaves_no_output() {
         .collect();
     assert_eq!(left.len(), 1, "{left:?}");
 }
+
+#[test]
+fn whole_reductions_of_moments_match() {
+    let dir = tempfile::tempdir().unwrap();
+    let a = ArrayD::from_shape_fn(IxDyn(&[300, 40]), |i| {
+        ((i[0] * 40 + i[1]) as f64 * 0.37).sin() * 3.0 + 1.0
+    });
+    let da = dataset(dir.path(), "a.blz", &a, &[64, 40]);
+    let e = Expression::new("a * 1.0", vec![("a", Operand::Array(&da))]).unwrap();
+    let n = a.len() as f64;
+    let mean = a.sum() / n;
+    let var = a.iter().map(|x| (x - mean) * (x - mean)).sum::<f64>() / (n - 1.0);
+    close(
+        &f64s(&e.reduce(Reduce::Mean, None, 0.0).unwrap().data),
+        &[mean],
+    );
+    close(
+        &f64s(&e.reduce(Reduce::Var, None, 1.0).unwrap().data),
+        &[var],
+    );
+    close(
+        &f64s(&e.reduce(Reduce::Std, Some(&[0, 1]), 1.0).unwrap().data),
+        &[var.sqrt()],
+    );
+}

@@ -24,6 +24,7 @@ use blz::{CreateOptions, DType, Dataset, Endianness};
 mod arrow;
 mod block_cache;
 mod buffers;
+mod expr;
 mod fancy;
 mod paths;
 mod query;
@@ -2258,6 +2259,7 @@ fn _blz(m: &Bound<'_, PyModule>) -> PyResult<()> {
     paths::register(m)?;
     query::register(m)?;
     reduce::register(m)?;
+    expr::register(m)?;
     m.add("__version__", env!("CARGO_PKG_VERSION"))?;
     Ok(())
 }

@@ -212,9 +212,16 @@ fn block_moments(x: &[f64], shape: &[usize], red: &[bool]) -> Acc {
     let mean: Vec<f64> = sums.iter().map(|s| s / cnt).collect();
     let m2 = if kept == 1 {
         let m = mean[0];
-        vec![chunked_fold(x, 0.0, &|a: f64, b: f64| {
-            a + (b - m) * (b - m)
-        })]
+        // In 8 lanes, summed at the end (squared deviations, then a plain sum).
+        let mut lanes = [0.0f64; 8];
+        let mut it = x.chunks_exact(8);
+        for c in &mut it {
+            for (l, v) in lanes.iter_mut().zip(c) {
+                *l += (v - m) * (v - m);
+            }
+        }
+        let rest: f64 = it.remainder().iter().map(|v| (v - m) * (v - m)).sum();
+        vec![lanes.iter().sum::<f64>() + rest]
     } else {
         // Deviations from each output element's mean, summed the same way.
         let n = shape.len();
