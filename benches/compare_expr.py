@@ -17,10 +17,22 @@ cached, as it would after the data was written), best of ``--repeat``; its peak 
 process's peak resident set minus the same process's resident set before the task (imports,
 opened handles).
 
-Figures on this machine (2 cores, shared with other builds; blz's release wheel,
-python-blosc2 from PyPI), --n 100_000_000 --chunk 1_000_000, operands 2.4 GB:
+Figures on this machine (2 cores, 23 GB RAM; blz's release wheel, python-blosc2 4.16.1 from
+PyPI, numpy 2.4), --n 100_000_000 --chunk 1_000_000, operands 2.4 GB, best of 3. The machine
+was shared with two other builds (load average 5-6 on 2 cores), so the figures moved by 2x
+from run to run; two runs of 2026-12-07:
 
-    (see the report in the commit that added this script; filled in by a run)
+    a * b + sin(c) -> disk   blz 5.36 s / 3.97 s   blosc2 3.75 s / 3.61 s   numpy 2.32 s / 3.92 s
+                             peak +320 MB (13%) / +158 MB (6.6%) for blz; blosc2 +306 / +206 MB
+    (a * b).sum()            blz 0.67 s / 1.10 s   blosc2 0.67 s / (bad data)  numpy 0.17 s / 0.31 s
+                             peak +323 MB / +64 MB for blz
+
+So the issue's targets (1.5x blosc2 for the expression, 2x for the sum, numpy's speed in
+memory) are NOT met yet: blz is 0.7-0.9x blosc2 on the expression and about even on the sum.
+What costs most: blz evaluates a whole chunk (1e6 elements, 8 MB per operand) at a time, out
+of the CPU caches, and `sin` is libm's scalar one; blosc2 evaluates Blosc block by block
+(tens of KB, in cache) with SIMD kernels. Reading each operand's chunk straight into the
+evaluation's buffer is already done for float64.
 """
 
 from __future__ import annotations
@@ -121,14 +133,16 @@ def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--n", type=int, default=100_000_000)
     ap.add_argument("--chunk", type=int, default=1_000_000)
-    ap.add_argument("--dir", default=None)
+    ap.add_argument("--dir", default=None,
+                    help="keep the data here (reused by the next run with the same --dir)")
     ap.add_argument("--repeat", type=int, default=2)
     args = ap.parse_args()
     d = args.dir or tempfile.mkdtemp(prefix="blz-expr-bench-")
     os.makedirs(d, exist_ok=True)
     try:
         t = time.perf_counter()
-        make_data(d, args.n, args.chunk)
+        if not os.path.exists(f"{d}/blz_c.blz"):
+            make_data(d, args.n, args.chunk)
         print(f"data: 3 x {args.n:,} float64 ({3 * args.n * 8 / 1e9:.2f} GB), chunks of "
               f"{args.chunk:,}, lz4; written in {time.perf_counter() - t:.1f} s")
         operands = 3 * args.n * 8
