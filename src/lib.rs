@@ -25,6 +25,7 @@ pub mod copy;
 #[cfg(feature = "csv")]
 pub mod csv;
 pub mod dtype;
+pub mod expr;
 mod engine;
 pub mod fancy;
 pub mod ingest;

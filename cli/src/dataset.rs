@@ -209,7 +209,7 @@ fn create_source(a: &CreateArgs, seed: u64) -> Result<Box<dyn Rows>, Failure> {
 }
 
 /// Dataset creation options from the command line.
-fn create_options(
+pub(crate) fn create_options(
     l: &LayoutArgs,
     dtype: DType,
     rank: usize,

@@ -5,6 +5,7 @@ mod args;
 mod attrs;
 mod dataset;
 mod dist;
+mod eval;
 mod failure;
 mod file;
 mod import;
@@ -58,6 +59,8 @@ enum Command {
     Gc(GcArgs),
     /// Run a SQL query over tables and layer datasets.
     Sql(sql::SqlArgs),
+    /// Compute an array expression (`a * b + sin(c)`) into a new dataset, or reduce it.
+    Eval(eval::EvalArgs),
 }
 
 /// Arguments of `blz copy`.
@@ -275,6 +278,7 @@ fn run(cli: &Cli) -> Result<(), Failure> {
         Command::Copy(a) => copy(a),
         Command::Gc(a) => gc(a),
         Command::Sql(a) => sql::run(a),
+        Command::Eval(a) => eval::run(a),
     }
 }
 

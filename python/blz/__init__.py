@@ -21,6 +21,7 @@ import numpy as np
 
 from . import _blz
 from ._array import Array, Attributes
+from ._expr import LazyExpr, evaluate, lazyexpr
 from ._bcolz import BcolzArray, BcolzTable
 from ._errors import (
     ChangedError,
@@ -268,6 +269,9 @@ def num_threads() -> int:
 
 
 __all__ = [
+    "LazyExpr",
+    "evaluate",
+    "lazyexpr",
     "Array",
     "Attributes",
     "BcolzArray",

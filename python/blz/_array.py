@@ -11,6 +11,7 @@ import numpy as np
 from . import _blz, _fancy
 from ._errors import ChangedError, CorruptionError, Error, one_commit
 from ._index import empty, native
+from ._expr import ExprOps
 from ._reduce import Reductions
 
 
@@ -82,7 +83,7 @@ def raise_problems(problems: list[tuple[str, str, str | None, int | None]]) -> N
     raise first
 
 
-class Array(Reductions):
+class Array(ExprOps, Reductions):
     """An N-d dataset, indexed like a numpy array.
 
     Reads (``a[key]``, ``np.asarray(a)``) decode only the chunks they touch, in parallel with

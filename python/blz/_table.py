@@ -12,6 +12,7 @@ from . import _blz, _fancy
 from ._array import Attributes, raise_problems
 from ._errors import InvalidArgumentError, one_commit
 from ._index import ascending, empty, native
+from ._expr import ExprOps
 from ._reduce import Reductions
 
 VAR_KINDS = ("varstr", "varbytes")
@@ -415,7 +416,7 @@ def _nullable_spec(spec: Any) -> Any:
 # -- columns ------------------------------------------------------------------------------
 
 
-class Column(Reductions):
+class Column(ExprOps, Reductions):
     """One column of a table, indexed like a 1-d numpy array: a leaf (``t["pos/x"]``), or a
     nested record (``t["pos"]``, records of its fields). Reading it opens no other column's
     files."""

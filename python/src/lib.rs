@@ -25,6 +25,7 @@ use blz::{CreateOptions, DType, Dataset, Endianness};
 mod arrow;
 mod block_cache;
 mod buffers;
+mod expr;
 mod fancy;
 mod paths;
 mod query;
@@ -2367,6 +2368,7 @@ fn _blz(m: &Bound<'_, PyModule>) -> PyResult<()> {
     paths::register(m)?;
     query::register(m)?;
     reduce::register(m)?;
+    expr::register(m)?;
     m.add("__version__", env!("CARGO_PKG_VERSION"))?;
     Ok(())
 }
