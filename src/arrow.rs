@@ -18,13 +18,15 @@
 //! column may be asked for with 32-bit offsets (`utf8`, `binary`) or 64-bit ones; otherwise
 //! the table's own schema is streamed, which the protocol allows (the consumer checks).
 
-use crate::dtype::DType;
+use crate::dtype::{DType, TimeUnit, NAT};
 use crate::engine::Mode;
 use crate::table::{FieldSpec, FieldType, LeafKind, Table, Values};
 use arrow_array::builder::{GenericBinaryBuilder, GenericStringBuilder};
 use arrow_array::types::{
-    Float32Type, Float64Type, Int16Type, Int32Type, Int64Type, Int8Type, UInt16Type, UInt32Type,
-    UInt64Type, UInt8Type,
+    Date32Type, DurationMicrosecondType, DurationMillisecondType, DurationNanosecondType,
+    DurationSecondType, Float16Type, Float32Type, Float64Type, Int16Type, Int32Type, Int64Type,
+    Int8Type, IntervalYearMonthType, TimestampMicrosecondType, TimestampMillisecondType,
+    TimestampNanosecondType, TimestampSecondType, UInt16Type, UInt32Type, UInt64Type, UInt8Type,
 };
 use arrow_array::{make_array, Array};
 use arrow_array::{
@@ -32,7 +34,7 @@ use arrow_array::{
     PrimitiveArray, RecordBatch, RecordBatchOptions, RecordBatchReader, StructArray,
 };
 use arrow_buffer::{BooleanBuffer, Buffer, MutableBuffer, NullBuffer, ScalarBuffer};
-use arrow_schema::{ArrowError, DataType, Field, Fields, Schema, SchemaRef};
+use arrow_schema::{ArrowError, DataType, Field, Fields, IntervalUnit, Schema, SchemaRef};
 use rayon::prelude::*;
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -170,14 +172,220 @@ fn leaf_type(kind: LeafKind, large: bool) -> DataType {
             DType::U16 => DataType::UInt16,
             DType::U32 => DataType::UInt32,
             DType::U64 => DataType::UInt64,
+            DType::F16 => DataType::Float16,
             DType::F32 => DataType::Float32,
             DType::F64 => DataType::Float64,
             DType::C64 => complex_type(DataType::Float32),
             DType::C128 => complex_type(DataType::Float64),
             DType::Bytes(_) => binary,
             DType::Str(_) => text,
+            DType::DateTime(u) => datetime_type(u),
+            DType::TimeDelta(u) => timedelta_type(u),
         },
     }
+}
+
+/// The Arrow type of `datetime64[unit]`: Date32 for days and coarser units, a timestamp
+/// without zone in seconds .. nanoseconds (hours and minutes in seconds). Pico-, femto- and
+/// attoseconds have no Arrow type: they are typed as nanoseconds here and refused when read
+/// ([`read_leaf`] names the column).
+fn datetime_type(u: TimeUnit) -> DataType {
+    use arrow_schema::TimeUnit as A;
+    match u {
+        TimeUnit::Year | TimeUnit::Month | TimeUnit::Week | TimeUnit::Day => DataType::Date32,
+        TimeUnit::Hour | TimeUnit::Minute | TimeUnit::Second => {
+            DataType::Timestamp(A::Second, None)
+        }
+        TimeUnit::Millisecond => DataType::Timestamp(A::Millisecond, None),
+        TimeUnit::Microsecond => DataType::Timestamp(A::Microsecond, None),
+        _ => DataType::Timestamp(A::Nanosecond, None),
+    }
+}
+
+/// The Arrow type of `timedelta64[unit]`: a year-month interval for years and months, a
+/// duration in seconds for weeks .. seconds, in its own unit for ms, us and ns (ps, fs and
+/// as: as [`datetime_type`]).
+fn timedelta_type(u: TimeUnit) -> DataType {
+    use arrow_schema::TimeUnit as A;
+    match u {
+        TimeUnit::Year | TimeUnit::Month => DataType::Interval(IntervalUnit::YearMonth),
+        TimeUnit::Week | TimeUnit::Day | TimeUnit::Hour | TimeUnit::Minute | TimeUnit::Second => {
+            DataType::Duration(A::Second)
+        }
+        TimeUnit::Millisecond => DataType::Duration(A::Millisecond),
+        TimeUnit::Microsecond => DataType::Duration(A::Microsecond),
+        _ => DataType::Duration(A::Nanosecond),
+    }
+}
+
+/// One `datetime64`/`timedelta64` count of `dt` as the value Arrow holds for it in
+/// [`datetime_type`] / [`timedelta_type`] (days, seconds, months or the unit's own count);
+/// `None` for NaT, for a value that does not fit, and for ps, fs and as.
+#[cfg_attr(
+    not(all(feature = "sql", not(test))),
+    expect(dead_code, reason = "used by sql")
+)]
+pub(crate) fn time_to_arrow(dt: DType, v: i64) -> Option<i64> {
+    if v == NAT {
+        return None;
+    }
+    match dt {
+        DType::DateTime(u) => match u {
+            TimeUnit::Year | TimeUnit::Month | TimeUnit::Week | TimeUnit::Day => {
+                crate::datetime::convert_datetime(v, u, TimeUnit::Day)
+                    .and_then(|d| i32::try_from(d).ok())
+                    .map(i64::from)
+            }
+            TimeUnit::Hour => v.checked_mul(3600),
+            TimeUnit::Minute => v.checked_mul(60),
+            TimeUnit::Picosecond | TimeUnit::Femtosecond | TimeUnit::Attosecond => None,
+            _ => Some(v),
+        },
+        DType::TimeDelta(u) => match u {
+            TimeUnit::Year => v
+                .checked_mul(12)
+                .and_then(|m| i32::try_from(m).ok())
+                .map(i64::from),
+            TimeUnit::Month => i32::try_from(v).ok().map(i64::from),
+            TimeUnit::Week => v.checked_mul(7 * 86_400),
+            TimeUnit::Day => v.checked_mul(86_400),
+            TimeUnit::Hour => v.checked_mul(3600),
+            TimeUnit::Minute => v.checked_mul(60),
+            TimeUnit::Picosecond | TimeUnit::Femtosecond | TimeUnit::Attosecond => None,
+            _ => Some(v),
+        },
+        _ => None,
+    }
+}
+
+/// Values from [`time_to_arrow`] (`None`: unknown) as an Arrow array of the column's type.
+#[cfg_attr(
+    not(all(feature = "sql", not(test))),
+    expect(dead_code, reason = "used by sql")
+)]
+pub(crate) fn time_stat_array(dt: DType, v: Vec<Option<i64>>) -> ArrayRef {
+    use arrow_schema::TimeUnit as A;
+    fn p<T: ArrowPrimitiveType>(v: impl Iterator<Item = Option<T::Native>>) -> ArrayRef {
+        Arc::new(v.collect::<PrimitiveArray<T>>())
+    }
+    let i32s = v.iter().map(|x| x.and_then(|y| i32::try_from(y).ok()));
+    let ty = match dt {
+        DType::DateTime(u) => datetime_type(u),
+        _ => timedelta_type(dt.time_unit().unwrap_or(TimeUnit::Nanosecond)),
+    };
+    let i64s = v.iter().copied();
+    match ty {
+        DataType::Date32 => p::<Date32Type>(i32s),
+        DataType::Interval(_) => p::<IntervalYearMonthType>(i32s),
+        DataType::Timestamp(A::Second, _) => p::<TimestampSecondType>(i64s),
+        DataType::Timestamp(A::Millisecond, _) => p::<TimestampMillisecondType>(i64s),
+        DataType::Timestamp(A::Microsecond, _) => p::<TimestampMicrosecondType>(i64s),
+        DataType::Timestamp(..) => p::<TimestampNanosecondType>(i64s),
+        DataType::Duration(A::Second) => p::<DurationSecondType>(i64s),
+        DataType::Duration(A::Millisecond) => p::<DurationMillisecondType>(i64s),
+        DataType::Duration(A::Microsecond) => p::<DurationMicrosecondType>(i64s),
+        _ => p::<DurationNanosecondType>(i64s),
+    }
+}
+
+/// The validity of a column whose missing values are NaT: `None` when it has none (the
+/// common case costs one pass and no buffer).
+fn nat_validity(values: &[i64]) -> Option<NullBuffer> {
+    values.contains(&NAT).then(|| {
+        NullBuffer::new(BooleanBuffer::collect_bool(values.len(), |i| {
+            values[i] != NAT
+        }))
+    })
+}
+
+/// `datetime64`/`timedelta64` values (native-endian `i64` counts of `unit`, NaT for
+/// missing) as the Arrow array of [`datetime_type`] / [`timedelta_type`]: each value
+/// converted exactly, or an error naming the column and the value that has no Arrow form.
+fn time_array(path: &str, dt: DType, buf: &Buffer, n: usize) -> Result<ArrayRef, ArrowError> {
+    let raw: &[i64] = &buf.typed_data::<i64>()[..n];
+    let nulls = nat_validity(raw);
+    let (date, unit) = match dt {
+        DType::DateTime(u) => (true, u),
+        DType::TimeDelta(u) => (false, u),
+        _ => {
+            return Err(ArrowError::ComputeError(format!(
+                "column {path}: {dt} is not a time type"
+            )))
+        }
+    };
+    if matches!(
+        unit,
+        TimeUnit::Picosecond | TimeUnit::Femtosecond | TimeUnit::Attosecond
+    ) {
+        return Err(ArrowError::InvalidArgumentError(format!(
+            "column {path} holds {dt}: Arrow has no unit finer than nanoseconds (convert the \
+             column to [ns] first)"
+        )));
+    }
+    let out_of_range = |v: i64| {
+        let shown = if date {
+            crate::datetime::format_datetime(v, unit)
+        } else {
+            crate::datetime::format_timedelta(v, unit)
+        };
+        ArrowError::InvalidArgumentError(format!(
+            "column {path} ({dt}): the value {shown} does not fit Arrow's {}",
+            if date {
+                datetime_type(unit)
+            } else {
+                timedelta_type(unit)
+            }
+        ))
+    };
+    // Each value mapped (NaT to 0 under the null mask), or the first that does not fit.
+    let map = |f: &dyn Fn(i64) -> Option<i64>| -> Result<Vec<i64>, ArrowError> {
+        raw.iter()
+            .map(|&v| {
+                if v == NAT {
+                    Ok(0)
+                } else {
+                    f(v).ok_or_else(|| out_of_range(v))
+                }
+            })
+            .collect()
+    };
+    let scale = |k: i64| map(&move |v: i64| v.checked_mul(k));
+    fn prim<T: ArrowPrimitiveType>(v: Vec<T::Native>, nulls: Option<NullBuffer>) -> ArrayRef {
+        Arc::new(PrimitiveArray::<T>::new(ScalarBuffer::from(v), nulls))
+    }
+    let to_i32 = |v: Vec<i64>| -> Result<Vec<i32>, ArrowError> {
+        v.iter()
+            .zip(raw)
+            .map(|(&x, &orig)| i32::try_from(x).map_err(|_| out_of_range(orig)))
+            .collect()
+    };
+    Ok(if date {
+        match unit {
+            TimeUnit::Year | TimeUnit::Month | TimeUnit::Week | TimeUnit::Day => {
+                let days = map(&|v| crate::datetime::convert_datetime(v, unit, TimeUnit::Day))?;
+                prim::<Date32Type>(to_i32(days)?, nulls)
+            }
+            TimeUnit::Hour => prim::<TimestampSecondType>(scale(3600)?, nulls),
+            TimeUnit::Minute => prim::<TimestampSecondType>(scale(60)?, nulls),
+            TimeUnit::Second => prim::<TimestampSecondType>(raw.to_vec(), nulls),
+            TimeUnit::Millisecond => prim::<TimestampMillisecondType>(raw.to_vec(), nulls),
+            TimeUnit::Microsecond => prim::<TimestampMicrosecondType>(raw.to_vec(), nulls),
+            _ => prim::<TimestampNanosecondType>(raw.to_vec(), nulls),
+        }
+    } else {
+        match unit {
+            TimeUnit::Year => prim::<IntervalYearMonthType>(to_i32(scale(12)?)?, nulls),
+            TimeUnit::Month => prim::<IntervalYearMonthType>(to_i32(raw.to_vec())?, nulls),
+            TimeUnit::Week => prim::<DurationSecondType>(scale(7 * 86_400)?, nulls),
+            TimeUnit::Day => prim::<DurationSecondType>(scale(86_400)?, nulls),
+            TimeUnit::Hour => prim::<DurationSecondType>(scale(3600)?, nulls),
+            TimeUnit::Minute => prim::<DurationSecondType>(scale(60)?, nulls),
+            TimeUnit::Second => prim::<DurationSecondType>(raw.to_vec(), nulls),
+            TimeUnit::Millisecond => prim::<DurationMillisecondType>(raw.to_vec(), nulls),
+            TimeUnit::Microsecond => prim::<DurationMicrosecondType>(raw.to_vec(), nulls),
+            _ => prim::<DurationNanosecondType>(raw.to_vec(), nulls),
+        }
+    })
 }
 
 fn complex_type(part: DataType) -> DataType {
@@ -216,6 +424,12 @@ fn table_nodes(t: &Table) -> Vec<Slot> {
                         (Node::Struct(walk(&format!("{path}/"), sub, kinds)), false)
                     }
                 };
+                // NaT reads as null: time columns are nullable.
+                let nullable = nullable
+                    || matches!(
+                    &node,
+                    Node::Leaf { kind: LeafKind::Fixed(d), .. } if d.is_time()
+                );
                 Some((s.name.clone(), node, nullable))
             })
             .collect()
@@ -305,8 +519,10 @@ fn with_validity(
     if !flags.contains(&0) {
         return Ok(array);
     }
-    let nulls = NullBuffer::new(BooleanBuffer::collect_bool(flags.len(), |i| flags[i] != 0));
-    let data = array.to_data().into_builder().nulls(Some(nulls)).build()?;
+    let stored = NullBuffer::new(BooleanBuffer::collect_bool(flags.len(), |i| flags[i] != 0));
+    // A time column's NaT is null already: a row is null when either says so.
+    let nulls = NullBuffer::union(Some(&stored), array.nulls());
+    let data = array.to_data().into_builder().nulls(nulls).build()?;
     Ok(make_array(data))
 }
 
@@ -367,8 +583,10 @@ fn read_leaf(
         DType::U16 => primitive::<UInt16Type>(buf, n),
         DType::U32 => primitive::<UInt32Type>(buf, n),
         DType::U64 => primitive::<UInt64Type>(buf, n),
+        DType::F16 => primitive::<Float16Type>(buf, n),
         DType::F32 => primitive::<Float32Type>(buf, n),
         DType::F64 => primitive::<Float64Type>(buf, n),
+        DType::DateTime(_) | DType::TimeDelta(_) => time_array(path, dt, &buf, n)?,
         DType::C64 => complex::<Float32Type>(buf, n)?,
         DType::C128 => complex::<Float64Type>(buf, n)?,
         DType::Bytes(_) => {

@@ -27,6 +27,113 @@ impl Endianness {
     }
 }
 
+/// The unit of a `datetime64` or `timedelta64` element: every unit numpy has. A stored value
+/// is a signed 64-bit count of this unit (since 1970-01-01T00:00 for dates); `i64::MIN` is
+/// NaT ("not a time"), as in numpy.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum TimeUnit {
+    /// Years (`Y`): calendar years since 1970.
+    Year,
+    /// Months (`M`): calendar months since 1970-01.
+    Month,
+    /// Weeks (`W`): 7 days.
+    Week,
+    /// Days (`D`).
+    Day,
+    /// Hours (`h`).
+    Hour,
+    /// Minutes (`m`).
+    Minute,
+    /// Seconds (`s`).
+    Second,
+    /// Milliseconds (`ms`).
+    Millisecond,
+    /// Microseconds (`us`).
+    Microsecond,
+    /// Nanoseconds (`ns`).
+    Nanosecond,
+    /// Picoseconds (`ps`).
+    Picosecond,
+    /// Femtoseconds (`fs`).
+    Femtosecond,
+    /// Attoseconds (`as`).
+    Attosecond,
+}
+
+/// The value that stands for NaT (not a time) in a `datetime64` or `timedelta64` element.
+pub const NAT: i64 = i64::MIN;
+
+impl TimeUnit {
+    /// Every unit, coarsest first.
+    pub const ALL: [TimeUnit; 13] = [
+        TimeUnit::Year,
+        TimeUnit::Month,
+        TimeUnit::Week,
+        TimeUnit::Day,
+        TimeUnit::Hour,
+        TimeUnit::Minute,
+        TimeUnit::Second,
+        TimeUnit::Millisecond,
+        TimeUnit::Microsecond,
+        TimeUnit::Nanosecond,
+        TimeUnit::Picosecond,
+        TimeUnit::Femtosecond,
+        TimeUnit::Attosecond,
+    ];
+
+    /// numpy's code for the unit: `Y`, `M`, `W`, `D`, `h`, `m`, `s`, `ms`, `us`, `ns`, `ps`,
+    /// `fs`, `as`.
+    pub fn code(self) -> &'static str {
+        match self {
+            TimeUnit::Year => "Y",
+            TimeUnit::Month => "M",
+            TimeUnit::Week => "W",
+            TimeUnit::Day => "D",
+            TimeUnit::Hour => "h",
+            TimeUnit::Minute => "m",
+            TimeUnit::Second => "s",
+            TimeUnit::Millisecond => "ms",
+            TimeUnit::Microsecond => "us",
+            TimeUnit::Nanosecond => "ns",
+            TimeUnit::Picosecond => "ps",
+            TimeUnit::Femtosecond => "fs",
+            TimeUnit::Attosecond => "as",
+        }
+    }
+
+    /// The unit of a numpy code (`μs` is accepted for `us`, as numpy does).
+    pub fn from_code(code: &str) -> Option<TimeUnit> {
+        let code = if code == "\u{3bc}s" { "us" } else { code };
+        TimeUnit::ALL.into_iter().find(|u| u.code() == code)
+    }
+
+    /// The unit's length in attoseconds for the units of fixed length (weeks and finer);
+    /// `None` for years and months, whose length varies.
+    pub fn attoseconds(self) -> Option<i128> {
+        const S: i128 = 1_000_000_000_000_000_000;
+        Some(match self {
+            TimeUnit::Year | TimeUnit::Month => return None,
+            TimeUnit::Week => 7 * 86_400 * S,
+            TimeUnit::Day => 86_400 * S,
+            TimeUnit::Hour => 3_600 * S,
+            TimeUnit::Minute => 60 * S,
+            TimeUnit::Second => S,
+            TimeUnit::Millisecond => S / 1_000,
+            TimeUnit::Microsecond => S / 1_000_000,
+            TimeUnit::Nanosecond => S / 1_000_000_000,
+            TimeUnit::Picosecond => 1_000_000,
+            TimeUnit::Femtosecond => 1_000,
+            TimeUnit::Attosecond => 1,
+        })
+    }
+}
+
+impl fmt::Display for TimeUnit {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.code())
+    }
+}
+
 /// The type of one element of a dataset.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum DType {
@@ -48,6 +155,8 @@ pub enum DType {
     U32,
     /// Unsigned 64-bit integer.
     U64,
+    /// IEEE 754 binary16 (numpy `float16`).
+    F16,
     /// IEEE 754 binary32.
     F32,
     /// IEEE 754 binary64.
@@ -60,6 +169,11 @@ pub enum DType {
     Bytes(usize),
     /// Fixed-length Unicode string of n code points, UCS-4, zero-padded (numpy `U<n>`).
     Str(usize),
+    /// numpy `datetime64[unit]`: a signed 64-bit count of units since 1970-01-01T00:00
+    /// (UTC, no zone); [`NAT`] is NaT.
+    DateTime(TimeUnit),
+    /// numpy `timedelta64[unit]`: a signed 64-bit count of units; [`NAT`] is NaT.
+    TimeDelta(TimeUnit),
 }
 
 /// Largest fixed-length string or bytes element blz accepts (bytes per element).
@@ -70,9 +184,14 @@ impl DType {
     pub fn itemsize(&self) -> usize {
         match self {
             DType::Bool | DType::I8 | DType::U8 => 1,
-            DType::I16 | DType::U16 => 2,
+            DType::I16 | DType::U16 | DType::F16 => 2,
             DType::I32 | DType::U32 | DType::F32 => 4,
-            DType::I64 | DType::U64 | DType::F64 | DType::C64 => 8,
+            DType::I64
+            | DType::U64
+            | DType::F64
+            | DType::C64
+            | DType::DateTime(_)
+            | DType::TimeDelta(_) => 8,
             DType::C128 => 16,
             DType::Bytes(n) => *n,
             DType::Str(n) => 4 * n,
@@ -111,12 +230,32 @@ impl DType {
     }
 
     /// True for f32, f64 and the complex types (the mantissa-truncation filter applies).
+    /// float16 is apart: see [`DType::is_real_float`].
     pub fn is_float(&self) -> bool {
         matches!(self, DType::F32 | DType::F64 | DType::C64 | DType::C128)
     }
 
-    /// The name stored in metadata: `bool`, `int8`...`uint64`, `float32`, `float64`,
-    /// `complex64`, `complex128`, `S<n>`, `U<n>`.
+    /// True for the real floating-point types: float16, float32 and float64.
+    pub fn is_real_float(&self) -> bool {
+        matches!(self, DType::F16 | DType::F32 | DType::F64)
+    }
+
+    /// The unit of a `datetime64` or `timedelta64` type.
+    pub fn time_unit(&self) -> Option<TimeUnit> {
+        match self {
+            DType::DateTime(u) | DType::TimeDelta(u) => Some(*u),
+            _ => None,
+        }
+    }
+
+    /// True for `datetime64` and `timedelta64` types (64-bit counts with NaT).
+    pub fn is_time(&self) -> bool {
+        self.time_unit().is_some()
+    }
+
+    /// The name stored in metadata: `bool`, `int8`...`uint64`, `float16`, `float32`,
+    /// `float64`, `complex64`, `complex128`, `S<n>`, `U<n>`, `datetime64[<unit>]`,
+    /// `timedelta64[<unit>]` (numpy's names).
     pub fn name(&self) -> String {
         match self {
             DType::Bool => "bool".into(),
@@ -128,12 +267,15 @@ impl DType {
             DType::U16 => "uint16".into(),
             DType::U32 => "uint32".into(),
             DType::U64 => "uint64".into(),
+            DType::F16 => "float16".into(),
             DType::F32 => "float32".into(),
             DType::F64 => "float64".into(),
             DType::C64 => "complex64".into(),
             DType::C128 => "complex128".into(),
             DType::Bytes(n) => format!("S{n}"),
             DType::Str(n) => format!("U{n}"),
+            DType::DateTime(u) => format!("datetime64[{u}]"),
+            DType::TimeDelta(u) => format!("timedelta64[{u}]"),
         }
     }
 
@@ -151,19 +293,25 @@ impl DType {
             DType::Bool => "b1".to_string(),
             DType::I8 | DType::I16 | DType::I32 | DType::I64 => format!("i{}", self.itemsize()),
             DType::U8 | DType::U16 | DType::U32 | DType::U64 => format!("u{}", self.itemsize()),
-            DType::F32 | DType::F64 => format!("f{}", self.itemsize()),
+            DType::F16 | DType::F32 | DType::F64 => format!("f{}", self.itemsize()),
             DType::C64 | DType::C128 => format!("c{}", self.itemsize()),
             DType::Bytes(n) => format!("S{n}"),
             DType::Str(n) => format!("U{n}"),
+            DType::DateTime(u) => format!("M8[{u}]"),
+            DType::TimeDelta(u) => format!("m8[{u}]"),
         };
         format!("{e}{code}")
     }
 
     /// Parses a dtype name (`float64`, `f8`, `<f8`, `>i4`, `S10`, `|S10`, `<U5`, `int`,
-    /// `float`, `str`...), returning the dtype and the byte order the name states, if any.
+    /// `float`, `str`, `float16`, `f2`, `e`, `half`, `datetime64[ns]`, `<M8[ns]`,
+    /// `timedelta64[D]`, `m8[D]`...), returning the dtype and the byte order the name
+    /// states, if any.
     ///
     /// # Errors
-    /// [`Error::InvalidArgument`] for an unknown name.
+    /// [`Error::InvalidArgument`] for an unknown name, and for the `datetime64` and
+    /// `timedelta64` forms blz does not keep: a generic one without a unit (`M8`) and a
+    /// multiple of a unit (`M8[5s]`).
     pub fn parse_descr(s: &str) -> Result<(DType, Option<Endianness>)> {
         let bad = || Error::InvalidArgument(format!("unknown dtype {s:?}"));
         let too_big = || {
@@ -191,10 +339,18 @@ impl DType {
             "uint16" | "u2" => DType::U16,
             "uint32" | "u4" => DType::U32,
             "uint64" | "u8" => DType::U64,
+            "float16" | "f2" | "e" | "half" => DType::F16,
             "float32" | "f4" => DType::F32,
             "float64" | "f8" | "float" => DType::F64,
             "complex64" | "c8" => DType::C64,
             "complex128" | "c16" | "complex" => DType::C128,
+            _ if body.starts_with("datetime64")
+                || body.starts_with("timedelta64")
+                || body.starts_with("M8")
+                || body.starts_with("m8") =>
+            {
+                return parse_time(s, body);
+            }
             _ => {
                 if let Some(n) = sized("S").or_else(|| sized("bytes")) {
                     DType::Bytes(n)
@@ -214,6 +370,56 @@ impl DType {
         }
         Ok((dt, endian))
     }
+}
+
+/// Parses the body of a `datetime64`/`timedelta64` descriptor (`M8[ns]`, `timedelta64[D]`).
+fn parse_time(s: &str, body: &str) -> Result<(DType, Option<Endianness>)> {
+    let (endian, _) = match s.chars().next() {
+        Some('<') => (Some(Endianness::Little), ()),
+        Some('>') => (Some(Endianness::Big), ()),
+        _ => (None, ()),
+    };
+    let (date, rest) = if let Some(r) = body.strip_prefix("datetime64") {
+        (true, r)
+    } else if let Some(r) = body.strip_prefix("timedelta64") {
+        (false, r)
+    } else if let Some(r) = body.strip_prefix("M8") {
+        (true, r)
+    } else if let Some(r) = body.strip_prefix("m8") {
+        (false, r)
+    } else {
+        return Err(Error::InvalidArgument(format!("unknown dtype {s:?}")));
+    };
+    let kind = if date { "datetime64" } else { "timedelta64" };
+    if rest.is_empty() {
+        return Err(Error::InvalidArgument(format!(
+            "dtype {s:?}: a generic {kind} without a unit cannot be stored; give one, as in {kind}[ns]"
+        )));
+    }
+    let unit = rest
+        .strip_prefix('[')
+        .and_then(|r| r.strip_suffix(']'))
+        .ok_or_else(|| Error::InvalidArgument(format!("unknown dtype {s:?}")))?;
+    let digits = unit.bytes().take_while(u8::is_ascii_digit).count();
+    if digits > 0 {
+        return Err(Error::InvalidArgument(format!(
+            "dtype {s:?}: multiples of a unit ({unit}) are not kept; convert to {kind}[{}] first",
+            &unit[digits..]
+        )));
+    }
+    let u = TimeUnit::from_code(unit).ok_or_else(|| {
+        Error::InvalidArgument(format!(
+            "dtype {s:?}: unknown {kind} unit {unit:?} (one of Y, M, W, D, h, m, s, ms, us, ns, ps, fs, as)"
+        ))
+    })?;
+    Ok((
+        if date {
+            DType::DateTime(u)
+        } else {
+            DType::TimeDelta(u)
+        },
+        endian,
+    ))
 }
 
 impl fmt::Display for DType {
@@ -305,6 +511,51 @@ pod_element!(u32, DType::U32);
 pod_element!(u64, DType::U64);
 pod_element!(f32, DType::F32);
 pod_element!(f64, DType::F64);
+pod_element!(half::f16, DType::F16);
+
+macro_rules! time_element {
+    ($t:ident, $variant:ident, $kind:literal) => {
+        #[doc = concat!("One numpy `", $kind, "` element of any unit: the signed 64-bit count ")]
+        #[doc = "of units as stored ([`NAT`] is NaT). numpy never mixes these with plain"]
+        #[doc = "integers, so neither does blz: `i64` does not read or write them, this type"]
+        #[doc = "does, whatever the unit (the dataset's dtype says which). A dataset created"]
+        #[doc = "from values of this type without a dtype gets nanoseconds."]
+        #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Default)]
+        #[repr(transparent)]
+        pub struct $t(pub i64);
+
+        impl $t {
+            /// NaT: not a time.
+            pub const NAT: $t = $t(NAT);
+
+            /// True for NaT.
+            pub fn is_nat(self) -> bool {
+                self.0 == NAT
+            }
+        }
+
+        // SAFETY: a transparent wrapper of i64: no padding, every bit pattern valid, 8 bytes
+        // in native byte order.
+        unsafe impl Element for $t {
+            const POD: bool = true;
+            fn accepts(dtype: &DType) -> bool {
+                matches!(dtype, DType::$variant(_))
+            }
+            fn dtype() -> DType {
+                DType::$variant(TimeUnit::Nanosecond)
+            }
+            fn from_ne_bytes(b: &[u8]) -> Self {
+                $t(<i64 as Element>::from_ne_bytes(b))
+            }
+            fn write_ne_bytes(&self, out: &mut [u8]) {
+                self.0.write_ne_bytes(out)
+            }
+        }
+    };
+}
+
+time_element!(Datetime64, DateTime, "datetime64");
+time_element!(Timedelta64, TimeDelta, "timedelta64");
 
 // SAFETY: bool has invalid bit patterns, so POD is false and elements go through
 // from_ne_bytes, which maps any non-zero byte to true.
@@ -405,6 +656,7 @@ pub fn put_int(x: i128, dtype: DType, out: &mut [u8]) -> Option<()> {
 /// not a float or complex type.
 pub fn put_float(re: f64, im: f64, dtype: DType, out: &mut [u8]) -> Option<()> {
     match dtype {
+        DType::F16 => out.copy_from_slice(&half::f16::from_f64(re).to_ne_bytes()),
         DType::F32 => out.copy_from_slice(&(re as f32).to_ne_bytes()),
         DType::F64 => out.copy_from_slice(&re.to_ne_bytes()),
         DType::C64 => {
@@ -452,8 +704,10 @@ impl fmt::Display for Scalar<'_> {
 /// the one conversion of a value into a dtype. Integers must fit the type, and floats
 /// stored into integer types must be whole numbers that fit; bool takes true/false or the
 /// integers 0 and 1; float and complex types take any number (a real one has no imaginary
-/// part; float32 rounds); `S<n>` takes text of at most `n` bytes, `U<n>` of at most `n`
-/// characters, padded with zeros.
+/// part; float32 and float16 round); `S<n>` takes text of at most `n` bytes, `U<n>` of at
+/// most `n` characters, padded with zeros; `datetime64` takes ISO 8601 text
+/// ([`crate::datetime::parse_datetime`]), `NaT`, or an integer count of its unit;
+/// `timedelta64` takes an integer count of its unit or `NaT`.
 ///
 /// # Errors
 /// [`Error::InvalidArgument`] saying why `v` does not fit `dtype`.
@@ -497,7 +751,23 @@ pub fn put_scalar(v: Scalar<'_>, dtype: DType, out: &mut [u8]) -> Result<()> {
                 return fail(format!("{v} does not fit {dtype}"));
             }
         }
-        DType::F32 | DType::F64 | DType::C64 | DType::C128 => {
+        DType::DateTime(_) | DType::TimeDelta(_) => {
+            let x: i64 = match v {
+                Scalar::Text(t) if t.trim().eq_ignore_ascii_case("nat") => NAT,
+                Scalar::Text(t) => match dtype {
+                    DType::DateTime(u) => crate::datetime::parse_datetime(t, u)?,
+                    _ => return fail(format!("{v} is not a count of {dtype}'s unit")),
+                },
+                Scalar::Int(i) => match i64::try_from(i) {
+                    Ok(x) if x != NAT => x,
+                    _ => return fail(format!("{v} does not fit {dtype}")),
+                },
+                Scalar::Float(x) if x.fract() == 0.0 && x.abs() < 9.2e18 => x as i64,
+                _ => return fail(format!("{v} is not a {dtype}")),
+            };
+            out.copy_from_slice(&x.to_ne_bytes());
+        }
+        DType::F16 | DType::F32 | DType::F64 | DType::C64 | DType::C128 => {
             let (re, im) = match v {
                 Scalar::Int(i) => (i as f64, 0.0),
                 Scalar::Float(x) => (x, 0.0),
@@ -537,8 +807,9 @@ pub fn put_scalar(v: Scalar<'_>, dtype: DType, out: &mut [u8]) -> Result<()> {
 
 /// Converts a JSON value to one element's bytes in the given byte order (for fill values):
 /// numbers, `true`/`false` (a non-zero number is true), `null` for zero, `"nan"`, `"inf"` and
-/// `"-inf"` for floats, `[re, im]` for complex numbers, strings for `S<n>` and `U<n>`; then
-/// [`put_scalar`].
+/// `"-inf"` for floats, `[re, im]` for complex numbers, strings for `S<n>` and `U<n>`, ISO
+/// 8601 strings or integer counts for `datetime64`, integer counts for `timedelta64`, and
+/// `"NaT"` for both; then [`put_scalar`].
 ///
 /// # Errors
 /// [`Error::InvalidArgument`] when the value does not fit the dtype.
@@ -580,7 +851,13 @@ pub fn value_to_bytes(v: &serde_json::Value, dtype: DType, endian: Endianness) -
             Value::Null => 0,
             _ => return Err(bad()),
         }),
-        DType::F32 | DType::F64 | DType::C64 | DType::C128 => match v {
+        DType::DateTime(_) | DType::TimeDelta(_) => match v {
+            Value::Number(n) => Scalar::Int(n.as_i64().map(i128::from).ok_or_else(bad)?),
+            Value::String(s) => Scalar::Text(s.as_str()),
+            Value::Null => Scalar::Int(0),
+            _ => return Err(bad()),
+        },
+        DType::F16 | DType::F32 | DType::F64 | DType::C64 | DType::C128 => match v {
             Value::Array(a) if a.len() == 2 && matches!(dtype, DType::C64 | DType::C128) => {
                 Scalar::Complex(float(&a[0])?, float(&a[1])?)
             }
@@ -600,7 +877,8 @@ pub fn value_to_bytes(v: &serde_json::Value, dtype: DType, endian: Endianness) -
     Ok(out)
 }
 
-/// Decodes one element's bytes (in the given byte order) to a JSON value, for display.
+/// Decodes one element's bytes (in the given byte order) to a JSON value, for display:
+/// `datetime64` as numpy's ISO text, `timedelta64` as its integer count, NaT as `"NaT"`.
 pub fn bytes_to_value(b: &[u8], dtype: DType, endian: Endianness) -> serde_json::Value {
     use serde_json::{json, Value};
     let mut v = b[..dtype.itemsize()].to_vec();
@@ -620,9 +898,23 @@ pub fn bytes_to_value(b: &[u8], dtype: DType, endian: Endianness) -> serde_json:
         DType::U16 => json!(u16::from_ne_bytes(v[..2].try_into().unwrap_or_default())),
         DType::U32 => json!(u32::from_ne_bytes(v[..4].try_into().unwrap_or_default())),
         DType::U64 => json!(u64::from_ne_bytes(v[..8].try_into().unwrap_or_default())),
+        DType::F16 => f(half::f16::from_ne_bytes(v[..2].try_into().unwrap_or_default()).to_f64()),
         DType::F32 => f(f64::from(f32::from_ne_bytes(
             v[..4].try_into().unwrap_or_default(),
         ))),
+        DType::DateTime(u) => json!(crate::datetime::format_datetime(
+            i64::from_ne_bytes(v[..8].try_into().unwrap_or_default()),
+            u
+        )),
+        DType::TimeDelta(u) => {
+            let x = i64::from_ne_bytes(v[..8].try_into().unwrap_or_default());
+            if x == NAT {
+                json!("NaT")
+            } else {
+                let _ = u;
+                json!(x)
+            }
+        }
         DType::F64 => f(f64::from_ne_bytes(v[..8].try_into().unwrap_or_default())),
         DType::C64 => json!([
             f(f64::from(f32::from_ne_bytes(
@@ -706,7 +998,15 @@ mod tests {
             DType::C128,
             DType::Bytes(7),
             DType::Str(3),
+            DType::F16,
+            DType::DateTime(TimeUnit::Nanosecond),
+            DType::TimeDelta(TimeUnit::Day),
         ];
+        let all = all.into_iter().chain(
+            TimeUnit::ALL
+                .into_iter()
+                .flat_map(|u| [DType::DateTime(u), DType::TimeDelta(u)]),
+        );
         for d in all {
             assert_eq!(d.name().parse::<DType>().unwrap(), d);
             for e in [Endianness::Little, Endianness::Big] {
@@ -726,6 +1026,79 @@ mod tests {
         assert!(DType::parse_descr("<U4611686018427387904").is_err());
         assert!(DType::parse_descr("<U18446744073709551615").is_err());
         assert_eq!("U262144".parse::<DType>().unwrap().itemsize(), MAX_ITEMSIZE);
+    }
+
+    #[test]
+    fn numpy_time_and_half_names() {
+        // numpy's names and descriptors: np.dtype(x).name / .str.
+        let ns = DType::DateTime(TimeUnit::Nanosecond);
+        assert_eq!(ns.name(), "datetime64[ns]");
+        assert_eq!(ns.descr(Endianness::Little), "<M8[ns]");
+        assert_eq!(
+            DType::TimeDelta(TimeUnit::Day).descr(Endianness::Big),
+            ">m8[D]"
+        );
+        assert_eq!(DType::F16.descr(Endianness::Little), "<f2");
+        assert_eq!((DType::F16.itemsize(), DType::F16.typesize()), (2, 2));
+        assert_eq!((ns.itemsize(), ns.typesize()), (8, 8));
+        for (s, d) in [
+            ("M8[ns]", ns),
+            ("<M8[ns]", ns),
+            ("datetime64[ns]", ns),
+            ("=M8[ns]", ns),
+            ("m8[us]", DType::TimeDelta(TimeUnit::Microsecond)),
+            ("timedelta64[as]", DType::TimeDelta(TimeUnit::Attosecond)),
+            ("M8[Y]", DType::DateTime(TimeUnit::Year)),
+            ("M8[m]", DType::DateTime(TimeUnit::Minute)),
+            ("M8[M]", DType::DateTime(TimeUnit::Month)),
+            ("f2", DType::F16),
+            ("e", DType::F16),
+            ("half", DType::F16),
+            ("<f2", DType::F16),
+        ] {
+            assert_eq!(s.parse::<DType>().unwrap(), d, "{s}");
+        }
+        for (s, why) in [
+            ("M8", "generic"),
+            ("datetime64", "generic"),
+            ("m8", "generic"),
+            ("M8[5s]", "multiples"),
+            ("M8[xs]", "unknown datetime64 unit"),
+            ("M8[ns", "unknown dtype"),
+        ] {
+            let e = s.parse::<DType>().unwrap_err().to_string();
+            assert!(e.contains(why), "{s}: {e}");
+        }
+    }
+
+    #[test]
+    fn time_and_half_fill_values() {
+        let d = DType::DateTime(TimeUnit::Day);
+        let le = Endianness::Little;
+        let b = value_to_bytes(&serde_json::json!("2020-01-01"), d, le).unwrap();
+        assert_eq!(b, 18_262i64.to_le_bytes());
+        assert_eq!(bytes_to_value(&b, d, le), "2020-01-01");
+        let b = value_to_bytes(&serde_json::json!(18_262), d, le).unwrap();
+        assert_eq!(b, 18_262i64.to_le_bytes());
+        let b = value_to_bytes(&serde_json::json!("NaT"), d, le).unwrap();
+        assert_eq!(b, NAT.to_le_bytes());
+        assert_eq!(bytes_to_value(&b, d, le), "NaT");
+        assert!(value_to_bytes(&serde_json::json!("2020-02-30"), d, le).is_err());
+        let t = DType::TimeDelta(TimeUnit::Second);
+        let b = value_to_bytes(&serde_json::json!(-5), t, Endianness::Big).unwrap();
+        assert_eq!(b, (-5i64).to_be_bytes());
+        assert_eq!(bytes_to_value(&b, t, Endianness::Big), -5);
+        assert!(value_to_bytes(&serde_json::json!("2020-01-01"), t, le).is_err());
+        let b = value_to_bytes(&serde_json::json!(1.5), DType::F16, le).unwrap();
+        assert_eq!(b, half::f16::from_f32(1.5).to_le_bytes());
+        assert_eq!(bytes_to_value(&b, DType::F16, le), 1.5);
+        let b = value_to_bytes(&serde_json::json!("nan"), DType::F16, le).unwrap();
+        assert!(half::f16::from_le_bytes([b[0], b[1]]).is_nan());
+        // Newtypes accept every unit; i64 does not read dates.
+        assert!(Datetime64::accepts(&DType::DateTime(TimeUnit::Year)));
+        assert!(!Datetime64::accepts(&DType::TimeDelta(TimeUnit::Year)));
+        assert!(!i64::accepts(&d));
+        assert!(Timedelta64::NAT.is_nat());
     }
 
     #[test]

@@ -24,6 +24,7 @@ mod column;
 pub mod copy;
 #[cfg(feature = "csv")]
 pub mod csv;
+pub mod datetime;
 pub mod dtype;
 pub mod expr;
 mod engine;

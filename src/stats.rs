@@ -59,7 +59,9 @@ impl StatKind {
             DType::Bool => StatKind::Bool,
             DType::I8 | DType::I16 | DType::I32 | DType::I64 => StatKind::Int,
             DType::U8 | DType::U16 | DType::U32 | DType::U64 => StatKind::UInt,
-            DType::F32 | DType::F64 => StatKind::Float,
+            DType::F16 | DType::F32 | DType::F64 => StatKind::Float,
+            // Counts of a unit; NaT is left out of the bounds and counted as `nan_count`.
+            DType::DateTime(_) | DType::TimeDelta(_) => StatKind::Int,
             _ => return None,
         })
     }
@@ -296,8 +298,27 @@ macro_rules! float_stats {
         }
     };
 }
+float_stats!(stats_f16, half::f16);
 float_stats!(stats_f32, f32);
 float_stats!(stats_f64, f64);
+
+/// The bounds of `datetime64`/`timedelta64` counts without NaT, and the NaT count.
+fn stats_time(bytes: &[u8], acc: &mut Acc<i64>) {
+    for c in bytes.chunks_exact(8) {
+        let v = i64::from_ne_bytes([c[0], c[1], c[2], c[3], c[4], c[5], c[6], c[7]]);
+        if v == crate::dtype::NAT {
+            acc.nan += 1;
+            continue;
+        }
+        if !acc.any || v < acc.min {
+            acc.min = v;
+        }
+        if !acc.any || v > acc.max {
+            acc.max = v;
+        }
+        acc.any = true;
+    }
+}
 
 /// Accumulates statistics over runs of native-order elements of one dtype.
 #[derive(Debug, Clone, Copy)]
@@ -354,7 +375,9 @@ impl Stats {
             (Stats::UInt(a), DType::U16) => stats_u16(bytes, a),
             (Stats::UInt(a), DType::U32) => stats_u32(bytes, a),
             (Stats::UInt(a), DType::U64) => stats_u64(bytes, a),
+            (Stats::Float(a), DType::F16) => stats_f16(bytes, a),
             (Stats::Float(a), DType::F32) => stats_f32(bytes, a),
+            (Stats::Int(a, _), DType::DateTime(_) | DType::TimeDelta(_)) => stats_time(bytes, a),
             (Stats::Float(a), DType::F64) => stats_f64(bytes, a),
             _ => {}
         }
@@ -366,10 +389,10 @@ impl Stats {
             return;
         }
         self.add(dtype, element);
-        if let Stats::Float(a) = self {
-            if a.nan > 0 {
-                a.nan = n;
-            }
+        match self {
+            Stats::Float(a) if a.nan > 0 => a.nan = n,
+            Stats::Int(a, _) if a.nan > 0 => a.nan = n,
+            _ => {}
         }
     }
 
@@ -387,7 +410,8 @@ impl Stats {
         }
         let ((min, max), nan_count) = match self {
             Stats::Int(a, true) => (mm(&a, |v| StatValue::Bool(v != 0)), 0),
-            Stats::Int(a, false) => (mm(&a, StatValue::Int), 0),
+            // Integers count no NaN; datetime64/timedelta64 count their NaTs here.
+            Stats::Int(a, false) => (mm(&a, StatValue::Int), a.nan),
             Stats::UInt(a) => (mm(&a, StatValue::UInt), 0),
             Stats::Float(a) => (mm(&a, StatValue::Float), a.nan),
         };

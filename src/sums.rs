@@ -96,6 +96,18 @@ macro_rules! summand {
 summand!(true; i8, i16, i32, i64, u8, u16, u32, u64);
 summand!(false; f32, f64);
 
+impl Summand for half::f16 {
+    #[inline(always)]
+    fn f(self) -> f64 {
+        self.to_f64()
+    }
+    #[inline(always)]
+    fn wrap(self) -> i64 {
+        self.to_f64() as i64
+    }
+    const INT: bool = false;
+}
+
 /// Pairwise sum in `f64` (numpy's scheme: blocks of up to 128 summed in eight lanes, halves
 /// added recursively), so the error grows with the log of the length.
 pub(crate) fn pairwise<T: Summand>(v: &[T]) -> f64 {

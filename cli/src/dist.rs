@@ -259,6 +259,7 @@ fn scan_axes(a: &ScanArgs, opts: &ScanOptions, op: Reduction, t0: Instant) -> Re
             ReduceOutput::U16(x) => format!("{x}"),
             ReduceOutput::U32(x) => format!("{x}"),
             ReduceOutput::U64(x) => format!("{x}"),
+            ReduceOutput::F16(x) => format!("{x}"),
             ReduceOutput::F32(x) => format!("{x}"),
             ReduceOutput::F64(x) => format!("{x}"),
         };
@@ -287,6 +288,7 @@ fn json_values(r: &ReduceOutput) -> Vec<serde_json::Value> {
         ReduceOutput::U16(x) => x.iter().map(|&v| V::from(v)).collect(),
         ReduceOutput::U32(x) => x.iter().map(|&v| V::from(v)).collect(),
         ReduceOutput::U64(x) => x.iter().map(|&v| V::from(v)).collect(),
+        ReduceOutput::F16(x) => x.iter().map(|&v| V::from(v.to_f64())).collect(),
         ReduceOutput::F32(x) => x.iter().map(|&v| V::from(f64::from(v))).collect(),
         ReduceOutput::F64(x) => x.iter().map(|&v| V::from(v)).collect(),
     }

@@ -54,6 +54,21 @@ pub fn text_of(b: &[u8], dtype: DType) -> String {
     }
 }
 
+/// The shortest decimal text that reads back as the same float16 (numpy's repr: `0.1`
+/// for the float16 nearest 0.1).
+fn f16_shortest(x: half::f16) -> String {
+    let v = x.to_f64();
+    for digits in 1..=5 {
+        let s = format!("{v:.*e}", digits - 1);
+        if let Ok(p) = s.parse::<f64>() {
+            if half::f16::from_f64(p) == x {
+                return format!("{p:?}");
+            }
+        }
+    }
+    format!("{v:?}")
+}
+
 /// One native-endian element as text: integers plainly, floats in their shortest exact form
 /// (`0.1`, `1e-7`, `nan`, `inf`), complex as `1.0+2.0j`, bool as `true`/`false`, strings raw
 /// (or JSON-quoted when `quote`).
@@ -70,8 +85,15 @@ pub fn element_text(b: &[u8], dtype: DType, quote: bool) -> String {
         DType::U16 => u16::from_ne_bytes(ne(b)).to_string(),
         DType::U32 => u32::from_ne_bytes(ne(b)).to_string(),
         DType::U64 => u64::from_ne_bytes(ne(b)).to_string(),
+        DType::F16 => {
+            let x = half::f16::from_ne_bytes(ne(b));
+            float_text(x.to_f64(), || f16_shortest(x))
+        }
         DType::F32 => f32s(f32::from_ne_bytes(ne(b))),
         DType::F64 => f64s(f64::from_ne_bytes(ne(b))),
+        // numpy's str of the element: ISO 8601 text, `5 days`, `NaT`.
+        DType::DateTime(u) => blz::datetime::format_datetime(i64::from_ne_bytes(ne(b)), u),
+        DType::TimeDelta(u) => blz::datetime::format_timedelta(i64::from_ne_bytes(ne(b)), u),
         DType::C64 => {
             let c = Complex::new(f32::from_ne_bytes(ne(b)), f32::from_ne_bytes(ne(&b[4..])));
             complex_text(f32s(c.re), f32s(c.im))
@@ -118,8 +140,20 @@ pub fn element_json(b: &[u8], dtype: DType) -> serde_json::Value {
         DType::U16 => u16::from_ne_bytes(ne(b)).into(),
         DType::U32 => u32::from_ne_bytes(ne(b)).into(),
         DType::U64 => u64::from_ne_bytes(ne(b)).into(),
+        DType::F16 => {
+            let x = half::f16::from_ne_bytes(ne(b));
+            num(x.to_f64(), f16_shortest(x))
+        }
         DType::F32 => f32v(f32::from_ne_bytes(ne(b))),
         DType::F64 => f64v(f64::from_ne_bytes(ne(b))),
+        // Dates as ISO 8601 text, durations as their count of the unit; NaT as "NaT".
+        DType::DateTime(u) => {
+            Value::String(blz::datetime::format_datetime(i64::from_ne_bytes(ne(b)), u))
+        }
+        DType::TimeDelta(_) => match i64::from_ne_bytes(ne(b)) {
+            blz::dtype::NAT => Value::String("NaT".into()),
+            x => x.into(),
+        },
         DType::C64 => Value::Array(vec![
             f32v(f32::from_ne_bytes(ne(b))),
             f32v(f32::from_ne_bytes(ne(&b[4..]))),
@@ -248,6 +282,26 @@ mod tests {
 
     #[test]
     fn texts() {
+        assert_eq!(
+            element_text(&half::f16::from_f64(0.1).to_ne_bytes(), DType::F16, false),
+            "0.1"
+        );
+        assert_eq!(
+            element_text(
+                &18_262i64.to_ne_bytes(),
+                DType::DateTime(blz::dtype::TimeUnit::Day),
+                false
+            ),
+            "2020-01-01"
+        );
+        assert_eq!(
+            element_text(
+                &i64::MIN.to_ne_bytes(),
+                DType::DateTime(blz::dtype::TimeUnit::Nanosecond),
+                false
+            ),
+            "NaT"
+        );
         assert_eq!(
             element_text(&0.1f32.to_ne_bytes(), DType::F32, false),
             "0.1"

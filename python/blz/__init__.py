@@ -84,6 +84,10 @@ def __dir__() -> list[str]:
 def _fill_json(fill: Any, dtype: np.dtype) -> str | None:
     if fill is None:
         return None
+    if dtype.kind in "mM":
+        # datetime64/timedelta64: the count of the dtype's unit, or "NaT".
+        t = np.asarray(fill, dtype=dtype).reshape(())
+        return json.dumps("NaT" if np.isnat(t) else int(t.view(np.int64)))
     v = np.asarray(fill, dtype=dtype).reshape(()).item()
     if isinstance(v, complex):
         v = [_float_json(v.real), _float_json(v.imag)]

@@ -30,6 +30,8 @@ except ImportError:  # numpy < 2
 
 _NO = object()
 
+# Kinds reduced in Rust. datetime64 ("M") and timedelta64 ("m") arrays reduce through numpy
+# on the array read whole, with numpy's NaT rules.
 _NUMERIC = "biuf"
 
 
@@ -71,9 +73,11 @@ class Reductions:
         axes = _axes(axis, self.ndim, arg)
         descr, shape, data = self._blz_reduce(op, axes, float(ddof))
         r = np.frombuffer(data, dtype=np.dtype(descr)).reshape(shape)
-        # numpy's dtypes where blz computes more widely: float32 means stay float32.
-        if op in ("mean", "std", "var") and self.dtype == np.float32 and dtype is None:
-            r = r.astype(np.float32)
+        # numpy's dtypes where blz computes more widely: float32 and float16 means stay in
+        # their dtype.
+        if (op in ("mean", "std", "var") and self.dtype in (np.float32, np.float16)
+                and dtype is None):
+            r = r.astype(self.dtype)
         if dtype is not None:
             r = r.astype(dtype, copy=False)
         if keepdims:

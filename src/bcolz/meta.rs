@@ -232,15 +232,14 @@ pub(crate) fn parse_sizes(v: &Value, path: &Path) -> Result<Vec<u64>> {
 ///
 /// # Errors
 /// [`Error::Unsupported`] naming `path` for dtypes blz has no equivalent of (object,
-/// structured, datetime, float16...).
+/// structured, generic or multiple-unit datetime64...). bcolz stores `float16`,
+/// `datetime64[unit]` and `timedelta64[unit]` columns as numpy does: blz reads them as its
+/// own types of the same names.
 pub(crate) fn parse_dtype(s: &str, path: &Path) -> Result<(DType, Endianness)> {
     let why = match s {
         "object" | "O" | "|O" => Some("object dtype (pickled Python objects)"),
         _ if s.starts_with('[') || s.starts_with('(') || s.contains('V') => {
             Some("structured or void dtype")
-        }
-        _ if s.contains("datetime") || s.contains("timedelta") || s.contains('M') => {
-            Some("datetime and timedelta dtypes")
         }
         _ => None,
     };
@@ -249,7 +248,8 @@ pub(crate) fn parse_dtype(s: &str, path: &Path) -> Result<(DType, Endianness)> {
             path,
             format!(
                 "bcolz dtype {s:?}: {why} has no blz equivalent (blz holds bool, int8..int64, \
-                 uint8..uint64, float32, float64, complex64, complex128, S<n> and U<n>)"
+                 uint8..uint64, float16..float64, complex64, complex128, S<n>, U<n>, \
+                 datetime64[unit] and timedelta64[unit])"
             ),
         )
     };
@@ -444,11 +444,23 @@ mod tests {
             parse_dtype(">i4", p).unwrap(),
             (DType::I32, Endianness::Big)
         );
+        // bcolz's str(dtype) of numpy's float16, datetime64 and timedelta64.
+        assert_eq!(parse_dtype("float16", p).unwrap(), (DType::F16, le));
+        assert_eq!(
+            parse_dtype("datetime64[ns]", p).unwrap(),
+            (DType::DateTime(crate::dtype::TimeUnit::Nanosecond), le)
+        );
+        assert_eq!(
+            parse_dtype(">m8[D]", p).unwrap(),
+            (
+                DType::TimeDelta(crate::dtype::TimeUnit::Day),
+                Endianness::Big
+            )
+        );
         for bad in [
             "object",
-            "float16",
-            "<M8[ns]",
-            "datetime64[ns]",
+            "datetime64",
+            "<M8[5s]",
             "|V8",
             "[('a', '<i4')]",
             "|S0",

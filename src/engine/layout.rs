@@ -284,7 +284,7 @@ pub(crate) fn build_storage_meta(
         match dtype {
             DType::Bool => serde_json::json!(false),
             DType::Bytes(_) | DType::Str(_) => serde_json::json!(""),
-            DType::F32 | DType::F64 => serde_json::json!(0.0),
+            DType::F16 | DType::F32 | DType::F64 => serde_json::json!(0.0),
             DType::C64 | DType::C128 => serde_json::json!([0.0, 0.0]),
             _ => serde_json::json!(0),
         }

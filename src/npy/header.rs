@@ -177,9 +177,7 @@ fn unsupported_descr(descr: &Py) -> String {
             let code = s.trim_start_matches(['<', '>', '|', '=']);
             let what = match code.chars().next() {
                 Some('O') => "object arrays (Python objects) cannot be stored; convert them to a fixed-size dtype first, e.g. arr.astype('U20') or arr.astype(float)",
-                Some('M') | Some('m') => "datetime and timedelta arrays are not supported; store them as integers, e.g. arr.view('i8')",
                 Some('V') => "raw void (V) arrays are not supported",
-                Some('f') if code == "f2" => "float16 is not supported; convert with arr.astype('f4')",
                 Some('f') | Some('c') => "extended-precision floats are not supported; convert to float64 or complex128",
                 _ => "this dtype is not supported",
             };
@@ -245,11 +243,18 @@ fn parse_dict(text: &[u8]) -> Result<NpyHeader, String> {
 fn scalar_descr(d: &str) -> Result<(DType, Endianness), String> {
     let unsupported = || unsupported_descr(&Py::Str(d.to_string()));
     let code = d.trim_start_matches(['<', '>', '|', '=']);
-    if !code.starts_with(['b', 'i', 'u', 'f', 'c', 'S', 'U', '?']) {
+    if !code.starts_with(['b', 'i', 'u', 'f', 'e', 'c', 'S', 'U', '?', 'M', 'm']) {
         return Err(unsupported());
     }
     // Numpy writes `<S0`-like names only for zero-size strings, which parse_descr refuses.
-    let (dtype, endian) = DType::parse_descr(d).map_err(|_| unsupported())?;
+    // A datetime64/timedelta64 blz does not keep (generic, a multiple of a unit) says why.
+    let (dtype, endian) = DType::parse_descr(d).map_err(|e| {
+        if code.starts_with(['M', 'm']) {
+            e.to_string()
+        } else {
+            unsupported()
+        }
+    })?;
     Ok((dtype, endian.unwrap_or_else(Endianness::native)))
 }
 
@@ -542,9 +547,27 @@ mod tests {
         )
         .unwrap_err();
         assert!(e.contains("structured"), "{e}");
-        let e = parse_dict(b"{'descr': '<M8[ns]', 'fortran_order': False, 'shape': (3,), }")
-            .unwrap_err();
-        assert!(e.contains("datetime"), "{e}");
+        // numpy's datetime64/timedelta64 and float16 are kept; a generic datetime64 or a
+        // multiple of a unit is refused, saying why.
+        let h =
+            parse_dict(b"{'descr': '<M8[ns]', 'fortran_order': False, 'shape': (3,), }").unwrap();
+        assert_eq!(h.dtype, DType::DateTime(crate::dtype::TimeUnit::Nanosecond));
+        let h =
+            parse_dict(b"{'descr': '>m8[D]', 'fortran_order': False, 'shape': (3,), }").unwrap();
+        assert_eq!(
+            (h.dtype, h.endian),
+            (
+                DType::TimeDelta(crate::dtype::TimeUnit::Day),
+                Endianness::Big
+            )
+        );
+        let h = parse_dict(b"{'descr': '<f2', 'fortran_order': False, 'shape': (3,), }").unwrap();
+        assert_eq!(h.dtype, DType::F16);
+        for (d, why) in [("<M8", "generic"), ("<m8[5s]", "multiples")] {
+            let text = format!("{{'descr': '{d}', 'fortran_order': False, 'shape': (3,), }}");
+            let e = parse_dict(text.as_bytes()).unwrap_err();
+            assert!(e.contains(why), "{e}");
+        }
         assert!(parse_dict(b"{'descr': '<f8', 'shape': (3,), }").is_err());
         assert!(parse_dict(b"{'descr': '<f8', 'fortran_order': False, 'shape': (3,").is_err());
     }
@@ -582,7 +605,10 @@ mod tests {
         assert_eq!(size, 28);
         for (bad, why) in [
             (&b"[('v', '<f8', (3,))]"[..], "subarray of shape (3)"),
-            (b"[('t', '<M8[s]')]", "field \"t\": dtype"),
+            (
+                b"[('t', '<M8[2s]')]",
+                "field \"t\": invalid argument: dtype",
+            ),
             (b"[('a', '|V4')]", "field \"a\""),
             (b"['a']", "not a (name, type) tuple"),
             (b"[((1, 2), '<f8')]", "has no name"),

@@ -176,9 +176,9 @@ impl Ty {
     pub(crate) fn of_dtype(dtype: DType) -> Option<Ty> {
         Some(match dtype {
             DType::Bool => Ty::Bool,
-            DType::F32 | DType::F64 => Ty::Float,
+            DType::F16 | DType::F32 | DType::F64 => Ty::Float,
             DType::Bytes(_) | DType::Str(_) => Ty::Str,
-            DType::C64 | DType::C128 => return None,
+            DType::C64 | DType::C128 | DType::DateTime(_) | DType::TimeDelta(_) => return None,
             d => Ty::Int(IK::of(d)?),
         })
     }
@@ -232,6 +232,11 @@ fn fixed_value(d: DType, b: &[u8]) -> V<'_> {
         DType::U16 => V::Int(IK::U16, Cow::Owned(conv!(b, u16, i64))),
         DType::U32 => V::Int(IK::U32, Cow::Owned(conv!(b, u32, i64))),
         DType::U64 => V::UInt(Cow::Owned(conv!(b, u64, u64))),
+        DType::F16 => V::Float(Cow::Owned(
+            b.chunks_exact(2)
+                .map(|c| half::f16::from_ne_bytes([c[0], c[1]]).to_f64())
+                .collect(),
+        )),
         DType::F32 => V::Float(Cow::Owned(conv!(b, f32, f64))),
         DType::F64 => V::Float(Cow::Owned(conv!(b, f64, f64))),
         // numpy's view of a fixed string: trailing NULs are not part of it.
@@ -253,7 +258,10 @@ fn fixed_value(d: DType, b: &[u8]) -> V<'_> {
                 })
                 .collect(),
         ),
-        DType::C64 | DType::C128 => V::Bool(Cow::Owned(Vec::new())),
+        // Refused by `Ty::of_dtype`: never evaluated.
+        DType::C64 | DType::C128 | DType::DateTime(_) | DType::TimeDelta(_) => {
+            V::Bool(Cow::Owned(Vec::new()))
+        }
     }
 }
 

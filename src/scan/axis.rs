@@ -68,6 +68,8 @@ pub enum ReduceOutput {
     U32(ArrayD<u32>),
     /// Unsigned 64-bit integers.
     U64(ArrayD<u64>),
+    /// binary16 floats (min, max and sum of float16, as numpy's).
+    F16(ArrayD<half::f16>),
     /// binary32 floats.
     F32(ArrayD<f32>),
     /// binary64 floats.
@@ -86,6 +88,7 @@ macro_rules! each_output {
             ReduceOutput::U16($a) => $e,
             ReduceOutput::U32($a) => $e,
             ReduceOutput::U64($a) => $e,
+            ReduceOutput::F16($a) => $e,
             ReduceOutput::F32($a) => $e,
             ReduceOutput::F64($a) => $e,
         }
@@ -105,6 +108,7 @@ impl ReduceOutput {
             ReduceOutput::U16(_) => DType::U16,
             ReduceOutput::U32(_) => DType::U32,
             ReduceOutput::U64(_) => DType::U64,
+            ReduceOutput::F16(_) => DType::F16,
             ReduceOutput::F32(_) => DType::F32,
             ReduceOutput::F64(_) => DType::F64,
         }
@@ -129,6 +133,7 @@ impl ReduceOutput {
             ReduceOutput::U16(a) => a.iter().for_each(|v| out.extend(v.to_ne_bytes())),
             ReduceOutput::U32(a) => a.iter().for_each(|v| out.extend(v.to_ne_bytes())),
             ReduceOutput::U64(a) => a.iter().for_each(|v| out.extend(v.to_ne_bytes())),
+            ReduceOutput::F16(a) => a.iter().for_each(|v| out.extend(v.to_ne_bytes())),
             ReduceOutput::F32(a) => a.iter().for_each(|v| out.extend(v.to_ne_bytes())),
             ReduceOutput::F64(a) => a.iter().for_each(|v| out.extend(v.to_ne_bytes())),
         }
@@ -152,6 +157,7 @@ impl ReduceOutput {
             ReduceOutput::U16(a) => first(a.iter().next().map(|&v| S::UInt(v.into()))),
             ReduceOutput::U32(a) => first(a.iter().next().map(|&v| S::UInt(v.into()))),
             ReduceOutput::U64(a) => first(a.iter().next().map(|&v| S::UInt(v.into()))),
+            ReduceOutput::F16(a) => first(a.iter().next().map(|&v| S::Float(v.into()))),
             ReduceOutput::F32(a) => first(a.iter().next().map(|&v| S::Float(v.into()))),
             ReduceOutput::F64(a) => first(a.iter().next().map(|&v| S::Float(v))),
         }
@@ -195,7 +201,7 @@ macro_rules! num_float {
         }
     )*};
 }
-num_float!(f32, f64);
+num_float!(half::f16, f32, f64);
 
 use crate::sums::{pairwise, Summand};
 
@@ -929,6 +935,7 @@ wrap!(i64, I64);
 wrap!(u16, U16);
 wrap!(u32, U32);
 wrap!(u64, U64);
+wrap!(half::f16, F16);
 wrap!(f32, F32);
 wrap!(f64, F64);
 impl Wrap for u8 {
@@ -954,7 +961,7 @@ fn typed<T: chunkwise::FromStat + Wrap>(
         return chunkwise::reduce::<T>(core, g, opts, op, recs);
     }
     let dt = core.dtype;
-    let float = matches!(dt, DType::F32 | DType::F64);
+    let float = matches!(dt, DType::F16 | DType::F32 | DType::F64);
     let signed = matches!(
         dt,
         DType::Bool | DType::I8 | DType::I16 | DType::I32 | DType::I64
@@ -974,6 +981,9 @@ fn typed<T: chunkwise::FromStat + Wrap>(
             let v = drive(core, g, opts, &FloatSum::<T>(P))?;
             if dt == DType::F32 {
                 ReduceOutput::F32(arr(g, v.into_iter().map(|x| x as f32).collect())?)
+            } else if dt == DType::F16 {
+                // numpy sums float16 in float32 and rounds the result to float16.
+                ReduceOutput::F16(arr(g, v.into_iter().map(half::f16::from_f64).collect())?)
             } else {
                 ReduceOutput::F64(arr(g, v)?)
             }
@@ -1089,6 +1099,7 @@ pub(super) fn reduce_core(
         DType::U16 => typed::<u16>(core, &g, opts, op, ddof, r),
         DType::U32 => typed::<u32>(core, &g, opts, op, ddof, r),
         DType::U64 => typed::<u64>(core, &g, opts, op, ddof, r),
+        DType::F16 => typed::<half::f16>(core, &g, opts, op, ddof, r),
         DType::F32 => typed::<f32>(core, &g, opts, op, ddof, r),
         DType::F64 => typed::<f64>(core, &g, opts, op, ddof, r),
         other => Err(Error::InvalidArgument(format!(

@@ -14,8 +14,8 @@ use crate::dtype::DType;
 use crate::stats::{ChunkStats, StatValue};
 use crate::table::{LeafKind, Table};
 use arrow_array::{
-    ArrayRef, BooleanArray, Float32Array, Float64Array, Int16Array, Int32Array, Int64Array,
-    Int8Array, UInt16Array, UInt32Array, UInt64Array, UInt8Array,
+    ArrayRef, BooleanArray, Float16Array, Float32Array, Float64Array, Int16Array, Int32Array,
+    Int64Array, Int8Array, UInt16Array, UInt32Array, UInt64Array, UInt8Array,
 };
 use arrow_schema::SchemaRef;
 use async_trait::async_trait;
@@ -312,7 +312,9 @@ impl<'a> RangeStats<'a> {
                 let mut acc: Option<StatValue> = None;
                 for k in first..=last {
                     let s = c.chunks.get(usize::try_from(k).ok()?)?.as_ref()?;
-                    if s.nan_count > 0 {
+                    // A time column's `nan_count` counts NaTs: nulls in SQL, outside the
+                    // bounds and never matched by a comparison.
+                    if s.nan_count > 0 && !c.dtype.is_time() {
                         // Arrow orders NaN after every number (and -NaN before): a bound that
                         // leaves NaN out could skip rows a comparison keeps.
                         return None;
@@ -424,6 +426,18 @@ fn stat_array(dtype: DType, v: &[Option<StatValue>]) -> ArrayRef {
                 .collect::<Float32Array>(),
         ),
         DType::F64 => Arc::new(v.iter().map(float).collect::<Float64Array>()),
+        DType::F16 => Arc::new(
+            v.iter()
+                .map(|s| float(s).map(|x| half::f16::from_f64(x)))
+                .collect::<Float16Array>(),
+        ),
+        DType::DateTime(_) | DType::TimeDelta(_) => {
+            let a: Vec<Option<i64>> = v
+                .iter()
+                .map(|s| int(s).and_then(|x| crate::arrow::time_to_arrow(dtype, x)))
+                .collect();
+            crate::arrow::time_stat_array(dtype, a)
+        }
         // Types without an order DataFusion prunes by: all unknown.
         _ => Arc::new(v.iter().map(|_| None::<i64>).collect::<Int64Array>()),
     }
@@ -444,6 +458,10 @@ impl PruningStatistics for RangeStats<'_> {
 
     fn null_counts(&self, column: &Column) -> Option<ArrayRef> {
         let c = self.columns.get(&column.name)?;
+        // NaT in a time column reads as null too, and the statistics do not count it apart.
+        if c.dtype.is_time() {
+            return None;
+        }
         Some(Arc::new(
             self.ranges
                 .iter()

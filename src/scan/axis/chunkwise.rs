@@ -62,6 +62,23 @@ fn float_nan<T: From<f32>>() -> T {
 from_stat!(no_nan; i8, i16, i32, i64, u8, u16, u32, u64);
 from_stat!(float_nan; f32, f64);
 
+impl FromStat for half::f16 {
+    #[inline]
+    fn from_stat(v: StatValue) -> Self {
+        match v {
+            StatValue::Bool(b) => half::f16::from(u8::from(b)),
+            StatValue::Int(i) => half::f16::from_f64(i as f64),
+            StatValue::UInt(u) => half::f16::from_f64(u as f64),
+            // A float16 statistic is the float16 value widened: narrowing it back is exact.
+            StatValue::Float(f) => half::f16::from_f64(f),
+        }
+    }
+    #[inline]
+    fn nan_value() -> Self {
+        half::f16::NAN
+    }
+}
+
 /// One chunk of the grid: its coordinates and how many of its elements are visible.
 struct Chunk {
     coords: Vec<u64>,
@@ -229,12 +246,15 @@ pub(super) fn reduce<T: FromStat + Wrap>(
                 int = int.wrapping_add(p.int);
                 float += p.float;
             }
-            let float_dt = matches!(dt, DType::F32 | DType::F64);
+            let float_dt = matches!(dt, DType::F16 | DType::F32 | DType::F64);
             match (op, float_dt, dt) {
                 (Reduction::Mean, _, _) => {
                     ReduceOutput::F64(arr(g, vec![float / g.n_reduced as f64])?)
                 }
                 (_, true, DType::F32) => ReduceOutput::F32(arr(g, vec![float as f32])?),
+                (_, true, DType::F16) => {
+                    ReduceOutput::F16(arr(g, vec![half::f16::from_f64(float)])?)
+                }
                 (_, true, _) => ReduceOutput::F64(arr(g, vec![float])?),
                 (_, false, DType::Bool | DType::I8 | DType::I16 | DType::I32 | DType::I64) => {
                     ReduceOutput::I64(arr(g, vec![int])?)
