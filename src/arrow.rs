@@ -20,7 +20,7 @@
 
 use crate::dtype::{DType, TimeUnit, NAT};
 use crate::engine::Mode;
-use crate::table::{FieldSpec, FieldType, LeafKind, Table, Values};
+use crate::table::{FieldSpec, FieldType, LeafKind, Table};
 use arrow_array::builder::{GenericBinaryBuilder, GenericStringBuilder};
 use arrow_array::types::{
     Date32Type, DurationMicrosecondType, DurationMillisecondType, DurationNanosecondType,
@@ -30,10 +30,11 @@ use arrow_array::types::{
 };
 use arrow_array::{make_array, Array};
 use arrow_array::{
-    ArrayRef, ArrowPrimitiveType, BooleanArray, FixedSizeListArray, OffsetSizeTrait,
-    PrimitiveArray, RecordBatch, RecordBatchOptions, RecordBatchReader, StructArray,
+    ArrayRef, ArrowPrimitiveType, BooleanArray, FixedSizeListArray, GenericBinaryArray,
+    GenericStringArray, OffsetSizeTrait, PrimitiveArray, RecordBatch, RecordBatchOptions,
+    RecordBatchReader, StructArray,
 };
-use arrow_buffer::{BooleanBuffer, Buffer, MutableBuffer, NullBuffer, ScalarBuffer};
+use arrow_buffer::{BooleanBuffer, Buffer, MutableBuffer, NullBuffer, OffsetBuffer, ScalarBuffer};
 use arrow_schema::{ArrowError, DataType, Field, Fields, IntervalUnit, Schema, SchemaRef};
 use rayon::prelude::*;
 use std::collections::HashMap;
@@ -496,6 +497,36 @@ fn bytes_array(path: &str, large: bool, items: &[&[u8]]) -> Result<ArrayRef, Arr
     }
 }
 
+/// A string (`text`) or binary array of the items that `parts` holds as lengths and bytes
+/// back to back, per chunk. Strings are checked as UTF-8 once, over the whole buffer.
+fn var_array<O: OffsetSizeTrait>(
+    path: &str,
+    text: bool,
+    parts: &[(Vec<u32>, Vec<u8>)],
+) -> Result<ArrayRef, ArrowError> {
+    let total: usize = parts.iter().map(|(_, b)| b.len()).sum();
+    check_offsets::<O>(path, total)?;
+    let n: usize = parts.iter().map(|(l, _)| l.len()).sum();
+    let mut offsets: Vec<O> = Vec::with_capacity(n + 1);
+    let mut values = MutableBuffer::with_capacity(total);
+    let mut at = 0usize;
+    offsets.push(O::usize_as(0));
+    for (lens, bytes) in parts {
+        for &l in lens {
+            at += l as usize;
+            offsets.push(O::usize_as(at));
+        }
+        values.extend_from_slice(bytes);
+    }
+    let offsets = OffsetBuffer::new(ScalarBuffer::from(offsets));
+    let values: Buffer = values.into();
+    Ok(if text {
+        Arc::new(GenericStringArray::<O>::try_new(offsets, values, None)?)
+    } else {
+        Arc::new(GenericBinaryArray::<O>::try_new(offsets, values, None)?)
+    })
+}
+
 fn trim_zeros(b: &[u8]) -> &[u8] {
     let end = b.iter().rposition(|&x| x != 0).map_or(0, |i| i + 1);
     &b[..end]
@@ -540,26 +571,22 @@ fn read_leaf(
     let dt = match kind {
         LeafKind::Fixed(dt) => dt,
         LeafKind::VarStr | LeafKind::VarBytes => {
-            let Values::Var(items) = t.column_rows(path, start, end).map_err(blz_error)? else {
-                return Err(ArrowError::ComputeError(format!(
-                    "column {path} read as fixed-size values"
-                )));
+            // The chunks' lengths and bytes straight into Arrow's offsets and values: one
+            // allocation per buffer, not one per item.
+            let parts = t.var_rows_flat(path, start, end).map_err(blz_error)?;
+            let text = kind == LeafKind::VarStr;
+            let array = if large {
+                var_array::<i64>(path, text, &parts)
+            } else {
+                var_array::<i32>(path, text, &parts)
             };
-            if kind == LeafKind::VarBytes {
-                let refs: Vec<&[u8]> = items.iter().map(Vec::as_slice).collect();
-                return bytes_array(path, large, &refs);
-            }
-            let refs = items
-                .iter()
-                .map(|s| std::str::from_utf8(s))
-                .collect::<Result<Vec<&str>, _>>()
-                .map_err(|e| {
-                    ArrowError::InvalidArgumentError(format!(
-                        "column {path} of {}: a value is not UTF-8 ({e})",
-                        t.path().display()
-                    ))
-                })?;
-            return text_array(path, large, &refs);
+            return array.map_err(|e| match e {
+                ArrowError::InvalidArgumentError(m) => ArrowError::InvalidArgumentError(format!(
+                    "column {path} of {}: {m}",
+                    t.path().display()
+                )),
+                other => other,
+            });
         }
     };
     let size = dt.itemsize();

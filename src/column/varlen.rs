@@ -83,6 +83,52 @@ pub fn decode_items(p: &[u8]) -> std::result::Result<Vec<Vec<u8>>, String> {
     Ok(items)
 }
 
+/// Items `lo..hi` of a chunk payload as their lengths and their bytes back to back (the
+/// payload's own layout, copied in two pieces rather than one allocation per item), checked
+/// as [`decode_items`] checks the whole payload.
+///
+/// # Errors
+/// A description of the inconsistency (the caller names file and chunk).
+pub fn decode_items_flat(
+    p: &[u8],
+    lo: usize,
+    hi: usize,
+) -> std::result::Result<(Vec<u32>, Vec<u8>), String> {
+    let n = p
+        .get(..4)
+        .map(|b| u32::from_le_bytes([b[0], b[1], b[2], b[3]]) as usize)
+        .ok_or("payload shorter than its item count")?;
+    let lens_end = n
+        .checked_mul(4)
+        .and_then(|x| x.checked_add(4))
+        .filter(|&e| e <= p.len())
+        .ok_or_else(|| {
+            format!(
+                "{n} item lengths do not fit in a payload of {} bytes",
+                p.len()
+            )
+        })?;
+    if hi > n || lo > hi {
+        return Err(format!("items {lo}..{hi} asked of a chunk of {n}"));
+    }
+    let lens: Vec<u32> = p[4..lens_end]
+        .chunks_exact(4)
+        .map(|b| u32::from_le_bytes([b[0], b[1], b[2], b[3]]))
+        .collect();
+    let body = p.len() - lens_end;
+    let total: u64 = lens.iter().map(|&l| u64::from(l)).sum();
+    if total != body as u64 {
+        return Err(format!(
+            "item lengths sum to {total} bytes where the payload holds {body}"
+        ));
+    }
+    // Within the body now: every partial sum is at most `body`.
+    let skip: usize = lens[..lo].iter().map(|&l| l as usize).sum();
+    let take: usize = lens[lo..hi].iter().map(|&l| l as usize).sum();
+    let at = lens_end + skip;
+    Ok((lens[lo..hi].to_vec(), p[at..at + take].to_vec()))
+}
+
 impl VarCore {
     fn params(&self) -> CompressParams {
         CompressParams {
@@ -145,6 +191,36 @@ impl VarCore {
             })
             .collect::<Result<_>>()?;
         Ok(parts.into_iter().flatten().collect())
+    }
+
+    /// Reads rows `start..end` of a column of `nrows` rows as the items' lengths and their
+    /// bytes back to back, per chunk in row order (what Arrow's string and binary arrays are
+    /// made of: no allocation per item).
+    pub(crate) fn read_rows_flat(
+        &self,
+        nrows: u64,
+        start: u64,
+        end: u64,
+    ) -> Result<Vec<(Vec<u32>, Vec<u8>)>> {
+        if start >= end {
+            return Ok(Vec::new());
+        }
+        let cl = self.chunklen;
+        (start / cl..end.div_ceil(cl))
+            .into_par_iter()
+            .map_init(Vec::new, |scratch, k| {
+                let valid = (nrows - k * cl).min(cl);
+                self.store.read_chunk(k, scratch)?;
+                let f = k / self.store.superchunksize();
+                let path = self.store.file_path(f);
+                let j = k % self.store.superchunksize();
+                let payload =
+                    blosc::decompress(scratch, 1).map_err(|e| Error::chunk(&path, j, e.0))?;
+                let lo = start.saturating_sub(k * cl) as usize;
+                let hi = ((end - k * cl).min(valid)) as usize;
+                decode_items_flat(&payload, lo, hi).map_err(|e| Error::chunk(&path, j, e))
+            })
+            .collect()
     }
 
     /// Reads the rows at `indices` (any order, repeats allowed), decoding each chunk once.
@@ -252,5 +328,13 @@ mod tests {
         long[8..12].copy_from_slice(&1000u32.to_le_bytes());
         assert!(decode_items(&long).is_err());
         assert!(decode_items(&[]).is_err());
+        let (lens, bytes) = decode_items_flat(&p, 1, 3).unwrap();
+        assert_eq!(lens, vec![1, 11]);
+        assert_eq!(bytes, b"ahello world".to_vec());
+        assert_eq!(decode_items_flat(&p, 0, 4).unwrap().1.len(), 15);
+        assert!(decode_items_flat(&p, 2, 5).is_err());
+        assert!(decode_items_flat(&p[..p.len() - 1], 0, 1).is_err());
+        assert!(decode_items_flat(&long, 0, 1).is_err());
+        assert!(decode_items_flat(&huge, 0, 1).is_err());
     }
 }

@@ -22,15 +22,20 @@ use async_trait::async_trait;
 use datafusion::catalog::Session;
 use datafusion::common::pruning::PruningStatistics;
 use datafusion::common::stats::{Precision, Statistics};
+use datafusion::common::tree_node::TreeNodeRecursion;
 use datafusion::common::{Column, DFSchema};
 use datafusion::datasource::TableType;
 use datafusion::error::Result as DfResult;
 use datafusion::execution::{SendableRecordBatchStream, TaskContext};
 use datafusion::logical_expr::utils::conjunction;
 use datafusion::logical_expr::{Expr, TableProviderFilterPushDown};
+use datafusion::physical_expr::PhysicalExpr;
 use datafusion::physical_optimizer::pruning::PruningPredicateBuilder;
+use datafusion::physical_plan::metrics::MetricsSet;
 use datafusion::physical_plan::streaming::{PartitionStream, StreamingTableExec};
-use datafusion::physical_plan::ExecutionPlan;
+use datafusion::physical_plan::{
+    DisplayAs, DisplayFormatType, ExecutionPlan, PlanProperties, StatisticsArgs,
+};
 use std::collections::HashMap;
 use std::sync::Arc;
 
@@ -169,14 +174,118 @@ impl datafusion::catalog::TableProvider for TableSource {
                 })
                 .collect()
         };
-        Ok(Arc::new(StreamingTableExec::try_new(
+        let rows: Vec<usize> = if ranges.is_empty() {
+            vec![0]
+        } else {
+            ranges
+                .chunks(per)
+                .map(|run| run.iter().map(|&(s, e)| (e - s) as usize).sum())
+                .collect()
+        };
+        let inner: Arc<dyn ExecutionPlan> = Arc::new(StreamingTableExec::try_new(
             schema,
             partitions,
             None,
             Vec::new(),
             false,
             limit,
-        )?))
+        )?);
+        Ok(Arc::new(ScanExec { inner, rows }))
+    }
+}
+
+/// The scan's plan: DataFusion's streaming table over the row ranges, which also tells the
+/// planner how many rows those ranges hold (at most: the filters are applied after), so that
+/// a join builds its hash table on the smaller side, as it does over parquet files.
+#[derive(Debug)]
+struct ScanExec {
+    inner: Arc<dyn ExecutionPlan>,
+    /// Rows of each partition's ranges.
+    rows: Vec<usize>,
+}
+
+impl DisplayAs for ScanExec {
+    fn fmt_as(&self, t: DisplayFormatType, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+        self.inner.fmt_as(t, f)?;
+        if matches!(t, DisplayFormatType::Default | DisplayFormatType::Verbose) {
+            write!(f, ", rows={}", self.rows.iter().sum::<usize>())?;
+        }
+        Ok(())
+    }
+}
+
+impl ExecutionPlan for ScanExec {
+    fn name(&self) -> &str {
+        "BlzScanExec"
+    }
+
+    fn properties(&self) -> &Arc<PlanProperties> {
+        self.inner.properties()
+    }
+
+    fn children(&self) -> Vec<&Arc<dyn ExecutionPlan>> {
+        Vec::new()
+    }
+
+    fn apply_expressions(
+        &self,
+        _f: &mut dyn FnMut(&Arc<dyn PhysicalExpr>) -> DfResult<TreeNodeRecursion>,
+    ) -> DfResult<TreeNodeRecursion> {
+        Ok(TreeNodeRecursion::Continue)
+    }
+
+    fn with_new_children(
+        self: Arc<Self>,
+        children: Vec<Arc<dyn ExecutionPlan>>,
+    ) -> DfResult<Arc<dyn ExecutionPlan>> {
+        if children.is_empty() {
+            Ok(self)
+        } else {
+            Err(datafusion::error::DataFusionError::Internal(
+                "a blz scan has no children".into(),
+            ))
+        }
+    }
+
+    fn execute(
+        &self,
+        partition: usize,
+        ctx: Arc<TaskContext>,
+    ) -> DfResult<SendableRecordBatchStream> {
+        self.inner.execute(partition, ctx)
+    }
+
+    fn metrics(&self) -> Option<MetricsSet> {
+        self.inner.metrics()
+    }
+
+    fn statistics_from_inputs(
+        &self,
+        _input_stats: &[Arc<Statistics>],
+        args: &StatisticsArgs,
+    ) -> DfResult<Arc<Statistics>> {
+        let mut rows = match args.partition() {
+            Some(p) => self.rows.get(p).copied().unwrap_or(0),
+            None => self.rows.iter().sum(),
+        };
+        if let Some(fetch) = self.inner.fetch() {
+            rows = rows.min(fetch);
+        }
+        let mut s = Statistics::new_unknown(&self.inner.schema());
+        s.num_rows = Precision::Inexact(rows);
+        Ok(Arc::new(s))
+    }
+
+    fn fetch(&self) -> Option<usize> {
+        self.inner.fetch()
+    }
+
+    fn with_fetch(&self, limit: Option<usize>) -> Option<Arc<dyn ExecutionPlan>> {
+        let inner = self.inner.with_fetch(limit)?;
+        Some(Arc::new(ScanExec {
+            inner,
+            rows: self.rows.clone(),
+        }))
     }
 }
 

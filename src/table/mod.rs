@@ -1296,6 +1296,28 @@ impl Table {
         }
     }
 
+    /// Reads rows `start..end` of a variable-length column as, per chunk in row order, the
+    /// items' lengths and their bytes back to back: no allocation per item (Arrow's string
+    /// arrays are built from these).
+    ///
+    /// # Errors
+    /// As [`Table::column_rows`]; [`Error::InvalidArgument`] for a fixed-size column.
+    pub(crate) fn var_rows_flat(
+        &self,
+        name: &str,
+        start: u64,
+        end: u64,
+    ) -> Result<Vec<(Vec<u32>, Vec<u8>)>> {
+        self.check_range(start, end)?;
+        let c = self.col(name)?;
+        match &c.engine {
+            Engine::Var(v) => self.unless_changed(v.read_rows_flat(self.nrows(), start, end)),
+            Engine::Fixed(_) => Err(Error::InvalidArgument(format!(
+                "column {name} holds fixed-size values, not variable-length ones"
+            ))),
+        }
+    }
+
     /// Reads a whole column.
     ///
     /// # Errors
