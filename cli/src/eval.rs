@@ -5,6 +5,7 @@ use crate::args::LayoutArgs;
 use crate::failure::{say, Failure};
 use blz::expr::{Expression, Lit, Operand, Reduce};
 use blz::{AnyDataset, Endianness};
+use std::io::Write;
 use std::path::PathBuf;
 
 /// Arguments of `blz eval`.

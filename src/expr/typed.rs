@@ -317,7 +317,7 @@ pub(crate) fn count_uses(t: &TNode, uses: &mut [usize]) {
 
 fn to_i128(v: &Val) -> Vec<i128> {
     match v {
-        Val::B(x) => map1(x, |a| i128::from(a)),
+        Val::B(x) => map1(x, i128::from),
         Val::I(x) => map1(x, i128::from),
         Val::U(x) => map1(x, i128::from),
         Val::F(x) => map1(x, |a| a as i128),
