@@ -934,13 +934,27 @@ pub fn reduce(ds: &Dataset, opts: &ScanOptions, op: Reduction) -> Result<Reduced
 /// As [`reduce`], over one fixed-size column of a table.
 ///
 /// # Errors
-/// As [`reduce`] and [`scan_column`].
+/// As [`reduce`] and [`scan_column`]; [`Error::InvalidArgument`] for a nullable column
+/// holding nulls.
 pub fn reduce_column(
     table: &Table,
     column: &str,
     opts: &ScanOptions,
     op: Reduction,
 ) -> Result<Reduced> {
+    if table.is_nullable(column)?
+        && table
+            .column_null_counts(column)?
+            .iter()
+            .any(|n| *n != Some(0))
+    {
+        // The values of null rows are the fill value: a reduction would count them.
+        return Err(Error::InvalidArgument(format!(
+            "column {column} of {} holds nulls, which a reduction of its values would count \
+             as its fill value: reduce it with blz::sql (nulls skipped) or a where filter",
+            table.path().display()
+        )));
+    }
     Target::Column(table, column).run(|core, shape, path| reduce_core(core, shape, path, opts, op))
 }
 

@@ -41,7 +41,7 @@ struct Model {
 }
 
 fn null_at(k: u8, j: usize, seed: u8) -> bool {
-    k != 0 && (j + seed as usize) % k as usize == 0
+    k != 0 && (j + seed as usize).is_multiple_of(k as usize)
 }
 
 fn gen(n: usize, seed: u8, k: u8) -> Model {
@@ -388,4 +388,21 @@ fn where_expressions_have_sql_null_semantics() {
     assert_eq!(rows("b > -200"), (0..40).collect::<Vec<u64>>());
     assert!(t.where_rows("isnull(zz)", &[]).is_err());
     assert!(t.where_rows("isnull(i + 1)", &[]).is_err());
+}
+
+#[test]
+fn reductions_refuse_a_column_holding_nulls() {
+    use blz::scan::{reduce_column, Reduction, ScanOptions};
+    let dir = tempfile::tempdir().unwrap();
+    let mut t = create(&dir.path().join("t.blz"));
+    t.append(&payload(&gen(9, 1, 0))).unwrap();
+    // No nulls yet: reduced as before.
+    assert!(reduce_column(&t, "i", &ScanOptions::default(), Reduction::Sum).is_ok());
+    t.append(&payload(&gen(9, 1, 2))).unwrap();
+    let e = reduce_column(&t, "i", &ScanOptions::default(), Reduction::Max).unwrap_err();
+    assert!(
+        e.to_string().contains("column i") && e.to_string().contains("nulls"),
+        "{e}"
+    );
+    assert!(reduce_column(&t, "b", &ScanOptions::default(), Reduction::Sum).is_ok());
 }

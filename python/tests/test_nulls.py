@@ -199,3 +199,19 @@ def test_is_null_filters_skip_chunks_without_nulls(tmp_path):
     assert got.column(0).to_pylist() == [10]
     with pytest.raises(Exception):
         blz.sql("SELECT count(*) AS n FROM t WHERE x IS NOT NULL", t=str(tmp_path / "t.blz")).to_arrow()
+
+
+def test_where_has_null_semantics_and_isnull(tmp_path):
+    df = pd.DataFrame(
+        {
+            "x": [1.0, np.nan, 3.0, 4.0],
+            "s": ["a", None, "c", None],
+        }
+    )
+    t = blz.create(str(tmp_path / "t.blz"), df)
+    assert t.where_rows("x > 2").tolist() == [2, 3]
+    # A comparison with a missing value is neither true nor false: `~` of it is not true.
+    assert t.where_rows("~(x > 2)").tolist() == [0]
+    assert t.where_rows("isnull(x)").tolist() == [1]
+    assert t.where_rows("notnull(s) & (x < 2)").tolist() == [0]
+    assert t.where_rows("isnull(s) | (x > 3)").tolist() == [1, 3]
