@@ -71,13 +71,17 @@ class Reductions:
     ) -> Any:
         arg = op in ("argmin", "argmax")
         axes = _axes(axis, self.ndim, arg)
-        descr, shape, data = self._blz_reduce(op, axes, float(ddof))
+        # numpy's std of float16 is the square root of its float16 variance.
+        half_std = op == "std" and self.dtype == np.float16 and dtype is None
+        descr, shape, data = self._blz_reduce("var" if half_std else op, axes, float(ddof))
         r = np.frombuffer(data, dtype=np.dtype(descr)).reshape(shape)
         # numpy's dtypes where blz computes more widely: float32 and float16 means stay in
         # their dtype.
         if (op in ("mean", "std", "var") and self.dtype in (np.float32, np.float16)
                 and dtype is None):
             r = r.astype(self.dtype)
+        if half_std:
+            r = np.sqrt(r)
         if dtype is not None:
             r = r.astype(dtype, copy=False)
         if keepdims:

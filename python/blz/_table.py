@@ -274,6 +274,13 @@ def is_tabular(data: Any) -> bool:
 def normalize_tabular(data: Any) -> Any:
     """A DataFrame as a dict of columns; anything else as it is."""
     if type(data).__name__ == "DataFrame" and hasattr(data, "columns"):
+        for c in data.columns:
+            if getattr(data[c].dtype, "tz", None) is not None:
+                raise TypeError(
+                    f"column {str(c)!r} holds timezone-aware datetimes ({data[c].dtype}), "
+                    "which blz does not store yet; store them in UTC without the zone "
+                    "(series.dt.tz_convert(None)) or as another column"
+                )
         return {str(c): frame_column(str(c), data[c]) for c in data.columns}
     return data
 

@@ -192,7 +192,17 @@ struct Buf {
 
 impl Buf {
     fn get(obj: &Bound<'_, PyAny>, writable: bool) -> PyResult<Buf> {
-        let buf = PyUntypedBuffer::get(obj)?;
+        let buf = match PyUntypedBuffer::get(obj) {
+            Ok(b) => b,
+            // numpy exports no buffer of datetime64/timedelta64 arrays: their int64 view has
+            // the same bytes (the buffer holds the view, and the view the array).
+            Err(e) => match obj.getattr("dtype").and_then(|d| d.getattr("kind")) {
+                Ok(k) if matches!(k.extract::<String>().as_deref(), Ok("M" | "m")) => {
+                    PyUntypedBuffer::get(&obj.call_method1("view", ("i8",))?)?
+                }
+                _ => return Err(e),
+            },
+        };
         if !buf.is_c_contiguous() {
             return Err(PyValueError::new_err("blz needs a C-contiguous buffer"));
         }

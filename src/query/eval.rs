@@ -297,7 +297,10 @@ pub(crate) fn check(text: &str, e: &Expr, col_ty: &dyn Fn(&str) -> Option<Ty>) -
             error(
                 text,
                 *pos,
-                format!("column {name:?} holds values a query cannot compare (complex)"),
+                format!(
+                    "column {name:?} holds values a query cannot compare (complex numbers; \
+                     datetime64 and timedelta64 are not yet in where expressions)"
+                ),
             )
         })?,
         Expr::Lit { value, .. } => match value {
