@@ -43,7 +43,13 @@ pub struct EvalArgs {
 
 /// What a `--var` names, opened.
 enum Source {
-    Data(AnyDataset, Option<String>),
+    Data(Box<AnyDataset>, Option<String>),
+    Number(Lit),
+}
+
+/// A `--var`'s source, borrowed.
+enum Source2<'a> {
+    Data(&'a AnyDataset, &'a Option<String>),
     Number(Lit),
 }
 
@@ -62,7 +68,7 @@ fn parse_var(s: &str) -> Result<(String, Source), Failure> {
         None => (src, None),
     };
     let ds = blz::open(path).map_err(|e| Failure::new(format!("--var {name}: {path}: {e}")))?;
-    Ok((name.to_string(), Source::Data(ds, column)))
+    Ok((name.to_string(), Source::Data(Box::new(ds), column)))
 }
 
 /// `blz eval`.
@@ -80,11 +86,15 @@ pub fn run(a: &EvalArgs) -> Result<(), Failure> {
         .collect::<Result<Vec<_>, _>>()?;
     let mut operands = Vec::with_capacity(sources.len());
     for (name, src) in &sources {
+        let src = match src {
+            Source::Data(d, c) => Source2::Data(d.as_ref(), c),
+            Source::Number(l) => Source2::Number(*l),
+        };
         let op = match src {
-            Source::Number(l) => Operand::Scalar(*l),
-            Source::Data(AnyDataset::Array(d), None) => Operand::Array(d),
-            Source::Data(AnyDataset::Table(t), Some(c)) => Operand::Column(t, c.clone()),
-            Source::Data(AnyDataset::Table(t), None) => {
+            Source2::Number(l) => Operand::Scalar(l),
+            Source2::Data(AnyDataset::Array(d), None) => Operand::Array(d),
+            Source2::Data(AnyDataset::Table(t), Some(c)) => Operand::Column(t, c.clone()),
+            Source2::Data(AnyDataset::Table(t), None) => {
                 return Err(Failure::new(format!(
                     "--var {name}: {} is a table: name a column, {name}={}::COLUMN (columns: {})",
                     t.path().display(),
@@ -92,7 +102,7 @@ pub fn run(a: &EvalArgs) -> Result<(), Failure> {
                     t.column_names().join(", ")
                 )))
             }
-            Source::Data(_, _) => {
+            Source2::Data(_, _) => {
                 return Err(Failure::new(format!(
                     "--var {name}: not an array dataset or a table's column"
                 )))
