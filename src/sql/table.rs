@@ -392,7 +392,7 @@ fn stat_array(dtype: DType, v: &[Option<StatValue>]) -> ArrayRef {
         DType::F64 => Arc::new(v.iter().map(float).collect::<Float64Array>()),
         DType::F16 => Arc::new(
             v.iter()
-                .map(|s| float(s).map(|x| half::f16::from_f64(x)))
+                .map(|s| float(s).map(half::f16::from_f64))
                 .collect::<Float16Array>(),
         ),
         DType::DateTime(_) | DType::TimeDelta(_) => {
