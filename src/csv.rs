@@ -85,6 +85,13 @@ pub fn parse_cell(s: &str, dtype: DType) -> Result<Scalar<'_>> {
     let fail = |m: String| Err(Error::InvalidArgument(m));
     match dtype {
         DType::Bytes(_) | DType::Str(_) => Ok(Scalar::Text(s)),
+        // An empty field is NaT; an integer a count of the unit; other text an ISO 8601
+        // date or date-time (checked when stored).
+        DType::DateTime(_) | DType::TimeDelta(_) => Ok(match t.parse::<i128>() {
+            _ if t.is_empty() => Scalar::Text("NaT"),
+            Ok(i) => Scalar::Int(i),
+            Err(_) => Scalar::Text(t),
+        }),
         DType::Bool => match t.to_ascii_lowercase().as_str() {
             "true" | "1" | "t" | "yes" => Ok(Scalar::Bool(true)),
             "false" | "0" | "f" | "no" => Ok(Scalar::Bool(false)),
@@ -92,7 +99,7 @@ pub fn parse_cell(s: &str, dtype: DType) -> Result<Scalar<'_>> {
         },
         _ => {
             if t.is_empty() {
-                return if dtype.is_float() {
+                return if dtype.is_float() || dtype == DType::F16 {
                     Ok(Scalar::Float(f64::NAN))
                 } else {
                     fail(format!("empty field cannot be stored as {dtype}"))
@@ -891,6 +898,16 @@ mod tests {
         assert!(parse_cell("", DType::I64).is_err());
         assert_eq!(parse_cell("Yes", DType::Bool).unwrap(), Scalar::Bool(true));
         assert!(parse_cell("maybe", DType::Bool).is_err());
+        // Into a declared datetime64/timedelta64/float16 column.
+        let day = DType::DateTime(crate::dtype::TimeUnit::Day);
+        let mut b = [0u8; 8];
+        for (cell, want) in [("2020-01-01", 18_262i64), ("", crate::dtype::NAT), ("5", 5)] {
+            crate::dtype::put_scalar(parse_cell(cell, day).unwrap(), day, &mut b).unwrap();
+            assert_eq!(i64::from_ne_bytes(b), want, "{cell:?}");
+        }
+        let bad = parse_cell("2020-13-01", day).unwrap();
+        assert!(crate::dtype::put_scalar(bad, day, &mut b).is_err());
+        assert!(matches!(parse_cell("", DType::F16).unwrap(), Scalar::Float(x) if x.is_nan()));
         assert_eq!(
             parse_cell(" a ", DType::Str(3)).unwrap(),
             Scalar::Text(" a ")

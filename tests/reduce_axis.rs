@@ -192,6 +192,7 @@ fn as_f64(o: &ReduceOutput) -> Vec<f64> {
         ReduceOutput::U16(a) => a.iter().map(|&v| f64::from(v)).collect(),
         ReduceOutput::U32(a) => a.iter().map(|&v| f64::from(v)).collect(),
         ReduceOutput::U64(a) => a.iter().map(|&v| v as f64).collect(),
+        ReduceOutput::F16(a) => a.iter().map(|&v| v.to_f64()).collect(),
         ReduceOutput::F32(a) => a.iter().map(|&v| f64::from(v)).collect(),
         ReduceOutput::F64(a) => a.iter().copied().collect(),
     }

@@ -197,8 +197,8 @@ fn extract_year_of_dates() {
     for b in &out {
         let y = arrow_cast_f64(b.column(0));
         let n = b.column(1).as_primitive::<Int64Type>();
-        for i in 0..b.num_rows() {
-            got.push((y[i] as i64, n.value(i)));
+        for (i, &year) in y.iter().enumerate().take(b.num_rows()) {
+            got.push((year as i64, n.value(i)));
         }
     }
     let mut want = std::collections::BTreeMap::new();
