@@ -428,9 +428,9 @@ fn table_nodes(t: &Table) -> Vec<Slot> {
                 // NaT reads as null: time columns are nullable.
                 let nullable = nullable
                     || matches!(
-                    &node,
-                    Node::Leaf { kind: LeafKind::Fixed(d), .. } if d.is_time()
-                );
+                        &node,
+                        Node::Leaf { kind: LeafKind::Fixed(d), .. } if d.is_time()
+                    );
                 Some((s.name.clone(), node, nullable))
             })
             .collect()
