@@ -178,7 +178,6 @@ fn dates_are_sql_dates_and_nat_is_null() {
 }
 
 #[test]
-#[ignore = "EXTRACT needs DataFusion's datetime_expressions feature, not yet on"]
 fn extract_year_of_dates() {
     let dir = tempfile::tempdir().unwrap();
     let p = dir.path().join("t.blz");
