@@ -71,8 +71,8 @@ CO2_QUERIES = [
 
 FERTILITY_QUERIES = [
     'SELECT count(*) AS n FROM t WHERE "2010" > 3',
-    'SELECT count("1960") AS n, avg("1960") AS a, max("2015") AS hi FROM t',
-    'SELECT "Country Code" AS c FROM t WHERE "2014" IS NULL ORDER BY c',
+    'SELECT count("1960") AS n, avg("1960") AS a, max("2013") AS hi FROM t',
+    'SELECT "Country Code" AS c FROM t WHERE "2013" IS NULL ORDER BY c',
     'SELECT substr("Country Name", 1, 1) AS l, count("2000") AS n, max("2000") AS hi '
     "FROM t GROUP BY l ORDER BY l",
 ]
