@@ -89,6 +89,7 @@ pub fn decode_items(p: &[u8]) -> std::result::Result<Vec<Vec<u8>>, String> {
 ///
 /// # Errors
 /// A description of the inconsistency (the caller names file and chunk).
+#[cfg(feature = "arrow")]
 pub fn decode_items_flat(
     p: &[u8],
     lo: usize,
@@ -196,6 +197,7 @@ impl VarCore {
     /// Reads rows `start..end` of a column of `nrows` rows as the items' lengths and their
     /// bytes back to back, per chunk in row order (what Arrow's string and binary arrays are
     /// made of: no allocation per item).
+    #[cfg(feature = "arrow")]
     pub(crate) fn read_rows_flat(
         &self,
         nrows: u64,

@@ -1302,6 +1302,7 @@ impl Table {
     ///
     /// # Errors
     /// As [`Table::column_rows`]; [`Error::InvalidArgument`] for a fixed-size column.
+    #[cfg(feature = "arrow")]
     pub(crate) fn var_rows_flat(
         &self,
         name: &str,
