@@ -360,18 +360,50 @@ fn time_array(path: &str, dt: DType, buf: &Buffer, n: usize) -> Result<ArrayRef,
             .map(|(&x, &orig)| i32::try_from(x).map_err(|_| out_of_range(orig)))
             .collect()
     };
+    // Values that Arrow keeps as they are: the buffer itself when no value is NaT (no copy),
+    // else a copy with NaT as 0 under the null mask.
+    let same = || -> Vec<i64> { raw.iter().map(|&v| if v == NAT { 0 } else { v }).collect() };
+    fn shared<T: ArrowPrimitiveType<Native = i64>>(
+        buf: &Buffer,
+        n: usize,
+        nulls: Option<NullBuffer>,
+        same: impl Fn() -> Vec<i64>,
+    ) -> ArrayRef {
+        match nulls {
+            None => Arc::new(PrimitiveArray::<T>::new(
+                ScalarBuffer::new(buf.clone(), 0, n),
+                None,
+            )),
+            Some(nulls) => Arc::new(PrimitiveArray::<T>::new(
+                ScalarBuffer::from(same()),
+                Some(nulls),
+            )),
+        }
+    }
     Ok(if date {
         match unit {
-            TimeUnit::Year | TimeUnit::Month | TimeUnit::Week | TimeUnit::Day => {
+            TimeUnit::Day => {
+                // The common case (dates): days are Date32's own unit, only narrowed.
+                let mut days = Vec::with_capacity(n);
+                for &v in raw {
+                    if v == NAT {
+                        days.push(0);
+                    } else {
+                        days.push(i32::try_from(v).map_err(|_| out_of_range(v))?);
+                    }
+                }
+                prim::<Date32Type>(days, nulls)
+            }
+            TimeUnit::Year | TimeUnit::Month | TimeUnit::Week => {
                 let days = map(&|v| crate::datetime::convert_datetime(v, unit, TimeUnit::Day))?;
                 prim::<Date32Type>(to_i32(days)?, nulls)
             }
             TimeUnit::Hour => prim::<TimestampSecondType>(scale(3600)?, nulls),
             TimeUnit::Minute => prim::<TimestampSecondType>(scale(60)?, nulls),
-            TimeUnit::Second => prim::<TimestampSecondType>(raw.to_vec(), nulls),
-            TimeUnit::Millisecond => prim::<TimestampMillisecondType>(raw.to_vec(), nulls),
-            TimeUnit::Microsecond => prim::<TimestampMicrosecondType>(raw.to_vec(), nulls),
-            _ => prim::<TimestampNanosecondType>(raw.to_vec(), nulls),
+            TimeUnit::Second => shared::<TimestampSecondType>(buf, n, nulls, same),
+            TimeUnit::Millisecond => shared::<TimestampMillisecondType>(buf, n, nulls, same),
+            TimeUnit::Microsecond => shared::<TimestampMicrosecondType>(buf, n, nulls, same),
+            _ => shared::<TimestampNanosecondType>(buf, n, nulls, same),
         }
     } else {
         match unit {
@@ -381,10 +413,10 @@ fn time_array(path: &str, dt: DType, buf: &Buffer, n: usize) -> Result<ArrayRef,
             TimeUnit::Day => prim::<DurationSecondType>(scale(86_400)?, nulls),
             TimeUnit::Hour => prim::<DurationSecondType>(scale(3600)?, nulls),
             TimeUnit::Minute => prim::<DurationSecondType>(scale(60)?, nulls),
-            TimeUnit::Second => prim::<DurationSecondType>(raw.to_vec(), nulls),
-            TimeUnit::Millisecond => prim::<DurationMillisecondType>(raw.to_vec(), nulls),
-            TimeUnit::Microsecond => prim::<DurationMicrosecondType>(raw.to_vec(), nulls),
-            _ => prim::<DurationNanosecondType>(raw.to_vec(), nulls),
+            TimeUnit::Second => shared::<DurationSecondType>(buf, n, nulls, same),
+            TimeUnit::Millisecond => shared::<DurationMillisecondType>(buf, n, nulls, same),
+            TimeUnit::Microsecond => shared::<DurationMicrosecondType>(buf, n, nulls, same),
+            _ => shared::<DurationNanosecondType>(buf, n, nulls, same),
         }
     })
 }
