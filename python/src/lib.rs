@@ -1074,7 +1074,8 @@ fn staged_write_rows(
 /// A schema node from Python: `(name, spec)`, `spec` a dtype descriptor, `"varstr"`,
 /// `"varbytes"`, or a list of nodes (a nested record).
 fn field_from_py(node: &Bound<'_, PyAny>) -> PyResult<Field> {
-    // `(name, spec)`, or `(name, spec, {"nullable": bool, "pandas": str})` for a leaf.
+    // `(name, spec)`, or `(name, spec, {"nullable": bool, "pandas": str, "timezone": str})`
+    // for a leaf.
     let (name, spec, extra): (String, Bound<'_, PyAny>, Option<Bound<'_, PyAny>>) =
         match node.extract() {
             Ok((n, s, e)) => (n, s, Some(e)),
@@ -1101,6 +1102,12 @@ fn field_from_py(node: &Bound<'_, PyAny>) -> PyResult<Field> {
                 .and_then(|v| v.extract::<Option<String>>())
             {
                 f.options.pandas = Some(p);
+            }
+            if let Ok(Some(z)) = extra
+                .get_item("timezone")
+                .and_then(|v| v.extract::<Option<String>>())
+            {
+                f.options.timezone = Some(z);
             }
         }
         return Ok(f);
@@ -1541,13 +1548,24 @@ impl RawTable {
         })
     }
 
-    /// Per leaf column `(path, nullable, pandas dtype or None)`.
-    fn leaf_extras(&self, py: Python<'_>) -> PyResult<Vec<(String, bool, Option<String>)>> {
+    /// Per leaf column `(path, nullable, pandas dtype or None, time zone or None)`.
+    #[allow(clippy::type_complexity)]
+    fn leaf_extras(
+        &self,
+        py: Python<'_>,
+    ) -> PyResult<Vec<(String, bool, Option<String>, Option<String>)>> {
         detached(py, || {
             self.read(|t| {
                 Ok(t.leaves()
                     .iter()
-                    .map(|l| (l.path.clone(), l.nullable, l.pandas.clone()))
+                    .map(|l| {
+                        (
+                            l.path.clone(),
+                            l.nullable,
+                            l.pandas.clone(),
+                            l.timezone.clone(),
+                        )
+                    })
                     .collect())
             })
         })
