@@ -570,11 +570,6 @@ impl Buf {
         if cell.trim().is_empty() && self.empty == Empty::Refused && !text {
             return Err("empty field in a column that is not nullable".into());
         }
-        let cell = if text && cell.trim().is_empty() {
-            ""
-        } else {
-            cell
-        };
         if let Some(v) = &mut self.valid {
             v.push(!null);
         }

@@ -1402,6 +1402,69 @@ impl RawTable {
         Ok(RawTable::wrap(t, true))
     }
 
+    /// Creates a table of the CSV file `csv` (`blz::csv`: a header row of column paths,
+    /// types inferred unless `schema` declares them, empty fields missing, ISO dates and
+    /// timestamps recognised unless `dates` is false), as one step.
+    #[staticmethod]
+    #[pyo3(signature = (path, csv, schema, delimiter, dates, chunklen, codec, clevel, filter, checksum_name, attrs, overwrite, superchunksize=None))]
+    #[expect(
+        clippy::too_many_arguments,
+        reason = "blz.from_csv's keyword arguments"
+    )]
+    fn from_csv(
+        py: Python<'_>,
+        path: PathBuf,
+        csv: PathBuf,
+        schema: Option<&str>,
+        delimiter: char,
+        dates: bool,
+        chunklen: Option<u64>,
+        codec: &str,
+        clevel: u8,
+        filter: &str,
+        checksum_name: &str,
+        attrs: Option<&str>,
+        overwrite: bool,
+        superchunksize: Option<u64>,
+    ) -> PyResult<RawTable> {
+        let delimiter = u8::try_from(delimiter)
+            .ok()
+            .filter(u8::is_ascii)
+            .ok_or_else(|| {
+                PyValueError::new_err(format!("delimiter {delimiter:?}: one ASCII character"))
+            })?;
+        let schema = schema.map(str::to_string);
+        let mut opts = TableOptions {
+            defaults: ColumnOptions {
+                compression: Some(compression(codec, clevel, filter)?),
+                chunklen,
+                superchunksize,
+                checksum: Some(checksum(checksum_name)?),
+                ..Default::default()
+            },
+            attributes: json_map(attrs)?,
+            overwrite,
+            ..Default::default()
+        };
+        let t = detached(py, || {
+            let csv_opts = blz::csv::CsvOptions {
+                delimiter,
+                schema: schema
+                    .as_deref()
+                    .map(blz::csv::parse_schema)
+                    .transpose()?
+                    .unwrap_or_default(),
+                dates,
+            };
+            let plan = blz::csv::scan_table_with(&csv, &csv_opts)?;
+            opts.expectedlen = Some(plan.rows());
+            let (storage, path) = blz::storage::for_new_path(&path, overwrite)?;
+            let rows = blz::csv::table_batch_rows(blz::ordered::DEFAULT_BATCH_BYTES);
+            Ok(plan.create_table(storage, &path, &opts, rows, |_| {})?)
+        })?;
+        Ok(RawTable::wrap(t, true))
+    }
+
     #[getter]
     fn path(&self) -> PathBuf {
         self.path.clone()
