@@ -48,9 +48,15 @@ enum Node {
         path: String,
         kind: LeafKind,
         large: bool,
+        /// A zoned `datetime64` column's zone (`spec/table.md` §2.3): its timestamps carry it.
+        tz: Option<Arc<str>>,
     },
     Struct(Vec<Slot>),
 }
+
+/// A leaf column to read: its path, kind, whether its strings take 64-bit offsets, and its
+/// zone.
+type LeafRead<'a> = (&'a str, LeafKind, bool, Option<&'a Arc<str>>);
 
 /// A named field and whether it is declared nullable (a nullable column's, or one a
 /// requested schema asks to be).
@@ -59,14 +65,21 @@ type Slot = (String, Node, bool);
 impl Node {
     fn data_type(&self) -> DataType {
         match self {
-            Node::Leaf { kind, large, .. } => leaf_type(*kind, *large),
+            Node::Leaf {
+                kind, large, tz, ..
+            } => zoned_type(leaf_type(*kind, *large), tz.as_ref()),
             Node::Struct(fields) => DataType::Struct(fields_of(fields)),
         }
     }
 
-    fn leaves<'a>(&'a self, out: &mut Vec<(&'a str, LeafKind, bool)>) {
+    fn leaves<'a>(&'a self, out: &mut Vec<LeafRead<'a>>) {
         match self {
-            Node::Leaf { path, kind, large } => out.push((path, *kind, *large)),
+            Node::Leaf {
+                path,
+                kind,
+                large,
+                tz,
+            } => out.push((path, *kind, *large, tz.as_ref())),
             Node::Struct(fields) => fields.iter().for_each(|(_, n, _)| n.leaves(out)),
         }
     }
@@ -97,7 +110,7 @@ impl Node {
     /// This field as `want` asks for it, when blz can produce that (see the module docs).
     fn requested(&self, want: &DataType) -> Option<Node> {
         match (self, want) {
-            (Node::Leaf { path, kind, .. }, want) => {
+            (Node::Leaf { path, kind, tz, .. }, want) => {
                 let large = match (kind, want) {
                     (_, t) if *t == self.data_type() => return Some(self.clone()),
                     (LeafKind::VarStr | LeafKind::Fixed(DType::Str(_)), DataType::Utf8)
@@ -115,6 +128,7 @@ impl Node {
                     path: path.clone(),
                     kind: *kind,
                     large,
+                    tz: tz.clone(),
                 })
             }
             (Node::Struct(fields), DataType::Struct(want)) => {
@@ -184,6 +198,29 @@ fn leaf_type(kind: LeafKind, large: bool) -> DataType {
             DType::TimeDelta(u) => timedelta_type(u),
         },
     }
+}
+
+/// `ty` with the zone `tz` when it is a timestamp (a zoned column's type).
+fn zoned_type(ty: DataType, tz: Option<&Arc<str>>) -> DataType {
+    match (ty, tz) {
+        (DataType::Timestamp(u, None), Some(tz)) => DataType::Timestamp(u, Some(tz.clone())),
+        (ty, _) => ty,
+    }
+}
+
+/// `array` (a timestamp column's, or statistics of one) typed with the zone `tz`: the same
+/// values, UTC instants, in Arrow's zoned timestamp type.
+pub(crate) fn zoned(array: ArrayRef, tz: Option<&str>) -> Result<ArrayRef, ArrowError> {
+    let Some(tz) = tz else {
+        return Ok(array);
+    };
+    let ty = zoned_type(array.data_type().clone(), Some(&Arc::from(tz)));
+    if &ty == array.data_type() {
+        return Ok(array);
+    }
+    Ok(make_array(
+        array.to_data().into_builder().data_type(ty).build()?,
+    ))
 }
 
 /// The Arrow type of `datetime64[unit]`: Date32 for days and coarser units, a timestamp
@@ -444,11 +481,13 @@ fn table_nodes(t: &Table) -> Vec<Slot> {
                 let (node, nullable) = match &s.dtype {
                     FieldType::Leaf(_) => {
                         let (kind, nullable) = *kinds.get(path.as_str())?;
+                        let tz = s.timezone.as_deref().map(Arc::from);
                         (
                             Node::Leaf {
                                 kind,
                                 path,
                                 large: true,
+                                tz,
                             },
                             nullable,
                         )
@@ -751,7 +790,7 @@ impl Export {
         self.slots
             .iter()
             .for_each(|(_, n, _)| n.leaves(&mut leaves));
-        leaves.into_iter().map(|(p, _, _)| p).collect()
+        leaves.into_iter().map(|(p, _, _, _)| p).collect()
     }
 
     /// The rows per batch that reads whole superchunk files of every column read: the
@@ -785,8 +824,9 @@ impl Export {
         // chunks, and rayon spreads the (column, chunk) pairs over the pool.
         let arrays = leaves
             .par_iter()
-            .map(|(path, kind, large)| {
+            .map(|(path, kind, large, tz)| {
                 let array = read_leaf(table, path, *kind, *large, start, end)?;
+                let array = zoned(array, tz.map(|z| &**z))?;
                 with_validity(table, path, start, end, array)
             })
             .collect::<Result<Vec<_>, _>>()?;

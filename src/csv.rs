@@ -8,9 +8,16 @@
 //!   then streams the values in batches.
 //! - **Every column as a table**: [`scan_table`] takes the column names (paths: `pos/x` is
 //!   column `x` of the nested field `pos`) from the header row and infers each column's type
-//!   over the whole file, unless a schema gives it: bool when every cell is true/false,
-//!   int64 when every cell is an integer, float64 when every non-empty cell is a number
-//!   (empty cells become NaN), otherwise varstr. [`TablePlan::create_table`] and
+//!   over the whole file, unless a schema gives it. An **empty field** (nothing, or only
+//!   spaces, between the separators, quoted or not) is **missing**, as pandas and duckdb
+//!   read it: a column with one is nullable (`spec/table.md` §3.5) and the field is null.
+//!   Types are inferred from the other fields: bool when every one is true/false, int64
+//!   when every one is an integer, float64 when every one is a number, a date when every
+//!   one is an ISO date `YYYY-MM-DD` (`datetime64[D]`), a timestamp when every one is an
+//!   ISO date or `YYYY-MM-DD[T ]HH:MM[:SS[.f…]]` (`datetime64` of seconds, or of ms, us
+//!   or ns as the longest fraction needs), and with `Z` or an offset (`+02:00`) on every
+//!   one a zoned timestamp (the UTC instants, zone `"UTC"`); otherwise varstr. Dates are
+//!   not recognised with [`CsvOptions::dates`] off. [`TablePlan::create_table`] and
 //!   [`append_table`] then load the file in batches, in one transaction.
 //!
 //! Files are read twice (check, then store), a bounded batch at a time, so memory stays
@@ -30,11 +37,18 @@ use crate::error::{Error, Result};
 use crate::ingest::{check_path, check_rows_fit, fields_from_leaves, reason};
 use crate::ordered::DEFAULT_BATCH_BYTES;
 use crate::storage::{self, Storage};
-use crate::table::{Field, LeafKind, Table, TableOptions, Values};
+use crate::table::{
+    ColumnOptions, Field, FieldKind, LeafKind, NullableValues, Table, TableOptions, Values,
+};
 use crate::{CreateOptions, Dataset};
 use std::collections::{HashMap, HashSet};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
+
+mod dates;
+mod schema;
+
+pub use schema::{parse_schema, CsvColumn, CsvOptions};
 
 /// Rows of a table read per batch at most.
 const MAX_BATCH_ROWS: u64 = 65536;
@@ -119,6 +133,15 @@ pub fn parse_cell(s: &str, dtype: DType) -> Result<Scalar<'_>> {
 /// Parses a cell and stores it as one native-endian element of `dtype` in `out`; the error
 /// says why, for the caller to place.
 fn store_cell(cell: &str, dtype: DType, out: &mut [u8]) -> std::result::Result<(), String> {
+    if let DType::DateTime(unit) = dtype {
+        let t = cell.trim();
+        // ISO text with an offset (`+02:00`) is the UTC instant it names.
+        if !t.is_empty() && t.parse::<i128>().is_err() {
+            let v = dates::parse_instant(t, unit).map_err(reason)?;
+            out.copy_from_slice(&v.to_ne_bytes());
+            return Ok(());
+        }
+    }
     let v = parse_cell(cell, dtype).map_err(reason)?;
     put_scalar(v, dtype, out).map_err(reason)
 }
@@ -485,51 +508,106 @@ impl CsvFile {
     }
 }
 
+/// What an empty field is in a column.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Empty {
+    /// Null (a nullable column).
+    Null,
+    /// An error, but the empty string in a string column (a column declared not null).
+    Refused,
+    /// What [`parse_cell`] makes of it: NaN, NaT, the empty string, an error for integers and
+    /// bools (a table column, made before CSV files had nulls, that is not nullable).
+    Parsed,
+}
+
+/// A table column a CSV column goes to: its path, kind, and what an empty field is.
+#[derive(Clone, Debug)]
+struct Target {
+    name: String,
+    kind: LeafKind,
+    empty: Empty,
+}
+
 /// Values of one column being gathered for an append.
-enum Buf {
+enum BufValues {
     Fixed { dtype: DType, data: Vec<u8> },
     Var(Vec<Vec<u8>>),
 }
 
+struct Buf {
+    values: BufValues,
+    /// One flag per row of a nullable column.
+    valid: Option<Vec<bool>>,
+    empty: Empty,
+}
+
 impl Buf {
-    fn new(kind: LeafKind) -> Buf {
-        match kind {
-            LeafKind::Fixed(dtype) => Buf::Fixed {
+    fn new(kind: LeafKind, empty: Empty) -> Buf {
+        let values = match kind {
+            LeafKind::Fixed(dtype) => BufValues::Fixed {
                 dtype,
                 data: Vec::new(),
             },
-            LeafKind::VarStr | LeafKind::VarBytes => Buf::Var(Vec::new()),
+            LeafKind::VarStr | LeafKind::VarBytes => BufValues::Var(Vec::new()),
+        };
+        Buf {
+            values,
+            valid: (empty == Empty::Null).then(Vec::new),
+            empty,
         }
     }
 
     fn push(&mut self, cell: &str) -> std::result::Result<(), String> {
-        match self {
-            Buf::Fixed { dtype, data } => {
+        let text = matches!(
+            self.values,
+            BufValues::Var(_)
+                | BufValues::Fixed {
+                    dtype: DType::Str(_) | DType::Bytes(_),
+                    ..
+                }
+        );
+        let null = cell.trim().is_empty() && self.empty == Empty::Null;
+        if cell.trim().is_empty() && self.empty == Empty::Refused && !text {
+            return Err("empty field in a column that is not nullable".into());
+        }
+        if let Some(v) = &mut self.valid {
+            v.push(!null);
+        }
+        match &mut self.values {
+            BufValues::Fixed { dtype, data } => {
                 let n = data.len();
                 data.resize(n + dtype.itemsize(), 0);
+                if null {
+                    return Ok(());
+                }
                 store_cell(cell, *dtype, &mut data[n..])
             }
-            Buf::Var(v) => {
+            BufValues::Var(v) => {
                 v.push(cell.as_bytes().to_vec());
                 Ok(())
             }
         }
     }
 
-    fn take(&mut self) -> Values {
-        match self {
-            Buf::Fixed { dtype, data } => Values::Fixed {
+    fn take(&mut self) -> NullableValues {
+        let values = match &mut self.values {
+            BufValues::Fixed { dtype, data } => Values::Fixed {
                 dtype: *dtype,
                 data: std::mem::take(data),
             },
-            Buf::Var(v) => Values::Var(std::mem::take(v)),
-        }
+            BufValues::Var(v) => Values::Var(std::mem::take(v)),
+        };
+        let validity = self.valid.as_mut().map(std::mem::take);
+        NullableValues::new(values, validity)
     }
 
     fn clear(&mut self) {
-        match self {
-            Buf::Fixed { data, .. } => data.clear(),
-            Buf::Var(v) => v.clear(),
+        match &mut self.values {
+            BufValues::Fixed { data, .. } => data.clear(),
+            BufValues::Var(v) => v.clear(),
+        }
+        if let Some(v) = &mut self.valid {
+            v.clear();
         }
     }
 }
@@ -543,11 +621,11 @@ fn cell_error(path: &Path, line: u64, name: &str, e: String) -> Error {
 /// checked, in batches of up to `per` rows: one value list per column.
 fn csv_batches<'a>(
     csv: &'a mut CsvFile,
-    targets: &'a [(String, LeafKind)],
+    targets: &'a [Target],
     per: u64,
     mut progress: impl FnMut(u64) + 'a,
-) -> impl Iterator<Item = Result<Vec<(String, Values)>>> + 'a {
-    let mut bufs: Vec<Buf> = targets.iter().map(|(_, k)| Buf::new(*k)).collect();
+) -> impl Iterator<Item = Result<Vec<(String, NullableValues)>>> + 'a {
+    let mut bufs: Vec<Buf> = targets.iter().map(|t| Buf::new(t.kind, t.empty)).collect();
     let mut done = false;
     std::iter::from_fn(move || {
         if done {
@@ -562,9 +640,9 @@ fn csv_batches<'a>(
                     break;
                 };
                 let line = line_of(rec);
-                for ((cell, buf), (name, _)) in rec.iter().zip(bufs.iter_mut()).zip(targets) {
+                for ((cell, buf), t) in rec.iter().zip(bufs.iter_mut()).zip(targets) {
                     buf.push(cell)
-                        .map_err(|e| cell_error(&path, line, name, e))?;
+                        .map_err(|e| cell_error(&path, line, &t.name, e))?;
                 }
                 pending += 1;
             }
@@ -580,7 +658,7 @@ fn csv_batches<'a>(
                 progress(pending);
                 Some(Ok(targets
                     .iter()
-                    .map(|(n, _)| n.clone())
+                    .map(|t| t.name.clone())
                     .zip(bufs.iter_mut().map(Buf::take))
                     .collect()))
             }
@@ -596,16 +674,29 @@ struct Infer {
     bool_ok: bool,
     int_ok: bool,
     float_ok: bool,
+    /// Every non-empty cell is an ISO date or timestamp (when dates are recognised).
+    date_ok: bool,
+    /// Some cell has a time of day; the longest fraction of a second.
+    time: bool,
+    frac: u8,
+    /// Some cells have an offset (`Z`, `+02:00`), some have none.
+    zoned: bool,
+    naive: bool,
 }
 
 impl Infer {
-    fn new() -> Infer {
+    fn new(dates: bool) -> Infer {
         Infer {
             empty: false,
             nonempty: false,
             bool_ok: true,
             int_ok: true,
             float_ok: true,
+            date_ok: dates,
+            time: false,
+            frac: 0,
+            zoned: false,
+            naive: false,
         }
     }
 
@@ -625,46 +716,84 @@ impl Infer {
         if self.float_ok && t.parse::<f64>().is_err() {
             self.float_ok = false;
         }
+        if self.date_ok {
+            match dates::shape(t) {
+                Some(s) if dates::parse_instant(t, dates::unit_for(s.time, s.frac)).is_ok() => {
+                    self.time |= s.time;
+                    self.frac = self.frac.max(s.frac);
+                    self.zoned |= s.zoned;
+                    self.naive |= !s.zoned;
+                }
+                _ => self.date_ok = false,
+            }
+        }
     }
 
-    /// bool and int64 need every cell filled; float64 stores empty cells as NaN; anything
-    /// else (or a column with no value at all) is a variable-length string.
-    fn kind(&self) -> LeafKind {
-        if !self.nonempty {
+    /// The column's type (and zone, for timestamps with offsets); empty cells do not count
+    /// (they are nulls). A column with no value at all is a variable-length string.
+    fn kind(&self) -> (LeafKind, Option<String>) {
+        let kind = if !self.nonempty {
             LeafKind::VarStr
-        } else if self.bool_ok && !self.empty {
+        } else if self.bool_ok {
             LeafKind::Fixed(DType::Bool)
-        } else if self.int_ok && !self.empty {
+        } else if self.int_ok {
             LeafKind::Fixed(DType::I64)
         } else if self.float_ok {
             LeafKind::Fixed(DType::F64)
+        } else if self.date_ok && !(self.zoned && self.naive) {
+            let unit = dates::unit_for(self.time, self.frac);
+            return (
+                LeafKind::Fixed(DType::DateTime(unit)),
+                self.zoned.then(|| "UTC".to_string()),
+            );
         } else {
             LeafKind::VarStr
-        }
+        };
+        (kind, None)
     }
 }
 
 /// What a first pass over a CSV file found for a table: a column per header field with its
-/// type (given or inferred), every value checked, and the number of rows.
+/// type (given or inferred), whether it is nullable and its zone, every value checked, and
+/// the number of rows.
 #[derive(Debug, Clone)]
 pub struct TablePlan {
     path: PathBuf,
     delimiter: u8,
     leaves: Vec<(String, LeafKind)>,
+    /// Per column: nullable, zone.
+    extras: Vec<(bool, Option<String>)>,
     rows: u64,
 }
 
 /// First pass over a CSV file for a table: column paths from the header row (checked, none
 /// twice), each column's type from `schema` when it names the column, inferred over the
 /// whole file otherwise (see the [module documentation](self)); every value of a given type
-/// is checked.
+/// is checked. A column is nullable when it has an empty field.
+///
+/// # Errors
+/// As [`scan_table_with`].
+pub fn scan_table(path: &Path, delimiter: u8, schema: &[(String, LeafKind)]) -> Result<TablePlan> {
+    let opts = CsvOptions {
+        delimiter,
+        schema: schema.iter().map(|(n, k)| CsvColumn::new(n, *k)).collect(),
+        ..CsvOptions::default()
+    };
+    scan_table_with(path, &opts)
+}
+
+/// First pass over a CSV file for a table, with options: as [`scan_table`], the schema's
+/// columns with their nullability and zone (a column declared not nullable refuses an
+/// empty field, but a string column's, which is the empty string), and dates recognised
+/// or not.
 ///
 /// # Errors
 /// [`Error::InvalidInput`] naming the file: an empty file, a bad or repeated column name, a
 /// schema column that is not in the header row, a row of the wrong length, a value that does
-/// not fit its column (with its line and column); [`Error::Io`].
-pub fn scan_table(path: &Path, delimiter: u8, schema: &[(String, LeafKind)]) -> Result<TablePlan> {
-    let mut csv = CsvFile::open(path, delimiter)?;
+/// not fit its column or an empty field in a column declared not nullable (with its line
+/// and column); [`Error::Io`].
+pub fn scan_table_with(path: &Path, opts: &CsvOptions) -> Result<TablePlan> {
+    let mut csv = CsvFile::open(path, opts.delimiter)?;
     let header = csv.header.clone();
     let at = |m: String| Error::input(path, format!("header row: {m}"));
     let mut seen = HashSet::new();
@@ -674,26 +803,42 @@ pub fn scan_table(path: &Path, delimiter: u8, schema: &[(String, LeafKind)]) -> 
             return Err(at(format!("column {h:?} appears twice")));
         }
     }
-    for (name, _) in schema {
-        if !seen.contains(name.as_str()) {
+    for c in &opts.schema {
+        if !seen.contains(c.path.as_str()) {
             return Err(Error::InvalidArgument(format!(
-                "the schema names column {name:?}, which is not in the header row of {} \
+                "the schema names column {:?}, which is not in the header row of {} \
                  (columns: {})",
+                c.path,
                 path.display(),
                 header.join(", ")
             )));
         }
     }
-    let given: HashMap<&str, LeafKind> = schema.iter().map(|(n, k)| (n.as_str(), *k)).collect();
-    let mut infer = vec![Infer::new(); header.len()];
+    let given: HashMap<&str, &CsvColumn> =
+        opts.schema.iter().map(|c| (c.path.as_str(), c)).collect();
+    let mut infer = vec![Infer::new(opts.dates); header.len()];
     let mut checks: Vec<Option<Buf>> = header
         .iter()
-        .map(|h| given.get(h.as_str()).map(|k| Buf::new(*k)))
+        .map(|h| {
+            given.get(h.as_str()).map(|c| {
+                let empty = if c.nullable == Some(false) {
+                    Empty::Refused
+                } else {
+                    Empty::Null
+                };
+                Buf::new(c.kind, empty)
+            })
+        })
         .collect();
     let mut rows = 0u64;
     while let Some(rec) = csv.next()? {
         let line = line_of(rec);
         for (i, cell) in rec.iter().enumerate() {
+            if let Some(inf) = infer.get_mut(i) {
+                if cell.trim().is_empty() {
+                    inf.empty = true;
+                }
+            }
             match checks.get_mut(i) {
                 Some(Some(b)) => {
                     b.push(cell)
@@ -709,23 +854,28 @@ pub fn scan_table(path: &Path, delimiter: u8, schema: &[(String, LeafKind)]) -> 
         }
         rows += 1;
     }
-    let leaves: Vec<(String, LeafKind)> = header
-        .iter()
-        .zip(&infer)
-        .map(|(h, inf)| {
-            (
-                h.clone(),
-                given.get(h.as_str()).copied().unwrap_or_else(|| inf.kind()),
-            )
-        })
-        .collect();
-    fields_from_leaves(&leaves).map_err(|e| at(reason(e)))?;
-    Ok(TablePlan {
+    let mut leaves = Vec::with_capacity(header.len());
+    let mut extras = Vec::with_capacity(header.len());
+    for (h, inf) in header.iter().zip(&infer) {
+        let (kind, zone, nullable) = match given.get(h.as_str()) {
+            Some(c) => (c.kind, c.timezone.clone(), c.nullable.unwrap_or(inf.empty)),
+            None => {
+                let (k, z) = inf.kind();
+                (k, z, inf.empty)
+            }
+        };
+        leaves.push((h.clone(), kind));
+        extras.push((nullable, zone));
+    }
+    let plan = TablePlan {
         path: path.to_path_buf(),
-        delimiter,
+        delimiter: opts.delimiter,
         leaves,
+        extras,
         rows,
-    })
+    };
+    plan.fields()?;
+    Ok(plan)
 }
 
 /// The column types of a CSV file (header row of names, `,` between fields), inferred over
@@ -743,6 +893,34 @@ impl TablePlan {
         &self.leaves
     }
 
+    /// Whether column `i` (in the file's order) is nullable: it has an empty field, or the
+    /// schema made it so.
+    pub fn is_nullable(&self, i: usize) -> bool {
+        self.extras.get(i).is_some_and(|e| e.0)
+    }
+
+    /// The time zone of column `i`: a timestamp column whose fields have offsets (`"UTC"`),
+    /// or the schema's.
+    pub fn timezone(&self, i: usize) -> Option<&str> {
+        self.extras.get(i).and_then(|e| e.1.as_deref())
+    }
+
+    fn targets(&self) -> Vec<Target> {
+        self.leaves
+            .iter()
+            .zip(&self.extras)
+            .map(|((name, kind), (nullable, _))| Target {
+                name: name.clone(),
+                kind: *kind,
+                empty: if *nullable {
+                    Empty::Null
+                } else {
+                    Empty::Refused
+                },
+            })
+            .collect()
+    }
+
     /// The number of data rows.
     pub fn rows(&self) -> u64 {
         self.rows
@@ -753,8 +931,15 @@ impl TablePlan {
     /// # Errors
     /// [`Error::InvalidInput`] naming the file for column paths a table cannot take.
     pub fn fields(&self) -> Result<Vec<Field>> {
-        fields_from_leaves(&self.leaves)
-            .map_err(|e| Error::input(&self.path, format!("header row: {}", reason(e))))
+        let mut fields = fields_from_leaves(&self.leaves)
+            .map_err(|e| Error::input(&self.path, format!("header row: {}", reason(e))))?;
+        for ((path, _), (nullable, zone)) in self.leaves.iter().zip(&self.extras) {
+            if let Some(o) = leaf_options(&mut fields, path) {
+                o.nullable = Some(*nullable).filter(|&n| n);
+                o.timezone = zone.clone();
+            }
+        }
+        Ok(fields)
     }
 
     /// Creates the table at `root` on `storage` and stores every row, as one step (see
@@ -779,8 +964,22 @@ impl TablePlan {
             root,
             fields,
             opts,
-            csv_batches(&mut csv, &self.leaves, rows_per_batch.max(1), progress),
+            csv_batches(&mut csv, &self.targets(), rows_per_batch.max(1), progress),
         )
+    }
+}
+
+/// The options of leaf `path` (`pos/x`) among `fields`.
+fn leaf_options<'f>(fields: &'f mut [Field], path: &str) -> Option<&'f mut ColumnOptions> {
+    let (head, rest) = match path.split_once('/') {
+        Some((h, r)) => (h, Some(r)),
+        None => (path, None),
+    };
+    let f = fields.iter_mut().find(|f| f.name == head)?;
+    match (&mut f.kind, rest) {
+        (FieldKind::Struct(sub), Some(rest)) => leaf_options(sub, rest),
+        (FieldKind::Struct(_), None) | (_, Some(_)) => None,
+        (_, None) => Some(&mut f.options),
     }
 }
 
@@ -824,15 +1023,23 @@ pub fn append_table_with(
     rows_per_batch: u64,
     progress: impl FnMut(u64),
 ) -> Result<u64> {
-    let leaves: Vec<(String, LeafKind)> = t
+    let leaves: Vec<Target> = t
         .leaves()
         .iter()
-        .map(|l| (l.path.clone(), l.kind))
+        .map(|l| Target {
+            name: l.path.clone(),
+            kind: l.kind,
+            empty: if l.nullable {
+                Empty::Null
+            } else {
+                Empty::Parsed
+            },
+        })
         .collect();
     let mut file = CsvFile::open(csv, delimiter)?;
-    let mut targets: Vec<(String, LeafKind)> = Vec::new();
+    let mut targets: Vec<Target> = Vec::new();
     for h in &file.header {
-        let Some(l) = leaves.iter().find(|(p, _)| p == h) else {
+        let Some(l) = leaves.iter().find(|l| &l.name == h) else {
             return Err(Error::input(
                 csv,
                 format!(
@@ -842,7 +1049,7 @@ pub fn append_table_with(
                 ),
             ));
         };
-        if targets.iter().any(|(p, _)| p == h) {
+        if targets.iter().any(|t| &t.name == h) {
             return Err(Error::input(
                 csv,
                 format!("header row: column {h:?} appears twice"),
@@ -852,8 +1059,8 @@ pub fn append_table_with(
     }
     let missing: Vec<&str> = leaves
         .iter()
-        .filter(|(p, _)| !file.header.contains(p))
-        .map(|(p, _)| p.as_str())
+        .filter(|l| !file.header.contains(&l.name))
+        .map(|l| l.name.as_str())
         .collect();
     if !missing.is_empty() {
         return Err(Error::input(
@@ -920,16 +1127,40 @@ mod tests {
     #[test]
     fn inference() {
         let kinds = |cells: &[&str]| {
-            let mut i = Infer::new();
+            let mut i = Infer::new(true);
             cells.iter().for_each(|c| i.see(c));
-            i.kind()
+            (i.kind().0, i.empty)
         };
-        assert_eq!(kinds(&["true", "False"]), LeafKind::Fixed(DType::Bool));
-        assert_eq!(kinds(&["1", "-2"]), LeafKind::Fixed(DType::I64));
-        assert_eq!(kinds(&["1", ""]), LeafKind::Fixed(DType::F64));
-        assert_eq!(kinds(&["1", "2.5"]), LeafKind::Fixed(DType::F64));
-        assert_eq!(kinds(&["1", "x"]), LeafKind::VarStr);
-        assert_eq!(kinds(&["", ""]), LeafKind::VarStr);
-        assert_eq!(kinds(&["true", ""]), LeafKind::VarStr);
+        let fixed = |d| LeafKind::Fixed(d);
+        assert_eq!(kinds(&["true", "False"]), (fixed(DType::Bool), false));
+        assert_eq!(kinds(&["1", "-2"]), (fixed(DType::I64), false));
+        // An empty field is a null: the type comes from the others.
+        assert_eq!(kinds(&["1", ""]), (fixed(DType::I64), true));
+        assert_eq!(kinds(&["true", " "]), (fixed(DType::Bool), true));
+        assert_eq!(kinds(&["1", "2.5"]), (fixed(DType::F64), false));
+        assert_eq!(kinds(&["1", "x"]), (LeafKind::VarStr, false));
+        assert_eq!(kinds(&["", ""]), (LeafKind::VarStr, true));
+        use crate::dtype::TimeUnit as U;
+        let dt = |u| fixed(DType::DateTime(u));
+        assert_eq!(kinds(&["2020-01-02", ""]), (dt(U::Day), true));
+        assert_eq!(
+            kinds(&["2020-01-02", "2020-01-02 10:00"]),
+            (dt(U::Second), false)
+        );
+        assert_eq!(
+            kinds(&["2020-01-02T10:00:00.5", "2020-01-02T10:00:00.1234"]),
+            (dt(U::Microsecond), false)
+        );
+        assert_eq!(kinds(&["2020-02-30"]), (LeafKind::VarStr, false));
+        let mut z = Infer::new(true);
+        for c in ["2020-01-02T10:00Z", "2020-01-02T11:00+01:00"] {
+            z.see(c);
+        }
+        assert_eq!(z.kind(), (dt(U::Second), Some("UTC".to_string())));
+        z.see("2020-01-02T10:00");
+        assert_eq!(z.kind().0, LeafKind::VarStr, "zoned and naive mixed");
+        let mut off = Infer::new(false);
+        off.see("2020-01-02");
+        assert_eq!(off.kind().0, LeafKind::VarStr, "dates off");
     }
 }

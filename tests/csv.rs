@@ -25,7 +25,7 @@ fn infers_column_types_over_the_whole_file() {
         [
             ("id".to_string(), LeafKind::Fixed(DType::I64)),
             ("sym".to_string(), LeafKind::VarStr),
-            // An empty cell makes a float column NaN there.
+            // An empty cell is a null; the other cells make the type.
             ("price".to_string(), LeafKind::Fixed(DType::F64)),
             ("ok".to_string(), LeafKind::Fixed(DType::Bool)),
             // 3.5 on the last line makes the column float.
@@ -52,12 +52,22 @@ fn creates_and_appends_tables() {
         t.column("ok").unwrap(),
         Values::from_slice(&[true, false, true])
     );
+    // Empty fields are nulls (the column's fill value underneath).
     let price = t.column("price").unwrap().to_vec::<f64>().unwrap();
-    assert!(price[0] == 10.5 && price[1].is_nan() && price[2] == 7.0);
+    assert!(price[0] == 10.5 && price[2] == 7.0);
+    assert_eq!(
+        t.column_validity("price", 0, 3).unwrap(),
+        Some(vec![true, false, true])
+    );
     assert_eq!(
         t.column("note").unwrap().to_strings().unwrap(),
         ["", "hi", "x"]
     );
+    assert_eq!(
+        t.column_validity("note", 0, 3).unwrap(),
+        Some(vec![false, true, true])
+    );
+    assert_eq!(t.column_validity("id", 0, 3).unwrap(), None);
 
     // Appending takes the header's columns in any order.
     let more = dir.path().join("more.csv");

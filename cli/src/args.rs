@@ -43,6 +43,8 @@ Examples:
 Tables (--csv without --column, or --npy of records):
   blz create trades.blz --csv trades.csv
   blz create trades.blz --csv trades.csv --schema 'qty:int32,sym:S8,pos/x:float64'
+  blz create trades.blz --csv trades.csv --schema 'qty:int32 not null,t:datetime64[ns, UTC]'
+  blz create trades.blz --csv trades.csv --no-dates        # ISO dates stay strings
   blz create points.blz --npy points.npy     # np.save of a structured array
 
 A .npy file of records (a 1-d array of a structured dtype, such as np.zeros(n,
@@ -52,8 +54,14 @@ fields are refused; padding between fields is dropped.
 
 A table takes its column names from the CSV header row (a name such as pos/x makes column
 x of the nested field pos). Types are inferred over the whole file unless --schema gives
-them: bool when every cell is true/false, int64 when every cell is an integer, float64 when
-every non-empty cell is a number (empty cells become NaN), otherwise varstr. --codec,
+them. An empty field is missing (null), as pandas and duckdb read it: a column with one is
+nullable, and its type comes from the other fields: bool when every one is true/false,
+int64 when every one is an integer, float64 when every one is a number, datetime64[D] when
+every one is an ISO date (2020-01-31), datetime64[s] (or ms, us, ns as the fractions need)
+when they are ISO timestamps (2020-01-31 12:00:00.250), zoned UTC when every one ends in Z
+or an offset (+02:00), otherwise varstr; --no-dates keeps dates as strings. In --schema, a
+type may end in 'not null' (an empty field is then an error, or the empty string in a
+string column) or 'null', and datetime64[UNIT, ZONE] gives a zone. --codec,
 --clevel, --filter, --checksum, --slack, --superchunk-size and --chunkshape (rows per
 chunk) apply to every column.
 
@@ -171,6 +179,15 @@ pub struct CreateArgs {
         help_heading = "Source"
     )]
     pub schema: Option<String>,
+    /// Do not recognise ISO dates and timestamps when inferring column types (they stay
+    /// strings).
+    #[arg(
+        long,
+        requires = "csv",
+        conflicts_with = "column",
+        help_heading = "Source"
+    )]
+    pub no_dates: bool,
     /// The CSV column: a name from the header row, or a 0-based index.
     #[arg(
         long,

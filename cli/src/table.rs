@@ -6,7 +6,7 @@
 use crate::args::{AppendArgs, AttrsArgs, CreateArgs, GetArgs, LayoutArgs, ResizeArgs};
 use crate::attrs::edit_attrs;
 use crate::failure::{describe, out_err, say, Failure};
-use crate::parse::{batch_bytes, delimiter_byte, parse_dtype, parse_kv};
+use crate::parse::{batch_bytes, delimiter_byte, parse_kv};
 use crate::report::{human, plural, progress, report_verify, run_compaction};
 use crate::show;
 use crate::show::EDGE;
@@ -28,33 +28,6 @@ const SUMMARY_THRESHOLD: u64 = 1000;
 
 // ---------------------------------------------------------------------------------------------
 // create
-
-/// Parses `--schema "a:int32,pos/x:float64,name:varstr"`.
-fn parse_schema(s: &str) -> Result<Vec<(String, LeafKind)>, Failure> {
-    let mut out: Vec<(String, LeafKind)> = Vec::new();
-    for item in s.split(',').map(str::trim).filter(|i| !i.is_empty()) {
-        let (name, ty) = item.rsplit_once(':').ok_or_else(|| {
-            Failure::new(format!(
-                "--schema item {item:?}: expected NAME:TYPE, e.g. price:float64"
-            ))
-        })?;
-        let (name, ty) = (name.trim(), ty.trim());
-        let kind = match ty {
-            "varstr" => LeafKind::VarStr,
-            "varbytes" => LeafKind::VarBytes,
-            t => LeafKind::Fixed(
-                parse_dtype(t).map_err(|e| Failure::new(format!("--schema item {item:?}: {e}")))?,
-            ),
-        };
-        if out.iter().any(|(n, _)| n == name) {
-            return Err(Failure::new(format!(
-                "--schema names column {name:?} twice"
-            )));
-        }
-        out.push((name.to_string(), kind));
-    }
-    Ok(out)
-}
 
 /// Column options shared by every column, from the layout flags.
 fn table_options(l: &LayoutArgs, rows: u64) -> Result<TableOptions, Failure> {
@@ -127,17 +100,27 @@ pub fn create(a: &CreateArgs) -> Result<(), Failure> {
             "a table takes its column names from the header row; --no-header needs --column",
         ));
     }
-    let schema = a.schema.as_deref().map(parse_schema).transpose()?;
-    let schema = schema.unwrap_or_default();
+    let schema = a
+        .schema
+        .as_deref()
+        .map(blz::csv::parse_schema)
+        .transpose()
+        .map_err(|e| Failure::new(format!("--schema: {e}")))?;
+    let csv_opts = blz::csv::CsvOptions {
+        delimiter: delimiter_byte(a.delimiter)?,
+        schema: schema.unwrap_or_default(),
+        dates: !a.no_dates,
+    };
     // First pass: names, types and every value checked.
-    let plan = blz::csv::scan_table(csv_path, delimiter_byte(a.delimiter)?, &schema)?;
+    let plan = blz::csv::scan_table_with(csv_path, &csv_opts)?;
     let opts = table_options(&a.layout, plan.rows())?;
     // Second pass: the table and every row, in one step.
     let pb = progress(plan.rows(), "create", "rows");
     let (storage, root) = blz::storage::for_new_path(&a.path, opts.overwrite)?;
     let t = plan.create_table(storage, &root, &opts, batch_rows(), |n| pb.inc(n));
     pb.finish_and_clear();
-    report_create(&a.path, &t?, plan.leaves())
+    let t = t?;
+    report_create(&a.path, &t, plan.leaves())
 }
 
 /// Rows per batch of CSV input: 65536, fewer when `BLZ_BATCH_BYTES` makes batches small.
@@ -158,7 +141,14 @@ fn report_create(path: &Path, t: &Table, targets: &[(String, LeafKind)]) -> Resu
         ratio_text(nb, cb)
     );
     for (p, k) in targets {
-        say!("  {p}: {}", k.name());
+        let mut text = k.name();
+        if let Ok(Some(z)) = t.timezone(p) {
+            text = format!("{}, {z}]", text.trim_end_matches(']'));
+        }
+        if t.is_nullable(p).unwrap_or(false) {
+            text.push_str(" (nullable)");
+        }
+        say!("  {p}: {text}");
     }
     Ok(())
 }
@@ -253,6 +243,8 @@ fn leaf_json(t: &Table, l: &Leaf) -> serde_json::Value {
     serde_json::json!({
         "path": l.path,
         "type": l.kind.name(),
+        "timezone": l.timezone,
+        "nullable": l.nullable,
         "chunklen": st.chunklen,
         "superchunksize": st.superchunksize,
         "codec": st.compression.codec.name(),
@@ -306,7 +298,7 @@ pub fn info(path: &Path, json: bool, t: Table) -> Result<(), Failure> {
         );
         table.push([
             l.path.clone(),
-            l.kind.name(),
+            leaf_type_text(l),
             l.storage.chunklen.to_string(),
             codec,
             human(n),
@@ -360,6 +352,15 @@ pub fn info(path: &Path, json: bool, t: Table) -> Result<(), Failure> {
     };
     writeln!(o, "{:<13}{text}", "attributes:").map_err(out_err)?;
     Ok(())
+}
+
+/// A column's type as `blz info` shows it: the dtype, with its zone as pandas writes one
+/// (`datetime64[ns, Europe/Paris]`).
+fn leaf_type_text(l: &blz::table::Leaf) -> String {
+    match &l.timezone {
+        Some(z) => format!("{}, {z}]", l.kind.name().trim_end_matches(']')),
+        None => l.kind.name(),
+    }
 }
 
 // ---------------------------------------------------------------------------------------------

@@ -562,3 +562,58 @@ fn append_help_says_one_transaction() {
     assert!(!help.contains("batches already committed"), "{help}");
     assert!(!help.contains("each committed"), "{help}");
 }
+
+#[test]
+fn csv_nulls_dates_and_zones() {
+    let d = Dir::new();
+    let csv = d.write(
+        "d.csv",
+        "id,day,at,note\n1,2020-01-31,2020-01-31T10:00:00Z,a\n2,,,\n3,1999-12-31,2020-02-01T11:00:00+01:00,c\n",
+    );
+    let t = d.s("d.blz");
+    let out = ok(&["create", &t, "--csv", &csv]);
+    assert!(
+        out.contains("day: datetime64[D] (nullable)")
+            && out.contains("at: datetime64[s, UTC] (nullable)")
+            && out.contains("id: int64\n"),
+        "{out}"
+    );
+    let info = json_of(&["info", &t, "--json"]);
+    assert_eq!(info["fields"][2]["timezone"], "UTC");
+    assert_eq!(info["fields"][1]["timezone"], Value::Null);
+    assert_eq!(info["fields"][1]["nullable"], true);
+    assert_eq!(info["fields"][0]["nullable"], false);
+    let text = ok(&["info", &t]);
+    assert!(text.contains("datetime64[s, UTC]"), "{text}");
+    // Nulls go out as empty fields again.
+    let j = json_of(&["get", &t, "--columns", "day,note", "--json"]);
+    assert_eq!(j["note"], json!(["a", null, "c"]), "{j}");
+    // --no-dates: strings.
+    let s = d.s("s.blz");
+    ok(&["create", &s, "--csv", &csv, "--no-dates"]);
+    let types = field_types(&json_of(&["info", &s, "--json"]));
+    assert_eq!(types[1].1, "varstr");
+    assert_eq!(types[2].1, "varstr");
+    // A declared column that is not nullable refuses an empty field, naming line and column.
+    let n = d.s("n.blz");
+    let err = fails(&[
+        "create",
+        &n,
+        "--csv",
+        &csv,
+        "--schema",
+        "day:datetime64[D] not null",
+    ]);
+    assert!(err.contains("line 3, column day"), "{err}");
+    assert!(!d.p("n.blz").exists());
+    let z = d.s("z.blz");
+    ok(&[
+        "create",
+        &z,
+        "--csv",
+        &csv,
+        "--schema",
+        "at:datetime64[ms, Europe/Paris]",
+    ]);
+    assert!(ok(&["info", &z]).contains("datetime64[ms, Europe/Paris]"));
+}

@@ -272,7 +272,44 @@ def num_threads() -> int:
     return _blz.num_threads()
 
 
+def from_csv(
+    csv: str | os.PathLike,
+    path: str | os.PathLike,
+    *,
+    schema: str | None = None,
+    delimiter: str = ",",
+    dates: bool = True,
+    chunks: int | None = None,
+    codec: str = "lz4",
+    clevel: int = 5,
+    filter: str = "shuffle",
+    checksum: str = "crc32",
+    attrs: dict | None = None,
+    overwrite: bool = False,
+    superchunksize: int | None = None,
+) -> Table:
+    """A table of the CSV file ``csv`` at ``path`` (what ``blz create PATH --csv CSV`` makes),
+    read in the library in two passes of bounded memory. The header row names the columns
+    (``pos/x`` nests). An empty field is missing, as pandas and duckdb read it: a column with
+    one is nullable. Types are inferred over the whole file from the other fields (bool,
+    int64, float64, ``datetime64[D]`` for ISO dates, ``datetime64[s]`` .. ``[ns]`` for ISO
+    timestamps as their fractions need, zoned ``UTC`` when each ends in ``Z`` or an offset,
+    else strings) unless ``schema`` declares them (``"qty:int32 not null,t:datetime64[ns,
+    UTC],name:varstr"``); ``dates=False`` keeps dates as strings. The other options are
+    :func:`create`'s."""
+    attrs_json = json.dumps(attrs, default=_json_default) if attrs else None
+    if len(delimiter) != 1:
+        raise ValueError(f"delimiter {delimiter!r}: one character")
+    raw = _blz.RawTable.from_csv(
+        os.fspath(path), os.fspath(csv), schema, delimiter, bool(dates), chunks, codec, clevel,
+        filter, checksum, attrs_json, overwrite,
+        None if superchunksize is None else int(superchunksize),
+    )
+    return Table(raw, "r+")
+
+
 __all__ = [
+    "from_csv",
     "LazyExpr",
     "evaluate",
     "lazyexpr",

@@ -58,15 +58,19 @@ class MissingColumn:
     """A column with missing values, as blz stores it: ``values`` (an ndarray, or a list of
     str/bytes with ``None`` at missing rows for a variable-length column), ``missing`` (a
     bool array, true at missing rows, or ``None``), ``kind`` (the leaf spec) and ``pandas``
-    (the pandas dtype to give back, or ``None``)."""
+    (the pandas dtype to give back, or ``None``) and ``timezone`` (a zone-aware datetime
+    column's zone, its values then in UTC, or ``None``)."""
 
-    __slots__ = ("values", "missing", "kind", "pandas")
+    __slots__ = ("values", "missing", "kind", "pandas", "timezone")
 
-    def __init__(self, values: Any, missing: Any, kind: str, pandas: str | None) -> None:
+    def __init__(
+        self, values: Any, missing: Any, kind: str, pandas: str | None, timezone: str | None = None
+    ) -> None:
         self.values = values
         self.missing = missing
         self.kind = kind
         self.pandas = pandas
+        self.timezone = timezone
 
     def __len__(self) -> int:
         return len(self.values)
@@ -105,6 +109,45 @@ def _pandas_dtype(name: str) -> Any:
     return pd.api.types.pandas_dtype(name)
 
 
+def zone_name(column: str, tz: Any) -> str:
+    """The name blz records for a pandas column's time zone, as pyarrow writes it: the IANA
+    key of a ``zoneinfo``/``pytz`` zone, ``"UTC"``, or a fixed offset ``+HH:MM``."""
+    import datetime as _dt
+
+    for attr in ("key", "zone"):  # zoneinfo, pytz
+        name = getattr(tz, attr, None)
+        if isinstance(name, str):
+            return name
+    if tz is _dt.timezone.utc or str(tz) in ("UTC", "tzutc()"):
+        return "UTC"
+    try:
+        off = tz.utcoffset(None)
+    except Exception:  # noqa: BLE001 (a zone that needs an instant: not a fixed offset)
+        off = None
+    if off is not None:
+        secs = int(off.total_seconds())
+        sign, secs = ("+" if secs >= 0 else "-"), abs(secs)
+        if secs % 60 == 0 and secs < 24 * 3600:
+            return f"{sign}{secs // 3600:02d}:{secs % 3600 // 60:02d}"
+    raise TypeError(
+        f"column {column!r}: the time zone {tz!r} has neither an IANA name nor a whole-minute "
+        "fixed offset blz can record (use zoneinfo.ZoneInfo or a fixed offset)"
+    )
+
+
+def zone_tz(zone: str) -> Any:
+    """The zone pandas is given back for a recorded zone: a ``datetime.timezone`` for a fixed
+    offset, the name itself (pandas makes its zone object of it) otherwise."""
+    import datetime as _dt
+
+    if zone[:1] in "+-":
+        body = zone[1:].replace(":", "")
+        hours, minutes = int(body[:2]), int(body[2:4] or 0)
+        delta = _dt.timedelta(hours=hours, minutes=minutes)
+        return _dt.timezone(-delta if zone[0] == "-" else delta)
+    return zone
+
+
 def _object_column(name: str, obj: np.ndarray, pandas: str | None) -> MissingColumn:
     missing = np.fromiter((_is_missing(x) for x in obj), dtype=bool, count=len(obj))
     items = [None if m else x for x, m in zip(obj.tolist(), missing)]
@@ -119,6 +162,12 @@ def frame_column(name: str, s: Any) -> Any:
     are taken with their missing values. A :class:`MissingColumn`."""
     dtype = s.dtype
     pname = _pandas_name(dtype)
+    if type(dtype).__name__ == "DatetimeTZDtype":
+        # The instants in UTC, the zone recorded beside them; NaT stays NaT (missing in
+        # Arrow and SQL, as a naive column's).
+        zone = zone_name(name, dtype.tz)
+        a = np.ascontiguousarray(s.dt.tz_convert("UTC").dt.tz_localize(None).to_numpy())
+        return MissingColumn(a, None, native(a.dtype).str, pname, zone)
     if isinstance(dtype, np.dtype):
         a = s.to_numpy()
         if dtype.kind == "O":
@@ -173,13 +222,20 @@ def numpy_missing(values: np.ndarray, valid: np.ndarray) -> np.ndarray:
     return values
 
 
-def pandas_series(values: np.ndarray, valid: np.ndarray | None, pandas: str | None) -> Any:
+def pandas_series(
+    values: np.ndarray, valid: np.ndarray | None, pandas: str | None, zone: str | None = None
+) -> Any:
     """A column read back as pandas: in its recorded pandas dtype, missing rows as that
     dtype's missing value. Without a recorded dtype: numpy's dtype when nothing is
     missing, else NaN in floats, None in objects and pandas' nullable dtype (``Int64``,
     ``boolean``) for integers and bools."""
     import pandas as pd
 
+    if zone is not None and values.dtype.kind == "M":
+        # UTC instants shown in their zone, in the stored unit.
+        if valid is not None:
+            values = numpy_missing(values, valid)
+        return pd.Series(values, copy=False).dt.tz_localize("UTC").dt.tz_convert(zone_tz(zone))
     missing = None if valid is None else valid == 0
     if missing is not None and not missing.any():
         missing = None
@@ -247,7 +303,10 @@ def fields_from_mapping(data: Mapping[str, Any]) -> list[Any]:
             continue
         v = _as_column(v)
         if isinstance(v, MissingColumn):
-            out.append((name, v.kind, {"nullable": True, "pandas": v.pandas}))
+            extra = {"nullable": True, "pandas": v.pandas}
+            if v.timezone is not None:
+                extra["timezone"] = v.timezone
+            out.append((name, v.kind, extra))
         elif isinstance(v, list):
             if any(x is None for x in v):
                 out.append((name, _var_kind(v), {"nullable": True}))
@@ -274,13 +333,6 @@ def is_tabular(data: Any) -> bool:
 def normalize_tabular(data: Any) -> Any:
     """A DataFrame as a dict of columns; anything else as it is."""
     if type(data).__name__ == "DataFrame" and hasattr(data, "columns"):
-        for c in data.columns:
-            if getattr(data[c].dtype, "tz", None) is not None:
-                raise TypeError(
-                    f"column {str(c)!r} holds timezone-aware datetimes ({data[c].dtype}), "
-                    "which blz does not store yet; store them in UTC without the zone "
-                    "(series.dt.tz_convert(None)) or as another column"
-                )
         return {str(c): frame_column(str(c), data[c]) for c in data.columns}
     return data
 
@@ -534,8 +586,10 @@ class Table:
         self._dtype = schema_dtype(self._schema)
         self._info = {p: (cl, codec, clevel, nb, cb) for p, nb, cb, cl, codec, clevel in self._raw.column_info()}
         extras = self._raw.leaf_extras()
-        self._nullable: set[str] = {p for p, n, _ in extras if n}
-        self._pandas: dict[str, str] = {p: pd for p, _, pd in extras if pd is not None}
+        self._nullable: set[str] = {p for p, n, _, _ in extras if n}
+        self._pandas: dict[str, str] = {p: pd for p, _, pd, _ in extras if pd is not None}
+        # Zone-aware datetime columns: their values are UTC instants shown in the zone.
+        self._zones: dict[str, str] = {p: z for p, _, _, z in extras if z is not None}
 
     def refresh(self) -> bool:
         """Shows the table's latest commit now; whether it changed (read handles do this at
@@ -825,7 +879,9 @@ class Table:
         def read() -> dict[str, Any]:
             cols = self._read_leaves(self._leaves, 0, self._nrows)
             return {
-                p: pandas_series(v, self._validity(p, 0, self._nrows), self._pandas.get(p))
+                p: pandas_series(
+                    v, self._validity(p, 0, self._nrows), self._pandas.get(p), self._zones.get(p)
+                )
                 for p, v in cols.items()
             }
 
@@ -863,6 +919,7 @@ class Table:
             "columns": {
                 p: {
                     "dtype": k,
+                    **({"timezone": self._zones[p]} if p in self._zones else {}),
                     "chunklen": self._info[p][0],
                     "codec": self._info[p][1],
                     "clevel": self._info[p][2],

@@ -1074,7 +1074,8 @@ fn staged_write_rows(
 /// A schema node from Python: `(name, spec)`, `spec` a dtype descriptor, `"varstr"`,
 /// `"varbytes"`, or a list of nodes (a nested record).
 fn field_from_py(node: &Bound<'_, PyAny>) -> PyResult<Field> {
-    // `(name, spec)`, or `(name, spec, {"nullable": bool, "pandas": str})` for a leaf.
+    // `(name, spec)`, or `(name, spec, {"nullable": bool, "pandas": str, "timezone": str})`
+    // for a leaf.
     let (name, spec, extra): (String, Bound<'_, PyAny>, Option<Bound<'_, PyAny>>) =
         match node.extract() {
             Ok((n, s, e)) => (n, s, Some(e)),
@@ -1101,6 +1102,12 @@ fn field_from_py(node: &Bound<'_, PyAny>) -> PyResult<Field> {
                 .and_then(|v| v.extract::<Option<String>>())
             {
                 f.options.pandas = Some(p);
+            }
+            if let Ok(Some(z)) = extra
+                .get_item("timezone")
+                .and_then(|v| v.extract::<Option<String>>())
+            {
+                f.options.timezone = Some(z);
             }
         }
         return Ok(f);
@@ -1395,6 +1402,69 @@ impl RawTable {
         Ok(RawTable::wrap(t, true))
     }
 
+    /// Creates a table of the CSV file `csv` (`blz::csv`: a header row of column paths,
+    /// types inferred unless `schema` declares them, empty fields missing, ISO dates and
+    /// timestamps recognised unless `dates` is false), as one step.
+    #[staticmethod]
+    #[pyo3(signature = (path, csv, schema, delimiter, dates, chunklen, codec, clevel, filter, checksum_name, attrs, overwrite, superchunksize=None))]
+    #[expect(
+        clippy::too_many_arguments,
+        reason = "blz.from_csv's keyword arguments"
+    )]
+    fn from_csv(
+        py: Python<'_>,
+        path: PathBuf,
+        csv: PathBuf,
+        schema: Option<&str>,
+        delimiter: char,
+        dates: bool,
+        chunklen: Option<u64>,
+        codec: &str,
+        clevel: u8,
+        filter: &str,
+        checksum_name: &str,
+        attrs: Option<&str>,
+        overwrite: bool,
+        superchunksize: Option<u64>,
+    ) -> PyResult<RawTable> {
+        let delimiter = u8::try_from(delimiter)
+            .ok()
+            .filter(u8::is_ascii)
+            .ok_or_else(|| {
+                PyValueError::new_err(format!("delimiter {delimiter:?}: one ASCII character"))
+            })?;
+        let schema = schema.map(str::to_string);
+        let mut opts = TableOptions {
+            defaults: ColumnOptions {
+                compression: Some(compression(codec, clevel, filter)?),
+                chunklen,
+                superchunksize,
+                checksum: Some(checksum(checksum_name)?),
+                ..Default::default()
+            },
+            attributes: json_map(attrs)?,
+            overwrite,
+            ..Default::default()
+        };
+        let t = detached(py, || {
+            let csv_opts = blz::csv::CsvOptions {
+                delimiter,
+                schema: schema
+                    .as_deref()
+                    .map(blz::csv::parse_schema)
+                    .transpose()?
+                    .unwrap_or_default(),
+                dates,
+            };
+            let plan = blz::csv::scan_table_with(&csv, &csv_opts)?;
+            opts.expectedlen = Some(plan.rows());
+            let (storage, path) = blz::storage::for_new_path(&path, overwrite)?;
+            let rows = blz::csv::table_batch_rows(blz::ordered::DEFAULT_BATCH_BYTES);
+            Ok(plan.create_table(storage, &path, &opts, rows, |_| {})?)
+        })?;
+        Ok(RawTable::wrap(t, true))
+    }
+
     #[getter]
     fn path(&self) -> PathBuf {
         self.path.clone()
@@ -1541,13 +1611,24 @@ impl RawTable {
         })
     }
 
-    /// Per leaf column `(path, nullable, pandas dtype or None)`.
-    fn leaf_extras(&self, py: Python<'_>) -> PyResult<Vec<(String, bool, Option<String>)>> {
+    /// Per leaf column `(path, nullable, pandas dtype or None, time zone or None)`.
+    #[allow(clippy::type_complexity)]
+    fn leaf_extras(
+        &self,
+        py: Python<'_>,
+    ) -> PyResult<Vec<(String, bool, Option<String>, Option<String>)>> {
         detached(py, || {
             self.read(|t| {
                 Ok(t.leaves()
                     .iter()
-                    .map(|l| (l.path.clone(), l.nullable, l.pandas.clone()))
+                    .map(|l| {
+                        (
+                            l.path.clone(),
+                            l.nullable,
+                            l.pandas.clone(),
+                            l.timezone.clone(),
+                        )
+                    })
                     .collect())
             })
         })

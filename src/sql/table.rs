@@ -351,6 +351,8 @@ impl PartitionStream for RangeStream {
 /// One column's statistics: its element type, its chunk length, and each chunk's.
 struct ColumnStats {
     dtype: DType,
+    /// A zoned `datetime64` column's zone: its bounds are timestamps in it.
+    timezone: Option<String>,
     chunklen: u64,
     chunks: Vec<Option<ChunkStats>>,
     /// Each chunk's null count (`None`: unknown).
@@ -390,6 +392,7 @@ impl<'a> RangeStats<'a> {
                 name,
                 ColumnStats {
                     dtype,
+                    timezone: leaf.timezone.clone(),
                     chunklen: leaf.storage.chunklen.max(1),
                     chunks,
                     nulls,
@@ -437,7 +440,7 @@ impl<'a> RangeStats<'a> {
                 acc
             })
             .collect();
-        Some(stat_array(c.dtype, &values))
+        crate::arrow::zoned(stat_array(c.dtype, &values), c.timezone.as_deref()).ok()
     }
 }
 

@@ -21,8 +21,10 @@
 mod fancy;
 mod nulls;
 mod schema;
+mod zone;
 
 pub use nulls::{ColumnValues, NullableValues};
+pub use zone::{check_timezone, fixed_offset_seconds};
 
 pub use schema::{
     check_name, ColumnOptions, ColumnStorage, Field, FieldKind, FieldSpec, FieldType, Leaf,
@@ -715,6 +717,7 @@ fn to_specs(
                 name: f.name.clone(),
                 dtype,
                 pandas: storage.as_ref().and(f.options.pandas.clone()),
+                timezone: zone::field_zone(f)?,
                 storage,
                 validity,
             })

@@ -44,6 +44,11 @@ pub struct ColumnOptions {
     /// The pandas dtype of the column (`"Int64"`, `"string[pyarrow]"`, ...), recorded for
     /// clients that give the column back as pandas: blz itself does not read it.
     pub pandas: Option<String>,
+    /// The time zone of a `datetime64` column of seconds or a finer unit: its values are
+    /// instants counted in UTC, shown in this zone (an IANA name such as `"Europe/Paris"`,
+    /// `"UTC"`, or a fixed offset `"+05:30"`; `spec/table.md` §2.3). See
+    /// [`Field::with_timezone`].
+    pub timezone: Option<String>,
 }
 
 /// A named field of a table.
@@ -180,6 +185,9 @@ pub struct FieldSpec {
     /// The leaf's pandas dtype, for clients (`spec/table.md` §2.1).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub pandas: Option<String>,
+    /// A `datetime64` leaf's time zone (`spec/table.md` §2.3); absent: no zone.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub timezone: Option<String>,
 }
 
 /// The `dtype` of a [`FieldSpec`].
@@ -224,6 +232,8 @@ pub struct Leaf {
     pub nullable: bool,
     /// The pandas dtype recorded for the column, if any.
     pub pandas: Option<String>,
+    /// A `datetime64` column's time zone (its values are UTC instants), if any.
+    pub timezone: Option<String>,
     /// This leaf is the validity column of the leaf before it: hidden from the table's
     /// users, carried by every operation like any other column.
     pub(crate) hidden: bool,
@@ -263,12 +273,16 @@ pub(crate) fn leaves(specs: &[FieldSpec]) -> Result<Vec<Leaf>> {
                         Error::InvalidArgument(format!("column {path} has no storage"))
                     })?;
                     let kind = LeafKind::parse(t)?;
+                    if let Some(tz) = &s.timezone {
+                        super::zone::check_leaf_zone(&path, kind, tz)?;
+                    }
                     out.push(Leaf {
                         path: path.clone(),
                         kind,
                         storage,
                         nullable: s.validity.is_some(),
                         pandas: s.pandas.clone(),
+                        timezone: s.timezone.clone(),
                         hidden: false,
                     });
                     if let Some(v) = &s.validity {
@@ -278,11 +292,17 @@ pub(crate) fn leaves(specs: &[FieldSpec]) -> Result<Vec<Leaf>> {
                             storage: v.clone(),
                             nullable: false,
                             pandas: None,
+                            timezone: None,
                             hidden: true,
                         });
                     }
                 }
                 FieldType::Struct(sub) => {
+                    if s.timezone.is_some() {
+                        return Err(Error::InvalidArgument(format!(
+                            "structure {path} has a time zone (only datetime64 leaves have one)"
+                        )));
+                    }
                     if s.validity.is_some() {
                         return Err(Error::InvalidArgument(format!(
                             "structure {path} has a validity column (only leaves have one)"
