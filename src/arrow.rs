@@ -10,12 +10,15 @@
 //! numbers and `bool` as Arrow's, complex numbers as a fixed-size list of two floats (real,
 //! imaginary), fixed-length `S<n>` byte strings as binary and `U<n>` strings as UTF-8 (their
 //! zero padding removed, as numpy reads them), variable-length strings and byte strings as
-//! large UTF-8 and large binary, nested fields as structs. A nullable column's field is nullable,
-//! its nulls those of its validity (`spec/table.md` §3.5).
+//! large UTF-8 and large binary, dictionary-encoded string columns (`spec/table.md` §3.6) as
+//! `Dictionary(Int32, Utf8)` (their codes and dictionary, nothing decoded), nested fields as
+//! structs. A nullable column's field is nullable, its nulls those of its validity
+//! (`spec/table.md` §3.5).
 //!
 //! A requested schema (the protocol's `requested_schema`) is honoured when it asks for a
 //! subset of the fields, in any order, with the same types except that any string or binary
-//! column may be asked for with 32-bit offsets (`utf8`, `binary`) or 64-bit ones; otherwise
+//! column may be asked for with 32-bit offsets (`utf8`, `binary`) or 64-bit ones (a
+//! dictionary-encoded column then comes decoded, as plain strings); otherwise
 //! the table's own schema is streamed, which the protocol allows (the consumer checks).
 
 use crate::dtype::{DType, TimeUnit, NAT};
@@ -30,9 +33,9 @@ use arrow_array::types::{
 };
 use arrow_array::{make_array, Array};
 use arrow_array::{
-    ArrayRef, ArrowPrimitiveType, BooleanArray, FixedSizeListArray, GenericBinaryArray,
-    GenericStringArray, OffsetSizeTrait, PrimitiveArray, RecordBatch, RecordBatchOptions,
-    RecordBatchReader, StructArray,
+    ArrayRef, ArrowPrimitiveType, BooleanArray, DictionaryArray, FixedSizeListArray,
+    GenericBinaryArray, GenericStringArray, OffsetSizeTrait, PrimitiveArray, RecordBatch,
+    RecordBatchOptions, RecordBatchReader, StructArray,
 };
 use arrow_buffer::{BooleanBuffer, Buffer, MutableBuffer, NullBuffer, OffsetBuffer, ScalarBuffer};
 use arrow_schema::{ArrowError, DataType, Field, Fields, IntervalUnit, Schema, SchemaRef};
@@ -48,6 +51,8 @@ enum Node {
         path: String,
         kind: LeafKind,
         large: bool,
+        /// A dictionary-encoded column, exported as `Dictionary(Int32, Utf8)`.
+        dict: bool,
     },
     Struct(Vec<Slot>),
 }
@@ -59,14 +64,20 @@ type Slot = (String, Node, bool);
 impl Node {
     fn data_type(&self) -> DataType {
         match self {
+            Node::Leaf { dict: true, .. } => dictionary_type(),
             Node::Leaf { kind, large, .. } => leaf_type(*kind, *large),
             Node::Struct(fields) => DataType::Struct(fields_of(fields)),
         }
     }
 
-    fn leaves<'a>(&'a self, out: &mut Vec<(&'a str, LeafKind, bool)>) {
+    fn leaves<'a>(&'a self, out: &mut Vec<(&'a str, LeafKind, bool, bool)>) {
         match self {
-            Node::Leaf { path, kind, large } => out.push((path, *kind, *large)),
+            Node::Leaf {
+                path,
+                kind,
+                large,
+                dict,
+            } => out.push((path, *kind, *large, *dict)),
             Node::Struct(fields) => fields.iter().for_each(|(_, n, _)| n.leaves(out)),
         }
     }
@@ -115,6 +126,7 @@ impl Node {
                     path: path.clone(),
                     kind: *kind,
                     large,
+                    dict: false,
                 })
             }
             (Node::Struct(fields), DataType::Struct(want)) => {
@@ -147,6 +159,36 @@ fn fields_of(nodes: &[Slot]) -> Fields {
         .iter()
         .map(|(name, n, nullable)| Field::new(name, n.data_type(), *nullable))
         .collect()
+}
+
+/// The Arrow type of a dictionary-encoded column: its codes as keys into its entries.
+fn dictionary_type() -> DataType {
+    DataType::Dictionary(Box::new(DataType::Int32), Box::new(DataType::Utf8))
+}
+
+/// Rows `start..end` of dictionary-encoded column `path` as a dictionary array: the stored
+/// codes as keys (a null row's key is 0, its validity added by [`with_validity`]), the
+/// dictionary as values (with the fill value after it when a row holds it and it is no
+/// entry).
+fn dictionary_array(t: &Table, path: &str, start: u64, end: u64) -> Result<ArrayRef, ArrowError> {
+    let crate::table::DictionaryValues {
+        mut codes,
+        mut dictionary,
+    } = t.column_codes(path, start, end).map_err(blz_error)?;
+    if codes.contains(&crate::table::FILL_CODE) {
+        if dictionary.is_empty() {
+            dictionary.push(String::new());
+        }
+        codes
+            .iter_mut()
+            .filter(|k| **k == crate::table::FILL_CODE)
+            .for_each(|k| *k = 0);
+    }
+    let keys = PrimitiveArray::<Int32Type>::from(codes);
+    let values: ArrayRef = Arc::new(GenericStringArray::<i32>::from(dictionary));
+    Ok(Arc::new(DictionaryArray::<Int32Type>::try_new(
+        keys, values,
+    )?))
 }
 
 fn leaf_type(kind: LeafKind, large: bool) -> DataType {
@@ -395,15 +437,15 @@ fn complex_type(part: DataType) -> DataType {
 
 /// The table's fields as export nodes (every string column with 64-bit offsets).
 fn table_nodes(t: &Table) -> Vec<Slot> {
-    let kinds: HashMap<&str, (LeafKind, bool)> = t
+    let kinds: HashMap<&str, (LeafKind, bool, bool)> = t
         .leaves()
         .iter()
-        .map(|l| (l.path.as_str(), (l.kind, l.nullable)))
+        .map(|l| (l.path.as_str(), (l.kind, l.nullable, l.is_dictionary())))
         .collect();
     fn walk(
         prefix: &str,
         specs: &[FieldSpec],
-        kinds: &HashMap<&str, (LeafKind, bool)>,
+        kinds: &HashMap<&str, (LeafKind, bool, bool)>,
     ) -> Vec<Slot> {
         specs
             .iter()
@@ -411,12 +453,13 @@ fn table_nodes(t: &Table) -> Vec<Slot> {
                 let path = format!("{prefix}{}", s.name);
                 let (node, nullable) = match &s.dtype {
                     FieldType::Leaf(_) => {
-                        let (kind, nullable) = *kinds.get(path.as_str())?;
+                        let (kind, nullable, dict) = *kinds.get(path.as_str())?;
                         (
                             Node::Leaf {
                                 kind,
                                 path,
                                 large: true,
+                                dict,
                             },
                             nullable,
                         )
@@ -719,7 +762,7 @@ impl Export {
         self.slots
             .iter()
             .for_each(|(_, n, _)| n.leaves(&mut leaves));
-        leaves.into_iter().map(|(p, _, _)| p).collect()
+        leaves.into_iter().map(|(p, ..)| p).collect()
     }
 
     /// The rows per batch that reads whole superchunk files of every column read: the
@@ -753,8 +796,12 @@ impl Export {
         // chunks, and rayon spreads the (column, chunk) pairs over the pool.
         let arrays = leaves
             .par_iter()
-            .map(|(path, kind, large)| {
-                let array = read_leaf(table, path, *kind, *large, start, end)?;
+            .map(|(path, kind, large, dict)| {
+                let array = if *dict {
+                    dictionary_array(table, path, start, end)?
+                } else {
+                    read_leaf(table, path, *kind, *large, start, end)?
+                };
                 with_validity(table, path, start, end, array)
             })
             .collect::<Result<Vec<_>, _>>()?;

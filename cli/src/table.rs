@@ -252,7 +252,7 @@ fn leaf_json(t: &Table, l: &Leaf) -> serde_json::Value {
     let st = &l.storage;
     serde_json::json!({
         "path": l.path,
-        "type": l.kind.name(),
+        "type": l.type_name(),
         "chunklen": st.chunklen,
         "superchunksize": st.superchunksize,
         "codec": st.compression.codec.name(),
@@ -306,7 +306,7 @@ pub fn info(path: &Path, json: bool, t: Table) -> Result<(), Failure> {
         );
         table.push([
             l.path.clone(),
-            l.kind.name(),
+            l.type_name(),
             l.storage.chunklen.to_string(),
             codec,
             human(n),

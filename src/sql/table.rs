@@ -353,6 +353,9 @@ struct ColumnStats {
     dtype: DType,
     chunklen: u64,
     chunks: Vec<Option<ChunkStats>>,
+    /// A dictionary-encoded column's string bounds per chunk, from its codes' statistics
+    /// (`Table::dictionary_chunk_bounds`); empty for other columns.
+    strings: Vec<Option<(String, String)>>,
     /// Each chunk's null count (`None`: unknown).
     nulls: Vec<Option<u64>>,
 }
@@ -385,6 +388,11 @@ impl<'a> RangeStats<'a> {
                 LeafKind::Fixed(_) => table.column_stats(&name)?,
                 _ => Vec::new(),
             };
+            let strings = if leaf.is_dictionary() {
+                table.dictionary_chunk_bounds(&name)?
+            } else {
+                Vec::new()
+            };
             let nulls = table.column_null_counts(&name)?;
             columns.insert(
                 name,
@@ -392,6 +400,7 @@ impl<'a> RangeStats<'a> {
                     dtype,
                     chunklen: leaf.storage.chunklen.max(1),
                     chunks,
+                    strings,
                     nulls,
                 },
             );
@@ -406,6 +415,9 @@ impl<'a> RangeStats<'a> {
     /// The least (or greatest) value of `column` in each range, `None` where unknown.
     fn bounds(&self, column: &Column, min: bool) -> Option<ArrayRef> {
         let c = self.columns.get(&column.name)?;
+        if !c.strings.is_empty() {
+            return Some(self.string_bounds(c, min));
+        }
         if c.chunks.is_empty() {
             return None;
         }
@@ -438,6 +450,33 @@ impl<'a> RangeStats<'a> {
             })
             .collect();
         Some(stat_array(c.dtype, &values))
+    }
+}
+
+impl RangeStats<'_> {
+    /// A dictionary-encoded column's least (or greatest) string in each range, as UTF-8
+    /// (DataFusion casts it to the column's dictionary type), null where unknown.
+    fn string_bounds(&self, c: &ColumnStats, min: bool) -> ArrayRef {
+        let values: Vec<Option<&str>> = self
+            .ranges
+            .iter()
+            .map(|&(start, end)| {
+                if end <= start {
+                    return None;
+                }
+                let mut acc: Option<&str> = None;
+                for k in start / c.chunklen..=(end - 1) / c.chunklen {
+                    let (lo, hi) = c.strings.get(usize::try_from(k).ok()?)?.as_ref()?;
+                    let v = if min { lo.as_str() } else { hi.as_str() };
+                    acc = Some(match acc {
+                        Some(a) if (a <= v) == min => a,
+                        _ => v,
+                    });
+                }
+                acc
+            })
+            .collect();
+        Arc::new(arrow_array::StringArray::from(values))
     }
 }
 

@@ -14,6 +14,7 @@ use crate::engine::{ArrayCore, ChunkWrites};
 use crate::error::{Error, Result};
 use crate::meta::{Compression, FilterName, MetaPaths};
 use crate::selection::AxisSel;
+use crate::stats::StatValue;
 use crate::txn::Txn;
 use std::collections::{BTreeMap, HashMap};
 use std::path::Path;
@@ -35,8 +36,8 @@ pub(super) struct EntriesCache(Mutex<Option<Arc<Vec<Vec<u8>>>>>);
 /// A dictionary-encoded column's values for some rows, as codes into its dictionary.
 #[derive(Debug, Clone, PartialEq)]
 pub struct DictionaryValues {
-    /// One code per row, an index into `dictionary` (at a null row: the code of the
-    /// column's fill value).
+    /// One code per row, an index into `dictionary`; −1 at a null row (as pandas'
+    /// categorical codes have it).
     pub codes: Vec<i32>,
     /// The entries the codes index: the column's dictionary, in order, and its fill value
     /// after them when a row holds the fill value and the dictionary has no such entry.
@@ -94,11 +95,12 @@ pub(super) fn new_spec(
             f.name
         )));
     }
+    // Codes are small integers: bitshuffle keeps about log2(entries) bits of each, whatever
+    // the table's default compression (chosen for other columns) is.
     let compression = f
         .options
         .compression
         .clone()
-        .or_else(|| defaults.compression.clone())
         .filter(|c| c.validate(DType::I32).is_ok())
         .unwrap_or(Compression {
             codec: crate::blosc::Codec::Lz4,
@@ -426,11 +428,16 @@ impl Table {
         let c = self.col(name)?;
         let entries = self.entries(c)?;
         self.check_codes(c, &codes, entries.len())?;
+        let valid = self.column_validity(name, start, end)?;
+        let is_valid = |i: usize| valid.as_ref().is_none_or(|v| v.get(i) == Some(&true));
         let mut dictionary: Vec<String> = entries
             .iter()
             .map(|e| String::from_utf8_lossy(e).into_owned())
             .collect();
-        if codes.contains(&FILL_CODE) {
+        let filled: Vec<usize> = (0..codes.len())
+            .filter(|&i| codes[i] == FILL_CODE && is_valid(i))
+            .collect();
+        if !filled.is_empty() {
             let fill = self.fill_of(c);
             let k = match entries.iter().position(|e| e == fill) {
                 Some(k) => k,
@@ -439,11 +446,101 @@ impl Table {
                     entries.len()
                 }
             };
-            for x in codes.iter_mut().filter(|x| **x == FILL_CODE) {
-                *x = k as i32;
+            for i in filled {
+                codes[i] = k as i32;
+            }
+        }
+        for (i, x) in codes.iter_mut().enumerate() {
+            if !is_valid(i) {
+                *x = FILL_CODE;
             }
         }
         Ok(DictionaryValues { codes, dictionary })
+    }
+
+    /// Bounds of the strings of each chunk of dictionary-encoded column `name` (entry `k`
+    /// covers the rows of chunk `k`): the least and the greatest of the entries whose codes
+    /// lie within the chunk's code statistics (the fill value too when −1 does), decoding
+    /// no chunk. `None` where the statistics are unknown or span more than 4,096 codes.
+    /// What SQL's chunk pruning compares a string literal with: a chunk whose bounds
+    /// exclude it holds no row equal to it.
+    ///
+    /// # Errors
+    /// As [`Table::dictionary`].
+    pub fn dictionary_chunk_bounds(&self, name: &str) -> Result<Vec<Option<(String, String)>>> {
+        const MAX_SPAN: i64 = 4096;
+        let c = self.col(name)?;
+        let core = self.codes_core(c)?;
+        let nchunks = c.nchunks(self.nrows());
+        let stats = crate::stats::store_stats(core, nchunks, self.sizes.stats_current())?;
+        let entries = self.entries(c)?;
+        let fill = self.fill_of(c);
+        Ok(stats
+            .iter()
+            .map(|s| {
+                let s = s.as_ref()?;
+                let (Some(StatValue::Int(lo)), Some(StatValue::Int(hi))) = (s.min, s.max) else {
+                    return None;
+                };
+                if hi < lo || hi - lo >= MAX_SPAN || hi >= entries.len() as i64 {
+                    return None;
+                }
+                let mut range = (lo.max(0)..=hi)
+                    .filter_map(|k| entries.get(usize::try_from(k).ok()?))
+                    .map(Vec::as_slice)
+                    .chain((lo < 0).then_some(fill));
+                let first = range.next()?;
+                let (a, b) = range.fold((first, first), |(a, b), e| (a.min(e), b.max(e)));
+                Some((
+                    String::from_utf8(a.to_vec()).ok()?,
+                    String::from_utf8(b.to_vec()).ok()?,
+                ))
+            })
+            .collect())
+    }
+
+    /// Adds `entries` that its dictionary lacks to dictionary-encoded column `name`, in
+    /// order, in one transaction (no rows change): a client that keeps categories in an
+    /// order of its own (pandas' `Categorical`) gives them before the rows.
+    ///
+    /// # Errors
+    /// An unknown column or one that is not dictionary-encoded; [`Error::DictionaryFull`]
+    /// (nothing is added); [`Error::ReadOnly`]; I/O errors.
+    pub fn extend_dictionary<S: AsRef<str>>(&mut self, name: &str, entries: &[S]) -> Result<()> {
+        let _turn = self.turn()?;
+        let mut enc = Encoder::new(self)?;
+        let c = self.col(name)?;
+        self.codes_core(c)?;
+        enc.encode(&self.root, c, &Values::strings(entries), None)?;
+        let nrows = self.nrows();
+        self.run_to(None, false, |columns, txn, counts| {
+            let mut deltas = BTreeMap::new();
+            enc.write_entries(columns, txn, &mut deltas, counts)?;
+            Ok((deltas, nrows))
+        })
+    }
+
+    /// Gives the dictionary-encoded fields of a new table the entries their options name
+    /// ([`ColumnOptions::dictionary_entries`]).
+    pub(super) fn seed_dictionaries(&mut self, fields: &[Field], prefix: &str) -> Result<()> {
+        for f in fields {
+            let path = format!("{prefix}{}", f.name);
+            match &f.kind {
+                FieldKind::Struct(sub) => self.seed_dictionaries(sub, &format!("{path}/"))?,
+                _ => {
+                    if let Some(e) = f.options.dictionary_entries.as_ref() {
+                        if !self.col(&path)?.leaf.is_dictionary() {
+                            return Err(Error::InvalidArgument(format!(
+                                "column {path}: dictionary entries given for a column that \
+                                 is not dictionary-encoded"
+                            )));
+                        }
+                        self.extend_dictionary(&path, e)?;
+                    }
+                }
+            }
+        }
+        Ok(())
     }
 
     fn fill_of<'c>(&self, c: &'c Column) -> &'c [u8] {

@@ -958,7 +958,9 @@ impl Table {
             ),
         };
         meta::write_json(build.as_ref(), &mp.sizes(), &sizes)?;
-        Self::open_with(build.clone(), &dir, Mode::ReadWrite, true)?.append_batches(batches)?;
+        let mut staged = Self::open_with(build.clone(), &dir, Mode::ReadWrite, true)?;
+        staged.seed_dictionaries(&fields, "")?;
+        staged.append_batches(batches)?;
         let lock = staging.publish()?;
         let mut table = Self::open_with(storage, root, Mode::ReadWrite, true)?;
         table.root.hold(lock);

@@ -52,6 +52,9 @@ pub struct ColumnOptions {
     /// most 2^31 − 1, the codes' range): a write that would pass it is refused with
     /// [`Error::DictionaryFull`], naming the column and the value, and nothing is written.
     pub dictionary_limit: Option<u64>,
+    /// Entries a new dictionary-encoded column's dictionary starts with, in order (codes
+    /// 0, 1, ...), before any row is written: pandas' categories, unused ones included.
+    pub dictionary_entries: Option<Vec<String>>,
 }
 
 /// A named field of a table.
