@@ -157,7 +157,8 @@ fn check_codes(t: &Table, m: &Model, before: &mut Vec<Vec<String>>) {
         let strings: Vec<String> = coded
             .codes
             .iter()
-            .map(|&k| coded.dictionary[k as usize].clone())
+            // −1 at a null row (whose string reads as the fill value, "").
+            .map(|&k| usize::try_from(k).map_or(String::new(), |k| coded.dictionary[k].clone()))
             .collect();
         let want: Vec<String> = if *name == "c" {
             m.c.iter().map(|x| x.clone().unwrap_or_default()).collect()
@@ -429,11 +430,19 @@ fn the_format_keys_directories_and_row_counts() {
     assert!(leaf.is_dictionary());
     assert_eq!(leaf.type_name(), "varstr (dictionary)");
     assert!(!t.leaves()[1].is_dictionary());
-    // A null at a code: the codes for it name the fill, which becomes an entry of the
-    // dictionary returned when the stored one lacks it.
+    // Codes and dictionary: −1 at the null row, as pandas has it.
     let coded = t.column_codes("s", 0, 4).unwrap();
-    assert_eq!(coded.dictionary, vec!["x", "y", ""]);
-    assert_eq!(coded.codes, vec![0, 1, 2, 0]);
+    assert_eq!(coded.dictionary, vec!["x", "y"]);
+    assert_eq!(coded.codes, vec![0, 1, -1, 0]);
+    // A row that holds the fill value without being null (a grow of a column that is not
+    // nullable) gets a code for it, and the fill joins the dictionary returned.
+    drop(t);
+    let mut t = Table::open_rw(&p).unwrap();
+    t.add_column(Field::varstr("f").dictionary()).unwrap();
+    t.write_rows(0, &[("f", Values::strings(&["k"]))]).unwrap();
+    let coded = t.column_codes("f", 0, 4).unwrap();
+    assert_eq!(coded.dictionary, vec!["k", ""]);
+    assert_eq!(coded.codes, vec![0, 1, 1, 1]);
 }
 
 #[test]

@@ -87,9 +87,9 @@ fn error_place(e: &blz::Error) -> (Option<PathBuf>, Option<u64>) {
         | E::Unsupported { path, .. }
         | E::Changed { path }
         | E::Conflict { path } => (Some(path.clone()), None),
-        E::OutOfBounds { dataset, .. } | E::Mismatch { dataset, .. } => {
-            (Some(dataset.clone()), None)
-        }
+        E::OutOfBounds { dataset, .. }
+        | E::Mismatch { dataset, .. }
+        | E::DictionaryFull { dataset, .. } => (Some(dataset.clone()), None),
         _ => (None, None),
     }
 }

@@ -199,3 +199,16 @@ def test_where_on_a_dictionary_column(tmp_path):
     t = blz.create(str(tmp_path / "t.blz"), df)
     assert t.where_rows("s == 'a'").tolist() == [0, 3]
     assert t.where("s == 'b'")["x"].tolist() == [2.0]
+
+
+def test_a_category_past_the_dictionary_limit_is_refused_and_nothing_written(tmp_path):
+    from blz._table import apply_dictionary  # noqa: F401  (the option path is public API)
+
+    df = pd.DataFrame({"c": pd.Categorical(["a", "b"])})
+    t = blz.create(str(tmp_path / "t.blz"), df)
+    # The limit is Rust's (2^31 - 1 by default); through the Rust API a small one is tested
+    # (tests/table_dict.rs). Here: values that are not strings are refused naming the column.
+    with pytest.raises(TypeError, match="'c'"):
+        t.append({"c": [1, 2]})
+    assert len(t) == 2
+    pd.testing.assert_frame_equal(t.to_pandas(), df)

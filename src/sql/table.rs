@@ -51,7 +51,7 @@ pub(super) struct TableSource {
 
 impl TableSource {
     pub(super) fn new(table: Table) -> crate::Result<TableSource> {
-        let export = Export::of(&table);
+        let export = Export::of(&table).decoded();
         Ok(TableSource {
             table: Arc::new(table),
             export,
@@ -102,7 +102,7 @@ impl datafusion::catalog::TableProvider for TableSource {
         limit: Option<usize>,
     ) -> DfResult<Arc<dyn ExecutionPlan>> {
         let table = self.current().map_err(to_datafusion)?;
-        let full = Export::of(&table);
+        let full = Export::of(&table).decoded();
         let export = match projection {
             Some(p) => full.project(p).map_err(to_datafusion)?,
             None => full.clone(),
@@ -454,8 +454,8 @@ impl<'a> RangeStats<'a> {
 }
 
 impl RangeStats<'_> {
-    /// A dictionary-encoded column's least (or greatest) string in each range, as UTF-8
-    /// (DataFusion casts it to the column's dictionary type), null where unknown.
+    /// A dictionary-encoded column's least (or greatest) string in each range, null where
+    /// unknown.
     fn string_bounds(&self, c: &ColumnStats, min: bool) -> ArrayRef {
         let values: Vec<Option<&str>> = self
             .ranges
@@ -476,7 +476,8 @@ impl RangeStats<'_> {
                 acc
             })
             .collect();
-        Arc::new(arrow_array::StringArray::from(values))
+        // The scan gives the column as large UTF-8 (`Export::decoded`).
+        Arc::new(arrow_array::LargeStringArray::from(values))
     }
 }
 

@@ -279,6 +279,12 @@ pub struct TableOptions {
     pub overwrite: bool,
 }
 
+/// Per column path, the change of its stored and uncompressed bytes in an operation.
+type ByteDeltas = BTreeMap<String, (i64, i64)>;
+
+/// Per dictionary path, its row count after an operation that extends it.
+type RowCounts = BTreeMap<String, u64>;
+
 /// Reads of more rows than this first check that the file holding the last of them exists.
 const LARGE_READ_ROWS: u64 = 1 << 20;
 
@@ -1465,11 +1471,7 @@ impl Table {
     /// which also records the new row counts of the dictionaries it extends.
     fn run_to<F>(&mut self, new_meta: Option<TableStorage>, rewrites: bool, f: F) -> Result<()>
     where
-        F: FnOnce(
-            &[Column],
-            &mut Txn<'_>,
-            &mut BTreeMap<String, u64>,
-        ) -> Result<(BTreeMap<String, (i64, i64)>, u64)>,
+        F: FnOnce(&[Column], &mut Txn<'_>, &mut RowCounts) -> Result<(ByteDeltas, u64)>,
     {
         // A read-only handle fails here, before anything (nor the handle) is touched.
         self.check_writable()?;
