@@ -10,12 +10,15 @@
 //! numbers and `bool` as Arrow's, complex numbers as a fixed-size list of two floats (real,
 //! imaginary), fixed-length `S<n>` byte strings as binary and `U<n>` strings as UTF-8 (their
 //! zero padding removed, as numpy reads them), variable-length strings and byte strings as
-//! large UTF-8 and large binary, nested fields as structs. A nullable column's field is nullable,
-//! its nulls those of its validity (`spec/table.md` §3.5).
+//! large UTF-8 and large binary, dictionary-encoded string columns (`spec/table.md` §3.6) as
+//! `Dictionary(Int32, Utf8)` (their codes and dictionary, nothing decoded), nested fields as
+//! structs. A nullable column's field is nullable, its nulls those of its validity
+//! (`spec/table.md` §3.5).
 //!
 //! A requested schema (the protocol's `requested_schema`) is honoured when it asks for a
 //! subset of the fields, in any order, with the same types except that any string or binary
-//! column may be asked for with 32-bit offsets (`utf8`, `binary`) or 64-bit ones; otherwise
+//! column may be asked for with 32-bit offsets (`utf8`, `binary`) or 64-bit ones (a
+//! dictionary-encoded column then comes decoded, as plain strings); otherwise
 //! the table's own schema is streamed, which the protocol allows (the consumer checks).
 
 use crate::dtype::{DType, TimeUnit, NAT};
@@ -30,9 +33,9 @@ use arrow_array::types::{
 };
 use arrow_array::{make_array, Array};
 use arrow_array::{
-    ArrayRef, ArrowPrimitiveType, BooleanArray, FixedSizeListArray, GenericBinaryArray,
-    GenericStringArray, OffsetSizeTrait, PrimitiveArray, RecordBatch, RecordBatchOptions,
-    RecordBatchReader, StructArray,
+    ArrayRef, ArrowPrimitiveType, BooleanArray, DictionaryArray, FixedSizeListArray,
+    GenericBinaryArray, GenericStringArray, OffsetSizeTrait, PrimitiveArray, RecordBatch,
+    RecordBatchOptions, RecordBatchReader, StructArray,
 };
 use arrow_buffer::{BooleanBuffer, Buffer, MutableBuffer, NullBuffer, OffsetBuffer, ScalarBuffer};
 use arrow_schema::{ArrowError, DataType, Field, Fields, IntervalUnit, Schema, SchemaRef};
@@ -50,13 +53,15 @@ enum Node {
         large: bool,
         /// A zoned `datetime64` column's zone (`spec/table.md` §2.3): its timestamps carry it.
         tz: Option<Arc<str>>,
+        /// A dictionary-encoded column, exported as `Dictionary(Int32, Utf8)`.
+        dict: bool,
     },
     Struct(Vec<Slot>),
 }
 
-/// A leaf column to read: its path, kind, whether its strings take 64-bit offsets, and its
-/// zone.
-type LeafRead<'a> = (&'a str, LeafKind, bool, Option<&'a Arc<str>>);
+/// A leaf column to read: its path, kind, whether its strings take 64-bit offsets, its
+/// zone, and whether it is read as a dictionary array.
+type LeafRead<'a> = (&'a str, LeafKind, bool, Option<&'a Arc<str>>, bool);
 
 /// A named field and whether it is declared nullable (a nullable column's, or one a
 /// requested schema asks to be).
@@ -65,6 +70,7 @@ type Slot = (String, Node, bool);
 impl Node {
     fn data_type(&self) -> DataType {
         match self {
+            Node::Leaf { dict: true, .. } => dictionary_type(),
             Node::Leaf {
                 kind, large, tz, ..
             } => zoned_type(leaf_type(*kind, *large), tz.as_ref()),
@@ -79,7 +85,8 @@ impl Node {
                 kind,
                 large,
                 tz,
-            } => out.push((path, *kind, *large, tz.as_ref())),
+                dict,
+            } => out.push((path, *kind, *large, tz.as_ref(), *dict)),
             Node::Struct(fields) => fields.iter().for_each(|(_, n, _)| n.leaves(out)),
         }
     }
@@ -129,6 +136,7 @@ impl Node {
                     kind: *kind,
                     large,
                     tz: tz.clone(),
+                    dict: false,
                 })
             }
             (Node::Struct(fields), DataType::Struct(want)) => {
@@ -161,6 +169,36 @@ fn fields_of(nodes: &[Slot]) -> Fields {
         .iter()
         .map(|(name, n, nullable)| Field::new(name, n.data_type(), *nullable))
         .collect()
+}
+
+/// The Arrow type of a dictionary-encoded column: its codes as keys into its entries.
+fn dictionary_type() -> DataType {
+    DataType::Dictionary(Box::new(DataType::Int32), Box::new(DataType::Utf8))
+}
+
+/// Rows `start..end` of dictionary-encoded column `path` as a dictionary array: the stored
+/// codes as keys (a null row's key is 0, its validity added by [`with_validity`]), the
+/// dictionary as values (with the fill value after it when a row holds it and it is no
+/// entry).
+fn dictionary_array(t: &Table, path: &str, start: u64, end: u64) -> Result<ArrayRef, ArrowError> {
+    let crate::table::DictionaryValues {
+        mut codes,
+        mut dictionary,
+    } = t.column_codes(path, start, end).map_err(blz_error)?;
+    if codes.contains(&crate::table::FILL_CODE) {
+        if dictionary.is_empty() {
+            dictionary.push(String::new());
+        }
+        codes
+            .iter_mut()
+            .filter(|k| **k == crate::table::FILL_CODE)
+            .for_each(|k| *k = 0);
+    }
+    let keys = PrimitiveArray::<Int32Type>::from(codes);
+    let values: ArrayRef = Arc::new(GenericStringArray::<i32>::from(dictionary));
+    Ok(Arc::new(DictionaryArray::<Int32Type>::try_new(
+        keys, values,
+    )?))
 }
 
 fn leaf_type(kind: LeafKind, large: bool) -> DataType {
@@ -464,15 +502,15 @@ fn complex_type(part: DataType) -> DataType {
 
 /// The table's fields as export nodes (every string column with 64-bit offsets).
 fn table_nodes(t: &Table) -> Vec<Slot> {
-    let kinds: HashMap<&str, (LeafKind, bool)> = t
+    let kinds: HashMap<&str, (LeafKind, bool, bool)> = t
         .leaves()
         .iter()
-        .map(|l| (l.path.as_str(), (l.kind, l.nullable)))
+        .map(|l| (l.path.as_str(), (l.kind, l.nullable, l.is_dictionary())))
         .collect();
     fn walk(
         prefix: &str,
         specs: &[FieldSpec],
-        kinds: &HashMap<&str, (LeafKind, bool)>,
+        kinds: &HashMap<&str, (LeafKind, bool, bool)>,
     ) -> Vec<Slot> {
         specs
             .iter()
@@ -480,7 +518,7 @@ fn table_nodes(t: &Table) -> Vec<Slot> {
                 let path = format!("{prefix}{}", s.name);
                 let (node, nullable) = match &s.dtype {
                     FieldType::Leaf(_) => {
-                        let (kind, nullable) = *kinds.get(path.as_str())?;
+                        let (kind, nullable, dict) = *kinds.get(path.as_str())?;
                         let tz = s.timezone.as_deref().map(Arc::from);
                         (
                             Node::Leaf {
@@ -488,6 +526,7 @@ fn table_nodes(t: &Table) -> Vec<Slot> {
                                 path,
                                 large: true,
                                 tz,
+                                dict,
                             },
                             nullable,
                         )
@@ -740,6 +779,38 @@ impl Export {
         Export { slots, schema }
     }
 
+    /// The same export with every dictionary-encoded column given as plain (large) UTF-8,
+    /// decoded from its codes: what the SQL engine reads (DataFusion's string kernels and
+    /// grouping are faster on plain strings than on dictionary arrays, measured by
+    /// `benches/dict_query.py`).
+    pub fn decoded(self) -> Export {
+        fn plain(slots: Vec<Slot>) -> Vec<Slot> {
+            slots
+                .into_iter()
+                .map(|(name, node, nullable)| {
+                    let node = match node {
+                        Node::Leaf {
+                            path,
+                            kind,
+                            large,
+                            tz,
+                            ..
+                        } => Node::Leaf {
+                            path,
+                            kind,
+                            large,
+                            tz,
+                            dict: false,
+                        },
+                        Node::Struct(sub) => Node::Struct(plain(sub)),
+                    };
+                    (name, node, nullable)
+                })
+                .collect()
+        }
+        Export::from_slots(plain(self.slots))
+    }
+
     /// Every top-level field of `table`, strings with 64-bit offsets.
     pub fn of(table: &Table) -> Export {
         Export::from_slots(table_nodes(table))
@@ -790,7 +861,7 @@ impl Export {
         self.slots
             .iter()
             .for_each(|(_, n, _)| n.leaves(&mut leaves));
-        leaves.into_iter().map(|(p, _, _, _)| p).collect()
+        leaves.into_iter().map(|(p, ..)| p).collect()
     }
 
     /// The rows per batch that reads whole superchunk files of every column read: the
@@ -824,8 +895,12 @@ impl Export {
         // chunks, and rayon spreads the (column, chunk) pairs over the pool.
         let arrays = leaves
             .par_iter()
-            .map(|(path, kind, large, tz)| {
-                let array = read_leaf(table, path, *kind, *large, start, end)?;
+            .map(|(path, kind, large, tz, dict)| {
+                let array = if *dict {
+                    dictionary_array(table, path, start, end)?
+                } else {
+                    read_leaf(table, path, *kind, *large, start, end)?
+                };
                 let array = zoned(array, tz.map(|z| &**z))?;
                 with_validity(table, path, start, end, array)
             })

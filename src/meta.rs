@@ -251,6 +251,10 @@ pub struct ColumnSizes {
     pub nbytes: u64,
     /// Stored bytes: compressed chunks plus digests.
     pub cbytes: u64,
+    /// The rows of a column whose count is not the table's: a dictionary-encoded column's
+    /// dictionary (`spec/table.md` §3.6). Absent for every other column.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub rows: Option<u64>,
 }
 
 /// Compression settings of a dataset (or of one column).

@@ -242,7 +242,7 @@ fn leaf_json(t: &Table, l: &Leaf) -> serde_json::Value {
     let st = &l.storage;
     serde_json::json!({
         "path": l.path,
-        "type": l.kind.name(),
+        "type": l.type_name(),
         "timezone": l.timezone,
         "nullable": l.nullable,
         "chunklen": st.chunklen,
@@ -359,7 +359,7 @@ pub fn info(path: &Path, json: bool, t: Table) -> Result<(), Failure> {
 fn leaf_type_text(l: &blz::table::Leaf) -> String {
     match &l.timezone {
         Some(z) => format!("{}, {z}]", l.kind.name().trim_end_matches(']')),
-        None => l.kind.name(),
+        None => l.type_name(),
     }
 }
 

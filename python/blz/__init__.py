@@ -48,6 +48,7 @@ from ._sql import SqlResult, sql
 from ._table import (
     Column,
     Table,
+    apply_dictionary,
     columns_payload,
     fields_from_dtype,
     fields_from_mapping,
@@ -121,6 +122,7 @@ def create(
     attrs: dict[str, Any] | None = None,
     overwrite: bool = False,
     superchunksize: int | None = None,
+    dictionary: Any = None,
 ) -> Array | Table:
     """Creates a dataset at ``path`` and returns it open for writing (``mode="r+"``).
 
@@ -133,6 +135,11 @@ def create(
     each chunk (crc32, adler32, md5, sha1, sha256, ..., none); ``superchunksize``: chunks per
     superchunk file (by default about 64 MiB of chunks per file; 16 MiB on ``s3://``). The dataset appears whole
     (data included) or not at all; an existing one is replaced only with ``overwrite``.
+    ``dictionary`` (tables): which string columns are dictionary-encoded on disk (each
+    distinct string stored once, rows as codes): ``None`` (default) those with few distinct
+    values (at most one in 10 of the first 65,536, and at least 64 of them), ``True`` all,
+    ``False`` none, or a list of column paths; a pandas ``Categorical`` column always is.
+    They read back as they came (strings as strings, a Categorical as one).
     """
     path = os.fspath(path)
     from ._array import _json_default
@@ -149,6 +156,7 @@ def create(
             fields = fields_from_dtype(data.dtype, data)
         else:
             fields = fields_from_mapping(data)
+        fields = apply_dictionary(fields, data, dictionary)
         leaves = _leaves_of(fields)
         payload = columns_payload(leaves, data)
         if isinstance(chunks, (tuple, list)):

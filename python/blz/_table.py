@@ -61,16 +61,24 @@ class MissingColumn:
     (the pandas dtype to give back, or ``None``) and ``timezone`` (a zone-aware datetime
     column's zone, its values then in UTC, or ``None``)."""
 
-    __slots__ = ("values", "missing", "kind", "pandas", "timezone")
+    __slots__ = ("values", "missing", "kind", "pandas", "timezone", "options")
 
     def __init__(
-        self, values: Any, missing: Any, kind: str, pandas: str | None, timezone: str | None = None
+        self,
+        values: Any,
+        missing: Any,
+        kind: str,
+        pandas: str | None,
+        timezone: str | None = None,
+        options: dict[str, Any] | None = None,
     ) -> None:
         self.values = values
         self.missing = missing
         self.kind = kind
         self.pandas = pandas
         self.timezone = timezone
+        # More leaf options for the native module (a categorical's dictionary).
+        self.options = options or {}
 
     def __len__(self) -> int:
         return len(self.values)
@@ -155,12 +163,90 @@ def _object_column(name: str, obj: np.ndarray, pandas: str | None) -> MissingCol
     return MissingColumn(items, missing if missing.any() else None, kind, pandas)
 
 
+CATEGORY = "category"
+CATEGORY_ORDERED = "category[ordered]"
+
+
+def _categorical_column(name: str, s: Any) -> MissingColumn:
+    """A pandas ``Categorical`` column as blz stores it: a dictionary-encoded string column
+    whose dictionary starts with the categories, in their order (unused ones included), and
+    whose pandas dtype ``category`` or ``category[ordered]`` gives it back."""
+    dtype = s.dtype
+    cats = dtype.categories
+    if not all(isinstance(c, str) for c in cats):
+        kinds = sorted({type(c).__name__ for c in cats if not isinstance(c, str)})
+        raise TypeError(
+            f"column {name!r}: a Categorical of {', '.join(kinds)} categories is not stored by "
+            "blz, which keeps categories of strings (store the values instead, or convert "
+            "the categories: series.cat.rename_categories(str))"
+        )
+    missing = np.asarray(s.isna(), dtype=bool)
+    codes = np.asarray(s.cat.codes)
+    names = list(cats)
+    items = [None if c < 0 else names[c] for c in codes.tolist()]
+    return MissingColumn(
+        items,
+        missing if missing.any() else None,
+        "varstr",
+        CATEGORY_ORDERED if dtype.ordered else CATEGORY,
+        options={"dictionary": True, "dictionary_entries": names},
+    )
+
+
+# A string column is dictionary-encoded by itself when, among its first DICTIONARY_SAMPLE
+# values (missing ones aside), there are at least DICTIONARY_MIN_ROWS and no more than one
+# distinct value in DICTIONARY_RATIO.
+DICTIONARY_SAMPLE = 65536
+DICTIONARY_MIN_ROWS = 64
+DICTIONARY_RATIO = 10
+
+
+def dictionary_pays(items: list[Any]) -> bool:
+    """Whether a string column's values are stored smaller dictionary-encoded (README,
+    "Categories and dictionary-encoded strings"): few distinct values among the first
+    :data:`DICTIONARY_SAMPLE`."""
+    sample = [x for x in items[:DICTIONARY_SAMPLE] if x is not None]
+    if len(sample) < DICTIONARY_MIN_ROWS:
+        return False
+    return len(set(sample)) * DICTIONARY_RATIO <= len(sample)
+
+
+def apply_dictionary(fields: list[Any], data: Any, dictionary: Any, prefix: str = "") -> list[Any]:
+    """``fields`` with their ``varstr`` leaves dictionary-encoded as ``dictionary`` asks:
+    ``None`` where :func:`dictionary_pays`, ``True`` all, ``False`` none (a Categorical
+    column always is), or a collection of column paths."""
+    out: list[Any] = []
+    for f in fields:
+        name, spec = f[0], f[1]
+        path = prefix + name
+        if not isinstance(spec, str):
+            out.append((name, apply_dictionary(spec, data, dictionary, path + "/")))
+            continue
+        opts = dict(f[2]) if len(f) > 2 and f[2] else {}
+        if spec == "varstr" and not opts.get("dictionary"):
+            if dictionary is None:
+                v = _as_column(_get(data, path))
+                items = v.values if isinstance(v, MissingColumn) else v
+                on = isinstance(items, (list, np.ndarray)) and dictionary_pays(list(items))
+            elif isinstance(dictionary, bool):
+                on = dictionary
+            else:
+                on = path in set(dictionary)
+            if on:
+                opts["dictionary"] = True
+        out.append((name, spec, opts) if opts else (name, spec))
+    return out
+
+
 def frame_column(name: str, s: Any) -> Any:
     """A pandas Series as blz stores it, following pyarrow's ``Table.from_pandas``: None,
     NaN, NaT and pd.NA are missing in every column, a float column's NaN included;
     nullable (``Int64``, ``boolean``, ``Float64``, ``string``) and pyarrow-backed dtypes
-    are taken with their missing values. A :class:`MissingColumn`."""
+    are taken with their missing values; a ``Categorical`` of strings as a
+    dictionary-encoded column. A :class:`MissingColumn`."""
     dtype = s.dtype
+    if type(dtype).__name__ == "CategoricalDtype":
+        return _categorical_column(name, s)
     pname = _pandas_name(dtype)
     if type(dtype).__name__ == "DatetimeTZDtype":
         # The instants in UTC, the zone recorded beside them; NaT stays NaT (missing in
@@ -303,7 +389,7 @@ def fields_from_mapping(data: Mapping[str, Any]) -> list[Any]:
             continue
         v = _as_column(v)
         if isinstance(v, MissingColumn):
-            extra = {"nullable": True, "pandas": v.pandas}
+            extra = {"nullable": True, "pandas": v.pandas, **v.options}
             if v.timezone is not None:
                 extra["timezone"] = v.timezone
             out.append((name, v.kind, extra))
@@ -877,16 +963,30 @@ class Table:
         import pandas as pd
 
         def read() -> dict[str, Any]:
-            cols = self._read_leaves(self._leaves, 0, self._nrows)
+            coded = {p for p, _ in self._leaves if self._pandas.get(p, "").startswith(CATEGORY)}
+            cols = self._read_leaves([lf for lf in self._leaves if lf[0] not in coded], 0, self._nrows)
             return {
-                p: pandas_series(
-                    v, self._validity(p, 0, self._nrows), self._pandas.get(p), self._zones.get(p)
+                p: self._categorical(p, 0, self._nrows)
+                if p in coded
+                else pandas_series(
+                    cols[p], self._validity(p, 0, self._nrows), self._pandas.get(p), self._zones.get(p)
                 )
-                for p, v in cols.items()
+                for p, _ in self._leaves
             }
 
         cols = self._fresh(read)
         return pd.DataFrame(cols, copy=False)
+
+    def _categorical(self, path: str, start: int, end: int) -> Any:
+        """Rows ``start..end`` of a dictionary-encoded column as a pandas ``Categorical``
+        (its dictionary the categories, in code order): codes and dictionary read as they
+        are stored, no string decoded per row."""
+        import pandas as pd
+
+        codes = np.empty(end - start, dtype=np.int32)
+        dictionary = self._raw.read_codes_into(path, start, end, codes)
+        ordered = self._pandas.get(path) == CATEGORY_ORDERED
+        return pd.Categorical.from_codes(codes, categories=dictionary, ordered=ordered)
 
     def to_arrow(self) -> Any:
         """A pyarrow Table (nested fields as struct columns), read through

@@ -61,7 +61,9 @@ fn error_class(e: &blz::Error) -> &'static str {
         E::Conflict { .. } => "ConflictError",
         E::OutOfBounds { .. } => "OutOfBoundsError",
         E::Mismatch { .. } => "MismatchError",
-        E::InvalidArgument(_) | E::InvalidExpression { .. } => "InvalidArgumentError",
+        E::InvalidArgument(_) | E::InvalidExpression { .. } | E::DictionaryFull { .. } => {
+            "InvalidArgumentError"
+        }
         E::Sql(_) => "SqlError",
         E::Unsupported { .. } => "UnsupportedError",
         E::Io { source, .. } if source.kind() == std::io::ErrorKind::NotFound => "NotFoundError",
@@ -85,9 +87,9 @@ fn error_place(e: &blz::Error) -> (Option<PathBuf>, Option<u64>) {
         | E::Unsupported { path, .. }
         | E::Changed { path }
         | E::Conflict { path } => (Some(path.clone()), None),
-        E::OutOfBounds { dataset, .. } | E::Mismatch { dataset, .. } => {
-            (Some(dataset.clone()), None)
-        }
+        E::OutOfBounds { dataset, .. }
+        | E::Mismatch { dataset, .. }
+        | E::DictionaryFull { dataset, .. } => (Some(dataset.clone()), None),
         _ => (None, None),
     }
 }
@@ -1109,6 +1111,24 @@ fn field_from_py(node: &Bound<'_, PyAny>) -> PyResult<Field> {
             {
                 f.options.timezone = Some(z);
             }
+            if let Ok(Some(d)) = extra
+                .get_item("dictionary")
+                .and_then(|v| v.extract::<Option<bool>>())
+            {
+                f.options.dictionary = Some(d);
+            }
+            if let Ok(Some(n)) = extra
+                .get_item("dictionary_limit")
+                .and_then(|v| v.extract::<Option<u64>>())
+            {
+                f.options.dictionary_limit = Some(n);
+            }
+            if let Ok(Some(e)) = extra
+                .get_item("dictionary_entries")
+                .and_then(|v| v.extract::<Option<Vec<String>>>())
+            {
+                f.options.dictionary_entries = Some(e);
+            }
         }
         return Ok(f);
     }
@@ -1607,6 +1627,37 @@ impl RawTable {
                     None => dst.fill(1),
                 }
                 Ok(nullable)
+            })
+        })
+    }
+
+    /// Rows `start..end` of a dictionary-encoded column: their codes into `out` (an `int32`
+    /// array; −1 at null rows), and the dictionary they index. See
+    /// `blz::Table::column_codes`.
+    fn read_codes_into(
+        &self,
+        py: Python<'_>,
+        name: &str,
+        start: u64,
+        end: u64,
+        out: &Bound<'_, PyAny>,
+    ) -> PyResult<Vec<String>> {
+        let out = Buf::get(out, true)?;
+        detached(py, || {
+            self.read(|t| {
+                let v = t.column_codes(name, start, end)?;
+                let dst = out.bytes_mut();
+                if dst.len() != v.codes.len() * 4 {
+                    return Err(Fail::Blz(blz::Error::InvalidArgument(format!(
+                        "a buffer of {} bytes given for the codes of {} rows of column {name}",
+                        dst.len(),
+                        v.codes.len()
+                    ))));
+                }
+                for (d, c) in dst.chunks_exact_mut(4).zip(&v.codes) {
+                    d.copy_from_slice(&c.to_ne_bytes());
+                }
+                Ok(v.dictionary)
             })
         })
     }

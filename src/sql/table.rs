@@ -51,7 +51,7 @@ pub(super) struct TableSource {
 
 impl TableSource {
     pub(super) fn new(table: Table) -> crate::Result<TableSource> {
-        let export = Export::of(&table);
+        let export = Export::of(&table).decoded();
         Ok(TableSource {
             table: Arc::new(table),
             export,
@@ -102,7 +102,7 @@ impl datafusion::catalog::TableProvider for TableSource {
         limit: Option<usize>,
     ) -> DfResult<Arc<dyn ExecutionPlan>> {
         let table = self.current().map_err(to_datafusion)?;
-        let full = Export::of(&table);
+        let full = Export::of(&table).decoded();
         let export = match projection {
             Some(p) => full.project(p).map_err(to_datafusion)?,
             None => full.clone(),
@@ -355,6 +355,9 @@ struct ColumnStats {
     timezone: Option<String>,
     chunklen: u64,
     chunks: Vec<Option<ChunkStats>>,
+    /// A dictionary-encoded column's string bounds per chunk, from its codes' statistics
+    /// (`Table::dictionary_chunk_bounds`); empty for other columns.
+    strings: Vec<Option<(String, String)>>,
     /// Each chunk's null count (`None`: unknown).
     nulls: Vec<Option<u64>>,
 }
@@ -387,6 +390,11 @@ impl<'a> RangeStats<'a> {
                 LeafKind::Fixed(_) => table.column_stats(&name)?,
                 _ => Vec::new(),
             };
+            let strings = if leaf.is_dictionary() {
+                table.dictionary_chunk_bounds(&name)?
+            } else {
+                Vec::new()
+            };
             let nulls = table.column_null_counts(&name)?;
             columns.insert(
                 name,
@@ -395,6 +403,7 @@ impl<'a> RangeStats<'a> {
                     timezone: leaf.timezone.clone(),
                     chunklen: leaf.storage.chunklen.max(1),
                     chunks,
+                    strings,
                     nulls,
                 },
             );
@@ -409,6 +418,9 @@ impl<'a> RangeStats<'a> {
     /// The least (or greatest) value of `column` in each range, `None` where unknown.
     fn bounds(&self, column: &Column, min: bool) -> Option<ArrayRef> {
         let c = self.columns.get(&column.name)?;
+        if !c.strings.is_empty() {
+            return Some(self.string_bounds(c, min));
+        }
         if c.chunks.is_empty() {
             return None;
         }
@@ -441,6 +453,34 @@ impl<'a> RangeStats<'a> {
             })
             .collect();
         crate::arrow::zoned(stat_array(c.dtype, &values), c.timezone.as_deref()).ok()
+    }
+}
+
+impl RangeStats<'_> {
+    /// A dictionary-encoded column's least (or greatest) string in each range, null where
+    /// unknown.
+    fn string_bounds(&self, c: &ColumnStats, min: bool) -> ArrayRef {
+        let values: Vec<Option<&str>> = self
+            .ranges
+            .iter()
+            .map(|&(start, end)| {
+                if end <= start {
+                    return None;
+                }
+                let mut acc: Option<&str> = None;
+                for k in start / c.chunklen..=(end - 1) / c.chunklen {
+                    let (lo, hi) = c.strings.get(usize::try_from(k).ok()?)?.as_ref()?;
+                    let v = if min { lo.as_str() } else { hi.as_str() };
+                    acc = Some(match acc {
+                        Some(a) if (a <= v) == min => a,
+                        _ => v,
+                    });
+                }
+                acc
+            })
+            .collect();
+        // The scan gives the column as large UTF-8 (`Export::decoded`).
+        Arc::new(arrow_array::LargeStringArray::from(values))
     }
 }
 

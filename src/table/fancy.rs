@@ -1,7 +1,7 @@
 //! A table's rows by index: gathered ([`Table::take`]) and scattered ([`Table::put`]) chunk
 //! by chunk, each column's touched chunks decoded once.
 
-use super::{expand, refs, Column, ColumnValues, Engine, Table, Values};
+use super::{dict, expand, refs, Column, ColumnValues, Engine, Table, Values};
 use crate::engine::{ArrayCore, ChunkWrites, GatherPlan};
 use crate::error::{Error, Result};
 use crate::fancy::{AxisIndex, Fancy};
@@ -31,7 +31,8 @@ impl Table {
     /// table keeps its last committed state.
     pub fn put<V: ColumnValues>(&mut self, indices: &[u64], cols: &[(&str, V)]) -> Result<()> {
         let _turn = self.turn()?;
-        let expanded = expand(&self.columns, cols)?;
+        let mut enc = dict::Encoder::new(self)?;
+        let expanded = expand(&self.root, &self.columns, &mut enc, cols)?;
         let cols = &refs(&expanded);
         let nrows = self.nrows();
         if let Some(&bad) = indices.iter().find(|&&i| i >= nrows) {
@@ -51,7 +52,7 @@ impl Table {
             return Ok(());
         }
         let data = self.indices(&data, cols);
-        self.run(nrows, None, true, |columns, txn| {
+        self.run_to(None, true, |columns, txn, counts| {
             let mut deltas = BTreeMap::new();
             for &(ci, vi) in &data {
                 let c: &Column = &columns[ci];
@@ -89,7 +90,8 @@ impl Table {
                 }
                 deltas.insert(c.leaf.path.clone(), w.finish_both(txn)?);
             }
-            Ok(deltas)
+            enc.write_entries(columns, txn, &mut deltas, counts)?;
+            Ok((deltas, nrows))
         })
     }
 }

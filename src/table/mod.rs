@@ -18,17 +18,19 @@
 //! # Ok(()) }
 //! ```
 
+mod dict;
 mod fancy;
 mod nulls;
 mod schema;
 mod zone;
 
+pub use dict::{DictionaryValues, FILL_CODE, MAX_DICTIONARY_LIMIT};
 pub use nulls::{ColumnValues, NullableValues};
 pub use zone::{check_timezone, fixed_offset_seconds};
 
 pub use schema::{
-    check_name, ColumnOptions, ColumnStorage, Field, FieldKind, FieldSpec, FieldType, Leaf,
-    LeafKind, TableStorage,
+    check_name, ColumnOptions, ColumnStorage, DictionarySpec, Field, FieldKind, FieldSpec,
+    FieldType, Leaf, LeafKind, TableStorage,
 };
 
 use crate::blpk::Checksum;
@@ -224,6 +226,8 @@ enum Engine {
 struct Column {
     leaf: Leaf,
     engine: Engine,
+    /// A dictionary's entries as last read (`dict.rs`).
+    entries: dict::EntriesCache,
 }
 
 impl Column {
@@ -277,6 +281,12 @@ pub struct TableOptions {
     pub overwrite: bool,
 }
 
+/// Per column path, the change of its stored and uncompressed bytes in an operation.
+type ByteDeltas = BTreeMap<String, (i64, i64)>;
+
+/// Per dictionary path, its row count after an operation that extends it.
+type RowCounts = BTreeMap<String, u64>;
+
 /// Reads of more rows than this first check that the file holding the last of them exists.
 const LARGE_READ_ROWS: u64 = 1 << 20;
 
@@ -292,7 +302,7 @@ fn check_sizes(columns: &[Column], sizes: &Sizes, path: &Path) -> Result<()> {
     let bad = |reason: String| Err(Error::metadata(path, reason));
     let nrows = sizes.nrows.unwrap_or(0);
     for c in columns {
-        if let crate::column::LeafKind::Fixed(d) = c.leaf.kind {
+        if let crate::column::LeafKind::Fixed(d) = c.leaf.stored_kind() {
             crate::engine::limits::shape_bytes(&[nrows], d.itemsize() as u64, "nrows")
                 .map_err(|e| Error::metadata(path, e.to_string()))?;
         }
@@ -307,7 +317,8 @@ fn check_sizes(columns: &[Column], sizes: &Sizes, path: &Path) -> Result<()> {
         return Ok(());
     };
     for c in columns {
-        let (crate::column::LeafKind::Fixed(d), Some(cs)) = (c.leaf.kind, cols.get(&c.leaf.path))
+        let (crate::column::LeafKind::Fixed(d), Some(cs)) =
+            (c.leaf.stored_kind(), cols.get(&c.leaf.path))
         else {
             continue;
         };
@@ -337,7 +348,9 @@ fn check_sizes(columns: &[Column], sizes: &Sizes, path: &Path) -> Result<()> {
 /// nulls for a column that is not nullable are refused, naming it. Names the table does not
 /// have are kept for the checks to refuse.
 fn expand<'v, V: ColumnValues>(
+    root: &Path,
     columns: &[Column],
+    enc: &mut dict::Encoder,
     cols: &'v [(&str, V)],
 ) -> Result<Vec<(String, Cow<'v, Values>)>> {
     let mut out = Vec::with_capacity(cols.len() + 1);
@@ -351,6 +364,16 @@ fn expand<'v, V: ColumnValues>(
             continue;
         };
         let flags = checked_flags(c, values.len(), v.validity())?;
+        if let Some(codes) = enc.encode(root, c, values, flags.as_deref())? {
+            out.push((name.to_string(), Cow::Owned(codes)));
+            if let Some(flags) = flags {
+                out.push((
+                    schema::validity_path(name),
+                    Cow::Owned(nulls::validity_values(&flags)),
+                ));
+            }
+            continue;
+        }
         match flags {
             None => out.push((name.to_string(), Cow::Borrowed(values))),
             Some(flags) => {
@@ -371,7 +394,9 @@ fn expand<'v, V: ColumnValues>(
 
 /// As [`expand`], for owned values.
 fn expand_owned<V: Into<NullableValues>>(
+    root: &Path,
     columns: &[Column],
+    enc: &mut dict::Encoder,
     batch: Vec<(String, V)>,
 ) -> Result<Vec<(String, Values)>> {
     let mut out = Vec::with_capacity(batch.len() + 1);
@@ -384,7 +409,16 @@ fn expand_owned<V: Into<NullableValues>>(
             out.push((name, v.values));
             continue;
         };
-        match checked_flags(c, v.values.len(), v.validity.as_deref())? {
+        let flags = checked_flags(c, v.values.len(), v.validity.as_deref())?;
+        if let Some(codes) = enc.encode(root, c, &v.values, flags.as_deref())? {
+            let vpath = schema::validity_path(&name);
+            out.push((name, codes));
+            if let Some(flags) = flags {
+                out.push((vpath, nulls::validity_values(&flags)));
+            }
+            continue;
+        }
+        match flags {
             None => out.push((name, v.values)),
             Some(flags) => {
                 let (fixed, var) = fills(c);
@@ -458,7 +492,10 @@ fn values_mismatch(root: &Path, c: &Column) -> Error {
 /// length; returns the length.
 fn check_batch(root: &Path, columns: &[Column], batch: &[(String, Values)]) -> Result<u64> {
     let mut len = None;
-    for c in columns {
+    for c in columns
+        .iter()
+        .filter(|c| c.leaf.dict != schema::DictPart::Entries)
+    {
         let mut given = batch.iter().filter(|(n, _)| *n == c.leaf.path);
         let Some((_, v)) = given.next() else {
             return Err(Error::InvalidArgument(format!(
@@ -688,6 +725,7 @@ fn to_specs(
     fields
         .iter()
         .map(|f| {
+            let mut dictionary = None;
             let (dtype, storage) = match &f.kind {
                 FieldKind::Struct(sub) => (
                     FieldType::Struct(to_specs(sub, defaults, expected, file_bytes)?),
@@ -699,12 +737,17 @@ fn to_specs(
                         FieldKind::VarStr => LeafKind::VarStr,
                         _ => LeafKind::VarBytes,
                     };
-                    (
-                        FieldType::Leaf(lk.name()),
-                        Some(leaf_storage(
-                            lk, &f.options, defaults, expected, file_bytes,
-                        )?),
-                    )
+                    if let Some((codes, d)) = dict::new_spec(f, defaults, expected, file_bytes)? {
+                        dictionary = Some(d);
+                        (FieldType::Leaf(lk.name()), Some(codes))
+                    } else {
+                        (
+                            FieldType::Leaf(lk.name()),
+                            Some(leaf_storage(
+                                lk, &f.options, defaults, expected, file_bytes,
+                            )?),
+                        )
+                    }
                 }
             };
             let nullable =
@@ -720,6 +763,7 @@ fn to_specs(
                 timezone: zone::field_zone(f)?,
                 storage,
                 validity,
+                dictionary,
             })
         })
         .collect()
@@ -744,7 +788,7 @@ fn build_column(
             ),
         ));
     }
-    let engine = match leaf.kind {
+    let engine = match leaf.stored_kind() {
         LeafKind::Fixed(dtype) => {
             st.compression.validate(dtype).map_err(|e| {
                 Error::metadata(
@@ -795,7 +839,11 @@ fn build_column(
             })
         }
     };
-    let mut column = Column { leaf, engine };
+    let mut column = Column {
+        leaf,
+        engine,
+        entries: dict::EntriesCache::default(),
+    };
     if let (Some(t), Some(c)) = (table_id, column.leaf.storage.id.clone()) {
         match &mut column.engine {
             Engine::Fixed(core) => {
@@ -911,6 +959,7 @@ impl Table {
                             ColumnSizes {
                                 nbytes: 0,
                                 cbytes: 0,
+                                rows: (l.dict == schema::DictPart::Entries).then_some(0),
                             },
                         )
                     })
@@ -918,7 +967,9 @@ impl Table {
             ),
         };
         meta::write_json(build.as_ref(), &mp.sizes(), &sizes)?;
-        Self::open_with(build.clone(), &dir, Mode::ReadWrite, true)?.append_batches(batches)?;
+        let mut staged = Self::open_with(build.clone(), &dir, Mode::ReadWrite, true)?;
+        staged.seed_dictionaries(&fields, "")?;
+        staged.append_batches(batches)?;
         let lock = staging.publish()?;
         let mut table = Self::open_with(storage, root, Mode::ReadWrite, true)?;
         table.root.hold(lock);
@@ -1001,9 +1052,8 @@ impl Table {
             columns,
         };
         if mode == Mode::ReadWrite {
-            let n = t.nrows();
             for c in &t.columns {
-                c.store().remove_strays(c.nchunks(n))?;
+                c.store().remove_strays(c.nchunks(t.leaf_rows(c)))?;
             }
         }
         t.root.opened();
@@ -1101,8 +1151,8 @@ impl Table {
     /// The chunk engine of a fixed-size column.
     pub(crate) fn fixed_core(&self, name: &str) -> Result<&ArrayCore> {
         match &self.col(name)?.engine {
-            Engine::Fixed(core) => Ok(core),
-            Engine::Var(_) => Err(Error::InvalidArgument(format!(
+            Engine::Fixed(core) if !self.col(name)?.leaf.is_dictionary() => Ok(core),
+            _ => Err(Error::InvalidArgument(format!(
                 "column {name:?} holds variable-length items, not fixed-size elements"
             ))),
         }
@@ -1262,6 +1312,9 @@ impl Table {
     }
 
     fn read_column(&self, c: &Column, start: u64, end: u64) -> Result<Values> {
+        if c.leaf.is_dictionary() {
+            return self.dict_rows(c, start, end);
+        }
         let n = self.nrows();
         if end - start > LARGE_READ_ROWS {
             // Before a buffer as large as the rows is made: the file holding the last of
@@ -1314,6 +1367,9 @@ impl Table {
     ) -> Result<Vec<(Vec<u32>, Vec<u8>)>> {
         self.check_range(start, end)?;
         let c = self.col(name)?;
+        if c.leaf.is_dictionary() {
+            return self.dict_rows_flat(c, start, end);
+        }
         match &c.engine {
             Engine::Var(v) => self.unless_changed(v.read_rows_flat(self.nrows(), start, end)),
             Engine::Fixed(_) => Err(Error::InvalidArgument(format!(
@@ -1374,6 +1430,7 @@ impl Table {
             .map(|name| {
                 let c = self.col(name)?;
                 let v = match &c.engine {
+                    _ if c.leaf.is_dictionary() => self.dict_take(c, indices)?,
                     Engine::Fixed(core) => Values::Fixed {
                         dtype: core.dtype,
                         data: fancy::take_fixed(core, n, indices)?,
@@ -1408,20 +1465,22 @@ impl Table {
     where
         F: FnOnce(&[Column], &mut Txn<'_>) -> Result<BTreeMap<String, (i64, i64)>>,
     {
-        self.run_to(new_meta, rewrites, |columns, txn| {
+        self.run_to(new_meta, rewrites, |columns, txn, _| {
             Ok((f(columns, txn)?, nrows))
         })
     }
 
-    /// As [`run`](Self::run), with the number of rows after the operation returned by `f`.
+    /// As [`run`](Self::run), with the number of rows after the operation returned by `f`,
+    /// which also records the new row counts of the dictionaries it extends.
     fn run_to<F>(&mut self, new_meta: Option<TableStorage>, rewrites: bool, f: F) -> Result<()>
     where
-        F: FnOnce(&[Column], &mut Txn<'_>) -> Result<(BTreeMap<String, (i64, i64)>, u64)>,
+        F: FnOnce(&[Column], &mut Txn<'_>, &mut RowCounts) -> Result<(ByteDeltas, u64)>,
     {
         // A read-only handle fails here, before anything (nor the handle) is touched.
         self.check_writable()?;
         let result = self.root.transact(|txn| {
-            let (deltas, nrows) = f(&self.columns, txn)?;
+            let mut counts = BTreeMap::new();
+            let (deltas, nrows) = f(&self.columns, txn, &mut counts)?;
             let mut cols = self.sizes.columns.clone().unwrap_or_default();
             let leaves = match &new_meta {
                 Some(m) => schema::leaves(&m.dtype)?,
@@ -1432,10 +1491,14 @@ impl Table {
                 let e = cols.entry(l.path.clone()).or_insert(ColumnSizes {
                     nbytes: 0,
                     cbytes: 0,
+                    rows: (l.dict == schema::DictPart::Entries).then_some(0),
                 });
+                if let Some(&r) = counts.get(&l.path) {
+                    e.rows = Some(r);
+                }
                 let (dc, dn) = deltas.get(&l.path).copied().unwrap_or((0, 0));
                 e.cbytes = (e.cbytes as i64 + dc).max(0) as u64;
-                e.nbytes = match l.kind {
+                e.nbytes = match l.stored_kind() {
                     LeafKind::Fixed(d) => nrows * d.itemsize() as u64,
                     _ => (e.nbytes as i64 + dn).max(0) as u64,
                 };
@@ -1576,7 +1639,12 @@ impl Table {
             }
             out.push((c, v));
         }
-        if all && out.len() != self.columns.len() {
+        let dictionaries = self
+            .columns
+            .iter()
+            .filter(|c| c.leaf.dict == schema::DictPart::Entries)
+            .count();
+        if all && out.len() + dictionaries != self.columns.len() {
             let missing: Vec<&str> = self
                 .column_names()
                 .into_iter()
@@ -1620,14 +1688,17 @@ impl Table {
         cols: &[(&str, &Values)],
         start: u64,
         new_rows: u64,
+        enc: &dict::Encoder,
     ) -> Result<()> {
         let nrows = self.nrows();
-        self.run(new_rows, None, start < nrows, |columns, txn| {
+        self.run_to(None, start < nrows, |columns, txn, counts| {
             let pairs: Vec<(&Column, &Values)> = data
                 .iter()
                 .map(|&(ci, vi)| (&columns[ci], cols[vi].1))
                 .collect();
-            Self::write_columns(columns, txn, nrows, start, &pairs, 0)
+            let mut deltas = Self::write_columns(columns, txn, nrows, start, &pairs, 0)?;
+            enc.write_entries(columns, txn, &mut deltas, counts)?;
+            Ok((deltas, new_rows))
         })
     }
 
@@ -1639,7 +1710,8 @@ impl Table {
     /// table then keeps its last committed state).
     pub fn append<V: ColumnValues>(&mut self, cols: &[(&str, V)]) -> Result<()> {
         let _turn = self.turn()?;
-        let expanded = expand(&self.columns, cols)?;
+        let mut enc = dict::Encoder::new(self)?;
+        let expanded = expand(&self.root, &self.columns, &mut enc, cols)?;
         let cols = &refs(&expanded);
         let (data, n) = self.gather(cols, true)?;
         if n == 0 {
@@ -1647,7 +1719,7 @@ impl Table {
         }
         let data = self.indices(&data, cols);
         let nrows = self.nrows();
-        self.write_gathered(&data, cols, nrows, nrows + n)
+        self.write_gathered(&data, cols, nrows, nrows + n, &enc)
     }
 
     /// Appends every batch (one [`Values`] per leaf column, all of one length within a
@@ -1668,31 +1740,36 @@ impl Table {
         self.check_writable()?;
         let nrows = self.nrows();
         let root = self.root.to_path_buf();
-        self.run_to(None, false, |columns, txn| {
-            let mut streams: Vec<ColumnStream<'_>> = columns
+        let mut enc = dict::Encoder::new(self)?;
+        self.run_to(None, false, |columns, txn, counts| {
+            // A dictionary gets its new entries at the end, from the encoder.
+            let mut streams: Vec<Option<ColumnStream<'_>>> = columns
                 .iter()
-                .map(|c| ColumnStream::new(c, nrows))
+                .map(|c| {
+                    (c.leaf.dict != schema::DictPart::Entries).then(|| ColumnStream::new(c, nrows))
+                })
                 .collect();
             let mut rows = nrows;
             for batch in batches {
-                let batch = expand_owned(columns, batch?)?;
+                let batch = expand_owned(&root, columns, &mut enc, batch?)?;
                 let n = check_batch(&root, columns, &batch)?;
                 for (name, v) in batch {
                     let i = columns
                         .iter()
                         .position(|c| c.leaf.path == name)
                         .ok_or_else(|| Error::InvalidArgument(format!("no column {name}")))?;
-                    if let Some(s) = streams.get_mut(i) {
+                    if let Some(Some(s)) = streams.get_mut(i) {
                         s.push(txn, nrows, v)?;
                     }
                 }
                 rows += n;
             }
             let mut deltas = BTreeMap::new();
-            for s in streams {
+            for s in streams.into_iter().flatten() {
                 let (path, d) = s.finish(txn, nrows)?;
                 deltas.insert(path, d);
             }
+            enc.write_entries(columns, txn, &mut deltas, counts)?;
             Ok((deltas, rows))
         })?;
         Ok(self.nrows() - nrows)
@@ -1705,7 +1782,8 @@ impl Table {
     /// As [`Table::append`], and rows outside the table.
     pub fn write_rows<V: ColumnValues>(&mut self, start: u64, cols: &[(&str, V)]) -> Result<()> {
         let _turn = self.turn()?;
-        let expanded = expand(&self.columns, cols)?;
+        let mut enc = dict::Encoder::new(self)?;
+        let expanded = expand(&self.root, &self.columns, &mut enc, cols)?;
         let cols = &refs(&expanded);
         let (data, n) = self.gather(cols, false)?;
         self.check_range(start, start + n)?;
@@ -1714,7 +1792,7 @@ impl Table {
         }
         let data = self.indices(&data, cols);
         let nrows = self.nrows();
-        self.write_gathered(&data, cols, start, nrows)
+        self.write_gathered(&data, cols, start, nrows, &enc)
     }
 
     /// Sets the number of rows: shrinking drops rows of every column, growing fills every
@@ -1749,7 +1827,11 @@ impl Table {
         self.run(rows, None, false, |columns, txn| {
             let mut deltas = BTreeMap::new();
             if rows < nrows {
-                for c in columns {
+                // A dictionary keeps its entries: codes of the rows kept index them.
+                for c in columns
+                    .iter()
+                    .filter(|c| c.leaf.dict != schema::DictPart::Entries)
+                {
                     let cl = c.leaf.storage.chunklen;
                     // A variable-length chunk cut in the middle is written again with only
                     // the rows it keeps, so that no dropped item lingers in it and the
@@ -1767,8 +1849,12 @@ impl Table {
                     deltas.insert(c.leaf.path.clone(), w.finish_both(txn)?);
                 }
             } else {
-                let empties: Vec<Values> = columns.iter().map(Column::empty_values).collect();
-                let pairs: Vec<(&Column, &Values)> = columns.iter().zip(&empties).collect();
+                let grown: Vec<&Column> = columns
+                    .iter()
+                    .filter(|c| c.leaf.dict != schema::DictPart::Entries)
+                    .collect();
+                let empties: Vec<Values> = grown.iter().map(|c| c.empty_values()).collect();
+                let pairs: Vec<(&Column, &Values)> = grown.into_iter().zip(&empties).collect();
                 deltas = Self::write_columns(columns, txn, nrows, nrows, &pairs, rows - nrows)?;
             }
             Ok(deltas)
@@ -1807,8 +1893,10 @@ impl Table {
             .remove_dir_all(&root.join("data").join(&field.name))?;
         let table_id = self.meta.id.clone();
         self.run(nrows, Some(meta), true, move |_, txn| {
+            // A new dictionary starts empty: the rows hold the fill code.
             let cols: Vec<Column> = new_leaves
                 .into_iter()
+                .filter(|l| l.dict != schema::DictPart::Entries)
                 .map(|l| build_column(storage.clone(), &root, l, table_id.as_deref()))
                 .collect::<Result<_>>()?;
             let empties: Vec<Values> = cols.iter().map(Column::empty_values).collect();
@@ -1916,21 +2004,25 @@ impl Table {
         let n = self.nrows();
         let mut saved = 0;
         for c in &self.columns {
-            saved += c.store().compact(c.nchunks(n))?;
+            saved += c.store().compact(c.nchunks(self.leaf_rows(c)))?;
         }
         // The files now hold the same chunks in less space: a commit like any other (the
         // same rows, a new generation) makes that the table's state.
-        self.run_to(None, false, |_, _| Ok((BTreeMap::new(), n)))?;
+        self.run_to(None, false, |_, _, _| Ok((BTreeMap::new(), n)))?;
         Ok(saved)
     }
 
     /// Reads every chunk of every column and checks every digest; returns the problems.
     pub fn verify(&self, mut progress: impl FnMut(u64, u64)) -> Vec<Error> {
-        let n = self.nrows();
-        let total: u64 = self.columns.iter().map(|c| c.nchunks(n)).sum();
+        let total: u64 = self
+            .columns
+            .iter()
+            .map(|c| c.nchunks(self.leaf_rows(c)))
+            .sum();
         let mut done = 0;
         let mut errors = Vec::new();
         for c in &self.columns {
+            let n = self.leaf_rows(c);
             let k = c.nchunks(n);
             match &c.engine {
                 Engine::Fixed(core) => {

@@ -49,6 +49,17 @@ pub struct ColumnOptions {
     /// `"UTC"`, or a fixed offset `"+05:30"`; `spec/table.md` §2.3). See
     /// [`Field::with_timezone`].
     pub timezone: Option<String>,
+    /// Whether a `varstr` column is dictionary-encoded: it stores an `int32` code per row
+    /// and each distinct string once, in a dictionary beside it (`spec/table.md` §3.6).
+    /// Default: not. Only `varstr` columns can be.
+    pub dictionary: Option<bool>,
+    /// The most entries a dictionary-encoded column's dictionary may hold (default and at
+    /// most 2^31 − 1, the codes' range): a write that would pass it is refused with
+    /// [`Error::DictionaryFull`], naming the column and the value, and nothing is written.
+    pub dictionary_limit: Option<u64>,
+    /// Entries a new dictionary-encoded column's dictionary starts with, in order (codes
+    /// 0, 1, ...), before any row is written: pandas' categories, unused ones included.
+    pub dictionary_entries: Option<Vec<String>>,
 }
 
 /// A named field of a table.
@@ -102,6 +113,13 @@ impl Field {
     /// The same field with storage options.
     pub fn with_options(mut self, options: ColumnOptions) -> Field {
         self.options = options;
+        self
+    }
+
+    /// The same `varstr` field, dictionary-encoded (`spec/table.md` §3.6): each distinct
+    /// string is stored once, and each row as a code into the dictionary.
+    pub fn dictionary(mut self) -> Field {
+        self.options.dictionary = Some(true);
         self
     }
 
@@ -188,6 +206,23 @@ pub struct FieldSpec {
     /// A `datetime64` leaf's time zone (`spec/table.md` §2.3); absent: no zone.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub timezone: Option<String>,
+    /// A dictionary-encoded `varstr` leaf's dictionary (`spec/table.md` §3.6); `storage`
+    /// then describes the leaf's `int32` codes. Absent for every other leaf.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub dictionary: Option<DictionarySpec>,
+}
+
+/// The `dictionary` of a dictionary-encoded leaf in `meta/storage`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct DictionarySpec {
+    /// The codes' dtype: `"int32"`.
+    pub codes: String,
+    /// The most entries the dictionary may hold.
+    pub limit: u64,
+    /// How the dictionary (a `varstr` column of distinct entries) is stored; its `dflt` is
+    /// the string that the codes' fill (−1) reads as.
+    pub storage: ColumnStorage,
 }
 
 /// The `dtype` of a [`FieldSpec`].
@@ -234,9 +269,53 @@ pub struct Leaf {
     pub pandas: Option<String>,
     /// A `datetime64` column's time zone (its values are UTC instants), if any.
     pub timezone: Option<String>,
-    /// This leaf is the validity column of the leaf before it: hidden from the table's
-    /// users, carried by every operation like any other column.
+    /// This leaf is the validity column or the dictionary of a column before it: hidden
+    /// from the table's users, carried by every operation like any other column.
     pub(crate) hidden: bool,
+    /// Its part in a dictionary-encoded column, if any.
+    pub(crate) dict: DictPart,
+}
+
+/// A leaf's part in a dictionary-encoded column (`spec/table.md` §3.6).
+#[derive(Debug, Clone, PartialEq)]
+pub(crate) enum DictPart {
+    /// No part: an ordinary leaf.
+    None,
+    /// The column itself, whose files hold `int32` codes: users see `varstr` values.
+    Codes {
+        /// The most entries its dictionary may hold.
+        limit: u64,
+        /// The string a code −1 (the codes' fill) reads as.
+        fill: Vec<u8>,
+    },
+    /// The hidden dictionary: distinct entries, appended to, never rewritten.
+    Entries,
+}
+
+impl Leaf {
+    /// Whether the column is dictionary-encoded (it reads as `varstr`).
+    pub fn is_dictionary(&self) -> bool {
+        matches!(self.dict, DictPart::Codes { .. })
+    }
+
+    /// What the column's files hold: `int32` codes for a dictionary-encoded column, its
+    /// kind otherwise.
+    pub(crate) fn stored_kind(&self) -> LeafKind {
+        match self.dict {
+            DictPart::Codes { .. } => LeafKind::Fixed(DType::I32),
+            _ => self.kind,
+        }
+    }
+
+    /// The column's type as shown to people: its kind's name, and ` (dictionary)` for a
+    /// dictionary-encoded one.
+    pub fn type_name(&self) -> String {
+        if self.is_dictionary() {
+            format!("{} (dictionary)", self.kind.name())
+        } else {
+            self.kind.name()
+        }
+    }
 }
 
 /// The name of a nullable column's validity column inside the column's directory.
@@ -245,6 +324,14 @@ pub(crate) const VALIDITY_DIR: &str = "__validity__";
 /// The path of column `path`'s validity column (`data/<path>/__validity__/`).
 pub(crate) fn validity_path(path: &str) -> String {
     format!("{path}/{VALIDITY_DIR}")
+}
+
+/// The name of a dictionary-encoded column's dictionary inside the column's directory.
+pub(crate) const DICTIONARY_DIR: &str = "__dictionary__";
+
+/// The path of column `path`'s dictionary (`data/<path>/__dictionary__/`).
+pub(crate) fn dictionary_path(path: &str) -> String {
+    format!("{path}/{DICTIONARY_DIR}")
 }
 
 /// Lists the leaf columns of a spec tree in order.
@@ -276,6 +363,22 @@ pub(crate) fn leaves(specs: &[FieldSpec]) -> Result<Vec<Leaf>> {
                     if let Some(tz) = &s.timezone {
                         super::zone::check_leaf_zone(&path, kind, tz)?;
                     }
+                    let dict = match &s.dictionary {
+                        None => DictPart::None,
+                        Some(d) => {
+                            if kind != LeafKind::VarStr || d.codes != "int32" {
+                                return Err(Error::InvalidArgument(format!(
+                                    "column {path}: a dictionary needs a varstr column with \
+                                     int32 codes, not {t} with {} codes",
+                                    d.codes
+                                )));
+                            }
+                            DictPart::Codes {
+                                limit: d.limit,
+                                fill: d.storage.dflt.as_str().unwrap_or("").as_bytes().to_vec(),
+                            }
+                        }
+                    };
                     out.push(Leaf {
                         path: path.clone(),
                         kind,
@@ -284,6 +387,7 @@ pub(crate) fn leaves(specs: &[FieldSpec]) -> Result<Vec<Leaf>> {
                         pandas: s.pandas.clone(),
                         timezone: s.timezone.clone(),
                         hidden: false,
+                        dict,
                     });
                     if let Some(v) = &s.validity {
                         out.push(Leaf {
@@ -294,6 +398,19 @@ pub(crate) fn leaves(specs: &[FieldSpec]) -> Result<Vec<Leaf>> {
                             pandas: None,
                             timezone: None,
                             hidden: true,
+                            dict: DictPart::None,
+                        });
+                    }
+                    if let Some(d) = &s.dictionary {
+                        out.push(Leaf {
+                            path: dictionary_path(&path),
+                            kind: LeafKind::VarStr,
+                            storage: d.storage.clone(),
+                            nullable: false,
+                            pandas: None,
+                            timezone: None,
+                            hidden: true,
+                            dict: DictPart::Entries,
                         });
                     }
                 }
@@ -303,9 +420,9 @@ pub(crate) fn leaves(specs: &[FieldSpec]) -> Result<Vec<Leaf>> {
                             "structure {path} has a time zone (only datetime64 leaves have one)"
                         )));
                     }
-                    if s.validity.is_some() {
+                    if s.validity.is_some() || s.dictionary.is_some() {
                         return Err(Error::InvalidArgument(format!(
-                            "structure {path} has a validity column (only leaves have one)"
+                            "structure {path} has a validity column or a dictionary (only leaves have one)"
                         )));
                     }
                     if sub.is_empty() {

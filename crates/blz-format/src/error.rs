@@ -102,6 +102,23 @@ pub enum Error {
         reason: String,
     },
 
+    /// A value that a dictionary-encoded column would have to add to its dictionary, which
+    /// holds as many entries as its limit allows (`spec/table.md` §3.6). Nothing was written.
+    #[error(
+        "{dataset}: column {column}: the value {value:?} is not in the dictionary, which holds \
+         its limit of {limit} entries (nothing was written)"
+    )]
+    DictionaryFull {
+        /// The table.
+        dataset: PathBuf,
+        /// The column's path.
+        column: String,
+        /// The value that does not fit (shown lossily when it is not UTF-8).
+        value: String,
+        /// The dictionary's limit.
+        limit: u64,
+    },
+
     /// Another process holds the dataset's writer lock (or, in this process, something
     /// that does not share it: a create replacing the dataset, a copy, a handle on an
     /// object store).
