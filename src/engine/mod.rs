@@ -27,6 +27,7 @@ pub(crate) use self::chunks::{on_io_threads, ChunkStore, ChunkWrites, Fetched};
 pub(crate) use self::core::{ArrayCore, Source};
 pub(crate) use self::elements::{as_bytes, as_bytes_mut, elements_to_bytes};
 pub(crate) use self::gather::GatherPlan;
+pub(crate) use self::shared::{new_handle_id, SharedWriter};
 pub(crate) use self::layout::{
     build_storage_meta, file_bytes, make_core, validate_storage_meta, verify_files, verify_store,
 };
