@@ -27,6 +27,7 @@ mod block_cache;
 mod buffers;
 mod expr;
 mod fancy;
+mod memory;
 mod paths;
 mod query;
 mod reduce;
@@ -653,7 +654,7 @@ impl RawArray {
     #[expect(clippy::too_many_arguments, reason = "blz.create's keyword arguments")]
     fn create(
         py: Python<'_>,
-        path: PathBuf,
+        path: Option<PathBuf>,
         descr: &str,
         shape: Vec<u64>,
         chunks: Option<Vec<u64>>,
@@ -692,7 +693,7 @@ impl RawArray {
             .transpose()?;
         let failed: Mutex<Option<PyErr>> = Mutex::new(None);
         let made = detached(py, || {
-            let (storage, path) = blz::storage::for_new_path(&path, overwrite)?;
+            let (storage, path) = memory::for_new(path.as_deref(), overwrite)?;
             let mut s = shape.clone();
             s[0] = 0;
             Ok(match (&buf, &pulled) {
@@ -704,7 +705,7 @@ impl RawArray {
                     let batches = [Ok::<&[u8], blz::Error>(b.bytes())];
                     Dataset::create_from(storage, &path, dtype, &s, &opts, batches)?
                 }
-                (None, None) => Dataset::create_with(&path, dtype, &shape, &opts)?,
+                (None, None) => Dataset::create_in(storage, &path, dtype, &shape, &opts)?,
             })
         });
         let kept = failed.lock().ok().and_then(|mut f| f.take());
@@ -714,9 +715,10 @@ impl RawArray {
         }
     }
 
+    /// The path as given (a `str`: a URL's `//` kept, which `pathlib` would fold).
     #[getter]
-    fn path(&self) -> PathBuf {
-        self.path.clone()
+    fn path(&self) -> std::ffi::OsString {
+        self.path.clone().into_os_string()
     }
 
     #[getter]
@@ -1339,7 +1341,7 @@ impl RawTable {
     #[expect(clippy::too_many_arguments, reason = "blz.create's keyword arguments")]
     fn create(
         py: Python<'_>,
-        path: PathBuf,
+        path: Option<PathBuf>,
         fields: &Bound<'_, PyAny>,
         columns: Option<&Bound<'_, PyAny>>,
         chunklen: Option<u64>,
@@ -1387,7 +1389,7 @@ impl RawTable {
         walk("", &fields, &mut kinds);
         let batch = columns.map(|c| values_from_py(&kinds, c)).transpose()?;
         let t = detached(py, || {
-            let (storage, path) = blz::storage::for_new_path(&path, overwrite)?;
+            let (storage, path) = memory::for_new(path.as_deref(), overwrite)?;
             let batches: Vec<blz::Result<Vec<(String, NullableValues)>>> =
                 batch.into_iter().map(Ok).collect();
             Ok(Table::create_from(storage, &path, fields, &opts, batches)?)
@@ -1395,9 +1397,10 @@ impl RawTable {
         Ok(RawTable::wrap(t, true))
     }
 
+    /// The path as given (a `str`: a URL's `//` kept, which `pathlib` would fold).
     #[getter]
-    fn path(&self) -> PathBuf {
-        self.path.clone()
+    fn path(&self) -> std::ffi::OsString {
+        self.path.clone().into_os_string()
     }
 
     #[getter]
@@ -1993,9 +1996,10 @@ impl RawLayer {
         Ok(count)
     }
 
+    /// The path as given (a `str`: a URL's `//` kept, which `pathlib` would fold).
     #[getter]
-    fn path(&self) -> PathBuf {
-        self.path.clone()
+    fn path(&self) -> std::ffi::OsString {
+        self.path.clone().into_os_string()
     }
 
     /// `(name, kind, rows)` per column, outermost first.
@@ -2188,9 +2192,10 @@ impl RawBcolz {
         })
     }
 
+    /// The path as given (a `str`: a URL's `//` kept, which `pathlib` would fold).
     #[getter]
-    fn path(&self) -> PathBuf {
-        self.path.clone()
+    fn path(&self) -> std::ffi::OsString {
+        self.path.clone().into_os_string()
     }
 
     /// `(shape, descr in the stored byte order, chunklen, attrs JSON)`.
@@ -2376,6 +2381,7 @@ fn _blz(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(sql::sql, m)?)?;
     fancy::register(m)?;
     paths::register(m)?;
+    memory::register(m)?;
     query::register(m)?;
     reduce::register(m)?;
     expr::register(m)?;
