@@ -167,3 +167,18 @@ def test_in_memory_datasets_do_not_pickle_and_dask_reads_them_in_process(tmp_pat
     with pytest.raises(Exception, match="in-memory dataset|in this process"):
         d.sum().compute(scheduler="processes")
     del dask
+
+
+def test_a_layer_in_memory_saves_and_loads(tmp_path):
+    records = [(k, f"v{k}") for k in range(0, 2000, 2)]
+    lay = blz.build_layer("memory://tests/layer", records)
+    assert lay.in_memory and lay.rows(0) == 1000
+    assert lay.contains(1998) and not lay.contains(7)
+    with pytest.raises(TypeError, match="in-memory dataset"):
+        pickle.dumps(lay)
+    saved = lay.save(tmp_path / "l.blz")
+    assert saved.rows(0) == 1000 and saved.contains(1000)
+    back = blz.open(tmp_path / "l.blz", in_memory=True)
+    assert back.in_memory and back.contains(0) and not back.contains(1)
+    del lay
+    blz.remove("memory://tests/layer")
