@@ -1,5 +1,6 @@
 //! Copying a whole dataset between storages: a local directory to an object store (upload),
-//! an object store to a local directory (download), or either to the same kind. What
+//! an object store to a local directory (download), memory to either (saving an in-memory
+//! dataset) or either to memory (loading one), or any to the same kind. What
 //! `blz copy SRC DST` does.
 //!
 //! The copy is built like a create (`staging::Staging`): under `<dst>.tmp-build`, renamed
@@ -7,7 +8,7 @@
 //! store the build lives in the local overlay and appears with one conditional write of the
 //! destination's state object (`spec/object-store.md` §7).
 
-use crate::engine::WriterLock;
+use crate::engine::{new_handle_id, SharedWriter};
 use crate::error::{Error, Result};
 use crate::staging::Staging;
 use crate::storage::{for_path, EntryKind, OpenMode, Storage};
@@ -85,6 +86,34 @@ fn is_bookkeeping(rel: &Path) -> bool {
 pub fn copy_dataset(src: &Path, dst: &Path, overwrite: bool) -> Result<Copied> {
     let (ss, sroot) = for_path(src)?;
     let (ds, droot) = for_path(dst)?;
+    copy_between(&ss, &sroot, &ds, &droot, src, overwrite)
+}
+
+/// [`copy_dataset`] into the dataset root `droot` of the storage `ds` (a private
+/// [`MemoryStorage`](crate::storage::MemoryStorage), an anonymous in-memory dataset's
+/// storage from [`memory::anonymous`](crate::storage::memory::anonymous), ...).
+///
+/// # Errors
+/// As [`copy_dataset`].
+pub fn copy_into(
+    src: &Path,
+    ds: &std::sync::Arc<dyn Storage>,
+    droot: &Path,
+    overwrite: bool,
+) -> Result<Copied> {
+    let (ss, sroot) = for_path(src)?;
+    copy_between(&ss, &sroot, ds, droot, src, overwrite)
+}
+
+fn copy_between(
+    ss: &std::sync::Arc<dyn Storage>,
+    sroot: &Path,
+    ds: &std::sync::Arc<dyn Storage>,
+    droot: &Path,
+    src: &Path,
+    overwrite: bool,
+) -> Result<Copied> {
+    let (sroot, droot) = (sroot.to_path_buf(), droot.to_path_buf());
     if crate::meta::dataset_kind(ss.as_ref(), &sroot).is_none() {
         let described = crate::meta::MetaPaths::new(&sroot).storage();
         if ss.entry_kind(&described).is_some() {
@@ -96,13 +125,16 @@ pub fn copy_dataset(src: &Path, dst: &Path, overwrite: bool) -> Result<Copied> {
             src.display()
         )));
     }
-    let _lock = WriterLock::acquire(ss.as_ref(), &sroot)?;
+    // No write meanwhile: the writer lock, or, when this process writes the dataset through
+    // open handles, a turn of their shared writer (saving a dataset open for writing).
+    let (writer, _) = SharedWriter::join(ss.as_ref(), &sroot)?;
+    let _turn = writer.turn(new_handle_id())?;
     // A committed journal not yet applied (a writer was killed) is applied first.
     crate::txn::recover(ss.as_ref(), &sroot)?;
     let mut files = Vec::new();
     walk(ss.as_ref(), &sroot, Path::new(""), &mut files)?;
     let is_dataset = |p: &Path| crate::meta::dataset_kind(ds.as_ref(), p).is_some();
-    let staging = Staging::begin(&ds, &droot, overwrite, &is_dataset, "a blz dataset")?;
+    let staging = Staging::begin(ds, &droot, overwrite, &is_dataset, "a blz dataset")?;
     let tmp = staging.dir().to_path_buf();
     // Built through the staging's storage: every file is synced at once when it publishes.
     let build = std::sync::Arc::clone(staging.build_storage());

@@ -112,12 +112,13 @@ impl AnyDataset {
     }
 }
 
-/// Opens the dataset at `path` (a directory, or an `s3://` URL) read-only, as the kind it
+/// Opens the dataset at `path` (a directory, an `s3://` URL or a `memory://` URL) read-only, as the kind it
 /// is: one read of its `meta/storage` decides the kind and opens it (on an object store,
 /// one load of its state). A bcolz carray or ctable directory opens in place.
 ///
 /// # Errors
-/// A `NotFound` I/O error when nothing is there; [`Error::InvalidMetadata`] when it is not
+/// A `NotFound` I/O error when nothing is there (for a `memory://` URL: no dataset of that
+/// name in this process); [`Error::InvalidMetadata`] when it is not
 /// a blz (or bcolz) dataset or its meta files are malformed; [`Error::Unsupported`] for a
 /// kind a newer blz wrote; otherwise as the kind's own open.
 pub fn open(path: impl AsRef<Path>) -> Result<AnyDataset> {
@@ -135,9 +136,12 @@ pub fn open_rw(path: impl AsRef<Path>) -> Result<AnyDataset> {
 
 fn open_path(path: &Path, mode: Mode) -> Result<AnyDataset> {
     let (storage, root) = storage::for_path(path)?;
+    if storage::memory::is_memory_url(path) && !storage.exists(&root) {
+        return Err(storage::memory::not_here(&root));
+    }
     let e = match open_in(storage, &root, mode) {
         Ok(d) => return Ok(d),
-        Err(e) if storage::is_url(path) => return Err(e),
+        Err(e) if storage::is_url(path) || storage::memory::is_memory_url(path) => return Err(e),
         Err(e) => e,
     };
     // What is there may be a bcolz directory (only on a filesystem), which opens in place:

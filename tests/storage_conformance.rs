@@ -7,8 +7,8 @@
 mod common;
 
 use blz::storage::{
-    read_small_file, write_file_atomic, FaultyStorage, LocalStorage, ObjectStorage, OpenMode,
-    Storage,
+    read_small_file, write_file_atomic, FaultyStorage, LocalStorage, MemoryStorage, ObjectStorage,
+    OpenMode, Storage,
 };
 use blz::Error;
 use std::io::ErrorKind;
@@ -258,6 +258,28 @@ fn local_storage_conforms() {
         LocalStorage.stamp(&f).is_some(),
         "the local backend stamps files"
     );
+}
+
+/// The in-memory backend (`memory://` URLs), on a private tree and on the process-wide one.
+#[test]
+fn memory_storage_conforms() {
+    let s = MemoryStorage::new();
+    s.create_dir_all(Path::new("memory://conformance")).unwrap();
+    read_write(&s, Path::new("memory://conformance"));
+    let (shared, root) = blz::storage::for_path(Path::new("memory://conformance.shared")).unwrap();
+    shared.create_dir_all(&root).unwrap();
+    read_write(shared.as_ref(), &root);
+    let f = root.join("stamped");
+    write_file_atomic(shared.as_ref(), &f, b"x").unwrap();
+    let before = shared.stamp(&f).unwrap();
+    write_file_atomic(shared.as_ref(), &f, b"x").unwrap();
+    assert_ne!(
+        shared.stamp(&f).unwrap(),
+        before,
+        "a replaced file has a new stamp"
+    );
+    blz::storage::memory::remove(&root).unwrap();
+    assert!(!shared.exists(&root));
 }
 
 #[test]

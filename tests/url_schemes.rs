@@ -1,6 +1,7 @@
-//! A dataset is named by a local path (plain, or a `file://` URL) or an `s3://` URL; a URL
-//! of any other scheme is refused with a clear error at every entry point, never taken for
-//! a local directory named `gs:` (or `https:`, `memory:`) in the working directory.
+//! A dataset is named by a local path (plain, or a `file://` URL), an `s3://` URL or a
+//! `memory://` URL (`tests/in_memory.rs`); a URL of any other scheme is refused with a clear
+//! error at every entry point, never taken for a local directory named `gs:` (or `https:`,
+//! `mem:`) in the working directory.
 //!
 //! The one test here changes the working directory (to a scratch one, so that a URL taken
 //! for a relative path would land there): it is alone in its binary for that reason.
@@ -25,7 +26,7 @@ fn urls_of_schemes_blz_does_not_serve_are_refused_and_file_urls_are_local_paths(
 
     for (url, scheme) in [
         ("gs://bucket/x.blz", "gs"),
-        ("memory://x.blz", "memory"),
+        ("mem://x.blz", "mem"),
         ("https://example.com/x.blz", "https"),
         ("az+blob://c/x.blz", "az+blob"),
     ] {
@@ -58,6 +59,12 @@ fn urls_of_schemes_blz_does_not_serve_are_refused_and_file_urls_are_local_paths(
     }
     // Nothing was made in the working directory.
     assert_eq!(std::fs::read_dir(&cwd).unwrap().count(), 0);
+    // A memory:// URL is served from memory, never from a directory named `memory:`.
+    let m = Dataset::create("memory://url_schemes.blz", DType::F64, &[4]).unwrap();
+    assert_eq!(m.path(), Path::new("memory://url_schemes.blz"));
+    drop(m);
+    assert_eq!(std::fs::read_dir(&cwd).unwrap().count(), 0);
+    blz::storage::memory::remove(Path::new("memory://url_schemes.blz")).unwrap();
 
     // file:// URLs name local paths: absolute (with or without `localhost`), relative,
     // and with percent escapes as `pathlib.Path.as_uri` writes them.

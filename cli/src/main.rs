@@ -333,6 +333,15 @@ fn main() -> ExitCode {
             return ExitCode::from(2);
         }
     };
+    if let Some(url) = memory_url_argument() {
+        let _ = writeln!(
+            std::io::stderr(),
+            "blz: {url}: a memory:// dataset lives in the process that made it, and each blz \
+             command is a process of its own: the command line works with files and s3:// \
+             URLs (memory:// URLs are for the library and the Python package)"
+        );
+        return ExitCode::from(1);
+    }
     let result = run_retrying(&cli);
     // A dataset replaced by `--overwrite` is removed in the background; wait for it.
     blz::finish_removals();
@@ -345,6 +354,21 @@ fn main() -> ExitCode {
             ExitCode::from(f.code)
         }
     }
+}
+
+/// The first argument naming an in-memory dataset (`memory://...`, alone or as the value of
+/// a `name=URL` pair such as `--table t=memory://x`): what one `blz` process would make and
+/// lose at its exit, or never find.
+fn memory_url_argument() -> Option<String> {
+    // `args_os`: an argument that is not UTF-8 (a local path) is no URL, and no panic.
+    std::env::args_os()
+        .skip(1)
+        .filter_map(|a| a.into_string().ok())
+        .find(|a| {
+            a.starts_with("memory://")
+                || a.split_once('=')
+                    .is_some_and(|(_, v)| v.starts_with("memory://"))
+        })
 }
 
 #[cfg(test)]

@@ -108,7 +108,7 @@ def _float_json(x: float) -> Any:
 
 
 def create(
-    path: str | os.PathLike[str],
+    path: str | os.PathLike[str] | None,
     data: Any = None,
     *,
     shape: Any = None,
@@ -140,8 +140,12 @@ def create(
     values (at most one in 10 of the first 65,536, and at least 64 of them), ``True`` all,
     ``False`` none, or a list of column paths; a pandas ``Categorical`` column always is.
     They read back as they came (strings as strings, a Categorical as one).
+
+    ``path`` is a local path, an ``s3://bucket/key`` URL, a ``memory://name`` URL (a dataset
+    in this process's memory, until ``blz.remove``), or ``None``: an in-memory dataset of
+    its own (``memory://anon-N``), freed with its last handle (see :func:`array`).
     """
-    path = os.fspath(path)
+    path = None if path is None else os.fspath(path)
     from ._array import _json_default
 
     attrs_json = json.dumps(attrs, default=_json_default) if attrs else None
@@ -205,6 +209,50 @@ def create(
     return Array(raw, "r+")
 
 
+def array(data: Any = None, **layout: Any) -> Array | Table:
+    """An in-memory dataset of ``data``: ``blz.create(None, data, **layout)``.
+
+    As bcolz's ``carray(x)`` and python-blosc2's ``asarray(x)``: a numpy array (or anything
+    ``np.asarray`` takes) makes an :class:`Array`, a structured array, a dict of arrays, a
+    list of records or a pandas DataFrame a :class:`Table`, compressed chunk by chunk with
+    ``layout``'s codec, filter and chunks as on disk (``chunks=``, ``codec=``, ``clevel=``,
+    ``filter=``, ``shape=``/``dtype=`` for an empty or filled one, ...). The memory it holds
+    is its compressed chunks (``.cbytes``); it is indexed, appended to, resized, reduced,
+    queried with ``where`` and SQL exactly as a dataset on disk, lives until its last handle
+    is dropped, is seen by no other process (it cannot be pickled), and is written to disk
+    or S3 with ``.save(path)``.
+    """
+    if isinstance(data, list) and data and isinstance(data[0], (dict, tuple)):
+        data = _records(data)
+    return create(None, data, **layout)
+
+
+asarray = array
+
+
+def _records(rows: list[Any]) -> Any:
+    """A list of records (dicts, or tuples) as the dict of columns a table is made of."""
+    def column(values: list[Any]) -> np.ndarray:
+        # Strings are variable-length (object), as a DataFrame's are.
+        if all(isinstance(v, str) for v in values):
+            return np.asarray(values, dtype=object)
+        return np.asarray(values)
+
+    if isinstance(rows[0], dict):
+        return {n: column([r[n] for r in rows]) for n in rows[0]}
+    return {f"f{i}": column([r[i] for r in rows]) for i in range(len(rows[0]))}
+
+
+def remove(path: str | os.PathLike[str]) -> None:
+    """Removes the in-memory dataset at the ``memory://`` URL ``path``: its memory is freed
+    once no handle reads it any more; its name is free again. Removing what is not there is
+    no error. (Datasets on disk are removed with the filesystem's own tools.)"""
+    p = os.fspath(path)
+    if not p.startswith("memory://"):
+        raise ValueError(f"{p}: blz.remove takes memory:// URLs (in-memory datasets)")
+    _blz.remove_memory(p)
+
+
 def _leaves_of(fields: list[Any], prefix: str = "") -> list[tuple[str, str]]:
     out: list[tuple[str, str]] = []
     for name, spec, *_ in fields:
@@ -216,16 +264,24 @@ def _leaves_of(fields: list[Any], prefix: str = "") -> list[tuple[str, str]]:
 
 
 def open(  # noqa: A001 - numpy-style API: blz.open
-    path: str | os.PathLike[str], mode: str = "r"
+    path: str | os.PathLike[str], mode: str = "r", *, in_memory: bool = False
 ) -> Array | Table | Layer | BcolzArray | BcolzTable:
     """Opens the dataset at ``path``: an :class:`Array`, :class:`Table` or :class:`Layer` by
     its kind, read-only (``mode="r"``) or for writing (``mode="r+"``, which takes the
-    dataset's writer lock). A bcolz carray or ctable opens in place, read-only."""
+    dataset's writer lock). A bcolz carray or ctable opens in place, read-only.
+
+    ``path`` may be a ``memory://`` URL (an in-memory dataset of this process). With
+    ``in_memory=True`` the dataset (any blz dataset, local or on S3) is first copied into
+    memory, compressed as it is, and the copy opened: later changes to either do not reach
+    the other; ``.save(path, overwrite=True)`` writes it back."""
     path = os.fspath(path)
     if mode not in ("r", "r+"):
         raise ValueError(f"mode must be 'r' or 'r+', not {mode!r}")
     # The library's one entrance: the kind read once (one load of the state on S3).
-    kind, raw = _blz.open(path, mode == "r+")
+    if in_memory:
+        kind, raw = _blz.load(path, mode == "r+")
+    else:
+        kind, raw = _blz.open(path, mode == "r+")
     if kind == "array":
         return Array(raw, mode)
     if kind == "table":
@@ -345,8 +401,11 @@ __all__ = [
     "buffer_pool",
     "build_layer",
     "merge_layers",
+    "array",
+    "asarray",
     "create",
     "gc",
+    "remove",
     "num_threads",
     "open",
     "sql",

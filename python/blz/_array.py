@@ -12,6 +12,7 @@ from . import _blz, _fancy
 from ._errors import ChangedError, CorruptionError, Error, one_commit
 from ._index import empty, native
 from ._expr import ExprOps
+from ._memory import Saving, is_memory, refuse_pickle, size_text
 from ._reduce import Reductions
 
 
@@ -83,7 +84,7 @@ def raise_problems(problems: list[tuple[str, str, str | None, int | None]]) -> N
     raise first
 
 
-class Array(ExprOps, Reductions):
+class Array(ExprOps, Reductions, Saving):
     """An N-d dataset, indexed like a numpy array.
 
     Reads (``a[key]``, ``np.asarray(a)``) decode only the chunks they touch, in parallel with
@@ -212,7 +213,8 @@ class Array(ExprOps, Reductions):
         ratio = f"{self.nbytes / self.cbytes:.2f}" if self.cbytes else "-"
         return (
             f"<blz.Array {self.path!r} shape={self.shape} dtype={self.dtype} "
-            f"chunks={self.chunks} ratio={ratio} mode={self.mode!r}>"
+            f"chunks={self.chunks} nbytes={size_text(self.nbytes)} "
+            f"cbytes={size_text(self.cbytes)} ratio={ratio} mode={self.mode!r}>"
         )
 
     # -- reading ----------------------------------------------------------------------
@@ -402,6 +404,8 @@ class Array(ExprOps, Reductions):
     def __reduce__(self) -> tuple[Any, ...]:
         from . import open as _open
 
+        if is_memory(self.path):
+            refuse_pickle(self.path)
         return (_open, (self.path, self._mode))
 
 

@@ -10,6 +10,7 @@ from typing import Any
 import numpy as np
 
 from ._array import raise_problems
+from ._memory import Saving, is_memory, refuse_pickle
 
 _BATCH = 1024
 # The default memory budget of a sorting build (blz::layer::DEFAULT_SORT_MEMORY).
@@ -144,7 +145,7 @@ def _py(v: Any) -> Any:
     return v.item() if isinstance(v, np.generic) else v
 
 
-class Layer:
+class Layer(Saving):
     """A layer dataset (read-only): column 1 is one sorted set of values; row ``j`` of
     column ``i`` owns the ``j``-th sorted row group of column ``i + 1``; the last column's
     rows may carry a weight."""
@@ -260,6 +261,8 @@ class Layer:
     def __reduce__(self) -> tuple[Any, ...]:
         from . import open as _open
 
+        if is_memory(self.path):
+            refuse_pickle(self.path)
         return (_open, (self.path, "r"))
 
 

@@ -14,6 +14,7 @@ from ._errors import InvalidArgumentError, one_commit
 from ._index import ascending, empty, native
 from ._expr import ExprOps
 from ._reduce import Reductions
+from ._memory import Saving, is_memory, refuse_pickle, size_text
 
 VAR_KINDS = ("varstr", "varbytes")
 
@@ -647,7 +648,7 @@ class Column(ExprOps, Reductions):
 # -- tables -------------------------------------------------------------------------------
 
 
-class Table:
+class Table(Saving):
     """A table of (nested, variable-length) columns, stored column-wise.
 
     ``t["pos/x"]`` is one column (:class:`Column`); ``t[10:20]`` rows as a numpy structured
@@ -1032,9 +1033,10 @@ class Table:
         }
 
     def __repr__(self) -> str:
+        nbytes, cbytes = self._raw.sizes()
         return (
-            f"<blz.Table {self.path!r} nrows={self._nrows} "
-            f"columns={self.columns} mode={self.mode!r}>"
+            f"<blz.Table {self.path!r} nrows={self._nrows} columns={self.columns} "
+            f"nbytes={size_text(nbytes)} cbytes={size_text(cbytes)} mode={self.mode!r}>"
         )
 
     def close(self) -> None:
@@ -1050,6 +1052,8 @@ class Table:
     def __reduce__(self) -> tuple[Any, ...]:
         from . import open as _open
 
+        if is_memory(self.path):
+            refuse_pickle(self.path)
         return (_open, (self.path, self._mode))
 
 

@@ -27,6 +27,7 @@ mod block_cache;
 mod buffers;
 mod expr;
 mod fancy;
+mod memory;
 mod paths;
 mod query;
 mod reduce;
@@ -655,7 +656,7 @@ impl RawArray {
     #[expect(clippy::too_many_arguments, reason = "blz.create's keyword arguments")]
     fn create(
         py: Python<'_>,
-        path: PathBuf,
+        path: Option<PathBuf>,
         descr: &str,
         shape: Vec<u64>,
         chunks: Option<Vec<u64>>,
@@ -694,7 +695,7 @@ impl RawArray {
             .transpose()?;
         let failed: Mutex<Option<PyErr>> = Mutex::new(None);
         let made = detached(py, || {
-            let (storage, path) = blz::storage::for_new_path(&path, overwrite)?;
+            let (storage, path) = memory::for_new(path.as_deref(), overwrite)?;
             let mut s = shape.clone();
             s[0] = 0;
             Ok(match (&buf, &pulled) {
@@ -706,7 +707,7 @@ impl RawArray {
                     let batches = [Ok::<&[u8], blz::Error>(b.bytes())];
                     Dataset::create_from(storage, &path, dtype, &s, &opts, batches)?
                 }
-                (None, None) => Dataset::create_with(&path, dtype, &shape, &opts)?,
+                (None, None) => Dataset::create_in(storage, &path, dtype, &shape, &opts)?,
             })
         });
         let kept = failed.lock().ok().and_then(|mut f| f.take());
@@ -716,9 +717,10 @@ impl RawArray {
         }
     }
 
+    /// The path as given (a `str`: a URL's `//` kept, which `pathlib` would fold).
     #[getter]
-    fn path(&self) -> PathBuf {
-        self.path.clone()
+    fn path(&self) -> std::ffi::OsString {
+        self.path.clone().into_os_string()
     }
 
     #[getter]
@@ -1366,7 +1368,7 @@ impl RawTable {
     #[expect(clippy::too_many_arguments, reason = "blz.create's keyword arguments")]
     fn create(
         py: Python<'_>,
-        path: PathBuf,
+        path: Option<PathBuf>,
         fields: &Bound<'_, PyAny>,
         columns: Option<&Bound<'_, PyAny>>,
         chunklen: Option<u64>,
@@ -1414,7 +1416,7 @@ impl RawTable {
         walk("", &fields, &mut kinds);
         let batch = columns.map(|c| values_from_py(&kinds, c)).transpose()?;
         let t = detached(py, || {
-            let (storage, path) = blz::storage::for_new_path(&path, overwrite)?;
+            let (storage, path) = memory::for_new(path.as_deref(), overwrite)?;
             let batches: Vec<blz::Result<Vec<(String, NullableValues)>>> =
                 batch.into_iter().map(Ok).collect();
             Ok(Table::create_from(storage, &path, fields, &opts, batches)?)
@@ -1485,9 +1487,10 @@ impl RawTable {
         Ok(RawTable::wrap(t, true))
     }
 
+    /// The path as given (a `str`: a URL's `//` kept, which `pathlib` would fold).
     #[getter]
-    fn path(&self) -> PathBuf {
-        self.path.clone()
+    fn path(&self) -> std::ffi::OsString {
+        self.path.clone().into_os_string()
     }
 
     #[getter]
@@ -2125,9 +2128,10 @@ impl RawLayer {
         Ok(count)
     }
 
+    /// The path as given (a `str`: a URL's `//` kept, which `pathlib` would fold).
     #[getter]
-    fn path(&self) -> PathBuf {
-        self.path.clone()
+    fn path(&self) -> std::ffi::OsString {
+        self.path.clone().into_os_string()
     }
 
     /// `(name, kind, rows)` per column, outermost first.
@@ -2320,9 +2324,10 @@ impl RawBcolz {
         })
     }
 
+    /// The path as given (a `str`: a URL's `//` kept, which `pathlib` would fold).
     #[getter]
-    fn path(&self) -> PathBuf {
-        self.path.clone()
+    fn path(&self) -> std::ffi::OsString {
+        self.path.clone().into_os_string()
     }
 
     /// `(shape, descr in the stored byte order, chunklen, attrs JSON)`.
@@ -2508,6 +2513,7 @@ fn _blz(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(sql::sql, m)?)?;
     fancy::register(m)?;
     paths::register(m)?;
+    memory::register(m)?;
     query::register(m)?;
     reduce::register(m)?;
     expr::register(m)?;

@@ -1,6 +1,6 @@
 """Names and shapes blz cannot serve are refused where they are given: a URL of a scheme
 blz does not serve is an error (never a local directory named ``gs:``), a ``file://`` URL is
-a local path, and a shape numpy cannot hold is refused at create (even beside a zero extent,
+a local path, a ``memory://`` URL a dataset in memory, and a shape numpy cannot hold is refused at create (even beside a zero extent,
 as numpy refuses it) and at open."""
 
 import json
@@ -12,7 +12,7 @@ import pytest
 import blz
 
 
-@pytest.mark.parametrize("url", ["gs://bucket/x.blz", "memory://x.blz", "https://example.com/x.blz"])
+@pytest.mark.parametrize("url", ["gs://bucket/x.blz", "mem://x.blz", "https://example.com/x.blz"])
 def test_urls_of_schemes_blz_does_not_serve_are_refused(tmp_path, monkeypatch, url):
     monkeypatch.chdir(tmp_path)
     scheme = url.split("://")[0]
@@ -26,6 +26,15 @@ def test_urls_of_schemes_blz_does_not_serve_are_refused(tmp_path, monkeypatch, u
         with pytest.raises(blz.UnsupportedError, match=f"{scheme}://"):
             attempt()
     assert os.listdir(tmp_path) == []
+
+
+def test_memory_urls_are_served_from_memory(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    a = blz.create("memory://urls_shapes.blz", np.arange(3))
+    assert a.path == "memory://urls_shapes.blz" and a.in_memory
+    assert os.listdir(tmp_path) == []
+    del a
+    blz.remove("memory://urls_shapes.blz")
 
 
 def test_file_urls_are_local_paths(tmp_path, monkeypatch):

@@ -30,6 +30,7 @@ pub(crate) use self::gather::GatherPlan;
 pub(crate) use self::layout::{
     build_storage_meta, file_bytes, make_core, validate_storage_meta, verify_files, verify_store,
 };
+pub(crate) use self::shared::{new_handle_id, SharedWriter};
 pub(crate) mod limits {
     pub(crate) use super::layout::{check_fill_chunks, chunk_count, shape_bytes, GROW_STEP_CHUNKS};
 }

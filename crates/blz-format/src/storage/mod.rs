@@ -7,6 +7,7 @@ mod fault;
 mod local;
 #[cfg(feature = "s3")]
 pub mod manifest;
+pub mod memory;
 #[cfg(feature = "s3")]
 pub mod object;
 
@@ -16,6 +17,7 @@ pub mod object;
 pub use deferred::{sync_tree, Deferred};
 pub use fault::FaultyStorage;
 pub use local::LocalStorage;
+pub use memory::MemoryStorage;
 #[cfg(feature = "s3")]
 pub use object::ObjectStorage;
 
@@ -555,12 +557,13 @@ fn file_url_path(path: &Path, url: &str) -> Result<std::path::PathBuf> {
 
 /// The storage that holds `path` and the dataset root to give it: an [`ObjectStorage`] for
 /// an `s3://bucket/key` URL (its state loaded now; configured from the standard AWS
-/// environment variables), the local filesystem for a plain path or a `file://` URL (its
+/// environment variables), this process's memory for a `memory://name` URL
+/// ([`memory::for_url`]), the local filesystem for a plain path or a `file://` URL (its
 /// path, see [`file_url_path`]).
 ///
 /// # Errors
-/// [`Error::Unsupported`] for a URL of any other scheme (`gs://`, `https://`,
-/// `memory://`...): blz does not serve it, and never takes it for a local directory. For an
+/// [`Error::Unsupported`] for a URL of any other scheme (`gs://`, `https://`...): blz does
+/// not serve it, and never takes it for a local directory. For an
 /// `s3://` URL: [`Error::InvalidArgument`] when it is malformed or the S3 configuration is
 /// incomplete, [`Error::Unsupported`] in a build without the `s3` feature, I/O errors
 /// reading the dataset's state. [`Error::InvalidArgument`] for a malformed `file://` URL.
@@ -568,6 +571,7 @@ pub fn for_path(path: &Path) -> Result<(Arc<dyn Storage>, std::path::PathBuf)> {
     match url_scheme(path) {
         None => return Ok((local(), path.to_path_buf())),
         Some("s3") => {}
+        Some("memory") => return memory::for_url(path),
         Some(scheme) if scheme.eq_ignore_ascii_case("file") => {
             let url = path.to_str().unwrap_or_default();
             return Ok((local(), file_url_path(path, url)?));
@@ -577,7 +581,7 @@ pub fn for_path(path: &Path) -> Result<(Arc<dyn Storage>, std::path::PathBuf)> {
                 path,
                 format!(
                     "blz does not serve {scheme}:// URLs: a dataset is a local path (plain, or \
-                     a file:// URL) or an s3://bucket/key URL"
+                     a file:// URL), an s3://bucket/key URL or a memory://name URL"
                 ),
             ))
         }
