@@ -380,6 +380,24 @@ impl TableRows {
         Ok(cols.into_iter().map(|(_, v)| v).collect())
     }
 
+    /// The validity of output positions `p..q` of column `name` (true where a row holds a
+    /// value); `None` for a column that is not nullable.
+    ///
+    /// # Errors
+    /// As [`TableRows::read`].
+    pub fn validity(&self, t: &Table, name: &str, p: u64, q: u64) -> Result<Option<Vec<bool>>> {
+        if p > q || q > self.len() {
+            return Err(Error::InvalidArgument(format!(
+                "rows {p}..{q} of a selection of {}",
+                self.len()
+            )));
+        }
+        match self {
+            TableRows::Range(a, _) => t.column_validity(name, a + p, a + q),
+            TableRows::Indices(v) => t.take_validity(&v[p as usize..q as usize], name),
+        }
+    }
+
     /// The rows in batches of up to `rows_per_batch` rows (at least one), in order: the
     /// first output position of each batch and its values, a list per column of `names`.
     pub fn batches<'a>(

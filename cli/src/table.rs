@@ -383,9 +383,37 @@ fn row_selection(t: &Table, a: &GetArgs) -> Result<TableRows, Failure> {
     Ok(TableRows::parse(a.selection.as_deref().unwrap_or(""), n)?)
 }
 
-/// The text of row `i` of a column; `csv` writes NaN as an empty cell.
-fn cell(v: &Values, i: usize, csv: bool) -> String {
-    match v {
+/// Output positions `p..q` of the columns `names`: each one's values and validity (`None`:
+/// no nulls).
+type NullableCols = Vec<(Values, Option<Vec<bool>>)>;
+
+fn read_cols(
+    t: &Table,
+    names: &[&str],
+    sel: &TableRows,
+    p: u64,
+    q: u64,
+) -> Result<NullableCols, Failure> {
+    let cols = sel.read(t, names, p, q)?;
+    let mut out = Vec::with_capacity(cols.len());
+    for (v, n) in cols.into_iter().zip(names) {
+        let valid = sel.validity(t, n, p, q)?;
+        out.push((v, valid));
+    }
+    Ok(out)
+}
+
+fn is_null(c: &(Values, Option<Vec<bool>>), i: usize) -> bool {
+    c.1.as_ref().is_some_and(|v| v.get(i) == Some(&false))
+}
+
+/// The text of row `i` of a column: a null as an empty cell in CSV and `null` in text;
+/// `csv` writes NaN as an empty cell too.
+fn cell(c: &(Values, Option<Vec<bool>>), i: usize, csv: bool) -> String {
+    if is_null(c, i) {
+        return if csv { String::new() } else { "null".into() };
+    }
+    match &c.0 {
         Values::Fixed { dtype, data } => {
             let s = dtype.itemsize();
             let b = &data[i * s..(i + 1) * s];
@@ -455,9 +483,9 @@ pub fn get(a: &GetArgs, t: Table) -> Result<(), Failure> {
     let stdout = std::io::stdout();
     let mut o = std::io::BufWriter::new(stdout.lock());
     if total > SUMMARY_THRESHOLD && !a.all {
-        let mut rows = grid.rows(&sel.read(&t, &names, 0, EDGE)?);
+        let mut rows = grid.rows(&read_cols(&t, &names, &sel, 0, EDGE)?);
         rows.push(Vec::new());
-        rows.extend(grid.rows(&sel.read(&t, &names, total - EDGE, total)?));
+        rows.extend(grid.rows(&read_cols(&t, &names, &sel, total - EDGE, total)?));
         grid.print(&mut o, &rows, true).map_err(out_err)?;
         o.flush().map_err(out_err)?;
         drop(o);
@@ -472,10 +500,16 @@ pub fn get(a: &GetArgs, t: Table) -> Result<(), Failure> {
     if total == 0 {
         grid.print(&mut o, &[], true).map_err(out_err)?;
     }
-    for batch in sel.batches(&t, &names, BATCH_ROWS as u64) {
-        let (p, cols) = batch?;
-        grid.print(&mut o, &grid.rows(&cols), p == 0)
-            .map_err(out_err)?;
+    let mut p = 0;
+    while p < total {
+        let q = (p + BATCH_ROWS as u64).min(total);
+        grid.print(
+            &mut o,
+            &grid.rows(&read_cols(&t, &names, &sel, p, q)?),
+            p == 0,
+        )
+        .map_err(out_err)?;
+        p = q;
     }
     o.flush().map_err(out_err)?;
     Ok(())
@@ -483,10 +517,18 @@ pub fn get(a: &GetArgs, t: Table) -> Result<(), Failure> {
 
 /// `blz get --json` on a table: `{"column": [values...], ...}`.
 fn print_json(t: &Table, names: &[&str], sel: &TableRows) -> Result<(), Failure> {
-    let cols = sel.read(t, names, 0, sel.len())?;
+    let cols = read_cols(t, names, sel, 0, sel.len())?;
     let mut m = serde_json::Map::new();
-    for (n, v) in names.iter().zip(&cols) {
-        let vals: Vec<serde_json::Value> = (0..v.len()).map(|i| v.json(i)).collect();
+    for (n, c) in names.iter().zip(&cols) {
+        let vals: Vec<serde_json::Value> = (0..c.0.len())
+            .map(|i| {
+                if is_null(c, i) {
+                    serde_json::Value::Null
+                } else {
+                    c.0.json(i)
+                }
+            })
+            .collect();
         m.insert((*n).to_string(), serde_json::Value::Array(vals));
     }
     say!("{}", serde_json::Value::Object(m));
@@ -516,8 +558,8 @@ impl<'a> Grid<'a> {
     }
 
     /// The cells of every row of `cols`.
-    fn rows(&self, cols: &[Values]) -> Vec<Vec<String>> {
-        let n = cols.first().map_or(0, Values::len);
+    fn rows(&self, cols: &NullableCols) -> Vec<Vec<String>> {
+        let n = cols.first().map_or(0, |c| c.0.len());
         (0..n)
             .map(|i| cols.iter().map(|v| cell(v, i, false)).collect())
             .collect()
@@ -575,7 +617,7 @@ fn write_csv(t: &Table, names: &[&str], sel: &TableRows, out: &Path) -> Result<(
         let mut p = 0;
         while p < total {
             let q = (p + BATCH_ROWS as u64).min(total);
-            let cols = sel.read(t, names, p, q)?;
+            let cols = read_cols(t, names, sel, p, q)?;
             for i in 0..(q - p) as usize {
                 w.write_record(cols.iter().map(|v| cell(v, i, true)))
                     .map_err(ctx)?;

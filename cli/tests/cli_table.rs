@@ -82,6 +82,8 @@ fn create_infers_types_and_round_trips_through_csv() {
     assert_eq!(
         info["nbytes"],
         4 * 8 + 4 * 8 + 4 + 4 * 8 + info["fields"][2]["nbytes"].as_u64().unwrap_or(0)
+            // name and score have an empty field: nullable, with a validity byte per row.
+            + 2 * 4
     );
 
     let text_info = ok(&["info", &t]);
@@ -277,7 +279,9 @@ fn resize_attrs_and_verify_a_table() {
     ok(&["create", &t, "--csv", &csv, "--chunkshape", "2"]);
     ok(&["resize", &t, "6"]);
     let j = json_of(&["get", &t, "4:", "--columns", "id,name", "--json"]);
-    assert_eq!(j, json!({"id": [0, 0], "name": ["", ""]}));
+    // Grown rows hold the fill value, or null in a nullable column (name has an empty
+    // field in the file).
+    assert_eq!(j, json!({"id": [0, 0], "name": [null, null]}));
     ok(&["resize", &t, "4"]);
     ok(&["attrs", &t, "--set", "units=\"EUR\""]);
     assert_eq!(json_of(&["attrs", &t]), json!({"units": "EUR"}));
@@ -588,6 +592,21 @@ fn csv_nulls_dates_and_zones() {
     // Nulls go out as empty fields again.
     let j = json_of(&["get", &t, "--columns", "day,note", "--json"]);
     assert_eq!(j["note"], json!(["a", null, "c"]), "{j}");
+    assert_eq!(j["day"], json!(["2020-01-31", null, "1999-12-31"]), "{j}");
+    let shown = ok(&["get", &t, "--columns", "id,at"]);
+    assert!(
+        shown.lines().nth(2).is_some_and(|l| l.contains("null")),
+        "{shown}"
+    );
+    let back = d.s("back.csv");
+    ok(&["get", &t, "--out", &back]);
+    assert_eq!(
+        std::fs::read_to_string(d.p("back.csv"))
+            .unwrap()
+            .lines()
+            .nth(2),
+        Some("2,,,")
+    );
     // --no-dates: strings.
     let s = d.s("s.blz");
     ok(&["create", &s, "--csv", &csv, "--no-dates"]);

@@ -69,7 +69,7 @@ pub(super) fn shape(t: &str) -> Option<Shape> {
     // HH:MM, HH:MM:SS or HH:MM:SS.f{1,9}
     let frac = match time.len() {
         5 | 8 => 0,
-        n if n >= 10 && n <= 17 && time[8] == b'.' && digits(&time[9..]) => (n - 9) as u8,
+        n if (10..=18).contains(&n) && time[8] == b'.' && digits(&time[9..]) => (n - 9) as u8,
         _ => return None,
     };
     let hm = digits(&time[..2]) && time[2] == b':' && digits(&time[3..5]);
@@ -106,11 +106,17 @@ pub(super) fn parse_instant(text: &str, unit: TimeUnit) -> Result<i64> {
         None | Some(0) => parse_datetime(body, unit),
         Some(secs) => {
             let local = parse_datetime(body, unit)?;
+            // The offset in whole units (an offset of minutes in a column of hours is not).
             let shift = crate::datetime::convert_timedelta(secs, TimeUnit::Second, unit)
-                .filter(|_| unit_is_subdaily(unit))
+                .filter(|&k| {
+                    unit_is_subdaily(unit)
+                        && crate::datetime::convert_timedelta(k, unit, TimeUnit::Second)
+                            == Some(secs)
+                })
                 .ok_or_else(|| {
                     Error::InvalidArgument(format!(
-                        "{text:?}: an offset from UTC needs a unit of hours or finer, not {unit:?}"
+                        "{text:?}: its offset from UTC is not a whole number of the column's unit \
+                         ({unit:?})"
                     ))
                 })?;
             local.checked_sub(shift).ok_or_else(|| {
@@ -144,6 +150,7 @@ mod tests {
         );
         assert_eq!(s("2020-01-02 10:11").map(|x| x.frac), Some(0));
         assert_eq!(s("2020-01-02T10:11:12.123456").map(|x| x.frac), Some(6));
+        assert_eq!(s("2020-01-02T10:11:12.123456789").map(|x| x.frac), Some(9));
         assert!(s("2020-01-02T10:11:12Z").unwrap().zoned);
         assert!(s("2020-01-02T10:11:12.5+05:30").unwrap().zoned);
         assert!(s("2020-01-02 10:11:12-0800").unwrap().zoned);
@@ -177,5 +184,7 @@ mod tests {
         }
         assert_eq!(parse_instant("2020-03-29", TimeUnit::Day).unwrap(), 18_350);
         assert!(parse_instant("2020-03-29T03:30+02:00", TimeUnit::Day).is_err());
+        assert!(parse_instant("2020-03-29T03:00+05:30", TimeUnit::Hour).is_err());
+        assert!(parse_instant("2020-03-29T03:00+05:00", TimeUnit::Hour).is_ok());
     }
 }
