@@ -3,7 +3,7 @@ on disk and the time of a filter (=, IN, LIKE prefix) and a GROUP BY through `bl
 the same queries by duckdb over the same frame in memory (2 threads). Medians of
 `--repeat` runs, ratios printed.
 
-    target/py-venv/bin/python benches/dict_query.py --rows 2e6 --repeat 5
+    target/py-venv/bin/python benches/dict_query.py --rows 1e6 --repeat 5 [--chunks 65536]
 """
 
 import argparse
@@ -45,6 +45,7 @@ def main():
     ap.add_argument("--rows", type=float, default=1e6)
     ap.add_argument("--cities", type=int, default=50)
     ap.add_argument("--repeat", type=int, default=5)
+    ap.add_argument("--chunks", type=int, default=None, help="rows per chunk (default: blz's)")
     a = ap.parse_args()
     n = int(a.rows)
     rng = np.random.default_rng(7)
@@ -58,8 +59,8 @@ def main():
     con.execute("SET threads TO 2")
     con.register("t", df)
     with tempfile.TemporaryDirectory() as d:
-        plain = blz.create(os.path.join(d, "plain.blz"), df, dictionary=False)
-        enc = blz.create(os.path.join(d, "dict.blz"), df, dictionary=True)
+        plain = blz.create(os.path.join(d, "plain.blz"), df, dictionary=False, chunks=a.chunks)
+        enc = blz.create(os.path.join(d, "dict.blz"), df, dictionary=True, chunks=a.chunks)
         print(f"{n} rows, {a.cities} distinct strings")
         print(f"column s on disk: plain {cbytes(plain.path, 's'):,} B, dictionary {cbytes(enc.path, 's'):,} B")
         print(f"{'query':8} {'plain ms':>9} {'dict ms':>9} {'duckdb ms':>9} {'dict speedup':>12} {'dict vs duckdb':>14}")

@@ -141,7 +141,7 @@ fn read(t: &Table) -> Model {
 
 /// The codes and dictionary agree with the strings; entries are distinct; the dictionary
 /// only grew since `before`.
-fn check_codes(t: &Table, m: &Model, before: &mut Vec<Vec<String>>) {
+fn check_codes(t: &Table, m: &Model, before: &mut [Vec<String>]) {
     let n = t.nrows();
     for (i, name) in ["c", "d"].iter().enumerate() {
         let dict = t.dictionary(name).unwrap();

@@ -1003,7 +1003,8 @@ class Table(Saving):
 
         Types: numbers and bool as Arrow's, complex as a fixed-size list of two floats,
         ``S<n>``/``U<n>`` and variable-length columns as (large) binary and UTF-8 (padding
-        removed, as numpy reads them), nested fields as structs. ``requested_schema`` (an
+        removed, as numpy reads them), dictionary-encoded string columns (a Categorical's)
+        as ``dictionary<int32, utf8>``, nested fields as structs. ``requested_schema`` (an
         ``arrow_schema`` capsule) is honoured when it selects fields, reorders them, or asks
         for 32-bit string offsets; otherwise the table's own schema is streamed."""
         self._follow()

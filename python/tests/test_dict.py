@@ -84,9 +84,18 @@ def test_low_cardinality_strings_are_dictionary_encoded_and_come_back_as_strings
     cities = np.array(["Oslo", "Lima", "Pune", None, "Kyiv"], dtype=object)[rng.integers(0, 5, n)]
     cities[:5] = ["Oslo", "Lima", "Pune", None, "Kyiv"]
     ids = np.array([f"id{i}" for i in range(n)], dtype=object)
-    df = pd.DataFrame({"city": cities, "id": ids, "x": np.arange(n, dtype=np.float64)})
+    df = pd.DataFrame(
+        {
+            "city": cities,
+            "id": ids,
+            "x": np.arange(n, dtype=np.float64),
+            "nullable": pd.Series(cities, dtype="string[python]"),
+            "arrow": pd.Series(cities, dtype="string[pyarrow]"),
+        }
+    )
     t = blz.create(str(tmp_path / "t.blz"), df)
-    assert "dictionary" in _field(tmp_path / "t.blz", "city")
+    for c in ("city", "nullable", "arrow"):
+        assert "dictionary" in _field(tmp_path / "t.blz", c), c
     # Distinct values (one per row) stay plain.
     assert "dictionary" not in _field(tmp_path / "t.blz", "id")
     got = t.to_pandas()
