@@ -1095,42 +1095,25 @@ fn field_from_py(node: &Bound<'_, PyAny>) -> PyResult<Field> {
             d => Field::new(&name, parse_dtype(d)?.0),
         };
         if let Some(extra) = extra.filter(|e| !e.is_none()) {
-            if let Ok(Some(n)) = extra
-                .get_item("nullable")
-                .and_then(|v| v.extract::<Option<bool>>())
-            {
-                f.options.nullable = Some(n);
+            // Each key of the leaf's options: absent or None leaves the default; a value of
+            // the wrong type is an error.
+            macro_rules! set {
+                ($field:ident, $key:literal, $t:ty) => {
+                    let v = match extra.get_item($key) {
+                        Ok(v) => v.extract::<Option<$t>>().map_err(Into::<PyErr>::into)?,
+                        Err(_) => None,
+                    };
+                    if v.is_some() {
+                        f.options.$field = v;
+                    }
+                };
             }
-            if let Ok(Some(p)) = extra
-                .get_item("pandas")
-                .and_then(|v| v.extract::<Option<String>>())
-            {
-                f.options.pandas = Some(p);
-            }
-            if let Ok(Some(z)) = extra
-                .get_item("timezone")
-                .and_then(|v| v.extract::<Option<String>>())
-            {
-                f.options.timezone = Some(z);
-            }
-            if let Ok(Some(d)) = extra
-                .get_item("dictionary")
-                .and_then(|v| v.extract::<Option<bool>>())
-            {
-                f.options.dictionary = Some(d);
-            }
-            if let Ok(Some(n)) = extra
-                .get_item("dictionary_limit")
-                .and_then(|v| v.extract::<Option<u64>>())
-            {
-                f.options.dictionary_limit = Some(n);
-            }
-            if let Ok(Some(e)) = extra
-                .get_item("dictionary_entries")
-                .and_then(|v| v.extract::<Option<Vec<String>>>())
-            {
-                f.options.dictionary_entries = Some(e);
-            }
+            set!(nullable, "nullable", bool);
+            set!(pandas, "pandas", String);
+            set!(timezone, "timezone", String);
+            set!(dictionary, "dictionary", bool);
+            set!(dictionary_limit, "dictionary_limit", u64);
+            set!(dictionary_entries, "dictionary_entries", Vec<String>);
         }
         return Ok(f);
     }
