@@ -1077,6 +1077,36 @@ fn staged_write_rows(
 
 /// A schema node from Python: `(name, spec)`, `spec` a dtype descriptor, `"varstr"`,
 /// `"varbytes"`, or a list of nodes (a nested record).
+/// A new table's options from the keyword arguments `blz.create` and `blz.from_csv` share:
+/// every column's codec, chunking and checksum, the attributes, and `overwrite`.
+#[expect(
+    clippy::too_many_arguments,
+    reason = "the keyword arguments of blz.create and blz.from_csv"
+)]
+fn table_options(
+    codec: &str,
+    clevel: u8,
+    filter: &str,
+    chunklen: Option<u64>,
+    superchunksize: Option<u64>,
+    checksum_name: &str,
+    attrs: Option<&str>,
+    overwrite: bool,
+) -> PyResult<TableOptions> {
+    Ok(TableOptions {
+        defaults: ColumnOptions {
+            compression: Some(compression(codec, clevel, filter)?),
+            chunklen,
+            superchunksize,
+            checksum: Some(checksum(checksum_name)?),
+            ..Default::default()
+        },
+        attributes: json_map(attrs)?,
+        overwrite,
+        ..Default::default()
+    })
+}
+
 fn field_from_py(node: &Bound<'_, PyAny>) -> PyResult<Field> {
     // `(name, spec)`, or `(name, spec, {"nullable": bool, "pandas": str, "timezone": str})`
     // for a leaf.
@@ -1367,18 +1397,16 @@ impl RawTable {
             .try_iter()?
             .map(|f| field_from_py(&f?))
             .collect::<PyResult<Vec<Field>>>()?;
-        let opts = TableOptions {
-            defaults: ColumnOptions {
-                compression: Some(compression(codec, clevel, filter)?),
-                chunklen,
-                superchunksize,
-                checksum: Some(checksum(checksum_name)?),
-                ..Default::default()
-            },
-            attributes: json_map(attrs)?,
+        let opts = table_options(
+            codec,
+            clevel,
+            filter,
+            chunklen,
+            superchunksize,
+            checksum_name,
+            attrs,
             overwrite,
-            ..Default::default()
-        };
+        )?;
         // The leaf kinds, to convert the columns before the table exists.
         let mut kinds = Vec::new();
         fn walk(prefix: &str, fields: &[Field], out: &mut Vec<(String, LeafKind)>) {
@@ -1439,18 +1467,16 @@ impl RawTable {
                 PyValueError::new_err(format!("delimiter {delimiter:?}: one ASCII character"))
             })?;
         let schema = schema.map(str::to_string);
-        let mut opts = TableOptions {
-            defaults: ColumnOptions {
-                compression: Some(compression(codec, clevel, filter)?),
-                chunklen,
-                superchunksize,
-                checksum: Some(checksum(checksum_name)?),
-                ..Default::default()
-            },
-            attributes: json_map(attrs)?,
+        let mut opts = table_options(
+            codec,
+            clevel,
+            filter,
+            chunklen,
+            superchunksize,
+            checksum_name,
+            attrs,
             overwrite,
-            ..Default::default()
-        };
+        )?;
         let t = detached(py, || {
             let csv_opts = blz::csv::CsvOptions {
                 delimiter,
