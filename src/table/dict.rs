@@ -325,10 +325,7 @@ impl Table {
         if n > 0 {
             // Before a buffer is sized by it, the count read from disk names a file that
             // exists.
-            let last = d
-                .store()
-                .file_path((n - 1) / d.leaf.storage.chunklen / d.store().superchunksize());
-            if !self.root.storage.exists(&last) {
+            if let Some(last) = d.missing_file_of_row(self.root.storage.as_ref(), n - 1) {
                 return Err(Error::metadata(
                     MetaPaths::new(&self.root).sizes(),
                     format!(

@@ -238,6 +238,14 @@ impl Column {
         }
     }
 
+    /// The superchunk file that holds row `row`, when `storage` has no such file: the check
+    /// a row count read from disk passes before it sizes a buffer.
+    fn missing_file_of_row(&self, storage: &dyn Storage, row: u64) -> Option<PathBuf> {
+        let store = self.store();
+        let file = store.file_path(row / self.leaf.storage.chunklen / store.superchunksize());
+        (!storage.exists(&file)).then_some(file)
+    }
+
     fn nchunks(&self, nrows: u64) -> u64 {
         nrows.div_ceil(self.leaf.storage.chunklen)
     }
@@ -1319,10 +1327,7 @@ impl Table {
         if end - start > LARGE_READ_ROWS {
             // Before a buffer as large as the rows is made: the file holding the last of
             // them exists (a row count read from disk is not trusted to size memory).
-            let last = c
-                .store()
-                .file_path((end - 1) / c.leaf.storage.chunklen / c.store().superchunksize());
-            if !self.root.storage.exists(&last) {
+            if let Some(last) = c.missing_file_of_row(self.root.storage.as_ref(), end - 1) {
                 return Err(Error::metadata(
                     MetaPaths::new(&self.root).sizes(),
                     format!(
