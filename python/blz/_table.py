@@ -693,7 +693,7 @@ class Table(Saving):
 
     def _fresh(self, read: Any) -> Any:
         """``read()`` on the latest commit, made again when it met a writer's commit."""
-        return one_commit(True, self._follow, read)
+        return one_commit(self._follow, read)
 
     @property
     def path(self) -> str:
