@@ -191,6 +191,12 @@ impl<D: Opened> Handle<D> {
         Ok(self.unseen.swap(false, Ordering::Relaxed) || changed)
     }
 
+    /// Whether a read's own refresh showed a new commit since Python last asked (asking
+    /// clears it).
+    pub(crate) fn take_unseen(&self) -> bool {
+        self.unseen.swap(false, Ordering::Relaxed)
+    }
+
     /// `read` on the latest commit, made again when it met a writer's commit
     /// (`blz::on_latest_commit`, the library's one loop for that).
     pub(crate) fn latest<T>(&self, read: impl FnMut() -> FResult<T>) -> FResult<T> {

@@ -231,7 +231,7 @@ impl RawSelection {
     /// reversed axes, drops indexed ones, inserts new ones, and gives a scalar where numpy
     /// would (a 0-d array after a `...`).
     #[getter]
-    fn view<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyTuple>> {
+    pub(crate) fn view<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyTuple>> {
         let whole = PySlice::full(py).into_any();
         let backwards =
             py.import("builtins")?

@@ -1,12 +1,13 @@
 //! `RawTable`: a table of (nested, variable-length) columns, and the conversions of its
 //! schema and column values between Python and the library.
 
+use crate::array::empty_array;
 use crate::arrow;
 use crate::convert::{checksum, compression, json_map, parse_dtype, Buf};
-use crate::errors::{detached, errors_list, Fail, Problem};
+use crate::errors::{detached, errors_list, FResult, Fail, Problem};
 use crate::handle::Handle;
 use crate::memory;
-use crate::selection::{selection_of, RawSelection};
+use crate::selection::{selection_of, selection_or_advanced, RawSelection};
 use blz::table::{
     ColumnOptions, Field, FieldSpec, FieldType, LeafKind, NullableValues, Table, TableOptions,
     Values,
@@ -14,7 +15,8 @@ use blz::table::{
 use blz::Endianness;
 use pyo3::exceptions::{PyTypeError, PyValueError};
 use pyo3::prelude::*;
-use pyo3::types::{PyBytes, PyCapsule, PyList, PyString, PyTuple};
+use pyo3::sync::PyOnceLock;
+use pyo3::types::{PyBytes, PyCapsule, PyDict, PyList, PyString, PyTuple};
 use std::path::PathBuf;
 
 /// `(path, nbytes, cbytes, chunklen, codec, clevel)` of a table column.
@@ -261,13 +263,164 @@ impl RawTable {
         }
     }
 
+    /// One try of [`RawTable::rows`]: the key resolved against the handle's commit, the
+    /// arrays allocated (the GIL taken for that alone), the rows read into them;
+    /// `Error::Changed` when a refresh by another thread changed the table in between.
+    fn rows_once(&self, sel: &blz::Selection) -> FResult<Rows> {
+        let (resolved, nrows, leaves) = self
+            .h
+            .read(|t| Ok((t.select(sel)?, t.nrows(), leaf_kinds_nullable(t))))?;
+        let sel = RawSelection::new(sel, resolved, vec![nrows]);
+        let (start, stop) = match sel.resolved.axes.first() {
+            Some(a) if a.count > 0 => (a.start, a.start + (a.count - 1) * a.step + 1),
+            _ => (0, 0),
+        };
+        let n = stop - start;
+        let (fixed, valid) = Python::attach(|py| -> FResult<_> {
+            let mut fixed = Vec::new();
+            let mut valid = Vec::new();
+            for (path, kind, nullable) in &leaves {
+                if let LeafKind::Fixed(d) = kind {
+                    let dt = numpy_dtype(py, &d.descr(Endianness::native()))?;
+                    let a = empty_array(py, &[n], &dt, d.itemsize())?;
+                    let b = Buf::get(&a, true)?;
+                    fixed.push((path.clone(), a.unbind(), b));
+                }
+                if *nullable {
+                    let dt = numpy_dtype(py, "|u1")?;
+                    let a = empty_array(py, &[n], &dt, 1)?;
+                    let b = Buf::get(&a, true)?;
+                    valid.push((path.clone(), a.unbind(), b));
+                }
+            }
+            Ok((fixed, valid))
+        })?;
+        let var = self.h.read(|t| {
+            if t.nrows() != nrows || leaf_kinds_nullable(t) != leaves {
+                return Err(Fail::Blz(blz::Error::Changed {
+                    path: t.path().to_path_buf(),
+                }));
+            }
+            let names: Vec<&str> = leaves
+                .iter()
+                .filter(|(_, k, _)| !matches!(k, LeafKind::Fixed(_)))
+                .map(|(p, _, _)| p.as_str())
+                .collect();
+            if n == 0 {
+                return Ok(Vec::new());
+            }
+            let mut outs: Vec<(&str, &mut [u8])> = fixed
+                .iter()
+                .map(|(p, _, b)| (p.as_str(), b.bytes_mut()))
+                .collect();
+            let var = t.read_columns(start, stop, &mut outs, &names)?;
+            for (p, _, b) in &valid {
+                t.validity_into(p, start, stop, b.bytes_mut())?;
+            }
+            Ok(names
+                .iter()
+                .zip(var)
+                .map(|(p, v)| {
+                    let is_str = leaves
+                        .iter()
+                        .any(|(q, k, _)| q == p && *k == LeafKind::VarStr);
+                    (p.to_string(), v, is_str)
+                })
+                .collect())
+        })?;
+        Ok(Rows {
+            sel,
+            start,
+            stop,
+            fixed,
+            valid,
+            var,
+        })
+    }
+
     fn kinds(&self, py: Python<'_>) -> PyResult<Vec<(String, LeafKind)>> {
         detached(py, || self.read(|t| Ok(leaf_kinds(t))))
     }
 }
 
+/// A read of rows made but not yet shown to Python ([`RawTable::rows_once`]).
+struct Rows {
+    sel: RawSelection,
+    start: u64,
+    stop: u64,
+    /// Per fixed-size leaf: its path, the numpy array filled, the buffer export (released
+    /// with the GIL held).
+    fixed: Vec<(String, Py<PyAny>, Buf)>,
+    /// Per nullable leaf, the same for its validity (`uint8`, 0 at a null).
+    valid: Vec<(String, Py<PyAny>, Buf)>,
+    /// Per variable-length leaf: its path, its values, whether they are strings.
+    var: Vec<(String, Values, bool)>,
+}
+
+/// Per leaf column `(path, kind, nullable)`.
+fn leaf_kinds_nullable(t: &Table) -> Vec<(String, LeafKind, bool)> {
+    t.leaves()
+        .iter()
+        .map(|l| (l.path.clone(), l.kind, l.nullable))
+        .collect()
+}
+
+/// The numpy dtype of a descriptor.
+fn numpy_dtype<'py>(py: Python<'py>, descr: &str) -> PyResult<Bound<'py, PyAny>> {
+    static DTYPE: PyOnceLock<Py<PyAny>> = PyOnceLock::new();
+    DTYPE.import(py, "numpy", "dtype")?.call1((descr,))
+}
+
 #[pymethods]
 impl RawTable {
+    /// `t[key]` for a basic key of rows (an int, a slice, `...`, `None` or a tuple of
+    /// them), in one call, on the latest commit (made again when it met a writer's commit,
+    /// `blz::on_latest_commit`): the key resolved by the library, the rows `start..stop` it
+    /// spans read from every leaf column in one parallel pass (fixed-size ones into numpy
+    /// arrays allocated here, variable-length ones as lists of `str` or `bytes`), and the
+    /// validity of the nullable ones (`uint8` arrays, 0 at a null). `None` for an advanced
+    /// key (arrays, lists, booleans); else `(changed, (start, stop, step), view, columns,
+    /// validity)`: `changed` whether the handle showed a new commit since Python last
+    /// asked, `view` the numpy key that makes the rows `start..stop:step` numpy's result,
+    /// `columns` and `validity` dicts by leaf path.
+    fn rows<'py>(
+        &self,
+        py: Python<'py>,
+        key: &Bound<'py, PyAny>,
+    ) -> PyResult<Option<Bound<'py, PyTuple>>> {
+        let Some(sel) = selection_or_advanced(key)? else {
+            return Ok(None);
+        };
+        let r = detached(py, || self.h.latest(|| self.rows_once(&sel)))?;
+        let changed = detached(py, || Ok(self.h.take_unseen()))?;
+        let step = r.sel.resolved.axes.first().map_or(1, |a| a.step.max(1));
+        let columns = PyDict::new(py);
+        let validity = PyDict::new(py);
+        for (p, a, b) in r.fixed {
+            drop(b);
+            columns.set_item(p, a)?;
+        }
+        for (p, v, is_str) in r.var {
+            let list = var_list(py, &p, v, is_str)?;
+            columns.set_item(p, list)?;
+        }
+        for (p, a, b) in r.valid {
+            drop(b);
+            validity.set_item(p, a)?;
+        }
+        let view = r.sel.view(py)?;
+        Ok(Some(PyTuple::new(
+            py,
+            [
+                changed.into_pyobject(py)?.to_owned().into_any(),
+                (r.start, r.stop, step).into_pyobject(py)?.into_any(),
+                view.into_any(),
+                columns.into_any(),
+                validity.into_any(),
+            ],
+        )?))
+    }
+
     /// Resolves a numpy key of rows (an int, a slice, `...`, `None` or a tuple of them)
     /// against the number of rows: the library checks it.
     fn select(&self, py: Python<'_>, key: &Bound<'_, PyAny>) -> PyResult<RawSelection> {
