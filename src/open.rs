@@ -230,6 +230,27 @@ impl MaybeChanged for Error {
 /// writer applying its commit in place is given time to finish). One call shows one commit
 /// whole.
 ///
+/// ```
+/// use blz::{on_latest_commit, Error};
+/// let (mut refreshes, mut tries) = (0, 0);
+/// let r: blz::Result<u32> = on_latest_commit(
+///     || {
+///         refreshes += 1;
+///         Ok(())
+///     },
+///     || {
+///         tries += 1;
+///         if tries < 3 {
+///             Err(Error::Changed { path: "a.blz".into() })
+///         } else {
+///             Ok(7)
+///         }
+///     },
+/// );
+/// assert_eq!(r.unwrap(), 7);
+/// assert_eq!((refreshes, tries), (3, 3));
+/// ```
+///
 /// # Errors
 /// The first error of `refresh`, or of `read` other than a changed read; the last
 /// [`Error::Changed`] when every try met a commit.
