@@ -11,7 +11,7 @@ import numpy as np
 from . import _blz, _fancy
 from ._array import Attributes, raise_problems
 from ._errors import InvalidArgumentError, one_commit
-from ._index import ascending, empty, native
+from ._index import empty, native
 from ._expr import ExprOps
 from ._reduce import Reductions
 from ._memory import Saving, is_memory, refuse_pickle, size_text
@@ -600,20 +600,28 @@ class Column(ExprOps, Reductions):
         return values if valid is None else numpy_missing(values, valid)
 
     def __getitem__(self, key: Any) -> Any:
-        return self._table._fresh(lambda: self._get(key))
+        t = self._table
+        # A basic key: one call into blz reads this column's rows on the latest commit.
+        got = t._raw.rows(key, self.path)
+        if got is None:  # rows by index or mask: only their chunks are decoded
+            return t._fresh(lambda: self._take(_fancy.row_indices(key, len(t))))
+        changed, (start, stop, step), view, values, valid = got
+        if changed:
+            t._refresh()
+        if self._kind is None:
+            if changed and set(values) != {p for p, _ in t._leaves if p.startswith(self.path + "/")}:
+                return self[key]  # another commit changed the columns since that read
+            buf = t._records(stop - start, values, valid, prefix=self.path)
+        else:
+            buf = t._records_leaf(stop - start, values[self.path], valid.get(self.path))
+        return buf[::step][view]
 
-    def _get(self, key: Any) -> Any:
-        idx = _fancy.row_indices(key, len(self._table))
-        if idx is not None:  # rows by index or mask: only their chunks are decoded
-            if self._kind is None:
-                return self._table._read_rows(0, 0, prefix=self.path, indices=idx)
-            values = self._table._read_leaves([(self.path, self._kind)], 0, 0, idx)[self.path]
-            valid = self._table._validity(self.path, 0, 0, idx)
-            return values if valid is None else numpy_missing(values, valid)
-        r = self._table._raw.select(key)
-        rows = ascending(r.axes[0])
-        buf = self._rows(rows.start, rows.stop)[:: rows.step]
-        return buf[r.view]
+    def _take(self, idx: np.ndarray) -> Any:
+        if self._kind is None:
+            return self._table._read_rows(0, 0, prefix=self.path, indices=idx)
+        values = self._table._read_leaves([(self.path, self._kind)], 0, 0, idx)[self.path]
+        valid = self._table._validity(self.path, 0, 0, idx)
+        return values if valid is None else numpy_missing(values, valid)
 
     def _blz_reduce(self, op: str, axes: Any, ddof: float) -> Any:
         # Reductions (``c.sum()``, ``np.max(c)``: blz/_reduce.py) run in Rust.
@@ -812,6 +820,16 @@ class Table(Saving):
         values = self._read_leaves(wanted, start, end, indices)
         valid = {p: self._validity(p, start, end, indices) for p, _ in wanted}
         return self._records(end - start, values, valid, prefix)
+
+    @staticmethod
+    def _records_leaf(n: int, values: Any, valid: np.ndarray | None) -> np.ndarray:
+        """One leaf column's ``n`` rows: a numpy array (an object one of a variable-length
+        column's values), missing rows shown where ``valid`` is 0."""
+        if not isinstance(values, np.ndarray):
+            a = np.empty(n, dtype=object)
+            a[:] = values
+            values = a
+        return values if valid is None else numpy_missing(values, valid)
 
     def _records(
         self,

@@ -266,10 +266,10 @@ impl RawTable {
     /// One try of [`RawTable::rows`]: the key resolved against the handle's commit, the
     /// arrays allocated (the GIL taken for that alone), the rows read into them;
     /// `Error::Changed` when a refresh by another thread changed the table in between.
-    fn rows_once(&self, sel: &blz::Selection) -> FResult<Rows> {
+    fn rows_once(&self, sel: &blz::Selection, column: Option<&str>) -> FResult<Rows> {
         let (resolved, nrows, leaves) = self
             .h
-            .read(|t| Ok((t.select(sel)?, t.nrows(), leaf_kinds_nullable(t))))?;
+            .read(|t| Ok((t.select(sel)?, t.nrows(), leaf_kinds_nullable(t, column))))?;
         let sel = RawSelection::new(sel, resolved, vec![nrows]);
         let (start, stop) = match sel.resolved.axes.first() {
             Some(a) if a.count > 0 => (a.start, a.start + (a.count - 1) * a.step + 1),
@@ -296,7 +296,7 @@ impl RawTable {
             Ok((fixed, valid))
         })?;
         let var = self.h.read(|t| {
-            if t.nrows() != nrows || leaf_kinds_nullable(t) != leaves {
+            if t.nrows() != nrows || leaf_kinds_nullable(t, column) != leaves {
                 return Err(Fail::Blz(blz::Error::Changed {
                     path: t.path().to_path_buf(),
                 }));
@@ -306,17 +306,19 @@ impl RawTable {
                 .filter(|(_, k, _)| !matches!(k, LeafKind::Fixed(_)))
                 .map(|(p, _, _)| p.as_str())
                 .collect();
-            if n == 0 {
-                return Ok(Vec::new());
-            }
-            let mut outs: Vec<(&str, &mut [u8])> = fixed
-                .iter()
-                .map(|(p, _, b)| (p.as_str(), b.bytes_mut()))
-                .collect();
-            let var = t.read_columns(start, stop, &mut outs, &names)?;
-            for (p, _, b) in &valid {
-                t.validity_into(p, start, stop, b.bytes_mut())?;
-            }
+            let var = if n == 0 {
+                names.iter().map(|_| Values::Var(Vec::new())).collect()
+            } else {
+                let mut outs: Vec<(&str, &mut [u8])> = fixed
+                    .iter()
+                    .map(|(p, _, b)| (p.as_str(), b.bytes_mut()))
+                    .collect();
+                let var = t.read_columns(start, stop, &mut outs, &names)?;
+                for (p, _, b) in &valid {
+                    t.validity_into(p, start, stop, b.bytes_mut())?;
+                }
+                var
+            };
             Ok(names
                 .iter()
                 .zip(var)
@@ -357,10 +359,16 @@ struct Rows {
     var: Vec<(String, Values, bool)>,
 }
 
-/// Per leaf column `(path, kind, nullable)`.
-fn leaf_kinds_nullable(t: &Table) -> Vec<(String, LeafKind, bool)> {
+/// Per leaf column `(path, kind, nullable)`: every one, or those of `column` (a leaf, or a
+/// nested record's leaves).
+fn leaf_kinds_nullable(t: &Table, column: Option<&str>) -> Vec<(String, LeafKind, bool)> {
     t.leaves()
         .iter()
+        .filter(|l| {
+            column.is_none_or(|c| {
+                l.path == c || l.path.strip_prefix(c).is_some_and(|r| r.starts_with('/'))
+            })
+        })
         .map(|l| (l.path.clone(), l.kind, l.nullable))
         .collect()
 }
@@ -382,16 +390,19 @@ impl RawTable {
     /// key (arrays, lists, booleans); else `(changed, (start, stop, step), view, columns,
     /// validity)`: `changed` whether the handle showed a new commit since Python last
     /// asked, `view` the numpy key that makes the rows `start..stop:step` numpy's result,
-    /// `columns` and `validity` dicts by leaf path.
+    /// `columns` and `validity` dicts by leaf path. With `column` (a leaf's path, or a nested
+    /// record's), only its leaves are read.
+    #[pyo3(signature = (key, column=None))]
     fn rows<'py>(
         &self,
         py: Python<'py>,
         key: &Bound<'py, PyAny>,
+        column: Option<&str>,
     ) -> PyResult<Option<Bound<'py, PyTuple>>> {
         let Some(sel) = selection_or_advanced(key)? else {
             return Ok(None);
         };
-        let r = detached(py, || self.h.latest(|| self.rows_once(&sel)))?;
+        let r = detached(py, || self.h.latest(|| self.rows_once(&sel, column)))?;
         let changed = detached(py, || Ok(self.h.take_unseen()))?;
         let step = r.sel.resolved.axes.first().map_or(1, |a| a.step.max(1));
         let columns = PyDict::new(py);

@@ -158,3 +158,29 @@ def test_a_table_read_handle_sees_a_commit_in_the_same_one_call(tmp_path):
     t.add_column("b", np.float64)
     out = r[38:]
     assert out.dtype.names == ("a", "b") and out["a"].tolist() == [38, 39]
+
+
+@pytest.mark.parametrize("key", ROW_KEYS, ids=repr)
+def test_a_columns_rows_are_one_call_into_blz(tmp_path, key):
+    n = 50
+    x = np.linspace(0, 1, n)
+    t = blz.create(
+        tmp_path / "t.blz",
+        {"x": x, "pos": {"a": np.arange(n, dtype=np.int16), "b": np.arange(n) * 2.0}, "s": np.array([f"v{i}" for i in range(n)], dtype=object)},
+        chunks=9,
+    )
+    t.close()
+    t = blz.open(tmp_path / "t.blz")
+    for name in ("x", "s", "pos", "pos/a"):
+        c = t[name]
+        whole = np.asarray(c)
+        handle = CountingHandle(t._raw)
+        t._raw = handle
+        try:
+            out = c[key]
+        finally:
+            t._raw = handle._raw
+        assert handle.fetched == ["rows"], f"{name}[{key!r}] fetched {handle.fetched}"
+        want = whole[key]
+        assert type(out) is type(want) and np.shape(out) == np.shape(want)
+        assert np.atleast_1d(out).tolist() == np.atleast_1d(want).tolist()
