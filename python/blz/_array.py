@@ -9,7 +9,7 @@ from typing import Any
 import numpy as np
 
 from . import _blz, _fancy
-from ._errors import ChangedError, CorruptionError, Error, one_commit
+from ._errors import CorruptionError, Error, one_commit
 from ._index import native
 from ._expr import ExprOps
 from ._memory import Saving, is_memory, refuse_pickle, size_text
@@ -301,11 +301,11 @@ class Array(ExprOps, Reductions, Saving):
         if _fancy.is_advanced(key):
             self._fancy_write(lambda shape: _fancy.NumpyKey(key, shape), values)
             return
-        attempts = 20
-        while True:
+
+        def write() -> None:
             # Resolved against the latest commit; written only if it still is when this
-            # handle's turn comes (another writing handle may commit in between).
-            self._follow()
+            # handle's turn comes (another writing handle may commit in between: then
+            # ChangedError, and the library's loop resolves and writes again).
             r = self._raw.select(key)
             buf = np.empty(r.counts, dtype=native(self._dtype))
             buf[r.view] = values  # numpy's broadcasting and casting
@@ -313,13 +313,10 @@ class Array(ExprOps, Reductions, Saving):
                 return
             try:
                 self._raw.write_from(r, buf)
-                return
-            except ChangedError:
-                attempts -= 1
-                if attempts == 0:
-                    raise
             finally:
                 self._refresh()
+
+        one_commit(self._follow, write)
 
     def where(self, expr: str) -> np.ndarray:
         """The elements where ``expr`` holds, the array's elements named ``x``
