@@ -228,12 +228,21 @@ class Array(ExprOps, Reductions, Saving):
         """numpy's indexing: basic (integers, slices, ``...``, ``None``) and advanced
         (integer arrays or lists, negative counting from the end; boolean masks of any
         number of dimensions), with numpy's result layout. Only the chunks the key touches
-        are decoded, in parallel, each once. A basic key is one call into blz's native
-        module, which answers ``None`` for an advanced one."""
-        out = self._raw.get(key)
-        if out is None:
-            return self._fancy_read(lambda shape: _fancy.NumpyKey(key, shape))
-        return out
+        are decoded, in parallel, each once. One call into blz's native module; an advanced
+        key's read is called back from there (one more call to decode)."""
+        return self._raw.get(key, self._advanced)
+
+    def _advanced(self, key: Any, changed: bool) -> Any:
+        # An advanced key's read, called back by RawArray.get inside the library's loop
+        # (which has brought the handle to the latest commit: ``changed`` says whether
+        # what this object keeps of it must be read again).
+        if changed:
+            self._refresh()
+        k = _fancy.NumpyKey(key, self._shape)
+        if int(np.prod(k.shape, dtype=np.int64)) == 0:
+            return np.empty(k.shape, dtype=self._dtype)
+        out = _fancy.read(self._raw, k.groups, k.lib_shape, self._dtype)
+        return k.to_numpy(out) if hasattr(k, "to_numpy") else out.reshape(k.shape)
 
     @property
     def oindex(self) -> _fancy.OIndex:

@@ -3,7 +3,7 @@
 use crate::buffers::{ReadBuffer, MIN_BYTES};
 use crate::convert::{checksum, compression, json_map, json_value, next_batch, parse_dtype, Buf};
 use crate::errors::{detached, errors_list, FResult, Fail, Problem};
-use crate::handle::Handle;
+use crate::handle::{python_fail, Handle};
 use crate::memory;
 use crate::selection::{selection_of, selection_or_advanced, RawSelection};
 use crate::staged::{geometry, RawStaged, Staged};
@@ -162,15 +162,32 @@ impl RawArray {
     /// in one call: the key resolved by the library against the latest commit, the numpy
     /// array allocated once, the chunks decoded into it with the GIL released, numpy's
     /// result made of it (reversed axes, new axes, a scalar where numpy gives one), the read
-    /// made again when it met a writer's commit (`blz::on_latest_commit`). `None` for an
-    /// advanced key (arrays, lists, booleans), which `blz` reads its own way.
+    /// made again when it met a writer's commit (`blz::on_latest_commit`). An advanced key
+    /// (arrays, lists, booleans) is read by `advanced(key, changed)`, Python's reader of
+    /// such keys, in the same loop (`changed`: the handle showed a new commit since Python
+    /// last asked); without it, `None`.
+    #[pyo3(signature = (key, advanced=None))]
     fn get<'py>(
         &self,
         py: Python<'py>,
         key: &Bound<'py, PyAny>,
+        advanced: Option<Py<PyAny>>,
     ) -> PyResult<Option<Bound<'py, PyAny>>> {
         let Some(sel) = selection_or_advanced(key)? else {
-            return Ok(None);
+            let Some(read) = advanced else {
+                return Ok(None);
+            };
+            let key = key.clone().unbind();
+            let out = detached(py, || {
+                self.h.latest(|| {
+                    Python::attach(|py| {
+                        let changed = self.h.take_unseen();
+                        read.call1(py, (key.clone_ref(py), changed))
+                            .map_err(|e| python_fail(py, e))
+                    })
+                })
+            })?;
+            return Ok(Some(out.into_bound(py)));
         };
         let read = detached(py, || self.h.latest(|| self.read_once(&sel)))?;
         let mut out = read.out.into_bound(py);

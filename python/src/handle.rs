@@ -232,6 +232,20 @@ impl blz::MaybeChanged for Fail {
     }
 }
 
+/// An exception Python code a library loop called raised: a `blz.ChangedError` is a read
+/// that met a writer's commit, made again.
+pub(crate) fn python_fail(py: Python<'_>, e: PyErr) -> Fail {
+    static CHANGED: PyOnceLock<Py<PyType>> = PyOnceLock::new();
+    let changed = CHANGED
+        .import(py, "blz._errors", "ChangedError")
+        .is_ok_and(|c| e.is_instance(py, c));
+    if changed {
+        Fail::PyChanged(e)
+    } else {
+        Fail::Py(e)
+    }
+}
+
 /// `read()` on the latest commit, for the reads the Python package composes of several
 /// calls (a table's rows, advanced indexing): `follow()` brings its handle (and what Python
 /// keeps of it) to the latest commit, then `read()` runs, and a read that raised
@@ -243,20 +257,8 @@ pub(crate) fn on_latest_commit(
     follow: Py<PyAny>,
     read: Py<PyAny>,
 ) -> PyResult<Py<PyAny>> {
-    static CHANGED: PyOnceLock<Py<PyType>> = PyOnceLock::new();
     let call = |f: &Py<PyAny>| -> FResult<Py<PyAny>> {
-        Python::attach(|py| {
-            f.call0(py).map_err(|e| {
-                let changed = CHANGED
-                    .import(py, "blz._errors", "ChangedError")
-                    .is_ok_and(|c| e.is_instance(py, c));
-                if changed {
-                    Fail::PyChanged(e)
-                } else {
-                    Fail::Py(e)
-                }
-            })
-        })
+        Python::attach(|py| f.call0(py).map_err(|e| python_fail(py, e)))
     };
     detached(py, || {
         blz::on_latest_commit(|| call(&follow).map(drop), || call(&read))

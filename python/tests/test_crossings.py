@@ -184,3 +184,26 @@ def test_a_columns_rows_are_one_call_into_blz(tmp_path, key):
         want = whole[key]
         assert type(out) is type(want) and np.shape(out) == np.shape(want)
         assert np.atleast_1d(out).tolist() == np.atleast_1d(want).tolist()
+
+
+def test_an_advanced_read_is_one_call_and_its_decode(tmp_path):
+    d = np.arange(120, dtype=np.int32).reshape(40, 3)
+    blz.create(tmp_path / "a.blz", d, chunks=(7, 2)).close()
+    a = blz.open(tmp_path / "a.blz")
+    calls = []
+
+    def profile(frame, event, arg):
+        if event == "c_call" and type(getattr(arg, "__self__", None)).__module__ == "blz._blz":
+            calls.append(arg.__name__)
+        elif event == "c_call" and getattr(arg, "__module__", None) == "blz._blz":
+            calls.append(arg.__name__)
+
+    for key in ([3, 1, 39], (np.array([0, 0, 5]), slice(None, None, -1)), d[:, 0] % 3 == 0):
+        calls.clear()
+        sys.setprofile(profile)
+        try:
+            out = a[key]
+        finally:
+            sys.setprofile(None)
+        assert calls == ["get", "fancy_read"], f"a[{key!r}] crossed as {calls}"
+        np.testing.assert_array_equal(out, d[key])
