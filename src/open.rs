@@ -202,3 +202,73 @@ pub fn open_in(storage: Arc<dyn Storage>, root: &Path, mode: Mode) -> Result<Any
         }
     })
 }
+
+/// How many times [`on_latest_commit`] makes a read again that met writers' commits.
+pub const CHANGED_RETRIES: u32 = 20;
+
+/// An error that may say a read met a writer's commit ([`Error::Changed`]): what
+/// [`on_latest_commit`] makes the read again for. A client with an error type of its own
+/// (a binding's, which also carries its language's exceptions) says which of its errors
+/// are that one.
+pub trait MaybeChanged {
+    /// Whether this is [`Error::Changed`].
+    fn is_changed(&self) -> bool;
+}
+
+impl MaybeChanged for Error {
+    fn is_changed(&self) -> bool {
+        matches!(self, Error::Changed { .. })
+    }
+}
+
+/// Runs `read` on the latest commit of a dataset handle, the one loop every client (the
+/// Python package, the command line) makes its reads through: `refresh` first brings the
+/// handle to the latest commit (as [`Dataset::refresh`] and [`Table::refresh`] do), then
+/// `read` runs; a read that met a writer's commit while it ran ([`Error::Changed`]: it may
+/// hold chunks of two commits) is thrown away and made again after a new `refresh`, up to
+/// [`CHANGED_RETRIES`] times, with short pauses growing from 1 ms to 50 ms between tries (a
+/// writer applying its commit in place is given time to finish). One call shows one commit
+/// whole.
+///
+/// ```
+/// use blz::{on_latest_commit, Error};
+/// let (mut refreshes, mut tries) = (0, 0);
+/// let r: blz::Result<u32> = on_latest_commit(
+///     || {
+///         refreshes += 1;
+///         Ok(())
+///     },
+///     || {
+///         tries += 1;
+///         if tries < 3 {
+///             Err(Error::Changed { path: "a.blz".into() })
+///         } else {
+///             Ok(7)
+///         }
+///     },
+/// );
+/// assert_eq!(r.unwrap(), 7);
+/// assert_eq!((refreshes, tries), (3, 3));
+/// ```
+///
+/// # Errors
+/// The first error of `refresh`, or of `read` other than a changed read; the last
+/// [`Error::Changed`] when every try met a commit.
+pub fn on_latest_commit<T, E: MaybeChanged>(
+    mut refresh: impl FnMut() -> std::result::Result<(), E>,
+    mut read: impl FnMut() -> std::result::Result<T, E>,
+) -> std::result::Result<T, E> {
+    let mut pause = std::time::Duration::from_millis(1);
+    let mut tries = 0;
+    loop {
+        refresh()?;
+        match read() {
+            Err(e) if e.is_changed() && tries < CHANGED_RETRIES => {
+                tries += 1;
+                std::thread::sleep(pause);
+                pause = (pause * 2).min(std::time::Duration::from_millis(50));
+            }
+            r => return r,
+        }
+    }
+}

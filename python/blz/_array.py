@@ -9,8 +9,8 @@ from typing import Any
 import numpy as np
 
 from . import _blz, _fancy
-from ._errors import ChangedError, CorruptionError, Error, one_commit
-from ._index import empty, native
+from ._errors import CorruptionError, Error, one_commit
+from ._index import native
 from ._expr import ExprOps
 from ._memory import Saving, is_memory, refuse_pickle, size_text
 from ._reduce import Reductions
@@ -220,27 +220,29 @@ class Array(ExprOps, Reductions, Saving):
     # -- reading ----------------------------------------------------------------------
 
     def _read(self, key: Any) -> Any:
-        # One call shows one commit whole: a read that met a writer's commit is made again.
-        return one_commit(True, self._follow, lambda: self._read_now(key))
-
-    def _read_now(self, key: Any) -> Any:
-        r = self._raw.select(key)
-        buf = empty(r.counts, native(self._dtype))
-        if buf.size:
-            self._raw.read_into(r, buf)
-        if buf.dtype != self._dtype:
-            buf.byteswap(inplace=True)
-            buf = buf.view(self._dtype)
-        return buf[r.view]
+        # One call into blz: the key resolved on the latest commit, the array allocated,
+        # the chunks decoded into it, the read made again if it met a writer's commit.
+        return self._raw.get(key)
 
     def __getitem__(self, key: Any) -> Any:
         """numpy's indexing: basic (integers, slices, ``...``, ``None``) and advanced
         (integer arrays or lists, negative counting from the end; boolean masks of any
         number of dimensions), with numpy's result layout. Only the chunks the key touches
-        are decoded, in parallel, each once."""
-        if _fancy.is_advanced(key):
-            return self._fancy_read(lambda shape: _fancy.NumpyKey(key, shape))
-        return self._read(key)
+        are decoded, in parallel, each once. One call into blz's native module; an advanced
+        key's read is called back from there (one more call to decode)."""
+        return self._raw.get(key, self._advanced)
+
+    def _advanced(self, key: Any, changed: bool) -> Any:
+        # An advanced key's read, called back by RawArray.get inside the library's loop
+        # (which has brought the handle to the latest commit: ``changed`` says whether
+        # what this object keeps of it must be read again).
+        if changed:
+            self._refresh()
+        k = _fancy.NumpyKey(key, self._shape)
+        if int(np.prod(k.shape, dtype=np.int64)) == 0:
+            return np.empty(k.shape, dtype=self._dtype)
+        out = _fancy.read(self._raw, k.groups, k.lib_shape, self._dtype)
+        return k.to_numpy(out) if hasattr(k, "to_numpy") else out.reshape(k.shape)
 
     @property
     def oindex(self) -> _fancy.OIndex:
@@ -264,7 +266,7 @@ class Array(ExprOps, Reductions, Saving):
             out = k.to_numpy(out) if hasattr(k, "to_numpy") else out.reshape(k.shape)
             return out[()] if scalar and out.ndim == 0 else out
 
-        return one_commit(True, self._follow, now)
+        return one_commit(self._follow, now)
 
     def _fancy_write(self, resolve: Any, values: Any) -> None:
         k = resolve(self._shape)
@@ -278,9 +280,7 @@ class Array(ExprOps, Reductions, Saving):
             self._refresh()
     def _blz_reduce(self, op: str, axes: Any, ddof: float) -> Any:
         # Reductions (``a.sum()``, ``np.mean(a, axis=1)``: blz/_reduce.py) run in Rust.
-        return one_commit(
-            True, self._follow, lambda: _blz.reduce_array(self._raw, op, axes, ddof)
-        )
+        return one_commit(self._follow, lambda: _blz.reduce_array(self._raw, op, axes, ddof))
 
     def __array__(self, dtype: Any = None, copy: bool | None = None) -> np.ndarray:
         if copy is False:
@@ -310,11 +310,11 @@ class Array(ExprOps, Reductions, Saving):
         if _fancy.is_advanced(key):
             self._fancy_write(lambda shape: _fancy.NumpyKey(key, shape), values)
             return
-        attempts = 20
-        while True:
+
+        def write() -> None:
             # Resolved against the latest commit; written only if it still is when this
-            # handle's turn comes (another writing handle may commit in between).
-            self._follow()
+            # handle's turn comes (another writing handle may commit in between: then
+            # ChangedError, and the library's loop resolves and writes again).
             r = self._raw.select(key)
             buf = np.empty(r.counts, dtype=native(self._dtype))
             buf[r.view] = values  # numpy's broadcasting and casting
@@ -322,13 +322,10 @@ class Array(ExprOps, Reductions, Saving):
                 return
             try:
                 self._raw.write_from(r, buf)
-                return
-            except ChangedError:
-                attempts -= 1
-                if attempts == 0:
-                    raise
             finally:
                 self._refresh()
+
+        one_commit(self._follow, write)
 
     def where(self, expr: str) -> np.ndarray:
         """The elements where ``expr`` holds, the array's elements named ``x``

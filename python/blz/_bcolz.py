@@ -98,7 +98,7 @@ class BcolzTable:
 
         cols, attrs = _blz.RawBcolz.ctable_columns(path)
         self._path = path
-        self._cols = {name: BcolzArray(_blz.RawBcolz.open(p)) for name, p in cols}
+        self._cols = {name: BcolzArray(_blz.open(p, False)[1]) for name, p in cols}
         self._attrs = json.loads(attrs)
         self._len = len(next(iter(self._cols.values()))) if self._cols else 0
 

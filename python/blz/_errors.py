@@ -6,7 +6,6 @@ Messages are the library's: they name the file and, for a bad chunk, the chunk. 
 
 from __future__ import annotations
 
-import time
 from typing import Any
 
 
@@ -79,21 +78,13 @@ __all__ = [
 ]
 
 
-def one_commit(readable: bool, follow: Any, read: Any) -> Any:
-    """``read()`` on the latest commit: a read that met a writer's commit (which can leave it
-    holding chunks of two commits) raises ``ChangedError`` and is made again, after ``follow()``
-    has shown the new commit, up to 20 times with short growing pauses (a writer applying a
-    commit in place is given time to finish). ``readable``: the handle follows commits (every
-    handle does: a writing one those of the other writing handles of its process)."""
-    attempts = 20
-    pause = 0.001
-    while True:
-        follow()
-        try:
-            return read()
-        except ChangedError:
-            attempts -= 1
-            if not readable or attempts == 0:
-                raise
-            time.sleep(pause)
-            pause = min(pause * 2, 0.05)
+def one_commit(follow: Any, read: Any) -> Any:
+    """``read()`` on the latest commit, for reads made of several calls into blz (a table's
+    rows, advanced indexing): ``follow()`` first shows the latest commit, and a read that
+    met a writer's commit (which can leave it holding chunks of two commits) raises
+    ``ChangedError`` and is made again after a new ``follow()``. The loop is the library's
+    (``blz::on_latest_commit``, the one every client reads through; up to 20 tries again,
+    with short growing pauses, the GIL released between them)."""
+    from . import _blz
+
+    return _blz.on_latest_commit(follow, read)

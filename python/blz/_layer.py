@@ -406,7 +406,7 @@ def build_layer(
     _blz.RawLayer.build(
         str(path), list(zip(names, kinds)), wspec, rows, overwrite, filter, memory, shape
     )
-    return Layer(_blz.RawLayer.open(str(path)))
+    return Layer(_blz.open(str(path), False)[1])
 
 
 def merge_layers(
@@ -427,7 +427,7 @@ def merge_layers(
     if not inputs:
         raise ValueError("merge_layers needs at least one input")
     _blz.RawLayer.merge(inputs, str(out), overwrite)
-    return Layer(_blz.RawLayer.open(str(out)))
+    return Layer(_blz.open(str(out), False)[1])
 
 
 __all__ = ["Layer", "Cursor", "build_layer", "merge_layers"]

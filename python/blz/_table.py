@@ -11,7 +11,7 @@ import numpy as np
 from . import _blz, _fancy
 from ._array import Attributes, raise_problems
 from ._errors import InvalidArgumentError, one_commit
-from ._index import ascending, empty, native
+from ._index import empty, native
 from ._expr import ExprOps
 from ._reduce import Reductions
 from ._memory import Saving, is_memory, refuse_pickle, size_text
@@ -600,20 +600,28 @@ class Column(ExprOps, Reductions):
         return values if valid is None else numpy_missing(values, valid)
 
     def __getitem__(self, key: Any) -> Any:
-        return self._table._fresh(lambda: self._get(key))
+        t = self._table
+        # A basic key: one call into blz reads this column's rows on the latest commit.
+        got = t._raw.rows(key, self.path)
+        if got is None:  # rows by index or mask: only their chunks are decoded
+            return t._fresh(lambda: self._take(_fancy.row_indices(key, len(t))))
+        changed, (start, stop, step), view, values, valid = got
+        if changed:
+            t._refresh()
+        if self._kind is None:
+            if changed and set(values) != {p for p, _ in t._leaves if p.startswith(self.path + "/")}:
+                return self[key]  # another commit changed the columns since that read
+            buf = t._records(stop - start, values, valid, prefix=self.path)
+        else:
+            buf = t._records_leaf(stop - start, values[self.path], valid.get(self.path))
+        return buf[::step][view]
 
-    def _get(self, key: Any) -> Any:
-        idx = _fancy.row_indices(key, len(self._table))
-        if idx is not None:  # rows by index or mask: only their chunks are decoded
-            if self._kind is None:
-                return self._table._read_rows(0, 0, prefix=self.path, indices=idx)
-            values = self._table._read_leaves([(self.path, self._kind)], 0, 0, idx)[self.path]
-            valid = self._table._validity(self.path, 0, 0, idx)
-            return values if valid is None else numpy_missing(values, valid)
-        r = self._table._raw.select(key)
-        rows = ascending(r.axes[0])
-        buf = self._rows(rows.start, rows.stop)[:: rows.step]
-        return buf[r.view]
+    def _take(self, idx: np.ndarray) -> Any:
+        if self._kind is None:
+            return self._table._read_rows(0, 0, prefix=self.path, indices=idx)
+        values = self._table._read_leaves([(self.path, self._kind)], 0, 0, idx)[self.path]
+        valid = self._table._validity(self.path, 0, 0, idx)
+        return values if valid is None else numpy_missing(values, valid)
 
     def _blz_reduce(self, op: str, axes: Any, ddof: float) -> Any:
         # Reductions (``c.sum()``, ``np.max(c)``: blz/_reduce.py) run in Rust.
@@ -693,7 +701,7 @@ class Table(Saving):
 
     def _fresh(self, read: Any) -> Any:
         """``read()`` on the latest commit, made again when it met a writer's commit."""
-        return one_commit(True, self._follow, read)
+        return one_commit(self._follow, read)
 
     @property
     def path(self) -> str:
@@ -808,23 +816,50 @@ class Table(Saving):
         of the nested record ``prefix`` (only its columns are read)."""
         if indices is not None:
             start, end = 0, len(indices)
+        wanted = [(p, k) for p, k in self._leaves if prefix is None or p.startswith(prefix + "/")]
+        values = self._read_leaves(wanted, start, end, indices)
+        valid = {p: self._validity(p, start, end, indices) for p, _ in wanted}
+        return self._records(end - start, values, valid, prefix)
+
+    @staticmethod
+    def _records_leaf(n: int, values: Any, valid: np.ndarray | None) -> np.ndarray:
+        """One leaf column's ``n`` rows: a numpy array (an object one of a variable-length
+        column's values), missing rows shown where ``valid`` is 0."""
+        if not isinstance(values, np.ndarray):
+            a = np.empty(n, dtype=object)
+            a[:] = values
+            values = a
+        return values if valid is None else numpy_missing(values, valid)
+
+    def _records(
+        self,
+        n: int,
+        values: dict[str, Any],
+        valid: dict[str, np.ndarray | None],
+        prefix: str | None = None,
+    ) -> np.ndarray:
+        """``n`` records of the leaf columns ``values`` (numpy arrays, or lists of a
+        variable-length column's values), missing rows shown where ``valid`` is 0."""
         dtype = self._dtype
         skip = 0
         if prefix is not None:
             for p in prefix.split("/"):
                 dtype = dtype[p]
             skip = len(prefix.split("/"))
-        out = empty(end - start, dtype)
-        wanted = [(p, k) for p, k in self._leaves if prefix is None or p.startswith(prefix + "/")]
-        for path, values in self._read_leaves(wanted, start, end, indices).items():
-            valid = self._validity(path, start, end, indices)
-            if valid is not None:
-                values = numpy_missing(values, valid)
+        out = empty(n, dtype)
+        for path, v in values.items():
+            if not isinstance(v, np.ndarray):
+                a = np.empty(n, dtype=object)
+                a[:] = v
+                v = a
+            ok = valid.get(path)
+            if ok is not None:
+                v = numpy_missing(v, ok)
             target = out
             parts = path.split("/")[skip:]
             for p in parts[:-1]:
                 target = target[p]
-            target[parts[-1]] = values
+            target[parts[-1]] = v
         return out
 
     def __getitem__(self, key: Any) -> Any:
@@ -835,15 +870,18 @@ class Table(Saving):
             if any(p.startswith(key + "/") for p, _ in self._leaves):
                 return Column(self, key, None)  # a nested record: its leaves as records
             raise KeyError(f"no column {key!r} (columns: {', '.join(self.columns)})")
-        return self._fresh(lambda: self._get_rows(key))
-
-    def _get_rows(self, key: Any) -> Any:
-        idx = _fancy.row_indices(key, self._nrows)
-        if idx is not None:  # rows by index or mask: only their chunks are decoded
-            return self._read_rows(0, 0, indices=idx)
-        r = self._raw.select(key)
-        rows = ascending(r.axes[0])
-        return self._read_rows(rows.start, rows.stop)[:: rows.step][r.view]
+        # A basic key: one call into blz reads the rows of every column on the latest
+        # commit (RawTable.rows); the records are made of them here.
+        got = self._raw.rows(key)
+        if got is None:  # rows by index or mask: only their chunks are decoded
+            return self._fresh(lambda: self._read_rows(0, 0, indices=_fancy.row_indices(key, self._nrows)))
+        changed, (start, stop, step), view, values, valid = got
+        if changed:
+            self._refresh()
+            if set(values) != {p for p, _ in self._leaves}:
+                # Another commit changed the columns since that read: read again.
+                return self[key]
+        return self._records(stop - start, values, valid)[::step][view]
 
     def __array__(self, dtype: Any = None, copy: bool | None = None) -> np.ndarray:
         if copy is False:

@@ -121,13 +121,14 @@ def _open_raw(path: str, kind: str) -> Any:
     return raw
 
 
-def _kind(path: str) -> str:
-    kind = _blz.open(path, False)[0]
+def _opened(path: str, write: bool = False) -> tuple[str, Any]:
+    """The dataset at ``path`` opened once: ``(kind, raw handle)``, an array or a table."""
+    kind, raw = _blz.open(path, write)
     if kind not in ("array", "table"):
         e = InvalidArgumentError(f"{path}: blz.dask reads blz arrays and tables, not a {kind} dataset")
         e.filename = path
         raise e
-    return kind
+    return kind, raw
 
 
 def _check_generation(path: str, raw: Any, generation: int) -> None:
@@ -177,13 +178,13 @@ def _graph(name: str, tasks: dict[Any, Any], hosts: dict[Any, list[str]]) -> Any
     return HighLevelGraph({name: layer}, {name: set()})
 
 
-def _array(path: str, locate: Locator | None, task_bytes: int) -> Any:
+def _array(path: str, raw: Any, locate: Locator | None, task_bytes: int) -> Any:
     import dask.array as da
     from dask.base import tokenize
 
     from . import Array
 
-    a = Array(_open_raw(path, "array"), "r")
+    a = Array(raw, "r")
     ident, generation, per_file = a._raw.layout()
     shape, chunkshape, dtype = a.shape, a.chunks, a.dtype
     grid = [max(1, math.ceil(s / c)) for s, c in zip(shape, chunkshape)]
@@ -273,14 +274,19 @@ def read_table(
     (``"pos/x"``), indexed by row number, one partition per row range. A range is one
     superchunk file of the first column named, fewer rows when that is more than
     ``task_bytes`` across the columns read."""
+    path = _path_of(path)
+    kind, raw = _opened(path)
+    if kind != "table":
+        raise InvalidArgumentError(f"{path}: an array, not a table (use blz.dask.from_blz)")
+    return _table(path, raw, columns, task_bytes)
+
+
+def _table(path: str, raw: Any, columns: Sequence[str] | str | None, task_bytes: int) -> Any:
     import dask.dataframe as dd
 
     from . import Table
 
-    path = _path_of(path)
-    if _kind(path) != "table":
-        raise InvalidArgumentError(f"{path}: an array, not a table (use blz.dask.from_blz)")
-    t = Table(_open_raw(path, "table"), "r")
+    t = Table(raw, "r")
     _ident, generation, layout = t._raw.layout()
     leaves = dict(t._leaves)
     names = [columns] if isinstance(columns, str) else list(columns) if columns is not None else list(leaves)
@@ -329,11 +335,12 @@ def from_blz(
     each read task is annotated with its file's hosts (``None``: no annotations; an ``s3://``
     URL gets none and its tasks reopen it by URL on the workers)."""
     path = _path_of(source)
-    if _kind(path) == "table":
-        return read_table(path, columns, task_bytes=task_bytes)
+    kind, raw = _opened(path)
+    if kind == "table":
+        return _table(path, raw, columns, task_bytes)
     if columns is not None:
         raise InvalidArgumentError(f"{path}: an array has no columns")
-    return _array(path, locate, task_bytes)
+    return _array(path, raw, locate, task_bytes)
 
 
 def _write_region(session_dir: str, first_row: int, block: np.ndarray, store: str) -> int:
@@ -483,9 +490,11 @@ def append(x: Any, target: Any) -> Any:
     opened = not isinstance(target, Array)
     if opened:
         path = _path_of(target)
-        if _kind(path) != "array":
+        kind, raw = _opened(path, True)
+        if kind != "array":
+            raw.close()
             raise InvalidArgumentError(f"{path}: a table, not an array")
-        a = Array(_blz.RawArray.open(path, True), "r+")
+        a = Array(raw, "r+")
     else:
         a = target
         if not a._raw.writable:

@@ -228,7 +228,7 @@ unsafe impl Sync for ReadBuffer {}
 impl ReadBuffer {
     /// `len` writable bytes, their contents unspecified (a read overwrites all of them).
     #[new]
-    fn new(len: usize) -> PyResult<Self> {
+    pub(crate) fn new(len: usize) -> PyResult<Self> {
         let p = pool();
         let mut map = if settings().max_bytes == 0 || len < MIN_BYTES {
             fresh(len)
