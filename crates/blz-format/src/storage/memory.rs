@@ -5,7 +5,7 @@
 //! files (mostly the compressed chunks) take.
 //!
 //! Datasets are named by `memory://name` URLs ([`for_url`], reached through
-//! [`super::for_path`] by every open and create of the library, the CLI's library calls and
+//! `blz::storage::for_path` by every open and create of the library, the CLI's library calls and
 //! the Python package). Named ones live in one process-wide tree until removed ([`remove`]),
 //! as files on a tmpfs would; an anonymous one ([`anonymous`]) lives in a tree of its own
 //! that goes when the last handle on it is dropped. Nothing here is seen by another process

@@ -19,12 +19,22 @@
 //! [`Error::Conflict`]; its uploads are orphans that [`collect_garbage`] removes. The state
 //! object and the collection rule are described in `spec/object-store.md`.
 
-use super::manifest::{self, Manifest, ManifestDoc};
-use super::{FrontRanges, LockGuard, OpenMode, SharedDir, Storage, StorageFile, STAGING_SUFFIX};
-use crate::blpk::BlockIndex;
-use crate::error::{Error, Result};
+// The library never unwraps, expects or panics on a user's path: errors are values.
+#![cfg_attr(
+    not(test),
+    deny(clippy::unwrap_used, clippy::expect_used, clippy::panic)
+)]
+
+pub mod manifest;
+
+use blz_format::blpk::BlockIndex;
+use blz_format::error::{Error, Result};
+use blz_format::storage::{
+    FrontRanges, LockGuard, OpenMode, SharedDir, Storage, StorageFile, STAGING_SUFFIX,
+};
 use bytes::Bytes;
 use futures::{StreamExt, TryStreamExt};
+use manifest::{Manifest, ManifestDoc};
 use object_store::path::Path as OPath;
 use object_store::{
     GetOptions, GetRange, ObjectStore, ObjectStoreExt, PutMode, PutOptions, PutPayload,
@@ -363,7 +373,7 @@ pub struct Front {
     /// The ranges' bytes, concatenated in order, compressed with zlib (RFC 1950) and
     /// encoded in base64 (RFC 4648, standard alphabet, padded).
     pub zlib: String,
-    /// The file's block index ([`crate::blpk::encode_index`]: for chunks of a superchunk
+    /// The file's block index ([`blz_format::blpk::encode_index`]: for chunks of a superchunk
     /// file, their Blosc headers, block starts and blocks' CRC-32s), compressed with zlib
     /// and encoded in base64 as `zlib` is; absent when the writer kept none.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -395,8 +405,8 @@ impl Front {
     fn with_blocks(mut self, index: Option<&BlockIndex>) -> Front {
         self.blocks_object = None;
         self.blocks = index
-            .filter(|i| !i.is_empty() && crate::blpk::encoded_len(i) <= MAX_FRONT)
-            .map(|i| base64_encode(&crate::blpk::compress_index(i)));
+            .filter(|i| !i.is_empty() && blz_format::blpk::encoded_len(i) <= MAX_FRONT)
+            .map(|i| base64_encode(&blz_format::blpk::compress_index(i)));
         self
     }
 
@@ -576,7 +586,7 @@ fn decode_packed_index(packed: &[u8]) -> std::result::Result<BlockIndex, String>
     if raw.len() as u64 > MAX_FRONT {
         return Err(format!("a block index over {MAX_FRONT} bytes"));
     }
-    crate::blpk::decode_index(&raw)
+    blz_format::blpk::decode_index(&raw)
 }
 
 /// Base64 (RFC 4648, standard alphabet, padded), as the state writes fronts.
@@ -761,8 +771,8 @@ fn unix_secs(t: SystemTime) -> u64 {
 fn runtime() -> Result<&'static tokio::runtime::Runtime> {
     // One per process: a child forked after it was made has none of its threads (and
     // must not drive its reactor, whose epoll instance it shares with the parent).
-    static RT: crate::process::PerProcess<tokio::runtime::Runtime> =
-        crate::process::PerProcess::new();
+    static RT: blz_format::process::PerProcess<tokio::runtime::Runtime> =
+        blz_format::process::PerProcess::new();
     RT.get_or_try_init(|| {
         tokio::runtime::Builder::new_multi_thread()
             .worker_threads(2)
@@ -1284,7 +1294,7 @@ impl Backend {
         ranges: &[std::ops::Range<u64>],
         path: &Path,
     ) -> Result<Vec<Bytes>> {
-        super::in_order(ranges.len(), |each| {
+        blz_format::storage::in_order(ranges.len(), |each| {
             self.read_file_ranges_each(pieces, ranges, path, each)
         })
     }
@@ -2210,8 +2220,8 @@ struct Node {
 /// The room for upload bytes in memory ([`UPLOAD_BUDGET_MIB`] permits of 1 MiB).
 fn upload_budget() -> &'static Arc<tokio::sync::Semaphore> {
     // One per process: a forked child never gets back the permits its parent's uploads held.
-    static BUDGET: crate::process::PerProcess<Arc<tokio::sync::Semaphore>> =
-        crate::process::PerProcess::new();
+    static BUDGET: blz_format::process::PerProcess<Arc<tokio::sync::Semaphore>> =
+        blz_format::process::PerProcess::new();
     BUDGET.get_or_init(|| Arc::new(tokio::sync::Semaphore::new(UPLOAD_BUDGET_MIB as usize)))
 }
 
@@ -2443,7 +2453,7 @@ impl ObjectFile {
         // the upload, rather than on the commit's path.
         let index = {
             let (bytes, path) = (bytes.clone(), path.clone());
-            rt.spawn_blocking(move || crate::blpk::block_index_of_bytes(&bytes, &path))
+            rt.spawn_blocking(move || blz_format::blpk::block_index_of_bytes(&bytes, &path))
         };
         let task = rt.spawn(async move {
             let _room = permit;
@@ -2589,7 +2599,7 @@ impl StorageFile for ObjectFile {
     }
 
     fn read_ranges(&self, ranges: &[std::ops::Range<u64>]) -> Result<Vec<Bytes>> {
-        super::in_order(ranges.len(), |each| self.read_ranges_each(ranges, each))
+        blz_format::storage::in_order(ranges.len(), |each| self.read_ranges_each(ranges, each))
     }
 
     fn read_ranges_each(
@@ -2720,7 +2730,7 @@ impl StorageFile for ObjectFile {
         false
     }
 
-    fn chunk_blocks(&self, offset: u64) -> Result<Option<Arc<crate::blpk::ChunkBlocks>>> {
+    fn chunk_blocks(&self, offset: u64) -> Result<Option<Arc<blz_format::blpk::ChunkBlocks>>> {
         // The committed file's index; for a file written since, its entries for chunks
         // none of whose bytes were written (or cut off).
         let (front, written, len) = match &*lock_data(&self.node) {
@@ -2871,8 +2881,8 @@ impl std::fmt::Debug for ObjectStorage {
 /// Locks held in this process, by lock path.
 fn held_locks() -> MutexGuard<'static, HashSet<PathBuf>> {
     // One per process: a forked child holds none of its parent's locks.
-    static HELD: crate::process::PerProcess<Mutex<HashSet<PathBuf>>> =
-        crate::process::PerProcess::new();
+    static HELD: blz_format::process::PerProcess<Mutex<HashSet<PathBuf>>> =
+        blz_format::process::PerProcess::new();
     HELD.get_or_init(Mutex::default)
         .lock()
         .unwrap_or_else(std::sync::PoisonError::into_inner)
@@ -3105,8 +3115,8 @@ fn s3_clients(bucket: &str) -> Result<S3Clients> {
     /// kept ones are dropped and made again when next used.
     const KEPT: usize = 64;
     // One per process: a forked child makes its own, whose connections are its own.
-    static CLIENTS: crate::process::PerProcess<Mutex<HashMap<String, S3Clients>>> =
-        crate::process::PerProcess::new();
+    static CLIENTS: blz_format::process::PerProcess<Mutex<HashMap<String, S3Clients>>> =
+        blz_format::process::PerProcess::new();
     // Everything the clients are made from: the bucket and every variable read.
     let mut config: Vec<(String, String)> = std::env::vars()
         .filter(|(k, _)| k.starts_with("AWS_") || k.starts_with("BLZ_S3_"))
@@ -3230,7 +3240,8 @@ impl ObjectStorage {
     ///
     /// ```
     /// # fn main() -> blz_format::error::Result<()> {
-    /// use blz_format::storage::{write_file_atomic, ObjectStorage, OpenMode, Storage};
+    /// use blz_format::storage::{write_file_atomic, OpenMode, Storage};
+    /// use blz_object::ObjectStorage;
     /// use std::sync::Arc;
     /// let store = Arc::new(object_store::memory::InMemory::new());
     /// let s = ObjectStorage::in_memory(&store, "runs/x.blz")?;
@@ -3843,7 +3854,7 @@ impl ObjectStorage {
     }
 
     /// The block index of the spooled file `rel` (held by `node`) at this commit
-    /// ([`crate::blpk::block_index`]: `written`, the ranges written, `None` for a new file;
+    /// ([`blz_format::blpk::block_index`]: `written`, the ranges written, `None` for a new file;
     /// `old`, the committed file's index).
     fn blocks_of(
         &self,
@@ -3853,7 +3864,7 @@ impl ObjectStorage {
         old: Option<&BlockIndex>,
     ) -> Option<BlockIndex> {
         let file = self.view(&self.backend.root.join(rel), node);
-        crate::blpk::block_index(&file, written, old)
+        blz_format::blpk::block_index(&file, written, old)
     }
 
     /// The copy of `front` (of the file held by `node`, named `path`, `size` bytes long,
@@ -3879,7 +3890,7 @@ impl ObjectStorage {
         // Read from the front the node holds: no request.
         let (Ok(Some(index)), Ok(layout)) = (
             copy.block_index(),
-            crate::blpk::Layout::read(&self.view(path, node)),
+            blz_format::blpk::Layout::read(&self.view(path, node)),
         ) else {
             return Ok(None);
         };
@@ -4485,7 +4496,7 @@ impl Storage for ObjectStorage {
         });
         // The front the state keeps for it (as for a file this handle uploads): read now,
         // through the object, so that readers of the commit open it with no request.
-        if let Some(front) = self.read_front(path, &node, &crate::blpk::front_ranges)? {
+        if let Some(front) = self.read_front(path, &node, &blz_format::blpk::front_ranges)? {
             let set = |copy: Arc<FrontCopy>| {
                 if let Data::Remote { front: f, .. } = &mut *lock_data(&node) {
                     *f = Some(copy);

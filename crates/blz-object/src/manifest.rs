@@ -11,7 +11,7 @@
 //! [`FANOUT`] manifests of one level into one of the next, so that a dataset of `n` files
 //! has `O(log n)` manifests and each entry is rewritten `O(log n)` times in its life.
 
-use super::object::{State, StateFile};
+use crate::{State, StateFile};
 use bytes::Bytes;
 use serde::{Deserialize, Serialize};
 use std::cmp::Ordering;
@@ -25,7 +25,7 @@ pub const MANIFEST_VERSION: u32 = 1;
 pub const MANIFEST_DIR: &str = "manifests";
 /// The bytes of unchanged entries (as JSON) a state's tail gathers before they are sealed
 /// into a manifest, unless a handle sets another bound
-/// ([`super::ObjectStorage::set_manifest_bytes`]) or the environment does
+/// ([`crate::ObjectStorage::set_manifest_bytes`]) or the environment does
 /// ([`MANIFEST_BYTES_VAR`]). Below it (about a hundred superchunk files with fronts and block
 /// indexes), a dataset has no manifests and an open is the one GET of the state.
 pub const MANIFEST_BYTES: u64 = 256 << 10;
