@@ -40,7 +40,7 @@ use crate::state::now_secs;
 use crate::state::state_bytes;
 use crate::state::Retired;
 use crate::state::State;
-use blz_format::blpk::BlockIndex;
+use blz_format::blosc::BlockIndex;
 use blz_format::error::Error;
 use blz_format::error::Result;
 use blz_format::storage::FrontRanges;

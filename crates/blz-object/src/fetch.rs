@@ -12,7 +12,7 @@ use crate::front::decode_packed_index;
 use crate::front::FrontCopy;
 use crate::keys::MAX_FRONT;
 use crate::keys::STATE_KEY;
-use blz_format::blpk::BlockIndex;
+use blz_format::blosc::BlockIndex;
 use blz_format::error::Error;
 use blz_format::error::Result;
 use bytes::Bytes;

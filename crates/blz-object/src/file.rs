@@ -382,7 +382,7 @@ impl StorageFile for ObjectFile {
         false
     }
 
-    fn chunk_blocks(&self, offset: u64) -> Result<Option<Arc<blz_format::blpk::ChunkBlocks>>> {
+    fn chunk_blocks(&self, offset: u64) -> Result<Option<Arc<blz_format::blosc::ChunkBlocks>>> {
         // The committed file's index; for a file written since, its entries for chunks
         // none of whose bytes were written (or cut off).
         let (front, written, len) = match &*lock_data(&self.node) {

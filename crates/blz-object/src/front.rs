@@ -3,7 +3,7 @@
 
 use crate::keys::ExtentObject;
 use crate::keys::MAX_FRONT;
-use blz_format::blpk::BlockIndex;
+use blz_format::blosc::BlockIndex;
 use bytes::Bytes;
 use serde::Deserialize;
 use serde::Serialize;
@@ -54,8 +54,8 @@ impl Front {
     pub(crate) fn with_blocks(mut self, index: Option<&BlockIndex>) -> Front {
         self.blocks_object = None;
         self.blocks = index
-            .filter(|i| !i.is_empty() && blz_format::blpk::encoded_len(i) <= MAX_FRONT)
-            .map(|i| base64_encode(&blz_format::blpk::compress_index(i)));
+            .filter(|i| !i.is_empty() && blz_format::blosc::encoded_len(i) <= MAX_FRONT)
+            .map(|i| base64_encode(&blz_format::blosc::compress_index(i)));
         self
     }
 
@@ -183,7 +183,7 @@ pub(crate) fn decode_packed_index(packed: &[u8]) -> std::result::Result<BlockInd
     if raw.len() as u64 > MAX_FRONT {
         return Err(format!("a block index over {MAX_FRONT} bytes"));
     }
-    blz_format::blpk::decode_index(&raw)
+    blz_format::blosc::decode_index(&raw)
 }
 
 /// Base64 (RFC 4648, standard alphabet, padded), as the state writes fronts.

@@ -11,7 +11,7 @@ use crate::extents::Piece;
 use crate::front::FrontCopy;
 use crate::keys::STATE_KEY;
 use crate::keys::UPLOAD_BUDGET_MIB;
-use blz_format::blpk::BlockIndex;
+use blz_format::blosc::BlockIndex;
 use blz_format::error::Error;
 use blz_format::error::Result;
 use bytes::Bytes;

@@ -5,10 +5,14 @@
 //! Nothing here knows about files: callers wrap a [`CodecError`] with the file and chunk it
 //! came from.
 
+pub(crate) mod blocks;
 mod header;
 mod lz4;
 mod lz4_seek;
 
+pub use blocks::{
+    compress_index, decode_index, encode_index, encoded_len, BlockFault, BlockIndex, ChunkBlocks,
+};
 pub use header::{ChunkHeader, FLAG_BITSHUFFLE, FLAG_MEMCPYED, FLAG_SHUFFLE, HEADER_LEN};
 
 use std::ffi::c_void;

@@ -15,10 +15,7 @@ mod reader;
 mod seal;
 mod writer;
 
-pub use blocks::{
-    block_index, block_index_of_bytes, compress_index, decode_index, encode_index, encoded_len,
-    BlockFault, BlockIndex, ChunkBlocks,
-};
+pub use blocks::{block_index, block_index_of_bytes};
 pub use checksum::{hex, Checksum, DigestBytes, MAX_DIGEST_LEN};
 pub use front::front_ranges;
 pub use header::{

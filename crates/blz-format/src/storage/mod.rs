@@ -180,13 +180,13 @@ pub trait StorageFile: Send + Sync {
     fn small_reads_are_cheap(&self) -> bool {
         true
     }
-    /// The block index of the chunk at `offset` ([`crate::blpk::ChunkBlocks`]), where the
+    /// The block index of the chunk at `offset` ([`crate::blosc::ChunkBlocks`]), where the
     /// storage keeps one for the file (an object store, in its state): a short read of the
     /// chunk then fetches just the blocks it decodes. `None` (the default) elsewhere.
     ///
     /// # Errors
     /// A kept index that does not decode, naming where it is kept.
-    fn chunk_blocks(&self, _offset: u64) -> Result<Option<Arc<crate::blpk::ChunkBlocks>>> {
+    fn chunk_blocks(&self, _offset: u64) -> Result<Option<Arc<crate::blosc::ChunkBlocks>>> {
         Ok(None)
     }
 }
@@ -372,7 +372,7 @@ pub trait Storage: Send + Sync + std::fmt::Debug {
     /// handle's uncommitted changes, without copying its bytes: the next publish names it
     /// where it lies. Only backends with shared directories support it. `blocks` names the
     /// file of `dir` holding the file's block index, if its worker put one
-    /// ([`crate::blpk::compress_index`]); one that does not fit the file is left out.
+    /// ([`crate::blosc::compress_index`]); one that does not fit the file is left out.
     ///
     /// # Errors
     /// [`Error::Unsupported`] by default; I/O errors reading the file's front.
