@@ -6,6 +6,7 @@ mod deferred;
 mod fault;
 mod local;
 pub mod memory;
+mod wrap;
 
 // Plumbing for the `blz` crate's staged creates (`staging.rs`), not an API of this crate:
 // public only because the crate boundary requires it.
@@ -14,6 +15,7 @@ pub use deferred::{sync_tree, Deferred};
 pub use fault::FaultyStorage;
 pub use local::LocalStorage;
 pub use memory::MemoryStorage;
+pub use wrap::{FileWrapper, StorageWrapper};
 
 use crate::error::{Error, Result};
 /// The shared byte buffer [`StorageFile::read_ranges`] returns.
@@ -89,6 +91,9 @@ impl std::fmt::Display for EntryKind {
 }
 
 /// A file opened through a [`Storage`]. Offsets are absolute byte positions.
+///
+/// A backend writes `len`, `read_at`, `write_at`, `set_len`, `sync` and `path`; the rest
+/// are provided. A file that wraps another implements [`FileWrapper`] instead.
 #[expect(
     clippy::len_without_is_empty,
     reason = "a file's length is read from the backend; emptiness is never asked on its own"
@@ -192,6 +197,15 @@ pub trait StorageFile: Send + Sync {
 }
 
 /// A place files live: a local directory tree, a distributed filesystem mount, ...
+///
+/// A backend writes ten methods (`open`, `list`, `rename`, `remove_file`,
+/// `remove_dir_all`, `create_dir_all`, `exists`, `is_dir`, `sync_dir`, `lock`); the rest are
+/// provided, with defaults for a backend without links, atomic swaps or commits of its own
+/// (`exchange`, `create_dir_new`, `is_symlink`, `entry_kind`, `stamp`), and the
+/// object-store capabilities (`publish`, `publish_with_front`, `commits_by_publish`,
+/// `discard_unpublished`, `shared_dir`, `adopt`, and the hints `concurrent_reads`,
+/// `read_part_size`, `file_bytes`) answering as a filesystem does. A storage that wraps
+/// another implements [`StorageWrapper`] instead and writes only what it changes.
 pub trait Storage: Send + Sync + std::fmt::Debug {
     /// Opens a file.
     ///
