@@ -195,6 +195,10 @@ impl<W: StorageWrapper> Storage for W {
     missing_docs,
     reason = "each method is the StorageFile method of its name"
 )]
+#[expect(
+    clippy::len_without_is_empty,
+    reason = "as StorageFile: a file's length is read from the backend"
+)]
 pub trait FileWrapper: Send + Sync {
     /// The file calls go to.
     fn inner(&self) -> &dyn StorageFile;
