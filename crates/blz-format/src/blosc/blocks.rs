@@ -150,7 +150,7 @@ impl ChunkBlocks {
     /// # Errors
     /// [`BlockFault::Crc`] when a block's CRC-32 differs, [`BlockFault::Misfit`] when
     /// `bytes` does not cover the blocks.
-    pub fn assemble(
+    pub(crate) fn assemble(
         &self,
         from: usize,
         bytes: &[u8],
@@ -234,7 +234,7 @@ pub(crate) fn blocks_run(
 
 /// Why [`ChunkBlocks::assemble`] refused the bytes it was given.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub enum BlockFault {
+pub(crate) enum BlockFault {
     /// A block's bytes do not match its CRC-32 in the index.
     Crc {
         /// The CRC-32 the index holds.

@@ -25,5 +25,5 @@ pub use header::{
 pub use metadata::{MetaCodec, MetadataHeader, MetadataParams};
 pub use pack::{compact, pack, unpack, PackOptions, PackSummary, DEFAULT_CHUNK_SIZE};
 pub use reader::{ChunkInfo, Layout, SuperchunkReader};
-pub use seal::{offsets_digest, BLZ_KEY, OFFSETS_ALGORITHM, OFFSETS_DIGEST_HEX, OFFSETS_KEY};
+pub use seal::{offsets_digest, OFFSETS_ALGORITHM, OFFSETS_DIGEST_HEX, OFFSETS_KEY};
 pub use writer::{Placement, SuperchunkFile, SuperchunkWriter, Write, WriterOptions};

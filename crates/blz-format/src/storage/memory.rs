@@ -23,7 +23,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, OnceLock, PoisonError, RwLock, Weak};
 
 /// The URL scheme of in-memory datasets.
-pub const SCHEME: &str = "memory://";
+pub(crate) const SCHEME: &str = "memory://";
 
 /// Numbers files, directories and storages: what a [`Storage::stamp`] tells apart.
 static NEXT_ID: AtomicU64 = AtomicU64::new(1);
