@@ -51,7 +51,8 @@ use engine::staging;
 pub mod table;
 pub(crate) mod txn;
 
-pub use blz_format::{error, process, storage};
+pub use blz_format::{error, process};
+pub mod storage;
 
 /// The Blosc codecs and shuffle filters that a dataset's chunks are compressed with
 /// ([`CreateOptions`](crate::CreateOptions), [`meta::Compression`](crate::meta::Compression)).

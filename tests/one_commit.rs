@@ -152,28 +152,9 @@ impl std::fmt::Debug for CommitWhileOpening {
     }
 }
 
-impl blz::storage::Storage for CommitWhileOpening {
-    fn open(
-        &self,
-        path: &std::path::Path,
-        mode: blz::storage::OpenMode,
-    ) -> blz::Result<Box<dyn blz::storage::StorageFile>> {
-        self.inner.open(path, mode)
-    }
-    fn list(&self, dir: &std::path::Path) -> blz::Result<Vec<String>> {
-        self.inner.list(dir)
-    }
-    fn rename(&self, from: &std::path::Path, to: &std::path::Path) -> blz::Result<()> {
-        self.inner.rename(from, to)
-    }
-    fn remove_file(&self, path: &std::path::Path) -> blz::Result<()> {
-        self.inner.remove_file(path)
-    }
-    fn remove_dir_all(&self, path: &std::path::Path) -> blz::Result<()> {
-        self.inner.remove_dir_all(path)
-    }
-    fn create_dir_all(&self, path: &std::path::Path) -> blz::Result<()> {
-        self.inner.create_dir_all(path)
+impl blz::storage::StorageWrapper for CommitWhileOpening {
+    fn inner(&self) -> &dyn blz::storage::Storage {
+        &*self.inner
     }
     fn exists(&self, path: &std::path::Path) -> bool {
         if path.extension().is_some_and(|e| e == "bin") {
@@ -182,18 +163,6 @@ impl blz::storage::Storage for CommitWhileOpening {
             }
         }
         self.inner.exists(path)
-    }
-    fn is_dir(&self, path: &std::path::Path) -> bool {
-        self.inner.is_dir(path)
-    }
-    fn stamp(&self, path: &std::path::Path) -> Option<[u64; 4]> {
-        self.inner.stamp(path)
-    }
-    fn sync_dir(&self, dir: &std::path::Path) -> blz::Result<()> {
-        self.inner.sync_dir(dir)
-    }
-    fn lock(&self, path: &std::path::Path) -> blz::Result<blz::storage::LockGuard> {
-        self.inner.lock(path)
     }
 }
 

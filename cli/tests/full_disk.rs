@@ -4,7 +4,9 @@
 
 mod common;
 
-use blz::storage::{FaultyStorage, LocalStorage, OpenMode, Storage, StorageFile};
+use blz::storage::{
+    FaultyStorage, FileWrapper, LocalStorage, OpenMode, Storage, StorageFile, StorageWrapper,
+};
 use blz::table::{ColumnOptions, Field, Table, TableOptions, Values};
 use blz::{CreateOptions, DType, Dataset, Mode};
 use common::{copy_dir, fails, ok, Dir};
@@ -26,12 +28,9 @@ struct SmallFile {
     free: Arc<AtomicU64>,
 }
 
-impl StorageFile for SmallFile {
-    fn len(&self) -> blz::Result<u64> {
-        self.inner.len()
-    }
-    fn read_at(&self, offset: u64, buf: &mut [u8]) -> blz::Result<()> {
-        self.inner.read_at(offset, buf)
+impl FileWrapper for SmallFile {
+    fn inner(&self) -> &dyn StorageFile {
+        &*self.inner
     }
     fn write_at(&self, offset: u64, data: &[u8]) -> blz::Result<()> {
         let n = data.len() as u64;
@@ -46,50 +45,17 @@ impl StorageFile for SmallFile {
         self.free.fetch_sub(n, Ordering::SeqCst);
         self.inner.write_at(offset, data)
     }
-    fn set_len(&self, len: u64) -> blz::Result<()> {
-        self.inner.set_len(len)
-    }
-    fn sync(&self) -> blz::Result<()> {
-        self.inner.sync()
-    }
-    fn path(&self) -> &Path {
-        self.inner.path()
-    }
 }
 
-impl Storage for SmallDisk {
+impl StorageWrapper for SmallDisk {
+    fn inner(&self) -> &dyn Storage {
+        &LocalStorage
+    }
     fn open(&self, path: &Path, mode: OpenMode) -> blz::Result<Box<dyn StorageFile>> {
         Ok(Box::new(SmallFile {
             inner: LocalStorage.open(path, mode)?,
             free: Arc::clone(&self.free),
         }))
-    }
-    fn list(&self, dir: &Path) -> blz::Result<Vec<String>> {
-        LocalStorage.list(dir)
-    }
-    fn rename(&self, from: &Path, to: &Path) -> blz::Result<()> {
-        LocalStorage.rename(from, to)
-    }
-    fn remove_file(&self, path: &Path) -> blz::Result<()> {
-        LocalStorage.remove_file(path)
-    }
-    fn remove_dir_all(&self, path: &Path) -> blz::Result<()> {
-        LocalStorage.remove_dir_all(path)
-    }
-    fn create_dir_all(&self, path: &Path) -> blz::Result<()> {
-        LocalStorage.create_dir_all(path)
-    }
-    fn lock(&self, path: &Path) -> blz::Result<blz::storage::LockGuard> {
-        LocalStorage.lock(path)
-    }
-    fn exists(&self, path: &Path) -> bool {
-        LocalStorage.exists(path)
-    }
-    fn is_dir(&self, path: &Path) -> bool {
-        LocalStorage.is_dir(path)
-    }
-    fn sync_dir(&self, dir: &Path) -> blz::Result<()> {
-        LocalStorage.sync_dir(dir)
     }
 }
 

@@ -740,7 +740,7 @@ pub fn write_rows_shared(shared: &dyn SharedDir, first_row: u64, bytes: &[u8]) -
             // to make it (a file whose index is missing gets none).
             let index = || match blz_format::blpk::block_index_of_bytes(&data, &path) {
                 Some(index) => {
-                    let packed = blz_format::blpk::compress_index(&index);
+                    let packed = blz_format::blosc::compress_index(&index);
                     shared.put(&format!("{object}{BLOCKS_SUFFIX}"), Bytes::from(packed))
                 }
                 None => Ok(()),

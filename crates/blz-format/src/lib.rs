@@ -1,7 +1,8 @@
 //! The bottom floors of blz, which know nothing of datasets: [`error`] (the one error enum),
-//! [`storage`] (where bytes live: the local filesystem, an S3-compatible object store with
-//! the `s3` feature, fault injection for crash tests), [`blosc`] (one compressed Blosc 1.x
-//! chunk) and [`blpk`] (bloscpack superchunk files of many chunks, format 3).
+//! [`storage`] (where bytes live: the storage interface, the local filesystem, memory, fault
+//! injection for crash tests; the object store is the `blz-object` crate above this one),
+//! [`blosc`] (one compressed Blosc 1.x chunk) and [`blpk`] (bloscpack superchunk files of
+//! many chunks, format 3).
 //!
 //! The `blz` crate builds datasets on these and re-exports what its users need
 //! (`blz::error`, `blz::storage`, the codec and checksum choices); this crate is for code

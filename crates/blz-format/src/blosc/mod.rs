@@ -5,10 +5,15 @@
 //! Nothing here knows about files: callers wrap a [`CodecError`] with the file and chunk it
 //! came from.
 
+pub(crate) mod blocks;
 mod header;
 mod lz4;
 mod lz4_seek;
 
+pub(crate) use blocks::BlockFault;
+pub use blocks::{
+    compress_index, decode_index, encode_index, encoded_len, BlockIndex, ChunkBlocks,
+};
 pub use header::{ChunkHeader, FLAG_BITSHUFFLE, FLAG_MEMCPYED, FLAG_SHUFFLE, HEADER_LEN};
 
 use std::ffi::c_void;
@@ -235,7 +240,7 @@ pub fn compress(params: &CompressParams, src: &[u8]) -> Result<Vec<u8>, CodecErr
 }
 
 /// Uncompressed bytes per block that blz asks for in chunks of poorly compressible data.
-pub const SMALL_BLOCK: usize = 128 * 1024;
+pub(crate) const SMALL_BLOCK: usize = 128 * 1024;
 /// Leading bytes of a chunk compressed on their own to judge how compressible it is.
 const PROBE_BYTES: usize = 32 * 1024;
 /// Below this compression ratio of the probe, a chunk gets [`SMALL_BLOCK`] blocks.

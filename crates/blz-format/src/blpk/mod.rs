@@ -15,10 +15,7 @@ mod reader;
 mod seal;
 mod writer;
 
-pub use blocks::{
-    block_index, block_index_of_bytes, compress_index, decode_index, encode_index, encoded_len,
-    BlockFault, BlockIndex, ChunkBlocks,
-};
+pub use blocks::{block_index, block_index_of_bytes};
 pub use checksum::{hex, Checksum, DigestBytes, MAX_DIGEST_LEN};
 pub use front::front_ranges;
 pub use header::{
@@ -28,5 +25,5 @@ pub use header::{
 pub use metadata::{MetaCodec, MetadataHeader, MetadataParams};
 pub use pack::{compact, pack, unpack, PackOptions, PackSummary, DEFAULT_CHUNK_SIZE};
 pub use reader::{ChunkInfo, Layout, SuperchunkReader};
-pub use seal::{offsets_digest, BLZ_KEY, OFFSETS_ALGORITHM, OFFSETS_DIGEST_HEX, OFFSETS_KEY};
+pub use seal::{offsets_digest, OFFSETS_ALGORITHM, OFFSETS_DIGEST_HEX, OFFSETS_KEY};
 pub use writer::{Placement, SuperchunkFile, SuperchunkWriter, Write, WriterOptions};

@@ -755,14 +755,14 @@ impl SuperchunkReader {
             .ok_or_else(|| Error::chunk(&self.path, k, "blocks read from before the chunk"))?;
         cb.assemble(at, bytes, byte_start, dst.len(), scratch)
             .map_err(|f| match f {
-                super::BlockFault::Crc { expected, got } => Error::ChecksumMismatch {
+                crate::blosc::BlockFault::Crc { expected, got } => Error::ChecksumMismatch {
                     path: self.path.clone(),
                     chunk: k,
                     algorithm: "crc32",
                     expected: format!("{expected:08x}"),
                     got: format!("{got:08x}"),
                 },
-                super::BlockFault::Misfit(why) => Error::chunk(&self.path, k, why),
+                crate::blosc::BlockFault::Misfit(why) => Error::chunk(&self.path, k, why),
             })?;
         blosc::getitem(scratch, byte_start, dst).map_err(|e| Error::chunk(&self.path, k, e.0))
     }
@@ -893,10 +893,10 @@ fn block_span(
         return Ok(None);
     }
     read(hlen, &mut buf[hlen..starts_end])?;
-    let starts = super::blocks::u32s(&buf[hlen..starts_end]);
-    if !super::blocks::starts_fit(&starts, cbytes) {
+    let starts = crate::blosc::blocks::u32s(&buf[hlen..starts_end]);
+    if !crate::blosc::blocks::starts_fit(&starts, cbytes) {
         return Ok(None);
     }
-    let run = super::blocks::blocks_run(&starts, cbytes, byte_start / bs, (end - 1) / bs);
+    let run = crate::blosc::blocks::blocks_run(&starts, cbytes, byte_start / bs, (end - 1) / bs);
     Ok(run.map(|r| (r.start, r.end)))
 }

@@ -11,7 +11,7 @@
 use sha2::{Digest as _, Sha256};
 
 /// The key of blz's object in a superchunk file's metadata document.
-pub const BLZ_KEY: &str = "blz";
+pub(crate) const BLZ_KEY: &str = "blz";
 /// The key of the offsets digest inside blz's object.
 pub const OFFSETS_KEY: &str = "offsets";
 /// Hex digits of an offsets digest.

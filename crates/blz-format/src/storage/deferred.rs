@@ -7,7 +7,8 @@
 //! create made fifteen, one after another, each a round trip to the disk), and
 //! [`sync_tree`] then makes the whole tree durable at once, its files synced side by side.
 
-use super::{LockGuard, OpenMode, Storage, StorageFile};
+use super::wrap::{FileWrapper, StorageWrapper};
+use super::{OpenMode, Storage, StorageFile};
 use crate::error::Result;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -32,18 +33,9 @@ impl Deferred {
 /// A file opened through [`Deferred`].
 struct DeferredFile(Box<dyn StorageFile>);
 
-impl StorageFile for DeferredFile {
-    fn len(&self) -> Result<u64> {
-        self.0.len()
-    }
-    fn read_at(&self, offset: u64, buf: &mut [u8]) -> Result<()> {
-        self.0.read_at(offset, buf)
-    }
-    fn write_at(&self, offset: u64, data: &[u8]) -> Result<()> {
-        self.0.write_at(offset, data)
-    }
-    fn set_len(&self, len: u64) -> Result<()> {
-        self.0.set_len(len)
+impl FileWrapper for DeferredFile {
+    fn inner(&self) -> &dyn StorageFile {
+        &*self.0
     }
     fn sync(&self) -> Result<()> {
         // A large file (a superchunk file: the writer syncs each from a background thread
@@ -56,96 +48,17 @@ impl StorageFile for DeferredFile {
             Ok(())
         }
     }
-    fn start_sync(&self, offset: u64, len: u64) -> Result<()> {
-        self.0.start_sync(offset, len)
-    }
-    fn path(&self) -> &Path {
-        self.0.path()
-    }
-    fn small_reads_are_cheap(&self) -> bool {
-        self.0.small_reads_are_cheap()
-    }
 }
 
-impl Storage for Deferred {
+impl StorageWrapper for Deferred {
+    fn inner(&self) -> &dyn Storage {
+        &*self.inner
+    }
     fn open(&self, path: &Path, mode: OpenMode) -> Result<Box<dyn StorageFile>> {
         Ok(Box::new(DeferredFile(self.inner.open(path, mode)?)))
     }
-    fn list(&self, dir: &Path) -> Result<Vec<String>> {
-        self.inner.list(dir)
-    }
-    fn rename(&self, from: &Path, to: &Path) -> Result<()> {
-        self.inner.rename(from, to)
-    }
-    fn exchange(&self, a: &Path, b: &Path) -> Result<()> {
-        self.inner.exchange(a, b)
-    }
-    fn remove_file(&self, path: &Path) -> Result<()> {
-        self.inner.remove_file(path)
-    }
-    fn remove_dir_all(&self, path: &Path) -> Result<()> {
-        self.inner.remove_dir_all(path)
-    }
-    fn create_dir_all(&self, path: &Path) -> Result<()> {
-        self.inner.create_dir_all(path)
-    }
-    fn exists(&self, path: &Path) -> bool {
-        self.inner.exists(path)
-    }
-    fn is_symlink(&self, path: &Path) -> bool {
-        self.inner.is_symlink(path)
-    }
-    fn entry_kind(&self, path: &Path) -> Option<super::EntryKind> {
-        self.inner.entry_kind(path)
-    }
-    fn create_dir_new(&self, path: &Path) -> Result<()> {
-        self.inner.create_dir_new(path)
-    }
-    fn is_dir(&self, path: &Path) -> bool {
-        self.inner.is_dir(path)
-    }
-    fn stamp(&self, path: &Path) -> Option<[u64; 4]> {
-        self.inner.stamp(path)
-    }
     fn sync_dir(&self, _dir: &Path) -> Result<()> {
         Ok(())
-    }
-    fn lock(&self, path: &Path) -> Result<LockGuard> {
-        self.inner.lock(path)
-    }
-    fn concurrent_reads(&self) -> Option<usize> {
-        self.inner.concurrent_reads()
-    }
-    fn read_part_size(&self) -> Option<u64> {
-        self.inner.read_part_size()
-    }
-    fn file_bytes(&self) -> Option<u64> {
-        self.inner.file_bytes()
-    }
-    fn publish(&self, root: &Path) -> Result<()> {
-        self.inner.publish(root)
-    }
-    fn publish_with_front(&self, root: &Path, front: &super::FrontRanges<'_>) -> Result<()> {
-        self.inner.publish_with_front(root, front)
-    }
-    fn commits_by_publish(&self) -> bool {
-        self.inner.commits_by_publish()
-    }
-    fn discard_unpublished(&self, root: &Path) {
-        self.inner.discard_unpublished(root)
-    }
-    fn shared_dir(&self, root: &Path, id: &str) -> Result<Option<Arc<dyn super::SharedDir>>> {
-        self.inner.shared_dir(root, id)
-    }
-    fn adopt(
-        &self,
-        dir: &dyn super::SharedDir,
-        name: &str,
-        size: u64,
-        blocks: Option<&str>,
-        path: &Path,
-    ) -> Result<()> {
-        self.inner.adopt(dir, name, size, blocks, path)
     }
 }
 

@@ -8,6 +8,7 @@
 //! half of its bytes), and every operation after it succeeds, so tests can check what an
 //! operation's error path leaves behind.
 
+use super::wrap::{FileWrapper, StorageWrapper};
 use super::{OpenMode, Storage, StorageFile};
 use crate::error::{Error, Result};
 use std::path::{Path, PathBuf};
@@ -96,12 +97,9 @@ struct FaultyFile {
     path: PathBuf,
 }
 
-impl StorageFile for FaultyFile {
-    fn len(&self) -> Result<u64> {
-        self.inner.len()
-    }
-    fn read_at(&self, offset: u64, buf: &mut [u8]) -> Result<()> {
-        self.inner.read_at(offset, buf)
+impl FileWrapper for FaultyFile {
+    fn inner(&self) -> &dyn StorageFile {
+        &*self.inner
     }
     fn write_at(&self, offset: u64, data: &[u8]) -> Result<()> {
         if self.state.step(&self.path)? {
@@ -113,25 +111,43 @@ impl StorageFile for FaultyFile {
         }
     }
     fn set_len(&self, len: u64) -> Result<()> {
-        if self.state.step(&self.path)? {
-            self.inner.set_len(len)
-        } else {
-            Err(crashed(&self.path))
-        }
+        self.step(|| self.inner.set_len(len))
     }
     fn sync(&self) -> Result<()> {
-        if self.state.step(&self.path)? {
-            self.inner.sync()
-        } else {
-            Err(crashed(&self.path))
-        }
+        self.step(|| self.inner.sync())
     }
     fn path(&self) -> &Path {
         &self.path
     }
 }
 
-impl Storage for FaultyStorage {
+impl FaultyFile {
+    /// `op`, unless this is the step that crashes.
+    fn step(&self, op: impl FnOnce() -> Result<()>) -> Result<()> {
+        if self.state.step(&self.path)? {
+            op()
+        } else {
+            Err(crashed(&self.path))
+        }
+    }
+}
+
+impl FaultyStorage {
+    /// `op` on `path`, unless this is the step that crashes.
+    fn step(&self, path: &Path, op: impl FnOnce() -> Result<()>) -> Result<()> {
+        if self.state.step(path)? {
+            op()
+        } else {
+            Err(crashed(path))
+        }
+    }
+}
+
+/// The mutating calls count and may crash; every other call passes on unchanged.
+impl StorageWrapper for FaultyStorage {
+    fn inner(&self) -> &dyn Storage {
+        &*self.inner
+    }
     fn open(&self, path: &Path, mode: OpenMode) -> Result<Box<dyn StorageFile>> {
         if mode == OpenMode::Create && !self.state.step(path)? {
             return Err(crashed(path));
@@ -142,100 +158,25 @@ impl Storage for FaultyStorage {
             path: path.to_path_buf(),
         }))
     }
-    fn list(&self, dir: &Path) -> Result<Vec<String>> {
-        self.inner.list(dir)
-    }
     fn rename(&self, from: &Path, to: &Path) -> Result<()> {
-        if self.state.step(from)? {
-            self.inner.rename(from, to)
-        } else {
-            Err(crashed(from))
-        }
+        self.step(from, || self.inner.rename(from, to))
     }
-
     fn exchange(&self, a: &Path, b: &Path) -> Result<()> {
-        if self.state.step(a)? {
-            self.inner.exchange(a, b)
-        } else {
-            Err(crashed(a))
-        }
+        self.step(a, || self.inner.exchange(a, b))
     }
     fn remove_file(&self, path: &Path) -> Result<()> {
-        if self.state.step(path)? {
-            self.inner.remove_file(path)
-        } else {
-            Err(crashed(path))
-        }
+        self.step(path, || self.inner.remove_file(path))
     }
     fn remove_dir_all(&self, path: &Path) -> Result<()> {
-        if self.state.step(path)? {
-            self.inner.remove_dir_all(path)
-        } else {
-            Err(crashed(path))
-        }
+        self.step(path, || self.inner.remove_dir_all(path))
     }
     fn create_dir_all(&self, path: &Path) -> Result<()> {
-        if self.state.step(path)? {
-            self.inner.create_dir_all(path)
-        } else {
-            Err(crashed(path))
-        }
-    }
-    fn exists(&self, path: &Path) -> bool {
-        self.inner.exists(path)
-    }
-    fn is_symlink(&self, path: &Path) -> bool {
-        self.inner.is_symlink(path)
-    }
-    fn entry_kind(&self, path: &Path) -> Option<super::EntryKind> {
-        self.inner.entry_kind(path)
+        self.step(path, || self.inner.create_dir_all(path))
     }
     fn create_dir_new(&self, path: &Path) -> Result<()> {
-        if self.state.step(path)? {
-            self.inner.create_dir_new(path)
-        } else {
-            Err(crashed(path))
-        }
-    }
-
-    fn lock(&self, path: &Path) -> Result<super::LockGuard> {
-        self.inner.lock(path)
-    }
-
-    fn publish(&self, root: &Path) -> Result<()> {
-        self.inner.publish(root)
-    }
-    fn publish_with_front(&self, root: &Path, front: &super::FrontRanges<'_>) -> Result<()> {
-        self.inner.publish_with_front(root, front)
-    }
-    fn commits_by_publish(&self) -> bool {
-        self.inner.commits_by_publish()
-    }
-    fn discard_unpublished(&self, root: &Path) {
-        self.inner.discard_unpublished(root)
-    }
-    fn shared_dir(&self, root: &Path, id: &str) -> Result<Option<Arc<dyn super::SharedDir>>> {
-        self.inner.shared_dir(root, id)
-    }
-    fn adopt(
-        &self,
-        dir: &dyn super::SharedDir,
-        name: &str,
-        size: u64,
-        blocks: Option<&str>,
-        path: &Path,
-    ) -> Result<()> {
-        self.inner.adopt(dir, name, size, blocks, path)
-    }
-
-    fn is_dir(&self, path: &Path) -> bool {
-        self.inner.is_dir(path)
+        self.step(path, || self.inner.create_dir_new(path))
     }
     fn sync_dir(&self, dir: &Path) -> Result<()> {
-        if self.state.step(dir)? {
-            self.inner.sync_dir(dir)
-        } else {
-            Err(crashed(dir))
-        }
+        self.step(dir, || self.inner.sync_dir(dir))
     }
 }

@@ -5,7 +5,7 @@
 //! files (mostly the compressed chunks) take.
 //!
 //! Datasets are named by `memory://name` URLs ([`for_url`], reached through
-//! [`super::for_path`] by every open and create of the library, the CLI's library calls and
+//! `blz::storage::for_path` by every open and create of the library, the CLI's library calls and
 //! the Python package). Named ones live in one process-wide tree until removed ([`remove`]),
 //! as files on a tmpfs would; an anonymous one ([`anonymous`]) lives in a tree of its own
 //! that goes when the last handle on it is dropped. Nothing here is seen by another process
@@ -23,7 +23,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, OnceLock, PoisonError, RwLock, Weak};
 
 /// The URL scheme of in-memory datasets.
-pub const SCHEME: &str = "memory://";
+pub(crate) const SCHEME: &str = "memory://";
 
 /// Numbers files, directories and storages: what a [`Storage::stamp`] tells apart.
 static NEXT_ID: AtomicU64 = AtomicU64::new(1);

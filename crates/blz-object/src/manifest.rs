@@ -2,20 +2,22 @@
 //! (`spec/object-store.md` §3, "Manifests"), so that a commit uploads the entries it changed
 //! and a few small manifests at most, not every file's entry again.
 //!
-//! In memory a [`State`] always holds every file's entry in [`State::files`]; its
-//! [`State::manifests`] say which of them live in a manifest object. The state object
-//! written holds the others (the *tail*) and the list of manifests; loading it fetches the
-//! manifests and puts their entries back. A commit keeps every manifest whose entries it
-//! left as they were, turns the others back into tail entries, seals the tail's unchanged
-//! entries into a new manifest once they reach the sealing size, and merges
-//! [`FANOUT`] manifests of one level into one of the next, so that a dataset of `n` files
-//! has `O(log n)` manifests and each entry is rewritten `O(log n)` times in its life.
+//! In memory a [`State`](crate::State) always holds every file's entry in
+//! [`State::files`](crate::State::files); its [`State::manifests`](crate::State::manifests) say
+//! which of them live in a manifest object. The state object written holds the others (the *tail*)
+//! and the list of manifests; loading it fetches the manifests and puts their entries back. A
+//! commit keeps every manifest whose entries it left as they were, turns the others back into tail
+//! entries, seals the tail's unchanged entries into a new manifest once they reach the sealing
+//! size, and merges [`FANOUT`] manifests of one level into one of the next, so that a dataset of
+//! `n` files has `O(log n)` manifests and each entry is rewritten `O(log n)` times in its life.
 
-use super::object::{State, StateFile};
+use crate::entry::StateFile;
 use bytes::Bytes;
-use serde::{Deserialize, Serialize};
+use serde::Deserialize;
+use serde::Serialize;
 use std::cmp::Ordering;
-use std::collections::{BTreeMap, HashSet};
+use std::collections::BTreeMap;
+use std::collections::HashSet;
 
 /// The `format` value of a manifest object.
 pub const MANIFEST_FORMAT: &str = "blz-object-manifest";
@@ -25,7 +27,7 @@ pub const MANIFEST_VERSION: u32 = 1;
 pub const MANIFEST_DIR: &str = "manifests";
 /// The bytes of unchanged entries (as JSON) a state's tail gathers before they are sealed
 /// into a manifest, unless a handle sets another bound
-/// ([`super::ObjectStorage::set_manifest_bytes`]) or the environment does
+/// ([`crate::ObjectStorage::set_manifest_bytes`]) or the environment does
 /// ([`MANIFEST_BYTES_VAR`]). Below it (about a hundred superchunk files with fronts and block
 /// indexes), a dataset has no manifests and an open is the one GET of the state.
 pub const MANIFEST_BYTES: u64 = 256 << 10;
@@ -247,7 +249,8 @@ fn encode(files: &BTreeMap<String, StateFile>, paths: &[String]) -> serde_json::
     serde_json::to_vec(&doc)
 }
 
-/// What the commit of `files` (every file's new entry) on top of `old` (the loaded state)
+/// What the commit of `files` (every file's new entry) on top of `old` (the loaded state's
+/// entries and manifests)
 /// does about manifests, with `seal` the sealing size (0: none) and the commit's
 /// `generation` and `tag` naming new manifests.
 ///
@@ -268,20 +271,20 @@ fn encode(files: &BTreeMap<String, StateFile>, paths: &[String]) -> serde_json::
 /// # Errors
 /// A message when a manifest does not encode (it always does).
 pub fn plan(
-    old: Option<&State>,
+    old: Option<(&BTreeMap<String, StateFile>, &[Manifest])>,
     files: &BTreeMap<String, StateFile>,
     seal: u64,
     generation: u64,
     tag: u64,
 ) -> Result<Plan, String> {
     let mut out = Plan::default();
-    let unchanged = |p: &str| match (old.and_then(|o| o.files.get(p)), files.get(p)) {
+    let unchanged = |p: &str| match (old.and_then(|(o, _)| o.get(p)), files.get(p)) {
         (Some(a), Some(b)) => a == b,
         _ => false,
     };
     let mut kept: Vec<Manifest> = Vec::new();
-    let old_files = old.map_or(files, |o| &o.files);
-    for m in old.map_or(&[][..], |o| &o.manifests[..]) {
+    let old_files = old.map_or(files, |(o, _)| o);
+    for m in old.map_or(&[][..], |(_, m)| m) {
         if m.kept(old_files, files) {
             kept.push(m.clone());
         } else {
@@ -388,6 +391,7 @@ pub fn plan(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::state::State;
 
     fn entry(i: usize, pad: usize) -> StateFile {
         StateFile::Object {
@@ -410,7 +414,14 @@ mod tests {
         seal: u64,
         generation: u64,
     ) -> (State, Plan) {
-        let p = plan(Some(old), &new, seal, generation, 7).unwrap();
+        let p = plan(
+            Some((&old.files, &old.manifests[..])),
+            &new,
+            seal,
+            generation,
+            7,
+        )
+        .unwrap();
         let mut next = State::first(new, p.manifests.clone());
         next.generation = generation;
         // Every upload decodes to the entries its manifest names.
@@ -472,7 +483,7 @@ mod tests {
         let victim = s.manifests[0].clone();
         let mut new = s.files.clone();
         new.insert(victim.paths[0].clone(), entry(999, 0));
-        let p = plan(Some(&s), &new, 0, 50, 7).unwrap();
+        let p = plan(Some((&s.files, &s.manifests[..])), &new, 0, 50, 7).unwrap();
         assert_eq!(p.retired, vec![victim.key.clone()]);
         assert!(p.uploads.is_empty(), "sealing off makes none");
         assert_eq!(p.manifests.len(), s.manifests.len() - 1);
@@ -637,7 +648,14 @@ mod tests {
         for _ in 0..20 {
             let mut new = lazy.files.clone();
             new.insert(format!("data/__{g}__.bin"), entry(g, 0));
-            let p = plan(Some(&lazy), &new, 200, g as u64, 7).unwrap();
+            let p = plan(
+                Some((&lazy.files, &lazy.manifests[..])),
+                &new,
+                200,
+                g as u64,
+                7,
+            )
+            .unwrap();
             if !p.needs_load.is_empty() {
                 assert!(p.uploads.is_empty() && p.manifests.is_empty() && p.retired.is_empty());
                 // Only manifests of one level, each not loaded, FANOUT at most: the ones
@@ -677,7 +695,7 @@ mod tests {
     fn large_seals_split() {
         let old = State::first(files(9000, 2000), Vec::new());
         let new = old.files.clone();
-        let p = plan(Some(&old), &new, 1, 2, 7).unwrap();
+        let p = plan(Some((&old.files, &old.manifests[..])), &new, 1, 2, 7).unwrap();
         assert!(p.manifests.len() >= 2, "{:?}", p.manifests.len());
         assert!(p.manifests.iter().all(|m| m.size <= MAX_MERGED + 4096));
         let total: usize = p.manifests.iter().map(|m| m.paths.len()).sum();
