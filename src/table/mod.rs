@@ -45,6 +45,7 @@ use crate::meta::{
 };
 use crate::selection::AxisSel;
 use crate::staging::Staging;
+use crate::stats::ChunkStats;
 use crate::storage::{self, Storage};
 use crate::txn::Txn;
 use ndarray::Array1;
@@ -768,7 +769,7 @@ fn to_specs(
                 name: f.name.clone(),
                 dtype,
                 pandas: storage.as_ref().and(f.options.pandas.clone()),
-                timezone: zone::field_zone(f)?,
+                timezone: schema::field_zone(f)?,
                 storage,
                 validity,
                 dictionary,
@@ -1438,7 +1439,7 @@ impl Table {
                     _ if c.leaf.is_dictionary() => self.dict_take(c, indices)?,
                     Engine::Fixed(core) => Values::Fixed {
                         dtype: core.dtype,
-                        data: fancy::take_fixed(core, n, indices)?,
+                        data: core.take_rows(n, indices)?,
                     },
                     Engine::Var(v) => Values::Var(v.take(n, indices)?),
                 };
@@ -2109,4 +2110,46 @@ fn remove_spec(specs: &mut Vec<FieldSpec>, path: &str) -> Result<()> {
     }
     siblings.remove(i);
     Ok(())
+}
+
+impl Table {
+    /// The statistics of every chunk of leaf column `column` (its path, as
+    /// [`Table::column_names`] gives it): entry `k` covers rows `[k * chunklen, (k + 1) *
+    /// chunklen)` ([`Table::column_chunklen`]). `None` where unknown, and for every chunk of
+    /// a variable-length, string or complex column.
+    ///
+    /// # Errors
+    /// An unknown column; opening a superchunk file.
+    pub fn column_stats(&self, column: &str) -> Result<Vec<Option<ChunkStats>>> {
+        let chunklen = self.column_chunklen(column)?;
+        let n = self.nrows().div_ceil(chunklen);
+        match self.leaf(column)?.kind {
+            LeafKind::Fixed(_) => self
+                .fixed_core(column)?
+                .store
+                .chunk_stats(n, self.sizes().stats_current()),
+            _ => Ok(vec![None; n as usize]),
+        }
+    }
+
+    /// Rows per chunk of leaf column `column`.
+    ///
+    /// # Errors
+    /// An unknown column.
+    pub fn column_chunklen(&self, column: &str) -> Result<u64> {
+        Ok(self.leaf(column)?.storage.chunklen)
+    }
+
+    fn leaf(&self, column: &str) -> Result<&Leaf> {
+        self.leaves()
+            .into_iter()
+            .find(|l| l.path == column)
+            .ok_or_else(|| {
+                Error::InvalidArgument(format!(
+                    "no column {column:?} in {} (columns: {})",
+                    self.path().display(),
+                    self.column_names().join(", ")
+                ))
+            })
+    }
 }
