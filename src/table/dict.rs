@@ -114,7 +114,7 @@ pub(super) fn new_spec(
         fill: Some(serde_json::json!(FILL_CODE)),
         ..f.options.clone()
     };
-    let codes = super::leaf_storage(
+    let codes = super::schema::leaf_storage(
         LeafKind::Fixed(DType::I32),
         &codes,
         defaults,
@@ -128,7 +128,7 @@ pub(super) fn new_spec(
         fill: Some(fill),
         ..ColumnOptions::default()
     };
-    let entries = super::leaf_storage(
+    let entries = super::schema::leaf_storage(
         LeafKind::VarStr,
         &entries,
         &ColumnOptions::default(),

@@ -1,7 +1,8 @@
 //! A table's rows by index: gathered ([`Table::take`]) and scattered ([`Table::put`]) chunk
 //! by chunk, each column's touched chunks decoded once.
 
-use super::{dict, expand, refs, Column, ColumnValues, Engine, Table, Values};
+use super::write::{expand, refs};
+use super::{dict, Column, ColumnValues, Engine, Table, Values};
 use crate::engine::{ChunkWrites, GatherPlan};
 use crate::error::{Error, Result};
 use crate::fancy::{AxisIndex, Fancy};
