@@ -525,7 +525,7 @@ where
 /// Writes the integer `x` as one native-endian element of an integer `dtype` into `out`
 /// (exactly the itemsize). Returns `None` when `x` is outside the type's range or `dtype` is
 /// not an integer type.
-pub fn put_int(x: i128, dtype: DType, out: &mut [u8]) -> Option<()> {
+pub(crate) fn put_int(x: i128, dtype: DType, out: &mut [u8]) -> Option<()> {
     macro_rules! int {
         ($t:ty) => {
             out.copy_from_slice(&<$t>::try_from(x).ok()?.to_ne_bytes())
@@ -548,7 +548,7 @@ pub fn put_int(x: i128, dtype: DType, out: &mut [u8]) -> Option<()> {
 /// Writes the number `re + im·i` as one native-endian element of a float or complex `dtype`
 /// into `out` (exactly the itemsize); real types drop `im`. Returns `None` when `dtype` is
 /// not a float or complex type.
-pub fn put_float(re: f64, im: f64, dtype: DType, out: &mut [u8]) -> Option<()> {
+pub(crate) fn put_float(re: f64, im: f64, dtype: DType, out: &mut [u8]) -> Option<()> {
     match dtype {
         DType::F16 => out.copy_from_slice(&half::f16::from_f64(re).to_ne_bytes()),
         DType::F32 => out.copy_from_slice(&(re as f32).to_ne_bytes()),

@@ -303,7 +303,7 @@ impl Default for Compression {
 
 impl Compression {
     /// The Blosc shuffle filter the settings name.
-    pub fn blosc_filter(&self) -> Filter {
+    pub(crate) fn blosc_filter(&self) -> Filter {
         if self.filters.contains(&FilterName::Bitshuffle) {
             Filter::Bitshuffle
         } else if self.filters.contains(&FilterName::Shuffle) {
