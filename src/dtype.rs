@@ -1,6 +1,7 @@
 //! Element types: the dtypes a dataset can hold, their names in metadata (numpy's), and the
 //! [`Element`] trait that maps Rust types onto them.
 
+pub use crate::datetime::{TimeUnit, NAT};
 use crate::error::{Error, Result};
 use num_complex::Complex;
 use std::fmt;
@@ -24,113 +25,6 @@ impl Endianness {
         } else {
             Endianness::Big
         }
-    }
-}
-
-/// The unit of a `datetime64` or `timedelta64` element: every unit numpy has. A stored value
-/// is a signed 64-bit count of this unit (since 1970-01-01T00:00 for dates); `i64::MIN` is
-/// NaT ("not a time"), as in numpy.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
-pub enum TimeUnit {
-    /// Years (`Y`): calendar years since 1970.
-    Year,
-    /// Months (`M`): calendar months since 1970-01.
-    Month,
-    /// Weeks (`W`): 7 days.
-    Week,
-    /// Days (`D`).
-    Day,
-    /// Hours (`h`).
-    Hour,
-    /// Minutes (`m`).
-    Minute,
-    /// Seconds (`s`).
-    Second,
-    /// Milliseconds (`ms`).
-    Millisecond,
-    /// Microseconds (`us`).
-    Microsecond,
-    /// Nanoseconds (`ns`).
-    Nanosecond,
-    /// Picoseconds (`ps`).
-    Picosecond,
-    /// Femtoseconds (`fs`).
-    Femtosecond,
-    /// Attoseconds (`as`).
-    Attosecond,
-}
-
-/// The value that stands for NaT (not a time) in a `datetime64` or `timedelta64` element.
-pub const NAT: i64 = i64::MIN;
-
-impl TimeUnit {
-    /// Every unit, coarsest first.
-    pub const ALL: [TimeUnit; 13] = [
-        TimeUnit::Year,
-        TimeUnit::Month,
-        TimeUnit::Week,
-        TimeUnit::Day,
-        TimeUnit::Hour,
-        TimeUnit::Minute,
-        TimeUnit::Second,
-        TimeUnit::Millisecond,
-        TimeUnit::Microsecond,
-        TimeUnit::Nanosecond,
-        TimeUnit::Picosecond,
-        TimeUnit::Femtosecond,
-        TimeUnit::Attosecond,
-    ];
-
-    /// numpy's code for the unit: `Y`, `M`, `W`, `D`, `h`, `m`, `s`, `ms`, `us`, `ns`, `ps`,
-    /// `fs`, `as`.
-    pub fn code(self) -> &'static str {
-        match self {
-            TimeUnit::Year => "Y",
-            TimeUnit::Month => "M",
-            TimeUnit::Week => "W",
-            TimeUnit::Day => "D",
-            TimeUnit::Hour => "h",
-            TimeUnit::Minute => "m",
-            TimeUnit::Second => "s",
-            TimeUnit::Millisecond => "ms",
-            TimeUnit::Microsecond => "us",
-            TimeUnit::Nanosecond => "ns",
-            TimeUnit::Picosecond => "ps",
-            TimeUnit::Femtosecond => "fs",
-            TimeUnit::Attosecond => "as",
-        }
-    }
-
-    /// The unit of a numpy code (`μs` is accepted for `us`, as numpy does).
-    pub fn from_code(code: &str) -> Option<TimeUnit> {
-        let code = if code == "\u{3bc}s" { "us" } else { code };
-        TimeUnit::ALL.into_iter().find(|u| u.code() == code)
-    }
-
-    /// The unit's length in attoseconds for the units of fixed length (weeks and finer);
-    /// `None` for years and months, whose length varies.
-    pub fn attoseconds(self) -> Option<i128> {
-        const S: i128 = 1_000_000_000_000_000_000;
-        Some(match self {
-            TimeUnit::Year | TimeUnit::Month => return None,
-            TimeUnit::Week => 7 * 86_400 * S,
-            TimeUnit::Day => 86_400 * S,
-            TimeUnit::Hour => 3_600 * S,
-            TimeUnit::Minute => 60 * S,
-            TimeUnit::Second => S,
-            TimeUnit::Millisecond => S / 1_000,
-            TimeUnit::Microsecond => S / 1_000_000,
-            TimeUnit::Nanosecond => S / 1_000_000_000,
-            TimeUnit::Picosecond => 1_000_000,
-            TimeUnit::Femtosecond => 1_000,
-            TimeUnit::Attosecond => 1,
-        })
-    }
-}
-
-impl fmt::Display for TimeUnit {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(self.code())
     }
 }
 
@@ -631,7 +525,7 @@ where
 /// Writes the integer `x` as one native-endian element of an integer `dtype` into `out`
 /// (exactly the itemsize). Returns `None` when `x` is outside the type's range or `dtype` is
 /// not an integer type.
-pub fn put_int(x: i128, dtype: DType, out: &mut [u8]) -> Option<()> {
+pub(crate) fn put_int(x: i128, dtype: DType, out: &mut [u8]) -> Option<()> {
     macro_rules! int {
         ($t:ty) => {
             out.copy_from_slice(&<$t>::try_from(x).ok()?.to_ne_bytes())
@@ -654,7 +548,7 @@ pub fn put_int(x: i128, dtype: DType, out: &mut [u8]) -> Option<()> {
 /// Writes the number `re + im·i` as one native-endian element of a float or complex `dtype`
 /// into `out` (exactly the itemsize); real types drop `im`. Returns `None` when `dtype` is
 /// not a float or complex type.
-pub fn put_float(re: f64, im: f64, dtype: DType, out: &mut [u8]) -> Option<()> {
+pub(crate) fn put_float(re: f64, im: f64, dtype: DType, out: &mut [u8]) -> Option<()> {
     match dtype {
         DType::F16 => out.copy_from_slice(&half::f16::from_f64(re).to_ne_bytes()),
         DType::F32 => out.copy_from_slice(&(re as f32).to_ne_bytes()),

@@ -46,7 +46,6 @@ pub mod selection;
 #[cfg(all(feature = "sql", not(test)))]
 pub mod sql;
 pub mod stats;
-mod sums;
 use engine::staging;
 pub mod table;
 pub(crate) mod txn;
@@ -95,9 +94,9 @@ pub use open::{open, open_in, open_rw, AnyDataset, BcolzDataset};
 pub use open::{on_latest_commit, MaybeChanged, CHANGED_RETRIES};
 pub use selection::Selection;
 pub use staging::finish_removals;
+pub use stats::ChunkSum;
 pub use stats::{ChunkStats, StatValue};
 pub use storage::Storage;
-pub use sums::ChunkSum;
 pub use table::Table;
 
 /// The parsers of on-disk bytes that are otherwise internal (the journal, variable-length

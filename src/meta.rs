@@ -303,7 +303,7 @@ impl Default for Compression {
 
 impl Compression {
     /// The Blosc shuffle filter the settings name.
-    pub fn blosc_filter(&self) -> Filter {
+    pub(crate) fn blosc_filter(&self) -> Filter {
         if self.filters.contains(&FilterName::Bitshuffle) {
             Filter::Bitshuffle
         } else if self.filters.contains(&FilterName::Shuffle) {
@@ -480,6 +480,11 @@ impl MetaPaths {
     pub(crate) fn attributes(&self) -> PathBuf {
         self.dir.join("attributes")
     }
+    /// `meta/building`: present while the dataset is still being built (in its staging
+    /// directory), which then refuses to open.
+    pub(crate) fn building(&self) -> PathBuf {
+        self.dir.join("building")
+    }
 }
 
 /// The kind of a dataset, read once from its `meta/storage` (the `kind` key; an array's
@@ -516,14 +521,14 @@ impl Kind {
     ///
     /// # Errors
     /// [`Error::Unsupported`] for a kind this version does not know (a newer blz wrote it);
-    /// [`Error::InvalidMetadata`] when the document is not blz's (no `"format": "blz"`) or
-    /// `kind` is not a string.
+    /// [`Error::NotBlz`] when the document is not blz's (no `"format": "blz"`);
+    /// [`Error::InvalidMetadata`] when `kind` is not a string.
     pub(crate) fn of_storage_doc(raw: &serde_json::Value, path: &Path) -> Result<Kind> {
         if raw.get("format").and_then(|f| f.as_str()) != Some("blz") {
-            return Err(Error::metadata(
-                path,
-                format!("{} (its format is not \"blz\")", crate::open::NOT_BLZ),
-            ));
+            return Err(Error::NotBlz {
+                path: path.to_path_buf(),
+                reason: "its format is not \"blz\"".into(),
+            });
         }
         match raw.get("kind") {
             None => Ok(Kind::Array),

@@ -161,7 +161,7 @@ fn open_path(path: &Path, mode: Mode) -> Result<AnyDataset> {
         Ok(bcolz::Kind::Carray) => CarrayReader::open(&root).map(BcolzDataset::Carray),
         Ok(bcolz::Kind::Ctable) => CtableReader::open(&root).map(BcolzDataset::Ctable),
         Err(_) => Err(Error::InvalidArgument(format!(
-            "{}: {NOT_BLZ} (no meta directory with blz's meta/storage), nor a bcolz carray \
+            "{}: not a blz dataset (no meta directory with blz's meta/storage), nor a bcolz carray \
              or ctable",
             path.display(),
         ))),
@@ -178,11 +178,8 @@ fn open_path(path: &Path, mode: Mode) -> Result<AnyDataset> {
 /// True when an open failed on what is a blz dataset (its error is the one to report),
 /// false when what is there is not one (its `meta/storage` is not blz's).
 fn is_blz(e: &Error) -> bool {
-    !matches!(e, Error::InvalidMetadata { reason, .. } if reason.starts_with(NOT_BLZ))
+    !matches!(e, Error::NotBlz { .. })
 }
-
-/// The start of the error for a `meta/storage` that is not a blz document.
-pub(crate) const NOT_BLZ: &str = "not a blz dataset";
 
 /// As [`open`], on a given storage backend and in a given mode.
 ///

@@ -1,7 +1,7 @@
 //! `blz pack`, `blz unpack` and `blz info`: single superchunk files.
 
 use crate::failure::Failure;
-use crate::parse_size;
+use crate::parse::parse_size;
 use blz::storage::{LocalStorage, OpenMode, Storage};
 use blz_format::blosc::{self, ChunkHeader, Codec, CompressParams, Filter};
 use blz_format::blpk::{

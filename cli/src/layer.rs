@@ -268,7 +268,7 @@ fn merge(m: &MergeArgs) -> Result<(), Failure> {
 }
 
 fn size_arg(s: &str) -> Result<u64, String> {
-    crate::parse_size(s).map_err(|e| match e {
+    crate::parse::parse_size(s).map_err(|e| match e {
         blz::Error::InvalidArgument(m) => m,
         other => other.to_string(),
     })

@@ -142,51 +142,6 @@ struct InfoArgs {
     json: bool,
 }
 
-/// Parses a size such as `4096`, `256K`, `1M`, `1.5M` or `2GiB`. Suffixes `B`, `K`, `M`, `G`
-/// and `T` (case-insensitive, optionally followed by `B` or `iB`) are powers of 1024, as in
-/// bloscpack.
-///
-/// # Errors
-/// [`blz::Error::InvalidArgument`] for an empty, negative, malformed or too large size.
-pub fn parse_size(s: &str) -> blz::Result<u64> {
-    let bad = |why: &str| blz::Error::InvalidArgument(format!("bad size {s:?}: {why}"));
-    let t = s.trim();
-    let split = t
-        .find(|c: char| !(c.is_ascii_digit() || c == '.'))
-        .unwrap_or(t.len());
-    let (num, suffix) = t.split_at(split);
-    if num.is_empty() {
-        return Err(bad("expected a number such as 4096, 256K or 1M"));
-    }
-    let suffix = suffix.trim().to_ascii_uppercase();
-    let unit = suffix
-        .strip_suffix("IB")
-        .or_else(|| suffix.strip_suffix('B').filter(|u| !u.is_empty()))
-        .unwrap_or(&suffix);
-    let mult: u64 = match unit {
-        "" | "B" => 1,
-        "K" => 1 << 10,
-        "M" => 1 << 20,
-        "G" => 1 << 30,
-        "T" => 1 << 40,
-        _ => return Err(bad("unknown suffix (use B, K, M, G or T)")),
-    };
-    if let Ok(n) = num.parse::<u64>() {
-        return n.checked_mul(mult).ok_or_else(|| bad("too large"));
-    }
-    let x: f64 = num
-        .parse()
-        .map_err(|_| bad("expected a number such as 4096, 256K or 1M"))?;
-    let v = x * mult as f64;
-    if !v.is_finite() || v >= u64::MAX as f64 {
-        return Err(bad("too large"));
-    }
-    if v.fract() != 0.0 {
-        return Err(bad("not a whole number of bytes"));
-    }
-    Ok(v as u64)
-}
-
 /// `blz info PATH`: a directory is a dataset (of the kind it is), a file a superchunk file.
 fn info(path: &Path, json: bool) -> Result<(), Failure> {
     if !path.is_dir() && path.exists() {
@@ -369,36 +324,4 @@ fn memory_url_argument() -> Option<String> {
                 || a.split_once('=')
                     .is_some_and(|(_, v)| v.starts_with("memory://"))
         })
-}
-
-#[cfg(test)]
-mod tests {
-    use super::parse_size;
-
-    #[test]
-    fn sizes() {
-        assert_eq!(parse_size("4096").unwrap(), 4096);
-        assert_eq!(parse_size("256K").unwrap(), 256 * 1024);
-        assert_eq!(parse_size("256k").unwrap(), 256 * 1024);
-        assert_eq!(parse_size("1M").unwrap(), 1 << 20);
-        assert_eq!(parse_size("1MB").unwrap(), 1 << 20);
-        assert_eq!(parse_size("1MiB").unwrap(), 1 << 20);
-        assert_eq!(parse_size("1.5M").unwrap(), 3 << 19);
-        assert_eq!(parse_size("2G").unwrap(), 2 << 30);
-        assert_eq!(parse_size("10B").unwrap(), 10);
-        assert_eq!(parse_size("0").unwrap(), 0);
-        for bad in [
-            "",
-            "M",
-            "-1",
-            "1X",
-            "1.3B",
-            "abc",
-            "1e3",
-            "99999999999T",
-            "1..2K",
-        ] {
-            assert!(parse_size(bad).is_err(), "{bad}");
-        }
-    }
 }

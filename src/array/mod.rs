@@ -32,6 +32,7 @@ use crate::error::{Error, Result};
 use crate::meta::{self, ArrayStorage, Kind, MetaPaths, Sizes};
 use crate::selection::{self, AxisSel, Resolved, Selection};
 use crate::staging::Staging;
+use crate::stats::ChunkStats;
 use crate::storage::{self, Storage};
 use crate::txn::Txn;
 use ndarray::{ArrayD, ArrayViewD, IxDyn, SliceInfoElem};
@@ -1049,5 +1050,19 @@ impl Dataset {
     /// The chunk engine (for scans).
     pub(crate) fn core(&self) -> &ArrayCore {
         &self.core
+    }
+
+    /// The statistics of every chunk, in linear chunk order (C order over the chunk grid,
+    /// `spec/dataset.md` §6.1); `None` where unknown (a dtype without statistics, a chunk
+    /// written by a blz that predates them, or a dataset an older blz has written to since).
+    /// Nothing is decoded: the records come from the superchunk files' metadata sections,
+    /// which opening a file reads.
+    ///
+    /// # Errors
+    /// Opening a superchunk file (I/O, damage, a file that belongs elsewhere).
+    pub fn chunk_stats(&self) -> Result<Vec<Option<ChunkStats>>> {
+        self.core
+            .store
+            .chunk_stats(self.nchunks(), self.sizes().stats_current())
     }
 }

@@ -90,7 +90,7 @@ pub fn decode_items(p: &[u8]) -> std::result::Result<Vec<Vec<u8>>, String> {
 /// # Errors
 /// A description of the inconsistency (the caller names file and chunk).
 #[cfg(feature = "arrow")]
-pub fn decode_items_flat(
+pub(crate) fn decode_items_flat(
     p: &[u8],
     lo: usize,
     hi: usize,

@@ -151,7 +151,7 @@ impl ChunkStore {
                     stats::unknown_records(self.superchunksize).into(),
                 );
                 b.insert(
-                    crate::sums::SUMS_KEY.into(),
+                    stats::sums::SUMS_KEY.into(),
                     stats::unknown_records(self.superchunksize).into(),
                 );
             }
@@ -172,6 +172,34 @@ impl ChunkStore {
         };
         let r = self.reader(f)?;
         Ok(stats::file_records(kind, r.metadata(), n.min(r.nchunks())))
+    }
+
+    /// The statistics of the store's first `n` chunks, file by file; all unknown when the
+    /// dataset's `meta/sizes` does not vouch for them (`trusted` false) or the store has none.
+    ///
+    /// The records are gathered file by file, and a file that cannot be opened ends it with
+    /// its error before anything is sized by `n`: a `meta/sizes` claiming more chunks than its
+    /// files hold (what `verify` is given to examine) never sizes an allocation.
+    ///
+    /// # Errors
+    /// Opening a superchunk file (I/O, damage, a file that belongs elsewhere).
+    pub(crate) fn chunk_stats(&self, n: u64, trusted: bool) -> Result<Vec<Option<ChunkStats>>> {
+        let mut out: Vec<Option<ChunkStats>> = Vec::new();
+        if trusted && self.stats.is_some() {
+            let ss = self.superchunksize;
+            for f in 0..self.nfiles(n) {
+                let first = f * ss;
+                let count = ss.min(n - first);
+                let recs = self.file_stats(f, count)?;
+                let end = (first + count) as usize;
+                if let Some(recs) = recs {
+                    out.extend(recs.into_iter().take(count as usize));
+                }
+                out.resize(end, None);
+            }
+        }
+        out.resize(n as usize, None);
+        Ok(out)
     }
 
     /// Checks that superchunk file `f` belongs where it is: this dataset, this store, this
@@ -1121,9 +1149,9 @@ impl<'s> ChunkWrites<'s> {
             let record = stats::encode_record(stats);
             w.update_document(|d| stats::set_slot(d, stats::STATS_KEY, j, &record));
             // Files made before sums existed have no room for them (§14.5).
-            if crate::sums::has_sums(w.document()) {
-                let sum = crate::sums::encode_sum(stats.and_then(|s| s.sum.as_ref()));
-                w.update_document(|d| stats::set_slot(d, crate::sums::SUMS_KEY, j, &sum));
+            if stats::sums::has_sums(w.document()) {
+                let sum = stats::sums::encode_sum(stats.and_then(|s| s.sum.as_ref()));
+                w.update_document(|d| stats::set_slot(d, stats::sums::SUMS_KEY, j, &sum));
             }
         }
         let mut spare = Vec::new();

@@ -234,6 +234,19 @@ unsafe impl Send for SharedMut {}
 unsafe impl Sync for SharedMut {}
 
 impl ArrayCore {
+    /// The rows at `indices` (inside `0..nrows`) of a one-dimensional store (a table's
+    /// fixed-size column), as native-endian bytes: only the chunks holding them are decoded,
+    /// in parallel, straight into the result.
+    pub(crate) fn take_rows(&self, nrows: u64, indices: &[u64]) -> Result<Vec<u8>> {
+        let mut data = vec![0u8; indices.len() * self.itemsize()];
+        if !indices.is_empty() {
+            let sel = Fancy::orthogonal(vec![AxisIndex::List(indices.to_vec())]);
+            let plan = GatherPlan::new(&sel, &[nrows], &self.chunkshape)?;
+            self.gather_into(&plan, &mut data)?;
+        }
+        Ok(data)
+    }
+
     /// Reads a planned selection into `out` (native byte order, C order over the groups'
     /// counts; exactly `elements * itemsize` bytes), decoding the touched chunks in
     /// parallel. A chunk that gives only a few short runs is read by Blosc block

@@ -353,12 +353,7 @@ pub(crate) fn verify_store(
 ) -> Vec<Error> {
     let recorded = stats
         .filter(|_| core.store.stats_kind().is_some())
-        .map(|shape| {
-            (
-                shape,
-                crate::stats::store_stats(core, n, true).unwrap_or_default(),
-            )
-        });
+        .map(|shape| (shape, core.store.chunk_stats(n, true).unwrap_or_default()));
     verify_files(&core.store, n, progress, &mut |chunks, errors, progress| {
         verify_chunks(core, chunks, n, recorded.as_ref(), errors, progress)
     })

@@ -15,6 +15,19 @@ use std::sync::Arc;
 /// (`blz::array::staged`); no reader looks in it.
 pub const STAGED_DIR: &str = "staged";
 
+/// Refuses a directory that is a dataset still being built (or whose build was killed).
+fn refuse_building(storage: &dyn Storage, root: &Path) -> Result<()> {
+    let marker = MetaPaths::new(root).building();
+    if storage.exists(&marker) {
+        return Err(Error::metadata(
+            marker,
+            "a dataset still being created (or whose creation was interrupted): it does not \
+             open; create it again to replace it",
+        ));
+    }
+    Ok(())
+}
+
 /// Removes every staged-write session under the dataset at `root` (and `staged/` itself):
 /// what writers that are gone left, since a session lives only while its writer holds the
 /// lock. Only the holder of the writer lock may call this, and only once the dataset is in
@@ -141,7 +154,7 @@ pub(crate) fn open_root(
         ));
     }
     if !building {
-        super::staging::refuse_building(storage.as_ref(), root)?;
+        refuse_building(storage.as_ref(), root)?;
     }
     let lock = match mode {
         Mode::ReadWrite if !building => {

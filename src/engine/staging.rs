@@ -26,6 +26,7 @@
 
 use super::WriterLock;
 use crate::error::{Error, Result};
+use crate::meta::MetaPaths;
 use crate::storage::{sync_tree, Deferred, EntryKind, OpenMode, Storage};
 use blz_format::process::PerProcess;
 use std::path::{Path, PathBuf};
@@ -104,9 +105,6 @@ fn retire(storage: &Arc<dyn Storage>, tmp: &Path, path: &Path, lock: WriterLock)
     Ok(())
 }
 
-/// The file in a staging directory's `meta/` that makes it refuse to open as a dataset.
-pub(crate) const BUILDING: &str = "building";
-
 /// `<path><suffix>` beside `path`.
 pub(crate) fn sibling(path: &Path, suffix: &str) -> Result<PathBuf> {
     let name = path
@@ -115,19 +113,6 @@ pub(crate) fn sibling(path: &Path, suffix: &str) -> Result<PathBuf> {
     let mut n = name.to_os_string();
     n.push(suffix);
     Ok(path.with_file_name(n))
-}
-
-/// Refuses a directory that is a dataset still being built (or whose build was killed).
-pub(crate) fn refuse_building(storage: &dyn Storage, root: &Path) -> Result<()> {
-    let marker = root.join("meta").join(BUILDING);
-    if storage.exists(&marker) {
-        return Err(Error::metadata(
-            marker,
-            "a dataset still being created (or whose creation was interrupted): it does not \
-             open; create it again to replace it",
-        ));
-    }
-    Ok(())
 }
 
 /// A dataset being built under `<path>.tmp-build`.
@@ -235,7 +220,7 @@ impl Staging {
         if storage.entry_kind(&old).is_some() && storage.exists(path) {
             remove_any(storage.as_ref(), &old)?;
         }
-        storage.open(&meta.join(BUILDING), OpenMode::Create)?;
+        storage.open(&MetaPaths::new(&tmp).building(), OpenMode::Create)?;
         Ok(Staging {
             storage: Arc::clone(storage),
             building: Arc::new(Deferred::new(Arc::clone(storage))),
@@ -266,7 +251,7 @@ impl Staging {
     /// a copy of the lock's descriptor until it execs, could make fail).
     pub(crate) fn publish(mut self) -> Result<WriterLock> {
         let s = self.storage.as_ref();
-        s.remove_file(&self.tmp.join("meta").join(BUILDING))?;
+        s.remove_file(&MetaPaths::new(&self.tmp).building())?;
         // Everything built, made durable at once: the one moment that must find it so is
         // the rename below.
         sync_tree(s, &self.tmp)?;

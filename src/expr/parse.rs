@@ -87,7 +87,7 @@ impl BinOp {
     }
 
     /// The operator as written.
-    pub fn symbol(self) -> &'static str {
+    pub(crate) fn symbol(self) -> &'static str {
         match self {
             BinOp::Add => "+",
             BinOp::Sub => "-",

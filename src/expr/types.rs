@@ -117,7 +117,7 @@ fn with_weak(strong: DType, weak: DType) -> DType {
 
 /// The float type numpy's float loops take for `t` (`sin(int16)` is float32), or `None`
 /// for float16 (bool and 8-bit integers), which blz does not hold.
-pub fn float_of(t: Ty) -> Option<DType> {
+pub(crate) fn float_of(t: Ty) -> Option<DType> {
     if t.weak {
         return Some(DType::F64);
     }

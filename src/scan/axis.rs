@@ -203,7 +203,7 @@ macro_rules! num_float {
 }
 num_float!(half::f16, f32, f64);
 
-use crate::sums::{pairwise, Summand};
+use crate::stats::sums::{pairwise, Summand};
 
 /// Sum of squared deviations from `m`, in eight lanes.
 fn sq_dev<T: Num>(v: &[T], m: f64) -> f64 {
@@ -1085,7 +1085,7 @@ pub(super) fn reduce_core(
     }
     // The records, when this reduction can use them (nothing is decoded to read them).
     let recs = if opts.statistics && trusted && chunkwise::applies(&g, op) {
-        crate::stats::store_stats(core, g.grid.iter().product(), true)?
+        core.store.chunk_stats(g.grid.iter().product(), true)?
     } else {
         Vec::new()
     };

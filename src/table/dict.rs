@@ -114,7 +114,7 @@ pub(super) fn new_spec(
         fill: Some(serde_json::json!(FILL_CODE)),
         ..f.options.clone()
     };
-    let codes = super::leaf_storage(
+    let codes = super::schema::leaf_storage(
         LeafKind::Fixed(DType::I32),
         &codes,
         defaults,
@@ -128,7 +128,7 @@ pub(super) fn new_spec(
         fill: Some(fill),
         ..ColumnOptions::default()
     };
-    let entries = super::leaf_storage(
+    let entries = super::schema::leaf_storage(
         LeafKind::VarStr,
         &entries,
         &ColumnOptions::default(),
@@ -469,7 +469,9 @@ impl Table {
         let c = self.col(name)?;
         let core = self.codes_core(c)?;
         let nchunks = c.nchunks(self.nrows());
-        let stats = crate::stats::store_stats(core, nchunks, self.sizes.stats_current())?;
+        let stats = core
+            .store
+            .chunk_stats(nchunks, self.sizes.stats_current())?;
         let entries = self.entries(c)?;
         let fill = self.fill_of(c);
         Ok(stats
@@ -587,7 +589,7 @@ impl Table {
     /// The rows at `indices` of dictionary-encoded column `c`, as strings.
     pub(super) fn dict_take(&self, c: &Column, indices: &[u64]) -> Result<Values> {
         let core = self.codes_core(c)?;
-        let bytes = super::fancy::take_fixed(core, self.nrows(), indices)?;
+        let bytes = core.take_rows(self.nrows(), indices)?;
         let codes: Vec<i32> = bytes
             .chunks_exact(4)
             .map(|b| i32::from_ne_bytes([b[0], b[1], b[2], b[3]]))

@@ -1,23 +1,12 @@
 //! A table's rows by index: gathered ([`Table::take`]) and scattered ([`Table::put`]) chunk
 //! by chunk, each column's touched chunks decoded once.
 
-use super::{dict, expand, refs, Column, ColumnValues, Engine, Table, Values};
-use crate::engine::{ArrayCore, ChunkWrites, GatherPlan};
+use super::write::{expand, refs};
+use super::{dict, Column, ColumnValues, Engine, Table, Values};
+use crate::engine::{ChunkWrites, GatherPlan};
 use crate::error::{Error, Result};
 use crate::fancy::{AxisIndex, Fancy};
 use std::collections::BTreeMap;
-
-/// The rows at `indices` (inside `0..nrows`) of a fixed-size column, as native-endian
-/// bytes: only the chunks holding them are decoded, in parallel, straight into the result.
-pub(super) fn take_fixed(core: &ArrayCore, nrows: u64, indices: &[u64]) -> Result<Vec<u8>> {
-    let mut data = vec![0u8; indices.len() * core.itemsize()];
-    if !indices.is_empty() {
-        let sel = Fancy::orthogonal(vec![AxisIndex::List(indices.to_vec())]);
-        let plan = GatherPlan::new(&sel, &[nrows], &core.chunkshape)?;
-        core.gather_into(&plan, &mut data)?;
-    }
-    Ok(data)
-}
 
 impl Table {
     /// Overwrites the rows at `indices` (any order; of repeated rows the last value wins,

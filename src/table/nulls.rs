@@ -304,7 +304,7 @@ impl super::Table {
         let Some(core) = self.validity_core(name)? else {
             return Ok(None);
         };
-        let bytes = self.unless_changed(super::fancy::take_fixed(core, n, indices))?;
+        let bytes = self.unless_changed(core.take_rows(n, indices))?;
         Ok(bytes
             .contains(&0)
             .then(|| bytes.iter().map(|&b| b != 0).collect()))
@@ -325,7 +325,9 @@ impl super::Table {
         let Some(core) = self.validity_core(name)? else {
             return Ok(vec![Some(0); nchunks as usize]);
         };
-        let stats = crate::stats::store_stats(core, nchunks, self.sizes.stats_current())?;
+        let stats = core
+            .store
+            .chunk_stats(nchunks, self.sizes.stats_current())?;
         Ok(stats
             .iter()
             .enumerate()

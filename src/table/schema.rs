@@ -1,10 +1,12 @@
 //! Table schemas: an ordered list of named fields, each a fixed-size dtype, a variable-length
 //! string or byte string, or a nested structure of fields; and how each leaf column is stored.
 
+use super::DEFAULT_VAR_CHUNKLEN;
 use crate::blpk::Checksum;
 use crate::dtype::{DType, Endianness};
+use crate::engine::{build_storage_meta, CreateOptions};
 use crate::error::{Error, Result};
-use crate::meta::Compression;
+use crate::meta::{self, Compression, FilterName};
 
 pub use crate::column::{check_name, LeafKind};
 use serde::{Deserialize, Serialize};
@@ -290,6 +292,124 @@ pub(crate) enum DictPart {
     },
     /// The hidden dictionary: distinct entries, appended to, never rewritten.
     Entries,
+}
+
+/// The zone to record for field `f` (a leaf's `options.timezone`), checked.
+///
+/// # Errors
+/// As [`check_leaf_zone`](super::zone::check_leaf_zone); a structure with a zone.
+pub(crate) fn field_zone(f: &Field) -> Result<Option<String>> {
+    let Some(tz) = &f.options.timezone else {
+        return Ok(None);
+    };
+    let kind = match &f.kind {
+        FieldKind::Scalar(d) => LeafKind::Fixed(*d),
+        FieldKind::VarStr => LeafKind::VarStr,
+        FieldKind::VarBytes => LeafKind::VarBytes,
+        FieldKind::Struct(_) => {
+            return Err(Error::InvalidArgument(format!(
+                "structure {} cannot have a time zone ({tz:?}): only datetime64 leaves do",
+                f.name
+            )))
+        }
+    };
+    super::zone::check_leaf_zone(&f.name, kind, tz)?;
+    Ok(Some(tz.clone()))
+}
+
+impl Field {
+    /// A `datetime64` field (seconds .. nanoseconds, or hours, minutes) whose values are
+    /// instants in UTC shown in the zone `tz`: an IANA name (`"UTC"`, `"Europe/Paris"`) or a
+    /// fixed offset (`"+05:30"`). The zone is checked when the table is created or the column
+    /// added.
+    ///
+    /// ```
+    /// use blz::table::Field;
+    /// use blz::dtype::{DType, TimeUnit};
+    /// let f = Field::new("t", DType::DateTime(TimeUnit::Nanosecond)).with_timezone("UTC");
+    /// assert_eq!(f.options.timezone.as_deref(), Some("UTC"));
+    /// ```
+    pub fn with_timezone(mut self, tz: &str) -> Field {
+        self.options.timezone = Some(tz.to_string());
+        self
+    }
+}
+
+/// A column's own option, else the table's default.
+pub(super) fn pick<T: Clone>(a: &Option<T>, b: &Option<T>) -> Option<T> {
+    a.clone().or_else(|| b.clone())
+}
+
+/// The storage of a new leaf of kind `kind`: its own options, else the table's `defaults`,
+/// checked, with the chunk length sized for `expected` rows (`file_bytes` as
+/// `build_storage_meta` takes it) and a new identity.
+pub(super) fn leaf_storage(
+    kind: LeafKind,
+    opts: &ColumnOptions,
+    defaults: &ColumnOptions,
+    expected: u64,
+    file_bytes: u64,
+) -> Result<ColumnStorage> {
+    let (compression, chunklen) = match kind {
+        LeafKind::Fixed(dtype) => {
+            let probe = CreateOptions {
+                chunkshape: pick(&opts.chunklen, &defaults.chunklen).map(|c| vec![c]),
+                superchunksize: pick(&opts.superchunksize, &defaults.superchunksize),
+                compression: pick(&opts.compression, &defaults.compression).unwrap_or_default(),
+                expectedlen: Some(expected),
+                fill: pick(&opts.fill, &defaults.fill).unwrap_or(serde_json::Value::Null),
+                ..Default::default()
+            };
+            let m = build_storage_meta(dtype, &[0], &probe, file_bytes)?;
+            return Ok(ColumnStorage {
+                endianness: Endianness::native(),
+                chunklen: m.chunkshape[0],
+                superchunksize: m.superchunksize,
+                compression: m.compression,
+                checksum: pick(&opts.checksum, &defaults.checksum).unwrap_or(Checksum::Crc32),
+                slack: pick(&opts.slack, &defaults.slack).unwrap_or(0),
+                dflt: m.dflt,
+                id: Some(meta::new_id()),
+            });
+        }
+        LeafKind::VarStr | LeafKind::VarBytes => (
+            pick(&opts.compression, &defaults.compression).unwrap_or(Compression {
+                codec: crate::blosc::Codec::Zstd,
+                clevel: 1,
+                filters: vec![],
+                mantissa_bits: None,
+                blocksize: 0,
+            }),
+            pick(&opts.chunklen, &defaults.chunklen).unwrap_or(DEFAULT_VAR_CHUNKLEN),
+        ),
+    };
+    if chunklen == 0 {
+        return Err(Error::InvalidArgument("chunklen must be at least 1".into()));
+    }
+    if compression.filters.contains(&FilterName::Truncate) {
+        return Err(Error::InvalidArgument(
+            "the truncate filter applies to float columns only".into(),
+        ));
+    }
+    compression.validate(DType::U8)?;
+    let dflt = pick(&opts.fill, &defaults.fill).unwrap_or(serde_json::json!(""));
+    if !dflt.is_string() {
+        return Err(Error::InvalidArgument(format!(
+            "fill value {dflt} of a variable-length column must be a string"
+        )));
+    }
+    Ok(ColumnStorage {
+        endianness: Endianness::native(),
+        chunklen,
+        superchunksize: pick(&opts.superchunksize, &defaults.superchunksize)
+            .unwrap_or(256)
+            .max(1),
+        compression,
+        checksum: pick(&opts.checksum, &defaults.checksum).unwrap_or(Checksum::Crc32),
+        slack: pick(&opts.slack, &defaults.slack).unwrap_or(0),
+        dflt,
+        id: Some(meta::new_id()),
+    })
 }
 
 impl Leaf {

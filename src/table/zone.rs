@@ -9,8 +9,8 @@
 //! of the tz database (`"UTC"`, `"Europe/Paris"`, `"America/New_York"`, case as the
 //! database spells it) or a fixed offset from UTC, `+HH:MM`, `+HHMM` or `+HH` (or `-`).
 
-use super::schema::{Field, FieldKind, LeafKind};
 use super::Table;
+use crate::column::LeafKind;
 use crate::dtype::{DType, TimeUnit};
 use crate::error::{Error, Result};
 
@@ -88,47 +88,6 @@ fn reason(e: Error) -> String {
     match e {
         Error::InvalidArgument(m) => m,
         other => other.to_string(),
-    }
-}
-
-/// The zone to record for field `f` (a leaf's `options.timezone`), checked.
-///
-/// # Errors
-/// As [`check_leaf_zone`]; a structure with a zone.
-pub(crate) fn field_zone(f: &Field) -> Result<Option<String>> {
-    let Some(tz) = &f.options.timezone else {
-        return Ok(None);
-    };
-    let kind = match &f.kind {
-        FieldKind::Scalar(d) => LeafKind::Fixed(*d),
-        FieldKind::VarStr => LeafKind::VarStr,
-        FieldKind::VarBytes => LeafKind::VarBytes,
-        FieldKind::Struct(_) => {
-            return Err(Error::InvalidArgument(format!(
-                "structure {} cannot have a time zone ({tz:?}): only datetime64 leaves do",
-                f.name
-            )))
-        }
-    };
-    check_leaf_zone(&f.name, kind, tz)?;
-    Ok(Some(tz.clone()))
-}
-
-impl Field {
-    /// A `datetime64` field (seconds .. nanoseconds, or hours, minutes) whose values are
-    /// instants in UTC shown in the zone `tz`: an IANA name (`"UTC"`, `"Europe/Paris"`) or a
-    /// fixed offset (`"+05:30"`). The zone is checked when the table is created or the column
-    /// added.
-    ///
-    /// ```
-    /// use blz::table::Field;
-    /// use blz::dtype::{DType, TimeUnit};
-    /// let f = Field::new("t", DType::DateTime(TimeUnit::Nanosecond)).with_timezone("UTC");
-    /// assert_eq!(f.options.timezone.as_deref(), Some("UTC"));
-    /// ```
-    pub fn with_timezone(mut self, tz: &str) -> Field {
-        self.options.timezone = Some(tz.to_string());
-        self
     }
 }
 

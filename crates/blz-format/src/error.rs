@@ -69,6 +69,16 @@ pub enum Error {
         reason: String,
     },
 
+    /// A `meta/storage` document that is not blz's (its `format` is not `"blz"`): what is
+    /// there is not a blz dataset. `blz::open` then looks for a bcolz directory there.
+    #[error("{path}: not a blz dataset ({reason})")]
+    NotBlz {
+        /// The document.
+        path: PathBuf,
+        /// What it is instead.
+        reason: String,
+    },
+
     /// Compression failed (an argument c-blosc refused, or an output too large).
     #[error("compression failed: {0}")]
     Compress(String),

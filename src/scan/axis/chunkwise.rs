@@ -3,7 +3,7 @@
 //! chunks they do not decide.
 //!
 //! * `sum` and `mean`: a chunk's partial is its sum record when the record covers exactly the
-//!   chunk's visible elements, else [`crate::sums::chunk_sum`] over the decoded chunk (the
+//!   chunk's visible elements, else [`crate::stats::sums::chunk_sum`] over the decoded chunk (the
 //!   kernel the writer used for the record); partials are added in chunk order, so the
 //!   result is the same bits whichever chunks were decoded, and whatever the threads.
 //! * `min`, `max`, `argmin`, `argmax`: from *exact* records (those whose sum record covers
@@ -22,8 +22,8 @@ use super::{
 use crate::dtype::DType;
 use crate::engine::ArrayCore;
 use crate::error::{Error, Result};
+use crate::stats::sums::{chunk_sum, ChunkSum};
 use crate::stats::{ChunkStats, StatValue};
-use crate::sums::{chunk_sum, ChunkSum};
 use rayon::prelude::*;
 use std::marker::PhantomData as P;
 

@@ -8,12 +8,12 @@
 //! last written (an append, a grow, a modification touching it); a shrink that cuts into a
 //! chunk leaves its statistics as they were, a bound of what remains.
 
+mod record;
+pub(crate) mod sums;
+
 use crate::dtype::DType;
-use crate::engine::ArrayCore;
-use crate::error::{Error, Result};
-use crate::sums::{self, ChunkSum};
-use crate::table::LeafKind;
-use crate::{Dataset, Table};
+pub(crate) use record::{le_word, record_bytes, record_hex, set_slot, slot, unknown_records};
+pub use sums::ChunkSum;
 
 /// One statistic value, in the widest type of the column's kind.
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -100,15 +100,6 @@ impl StatValue {
 /// The key, inside the `blz` object of a superchunk file's metadata document, of the file's
 /// statistics records.
 pub(crate) const STATS_KEY: &str = "stats";
-/// Hex digits of one chunk's record, of either kind: 25 bytes (statistics: flags, min, max,
-/// NaN count; sums: flags, count, int, float).
-pub(crate) const RECORD_HEX: usize = 50;
-
-/// The records (of either kind) of `n` chunks whose statistics or sums are unknown.
-pub(crate) fn unknown_records(n: u64) -> String {
-    "0".repeat(RECORD_HEX * n as usize)
-}
-
 /// Encodes a chunk's statistics as its record (`spec/dataset.md` §14): 25 bytes written as
 /// 50 lowercase hex digits; flags bit 0 = known, bit 1 = min and max present.
 pub(crate) fn encode_record(stats: Option<&ChunkStats>) -> String {
@@ -171,55 +162,6 @@ pub(crate) fn file_records(
             })
             .collect(),
     )
-}
-
-// The records of both kinds (statistics here, sums in `crate::sums`) are strings of 25-byte
-// records in hex under a key of the `blz` object, one per offsets slot: one set of helpers
-// reads and writes them.
-
-/// A record's 25 bytes as 50 lowercase hex digits.
-pub(crate) fn record_hex(b: &[u8; 25]) -> String {
-    b.iter().map(|x| format!("{x:02x}")).collect()
-}
-
-/// The 25 bytes of a record in hex; `None` when malformed.
-pub(crate) fn record_bytes(hex: &str) -> Option<[u8; 25]> {
-    if hex.len() != RECORD_HEX || !hex.is_ascii() {
-        return None;
-    }
-    let mut b = [0u8; 25];
-    for (i, x) in b.iter_mut().enumerate() {
-        *x = u8::from_str_radix(hex.get(2 * i..2 * i + 2)?, 16).ok()?;
-    }
-    Some(b)
-}
-
-/// The little-endian `u64` at `b[at..at + 8]`.
-pub(crate) fn le_word(b: &[u8; 25], at: usize) -> u64 {
-    let mut w = [0u8; 8];
-    w.copy_from_slice(&b[at..at + 8]);
-    u64::from_le_bytes(w)
-}
-
-/// Record `j` of the records under `key` in a metadata document; `None` when it has none.
-pub(crate) fn slot<'a>(doc: Option<&'a serde_json::Value>, key: &str, j: usize) -> Option<&'a str> {
-    let s = doc?.get("blz")?.get(key)?.as_str()?;
-    s.get(j * RECORD_HEX..(j + 1) * RECORD_HEX)
-}
-
-/// Replaces record `j` of the records under `key` in a metadata document; false if it holds
-/// none (or too few).
-pub(crate) fn set_slot(doc: &mut serde_json::Value, key: &str, j: u64, record: &str) -> bool {
-    let Some(serde_json::Value::String(s)) = doc.get_mut("blz").and_then(|b| b.get_mut(key)) else {
-        return false;
-    };
-    let at = j as usize * RECORD_HEX;
-    if at + RECORD_HEX > s.len() || !s.is_char_boundary(at) || !s.is_char_boundary(at + RECORD_HEX)
-    {
-        return false;
-    }
-    s.replace_range(at..at + RECORD_HEX, record);
-    true
 }
 
 /// Running statistics over values of one kind.
@@ -524,92 +466,9 @@ pub(crate) fn bounds(recorded: &ChunkStats, actual: &ChunkStats) -> bool {
     lo && hi && sum && recorded.nan_count >= actual.nan_count
 }
 
-/// The statistics of a store's first `n` chunks, file by file; all unknown when the dataset's
-/// `meta/sizes` does not vouch for them (`trusted` false).
-///
-/// The records are gathered file by file, and a file that cannot be opened ends it with its
-/// error before anything is sized by `n`: a `meta/sizes` claiming more chunks than its
-/// files hold (what `verify` is given to examine) never sizes an allocation.
-pub(crate) fn store_stats(
-    core: &ArrayCore,
-    n: u64,
-    trusted: bool,
-) -> Result<Vec<Option<ChunkStats>>> {
-    let mut out: Vec<Option<ChunkStats>> = Vec::new();
-    if trusted && core.store.stats_kind().is_some() {
-        let ss = core.store.superchunksize();
-        for f in 0..core.store.nfiles(n) {
-            let first = f * ss;
-            let count = ss.min(n - first);
-            let recs = core.store.file_stats(f, count)?;
-            let end = (first + count) as usize;
-            if let Some(recs) = recs {
-                out.extend(recs.into_iter().take(count as usize));
-            }
-            out.resize(end, None);
-        }
-    }
-    out.resize(n as usize, None);
-    Ok(out)
-}
-
-impl Dataset {
-    /// The statistics of every chunk, in linear chunk order (C order over the chunk grid,
-    /// `spec/dataset.md` §6.1); `None` where unknown (a dtype without statistics, a chunk
-    /// written by a blz that predates them, or a dataset an older blz has written to since).
-    /// Nothing is decoded: the records come from the superchunk files' metadata sections,
-    /// which opening a file reads.
-    ///
-    /// # Errors
-    /// Opening a superchunk file (I/O, damage, a file that belongs elsewhere).
-    pub fn chunk_stats(&self) -> Result<Vec<Option<ChunkStats>>> {
-        store_stats(self.core(), self.nchunks(), self.sizes().stats_current())
-    }
-}
-
-impl Table {
-    /// The statistics of every chunk of leaf column `column` (its path, as
-    /// [`Table::column_names`] gives it): entry `k` covers rows `[k * chunklen, (k + 1) *
-    /// chunklen)` ([`Table::column_chunklen`]). `None` where unknown, and for every chunk of
-    /// a variable-length, string or complex column.
-    ///
-    /// # Errors
-    /// An unknown column; opening a superchunk file.
-    pub fn column_stats(&self, column: &str) -> Result<Vec<Option<ChunkStats>>> {
-        let chunklen = self.column_chunklen(column)?;
-        let n = self.nrows().div_ceil(chunklen);
-        match self.leaf(column)?.kind {
-            LeafKind::Fixed(_) => {
-                store_stats(self.fixed_core(column)?, n, self.sizes().stats_current())
-            }
-            _ => Ok(vec![None; n as usize]),
-        }
-    }
-
-    /// Rows per chunk of leaf column `column`.
-    ///
-    /// # Errors
-    /// An unknown column.
-    pub fn column_chunklen(&self, column: &str) -> Result<u64> {
-        Ok(self.leaf(column)?.storage.chunklen)
-    }
-
-    fn leaf(&self, column: &str) -> Result<&crate::table::Leaf> {
-        self.leaves()
-            .into_iter()
-            .find(|l| l.path == column)
-            .ok_or_else(|| {
-                Error::InvalidArgument(format!(
-                    "no column {column:?} in {} (columns: {})",
-                    self.path().display(),
-                    self.column_names().join(", ")
-                ))
-            })
-    }
-}
-
 #[cfg(test)]
 mod tests {
+    use super::record::RECORD_HEX;
     use super::*;
 
     #[test]

@@ -7,8 +7,8 @@
 //! the chunk's records as they were (§14.2), and a sum is used only while that number equals
 //! the chunk's visible element count.
 
+use super::record::{le_word, record_bytes, record_hex, slot};
 use crate::dtype::DType;
-use crate::stats::{le_word, record_bytes, record_hex, slot};
 
 /// The sums of the values a reader can see in one chunk.
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -295,7 +295,7 @@ mod tests {
             float: -0.25,
         };
         let r = encode_sum(Some(&s));
-        assert_eq!(r.len(), crate::stats::RECORD_HEX);
+        assert_eq!(r.len(), super::super::record::RECORD_HEX);
         assert_eq!(
             &r[..34],
             "010700000000000000fdffffffffffffff",
