@@ -90,8 +90,8 @@ pub use engine::{
 pub use error::{Error, Result};
 pub use layer::Layer;
 pub use meta::Kind;
-pub use open::{open, open_in, open_rw, AnyDataset, BcolzDataset};
 pub use open::{on_latest_commit, MaybeChanged, CHANGED_RETRIES};
+pub use open::{open, open_in, open_rw, AnyDataset, BcolzDataset};
 pub use selection::Selection;
 pub use staging::finish_removals;
 pub use stats::ChunkSum;

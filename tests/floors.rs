@@ -25,47 +25,7 @@ use std::path::{Path, PathBuf};
 /// test fails when an entry no longer matches any violation, so that it is deleted then.
 /// (crate, importing module, imported module, why): a module stands for itself and everything
 /// inside it.
-const ALLOWED: &[(&str, &str, &str, &str)] = &[
-    // Issue 48: the object store moves out of blz-format into its own crate, and with it the
-    // storage -> blpk arrows (`chunk_blocks`, `BlockIndex`, `front_ranges`); blpk/blocks.rs and
-    // blpk/reader.rs stop importing each other. Delete these entries once that is merged.
-    (
-        "blz-format",
-        "storage",
-        "blpk",
-        "issue 48: storage imports blpk (object store)",
-    ),
-    (
-        "blz-format",
-        "blpk",
-        "storage",
-        "issue 48: blpk -> storage closes the storage <-> blpk loop",
-    ),
-    (
-        "blz-format",
-        "blpk::blocks",
-        "blpk::reader",
-        "issue 48: blpk/blocks.rs <-> blpk/reader.rs",
-    ),
-    (
-        "blz-format",
-        "blpk::reader",
-        "blpk::blocks",
-        "issue 48: blpk/blocks.rs <-> blpk/reader.rs",
-    ),
-    (
-        "blz-format",
-        "storage::manifest",
-        "storage::object",
-        "issue 48: storage/manifest.rs <-> storage/object.rs",
-    ),
-    (
-        "blz-format",
-        "storage::object",
-        "storage::manifest",
-        "issue 48: storage/manifest.rs <-> storage/object.rs",
-    ),
-];
+const ALLOWED: &[(&str, &str, &str, &str)] = &[];
 
 type ModPath = Vec<String>;
 

@@ -13,6 +13,7 @@ pub(crate) fn error_class(e: &blz::Error) -> &'static str {
         | E::InvalidChunk { .. }
         | E::ChecksumMismatch { .. }
         | E::InvalidMetadata { .. }
+        | E::NotBlz { .. }
         | E::ChunkOutOfRange { .. } => "CorruptionError",
         E::Locked { .. } => "LockedError",
         E::ReadOnly { .. } => "ReadOnlyError",
@@ -41,6 +42,7 @@ pub(crate) fn error_place(e: &blz::Error) -> (Option<PathBuf>, Option<u64>) {
         E::Io { path, .. }
         | E::InvalidHeader { path, .. }
         | E::InvalidMetadata { path, .. }
+        | E::NotBlz { path, .. }
         | E::Locked { path, .. }
         | E::ReadOnly { path }
         | E::Unsupported { path, .. }

@@ -2,7 +2,7 @@
 //!
 //! A thin client of the blz library: every class here wraps one of the library's datasets
 //! (`Dataset`, `Table`, `Layer`, a bcolz reader) in one per-process handle
-//! ([`handle::Handle`]), opened through one function ([`handle::open`], the library's
+//! ([`handle::Handle`]), opened through one function ([`opening::open`], the library's
 //! `blz::open`). A read `a[key]` is one call ([`array::RawArray`]'s `get`): the key parsed
 //! and resolved, the numpy array allocated, the chunks decoded into it with the GIL
 //! released, numpy's result made, and the read made again when it met a writer's commit
@@ -13,7 +13,7 @@
 //! never crosses into Python: it becomes a `blz.Error`.
 //!
 //! Modules: `errors` (exceptions, [`errors::detached`]), `convert` (buffers, dtypes, JSON,
-//! options), `selection` (numpy keys), `handle` (the handle, `open`), `array`, `staged`,
+//! options), `selection` (numpy keys), `handle` (the handle, `open`), `array` (with its staged writes),
 //! `table`, `layer`, `bcolz` (one per class), and the module functions of `arrow`,
 //! `block_cache`, `buffers`, `expr`, `fancy`, `memory`, `paths`, `query`, `reduce`, `sql`.
 
@@ -29,26 +29,26 @@ mod fancy;
 mod handle;
 mod layer;
 mod memory;
+mod opening;
 mod paths;
 mod query;
 mod reduce;
 mod selection;
 mod sql;
-mod staged;
 mod table;
 
 // The names the modules of module functions share.
 pub(crate) use array::RawArray;
 pub(crate) use convert::{compression, parse_dtype, Buf};
 pub(crate) use errors::{detached, lock_err, panic_message, FResult, Fail, HOME};
-pub(crate) use handle::open;
+pub(crate) use opening::open;
 pub(crate) use table::{leaf_kinds, values_from_py, var_list, RawTable};
 
+use array::RawStaged;
 use bcolz::RawBcolz;
 use layer::RawLayer;
 use pyo3::prelude::*;
 use selection::RawSelection;
-use staged::RawStaged;
 use std::path::PathBuf;
 
 /// `locate`'s answer per file: `(path, host, location, kind)`.
@@ -141,10 +141,10 @@ fn _blz(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<buffers::ReadBuffer>()?;
     m.add_function(wrap_pyfunction!(buffers::buffer_pool, m)?)?;
     m.add_function(wrap_pyfunction!(block_cache::block_cache, m)?)?;
-    m.add_function(wrap_pyfunction!(staged::staged_write_rows, m)?)?;
+    m.add_function(wrap_pyfunction!(array::staged_write_rows, m)?)?;
     m.add_function(wrap_pyfunction!(collect_garbage, m)?)?;
     m.add_function(wrap_pyfunction!(dataset_kind, m)?)?;
-    m.add_function(wrap_pyfunction!(handle::open, m)?)?;
+    m.add_function(wrap_pyfunction!(opening::open, m)?)?;
     m.add_function(wrap_pyfunction!(handle::on_latest_commit, m)?)?;
     m.add_function(wrap_pyfunction!(selection::select, m)?)?;
     m.add_function(wrap_pyfunction!(locate, m)?)?;

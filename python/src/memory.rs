@@ -4,22 +4,10 @@
 //! dataset (no path given) lives while a handle on it does.
 
 use crate::{detached, open, FResult};
-use blz::storage::{memory, Storage};
+use blz::storage::memory;
 use pyo3::prelude::*;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::sync::Arc;
-
-/// The storage and root a create builds in: a new anonymous in-memory dataset when no path
-/// is given, else what `path` names (a local path, an `s3://` or a `memory://` URL).
-pub(crate) fn for_new(
-    path: Option<&Path>,
-    overwrite: bool,
-) -> blz::Result<(Arc<dyn Storage>, PathBuf)> {
-    match path {
-        None => Ok(memory::anonymous()),
-        Some(p) => blz::storage::for_new_path(p, overwrite),
-    }
-}
 
 /// Loads the dataset at `path` (a local path, an `s3://` or a `memory://` URL) into a new
 /// anonymous in-memory dataset and opens it (for writing when `write`), as `_blz.open` does:

@@ -6,7 +6,7 @@ use crate::arrow;
 use crate::convert::{checksum, compression, json_map, parse_dtype, Buf};
 use crate::errors::{detached, errors_list, FResult, Fail, Problem};
 use crate::handle::Handle;
-use crate::memory;
+use crate::paths;
 use crate::selection::{selection_of, selection_or_advanced, RawSelection};
 use blz::table::{
     ColumnOptions, Field, FieldSpec, FieldType, LeafKind, NullableValues, Table, TableOptions,
@@ -497,7 +497,7 @@ impl RawTable {
         walk("", &fields, &mut kinds);
         let batch = columns.map(|c| values_from_py(&kinds, c)).transpose()?;
         let t = detached(py, || {
-            let (storage, path) = memory::for_new(path.as_deref(), overwrite)?;
+            let (storage, path) = paths::for_new(path.as_deref(), overwrite)?;
             let batches: Vec<blz::Result<Vec<(String, NullableValues)>>> =
                 batch.into_iter().map(Ok).collect();
             Ok(Table::create_from(storage, &path, fields, &opts, batches)?)
