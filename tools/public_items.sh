@@ -97,6 +97,7 @@ crate() {
 crate blz src bin
 [ -d src/bin/blz ] && crate "blz (bin)" src/bin/blz
 crate blz-format crates/blz-format/src
+crate blz-object crates/blz-object/src
 crate blz-python python/src
 
 if [ -f crates/blz-format/src/lib.rs ]; then
