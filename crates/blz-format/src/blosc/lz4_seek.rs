@@ -140,11 +140,35 @@ pub(super) fn step_budget(n: usize, out_len: usize) -> usize {
     (16 * n).max(out_len / 16).max(256)
 }
 
+/// The sequence holding output position `p`: the last one starting at or before it, found
+/// back from sequence `near`, at or a few sequences after it (a match copies
+/// from a few hundred bytes back, rarely from far): searched back from there in steps that
+/// double, where a search of the whole table would cost a cache miss a step.
+fn holding(seqs: &[Seq], p: usize, near: usize) -> usize {
+    let mut hi = (near + 1).min(seqs.len());
+    let mut step = 1;
+    let mut lo = hi.saturating_sub(step);
+    while lo > 0 && seqs[lo].out as usize > p {
+        hi = lo;
+        step *= 2;
+        lo = lo.saturating_sub(step);
+    }
+    // seqs[lo].out <= p (the first sequence starts at 0), seqs[hi] starts after p or is
+    // past the end.
+    lo + seqs[lo..hi].partition_point(|s| s.out as usize <= p) - 1
+}
+
 /// One piece of work of a walk.
 #[derive(Clone, Copy, Debug)]
 pub(super) enum Work {
-    /// Fill `dst[d .. d + len]` with output bytes `p .. p + len`.
-    Fetch { d: usize, p: usize, len: usize },
+    /// Fill `dst[d .. d + len]` with output bytes `p .. p + len`; the sequence holding
+    /// `p` is `near` or one before it (a search from there finds it, `holding`).
+    Fetch {
+        d: usize,
+        p: usize,
+        len: usize,
+        near: usize,
+    },
     /// `dst[d + k] = dst[d + k - period]` for `k` in `period .. len`: the rest of an
     /// overlapping match, once its first period is in place.
     Repeat { d: usize, period: usize, len: usize },
@@ -167,11 +191,12 @@ pub(super) fn read(
         d: 0,
         p: pos,
         len: dst.len(),
+        near: seqs.len().saturating_sub(1),
     });
     let mut steps = 0usize;
     while let Some(w) = work.pop() {
-        let (mut d, mut p, mut len) = match w {
-            Work::Fetch { d, p, len } => (d, p, len),
+        let (mut d, mut p, mut len, near) = match w {
+            Work::Fetch { d, p, len, near } => (d, p, len, near),
             Work::Repeat { d, period, len } => {
                 for k in d + period..d + len {
                     dst[k] = dst[k - period];
@@ -179,8 +204,7 @@ pub(super) fn read(
                 continue;
             }
         };
-        // The sequence holding position p: the last one starting at or before it.
-        let mut i = seqs.partition_point(|s| s.out as usize <= p) - 1;
+        let mut i = holding(seqs, p, near);
         while len > 0 {
             steps += 1;
             if steps > budget {
@@ -213,12 +237,14 @@ pub(super) fn read(
                         d,
                         p: base + within,
                         len: o - within,
+                        near: i,
                     });
                     if within > 0 {
                         work.push(Work::Fetch {
                             d: d + o - within,
                             p: base,
                             len: within,
+                            near: i,
                         });
                     }
                 } else if take > o - within {
@@ -226,17 +252,20 @@ pub(super) fn read(
                         d,
                         p: base + within,
                         len: o - within,
+                        near: i,
                     });
                     work.push(Work::Fetch {
                         d: d + o - within,
                         p: base,
                         len: take - (o - within),
+                        near: i,
                     });
                 } else {
                     work.push(Work::Fetch {
                         d,
                         p: base + within,
                         len: take,
+                        near: i,
                     });
                 }
             }
