@@ -375,6 +375,66 @@ mod tests {
         }
     }
 
+    /// Byte-shuffled stream `s` of `n` float64 or u32 values of a progression `a + b i`
+    /// (as Blosc splits a block of them: byte `s` of every value), with noise added to
+    /// every `noise`-th value when `noise > 0`.
+    fn progression(kind: usize, n: usize, s: usize, seed: u64) -> Vec<u8> {
+        let mut z = seed;
+        let mut next = move || {
+            z = z.wrapping_add(0x9e37_79b9_7f4a_7c15);
+            let mut x = z;
+            x = (x ^ (x >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+            x ^ (x >> 31)
+        };
+        let a = (next() % 1000) as f64;
+        let b = 1.0 / (1 + next() % 100_000_000) as f64;
+        (0..n)
+            .map(|i| match kind {
+                0 => (a + b * i as f64).to_le_bytes()[s % 8],
+                1 => ((a as u32).wrapping_add((i as u32).wrapping_mul(1 + (b * 1e9) as u32)))
+                    .to_le_bytes()[s % 4],
+                _ => {
+                    let v = a + b * i as f64 + if next() % 50 == 0 { b * 0.5 } else { 0.0 };
+                    v.to_le_bytes()[s % 8]
+                }
+            })
+            .collect()
+    }
+
+    /// Reads at random places of random and progression streams (fixed seeds), each of a
+    /// table parsed only up to the read's last byte, against LZ4's own decoder.
+    #[test]
+    fn random_reads_agree_with_the_decoder() {
+        let (mut seqs, mut work) = (Vec::new(), Vec::new());
+        let mut z = 0x5eed_u64;
+        let mut next = move || {
+            z = z.wrapping_add(0x9e37_79b9_7f4a_7c15);
+            let mut x = z;
+            x = (x ^ (x >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+            x = (x ^ (x >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+            (x ^ (x >> 31)) as usize
+        };
+        for case in 0..48 {
+            let n = [131_072, 65_536, 20_000, 4096][case % 4];
+            let plain = match case % 6 {
+                0 => data(2 + 2 * (case % 2), n),
+                k => progression(k % 3, n, case / 6, case as u64),
+            };
+            let c = lz4(&plain);
+            let mut out = vec![0u8; 2048];
+            for _ in 0..64 {
+                let len = 1 + next() % [8, 100, 800, 2048][next() % 4];
+                let len = len.min(n);
+                let at = next() % (n - len + 1);
+                parse(&c, n, at + len - 1, &mut seqs).unwrap();
+                let dst = &mut out[..len];
+                dst.fill(0xA5);
+                assert!(read(&c, &seqs, at, dst, usize::MAX, &mut work));
+                assert_eq!(dst, &plain[at..at + len], "case {case} at {at} len {len}");
+            }
+        }
+    }
+
     #[test]
     fn rejects_malformed_streams() {
         let plain = data(4, 20_000);
