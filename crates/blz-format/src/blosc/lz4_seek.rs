@@ -140,10 +140,10 @@ pub(super) fn step_budget(n: usize, out_len: usize) -> usize {
     (16 * n).max(out_len / 16).max(256)
 }
 
-/// The sequence holding output position `p`: the last one starting at or before it, found
-/// back from sequence `near`, at or a few sequences after it (a match copies
-/// from a few hundred bytes back, rarely from far): searched back from there in steps that
-/// double, where a search of the whole table would cost a cache miss a step.
+/// The sequence holding output position `p`: the last one starting at or before it, which
+/// is sequence `near` or an earlier one, usually a few earlier (a match copies from a few
+/// hundred bytes back, rarely from far). Searched back from `near` in steps that double,
+/// not over the whole table (most of whose steps would miss the cache).
 fn holding(seqs: &[Seq], p: usize, near: usize) -> usize {
     let mut hi = (near + 1).min(seqs.len());
     let mut step = 1;
@@ -162,7 +162,7 @@ fn holding(seqs: &[Seq], p: usize, near: usize) -> usize {
 #[derive(Clone, Copy, Debug)]
 pub(super) enum Work {
     /// Fill `dst[d .. d + len]` with output bytes `p .. p + len`; the sequence holding
-    /// `p` is `near` or one before it (a search from there finds it, `holding`).
+    /// `p` is `near` or an earlier one (`holding` searches back from it).
     Fetch {
         d: usize,
         p: usize,
