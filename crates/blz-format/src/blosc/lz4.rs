@@ -395,6 +395,19 @@ fn read_split_items(
         shuffled.resize(header.blocksize as usize, 0);
     }
     let budget = lz4_seek::step_budget(need - first, b.neblock);
+    // The parses below follow each stream from its start, one dependent load after
+    // another, which leaves the memory system one cache line at a time to fetch (a random
+    // read finds the chunk's bytes out of the CPU's caches): first ask for all the lines
+    // the parses will read, of all the streams at once.
+    let mut at = b.at;
+    for s in 0..typesize {
+        let src = Block::stream(chunk, &mut at, j, s)?;
+        if src.len() != b.neblock && src.len() * SEEK_RATIO <= b.neblock {
+            // The parse of a stream stops near its share `need / neblock` of it.
+            let upto = (src.len() as u64 * need as u64 / b.neblock as u64) as usize;
+            prefetch(&src[..(upto + 512).min(src.len())]);
+        }
+    }
     SEEK.with(|seek| -> Result<(), CodecError> {
         let (seqs, work) = &mut *seek.borrow_mut();
         let mut at = b.at;
@@ -424,4 +437,21 @@ fn read_split_items(
         *o = shuffled[(byte % typesize) * b.neblock + byte / typesize];
     }
     Ok(true)
+}
+
+/// Asks the CPU to bring the cache lines of `bytes` in, without waiting for them.
+fn prefetch(bytes: &[u8]) {
+    #[cfg(target_arch = "x86_64")]
+    for line in bytes.chunks(64) {
+        // SAFETY: a prefetch is a hint: it reads nothing and cannot fault; the address is
+        // inside `bytes` anyway. SSE is part of x86_64.
+        #[allow(unused_unsafe)]
+        unsafe {
+            std::arch::x86_64::_mm_prefetch::<{ std::arch::x86_64::_MM_HINT_T0 }>(
+                line.as_ptr().cast::<i8>(),
+            );
+        }
+    }
+    #[cfg(not(target_arch = "x86_64"))]
+    let _ = bytes;
 }

@@ -140,11 +140,35 @@ pub(super) fn step_budget(n: usize, out_len: usize) -> usize {
     (16 * n).max(out_len / 16).max(256)
 }
 
+/// The sequence holding output position `p`: the last one starting at or before it, which
+/// is sequence `near` or an earlier one, usually a few earlier (a match copies from a few
+/// hundred bytes back, rarely from far). Searched back from `near` in steps that double,
+/// not over the whole table (most of whose steps would miss the cache).
+fn holding(seqs: &[Seq], p: usize, near: usize) -> usize {
+    let mut hi = (near + 1).min(seqs.len());
+    let mut step = 1;
+    let mut lo = hi.saturating_sub(step);
+    while lo > 0 && seqs[lo].out as usize > p {
+        hi = lo;
+        step *= 2;
+        lo = lo.saturating_sub(step);
+    }
+    // seqs[lo].out <= p (the first sequence starts at 0), seqs[hi] starts after p or is
+    // past the end.
+    lo + seqs[lo..hi].partition_point(|s| s.out as usize <= p) - 1
+}
+
 /// One piece of work of a walk.
 #[derive(Clone, Copy, Debug)]
 pub(super) enum Work {
-    /// Fill `dst[d .. d + len]` with output bytes `p .. p + len`.
-    Fetch { d: usize, p: usize, len: usize },
+    /// Fill `dst[d .. d + len]` with output bytes `p .. p + len`; the sequence holding
+    /// `p` is `near` or an earlier one (`holding` searches back from it).
+    Fetch {
+        d: usize,
+        p: usize,
+        len: usize,
+        near: usize,
+    },
     /// `dst[d + k] = dst[d + k - period]` for `k` in `period .. len`: the rest of an
     /// overlapping match, once its first period is in place.
     Repeat { d: usize, period: usize, len: usize },
@@ -167,11 +191,12 @@ pub(super) fn read(
         d: 0,
         p: pos,
         len: dst.len(),
+        near: seqs.len().saturating_sub(1),
     });
     let mut steps = 0usize;
     while let Some(w) = work.pop() {
-        let (mut d, mut p, mut len) = match w {
-            Work::Fetch { d, p, len } => (d, p, len),
+        let (mut d, mut p, mut len, near) = match w {
+            Work::Fetch { d, p, len, near } => (d, p, len, near),
             Work::Repeat { d, period, len } => {
                 for k in d + period..d + len {
                     dst[k] = dst[k - period];
@@ -179,8 +204,7 @@ pub(super) fn read(
                 continue;
             }
         };
-        // The sequence holding position p: the last one starting at or before it.
-        let mut i = seqs.partition_point(|s| s.out as usize <= p) - 1;
+        let mut i = holding(seqs, p, near);
         while len > 0 {
             steps += 1;
             if steps > budget {
@@ -213,12 +237,14 @@ pub(super) fn read(
                         d,
                         p: base + within,
                         len: o - within,
+                        near: i,
                     });
                     if within > 0 {
                         work.push(Work::Fetch {
                             d: d + o - within,
                             p: base,
                             len: within,
+                            near: i,
                         });
                     }
                 } else if take > o - within {
@@ -226,17 +252,20 @@ pub(super) fn read(
                         d,
                         p: base + within,
                         len: o - within,
+                        near: i,
                     });
                     work.push(Work::Fetch {
                         d: d + o - within,
                         p: base,
                         len: take - (o - within),
+                        near: i,
                     });
                 } else {
                     work.push(Work::Fetch {
                         d,
                         p: base + within,
                         len: take,
+                        near: i,
                     });
                 }
             }
@@ -342,6 +371,66 @@ mod tests {
                         assert_eq!(out, plain[s..s + len], "kind {kind} n {n} at {s} len {len}");
                     }
                 }
+            }
+        }
+    }
+
+    /// Byte-shuffled stream `s` of `n` float64 or u32 values of a progression `a + b i`
+    /// (as Blosc splits a block of them: byte `s` of every value), with noise added to
+    /// every `noise`-th value when `noise > 0`.
+    fn progression(kind: usize, n: usize, s: usize, seed: u64) -> Vec<u8> {
+        let mut z = seed;
+        let mut next = move || {
+            z = z.wrapping_add(0x9e37_79b9_7f4a_7c15);
+            let mut x = z;
+            x = (x ^ (x >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+            x ^ (x >> 31)
+        };
+        let a = (next() % 1000) as f64;
+        let b = 1.0 / (1 + next() % 100_000_000) as f64;
+        (0..n)
+            .map(|i| match kind {
+                0 => (a + b * i as f64).to_le_bytes()[s % 8],
+                1 => ((a as u32).wrapping_add((i as u32).wrapping_mul(1 + (b * 1e9) as u32)))
+                    .to_le_bytes()[s % 4],
+                _ => {
+                    let v = a + b * i as f64 + if next() % 50 == 0 { b * 0.5 } else { 0.0 };
+                    v.to_le_bytes()[s % 8]
+                }
+            })
+            .collect()
+    }
+
+    /// Reads at random places of random and progression streams (fixed seeds), each of a
+    /// table parsed only up to the read's last byte, against LZ4's own decoder.
+    #[test]
+    fn random_reads_agree_with_the_decoder() {
+        let (mut seqs, mut work) = (Vec::new(), Vec::new());
+        let mut z = 0x5eed_u64;
+        let mut next = move || {
+            z = z.wrapping_add(0x9e37_79b9_7f4a_7c15);
+            let mut x = z;
+            x = (x ^ (x >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+            x = (x ^ (x >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+            (x ^ (x >> 31)) as usize
+        };
+        for case in 0..48 {
+            let n = [131_072, 65_536, 20_000, 4096][case % 4];
+            let plain = match case % 6 {
+                0 => data(2 + 2 * (case % 2), n),
+                k => progression(k % 3, n, case / 6, case as u64),
+            };
+            let c = lz4(&plain);
+            let mut out = vec![0u8; 2048];
+            for _ in 0..64 {
+                let len = 1 + next() % [8, 100, 800, 2048][next() % 4];
+                let len = len.min(n);
+                let at = next() % (n - len + 1);
+                parse(&c, n, at + len - 1, &mut seqs).unwrap();
+                let dst = &mut out[..len];
+                dst.fill(0xA5);
+                assert!(read(&c, &seqs, at, dst, usize::MAX, &mut work));
+                assert_eq!(dst, &plain[at..at + len], "case {case} at {at} len {len}");
             }
         }
     }
