@@ -53,7 +53,7 @@ pub(crate) fn problem_kind(e: &blz::Error) -> &'static str {
     match e {
         blz::Error::Io { source, .. } if source.kind() == std::io::ErrorKind::NotFound => "missing",
         blz::Error::Io { .. } => "unreadable",
-        blz::Error::InvalidMetadata { .. } => "corrupt meta",
+        blz::Error::InvalidMetadata { .. } | blz::Error::NotBlz { .. } => "corrupt meta",
         _ => "corrupt",
     }
 }

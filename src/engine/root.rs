@@ -148,10 +148,10 @@ pub(crate) fn open_root(
         ));
     }
     if !storage.is_dir(&mp.dir) {
-        return Err(Error::metadata(
-            &mp.dir,
-            "not a blz dataset (no meta directory)",
-        ));
+        return Err(Error::NotBlz {
+            path: mp.dir.clone(),
+            reason: "no meta directory".into(),
+        });
     }
     if !building {
         refuse_building(storage.as_ref(), root)?;

@@ -69,8 +69,9 @@ pub enum Error {
         reason: String,
     },
 
-    /// A `meta/storage` document that is not blz's (its `format` is not `"blz"`): what is
-    /// there is not a blz dataset. `blz::open` then looks for a bcolz directory there.
+    /// A directory with no `meta` directory, or a `meta/storage` document that is not blz's
+    /// (its `format` is not `"blz"`): what is there is not a blz dataset. `blz::open` then
+    /// looks for a bcolz directory there.
     #[error("{path}: not a blz dataset ({reason})")]
     NotBlz {
         /// The document.
