@@ -21,7 +21,7 @@ pub struct Front {
     /// The ranges' bytes, concatenated in order, compressed with zlib (RFC 1950) and
     /// encoded in base64 (RFC 4648, standard alphabet, padded).
     pub zlib: String,
-    /// The file's block index ([`blz_format::blpk::encode_index`]: for chunks of a superchunk
+    /// The file's block index ([`blz_format::blosc::encode_index`]: for chunks of a superchunk
     /// file, their Blosc headers, block starts and blocks' CRC-32s), compressed with zlib
     /// and encoded in base64 as `zlib` is; absent when the writer kept none.
     #[serde(default, skip_serializing_if = "Option::is_none")]
