@@ -238,11 +238,7 @@ class Array(ExprOps, Reductions, Saving):
         # what this object keeps of it must be read again).
         if changed:
             self._refresh()
-        k = _fancy.NumpyKey(key, self._shape)
-        if int(np.prod(k.shape, dtype=np.int64)) == 0:
-            return np.empty(k.shape, dtype=self._dtype)
-        out = _fancy.read(self._raw, k.groups, k.lib_shape, self._dtype)
-        return k.to_numpy(out) if hasattr(k, "to_numpy") else out.reshape(k.shape)
+        return self._fancy_now(_fancy.NumpyKey(key, self._shape))
 
     @property
     def oindex(self) -> _fancy.OIndex:
@@ -258,15 +254,16 @@ class Array(ExprOps, Reductions, Saving):
         return _fancy.VIndex(self)
 
     def _fancy_read(self, resolve: Any, scalar: bool = False) -> Any:
-        def now() -> Any:
-            k = resolve(self._shape)
-            if int(np.prod(k.shape, dtype=np.int64)) == 0:
-                return np.empty(k.shape, dtype=self._dtype)
-            out = _fancy.read(self._raw, k.groups, k.lib_shape, self._dtype)
-            out = k.to_numpy(out) if hasattr(k, "to_numpy") else out.reshape(k.shape)
-            return out[()] if scalar and out.ndim == 0 else out
+        return one_commit(self._follow, lambda: self._fancy_now(resolve(self._shape), scalar))
 
-        return one_commit(self._follow, now)
+    def _fancy_now(self, k: Any, scalar: bool = False) -> Any:
+        # The read of a resolved advanced key `k` (numpy's, zarr's orthogonal or vectorised)
+        # in numpy's result layout; with `scalar`, a 0-d result is its element.
+        if int(np.prod(k.shape, dtype=np.int64)) == 0:
+            return np.empty(k.shape, dtype=self._dtype)
+        out = _fancy.read(self._raw, k.groups, k.lib_shape, self._dtype)
+        out = k.to_numpy(out) if hasattr(k, "to_numpy") else out.reshape(k.shape)
+        return out[()] if scalar and out.ndim == 0 else out
 
     def _fancy_write(self, resolve: Any, values: Any) -> None:
         k = resolve(self._shape)
