@@ -279,6 +279,50 @@ fn num(s: &str, what: &str, text: &str, unit: TimeUnit) -> Result<i128> {
         .map_err(|_| bad(text, unit, &format!("bad {what}")))
 }
 
+/// The unit numpy gives a date's text (`np.datetime64(text)`): `Y` for `2020`, `M` for
+/// `2020-01`, `D` for a date, `h`, `m` or `s` for a time to the hour, minute or second, and
+/// `ms`, `us`, `ns`, `ps`, `fs` or `as` for 1-3, 4-6, ... 16-18 digits of a second's
+/// fraction. NaT (and text that is not a date, which [`parse_datetime`] refuses) gets `s`.
+pub fn natural_unit(text: &str) -> TimeUnit {
+    let s = text.trim();
+    let s = s.strip_suffix('Z').unwrap_or(s);
+    if s.eq_ignore_ascii_case("nat") {
+        return TimeUnit::Second;
+    }
+    let (date, time) = match s.find(['T', ' ']) {
+        Some(p) => (&s[..p], Some(&s[p + 1..])),
+        None => (s, None),
+    };
+    let Some(time) = time else {
+        let body = date.strip_prefix(['-', '+']).unwrap_or(date);
+        return match body.split('-').count() {
+            1 => TimeUnit::Year,
+            2 => TimeUnit::Month,
+            _ => TimeUnit::Day,
+        };
+    };
+    let (hms, frac) = match time.split_once('.') {
+        Some((a, b)) => (a, Some(b)),
+        None => (time, None),
+    };
+    match (hms.split(':').count(), frac.map(str::len)) {
+        (1, _) => TimeUnit::Hour,
+        (2, _) => TimeUnit::Minute,
+        (_, None) => TimeUnit::Second,
+        (_, Some(n)) => {
+            const FINE: [TimeUnit; 6] = [
+                TimeUnit::Millisecond,
+                TimeUnit::Microsecond,
+                TimeUnit::Nanosecond,
+                TimeUnit::Picosecond,
+                TimeUnit::Femtosecond,
+                TimeUnit::Attosecond,
+            ];
+            FINE[(n.max(1) - 1).min(17) / 3]
+        }
+    }
+}
+
 /// Parses a date or date-time as numpy's `datetime64` does, into a `datetime64[unit]`
 /// value: `NaT` (any case), `YYYY`, `YYYY-MM`, `YYYY-MM-DD`, then optionally `T` (or a space)
 /// and `hh`, `hh:mm`, `hh:mm:ss` or `hh:mm:ss.fff…` (up to 18 digits), optionally ending

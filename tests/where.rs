@@ -411,3 +411,121 @@ fn errors_name_the_position() {
     );
     assert_eq!(t.where_rows("`p/b` * 2 == 4", &[]).unwrap().rows, vec![1]);
 }
+
+/// Dates and durations in `where`, with numpy's semantics: strings and `datetime64(...)`
+/// literals against a column of another unit compare by instant; NaT matches only `!=`;
+/// `date - date` is a duration. Chunk statistics of a sorted date column spare the chunks
+/// outside the range (a corrupt one is never decoded).
+#[test]
+fn dates_and_durations_compare_as_numpy_and_prune() {
+    use blz::datetime::{parse_datetime, TimeUnit, NAT};
+    let dir = common::Dir::new();
+    let path = dir.p("dates");
+    let o = ColumnOptions {
+        chunklen: Some(100),
+        superchunksize: Some(4),
+        ..Default::default()
+    };
+    let mut t = Table::create(
+        &path,
+        vec![
+            Field::new("day", DType::DateTime(TimeUnit::Day)).with_options(o.clone()),
+            Field::new("at", DType::DateTime(TimeUnit::Second)).with_options(o.clone()),
+            Field::new("took", DType::TimeDelta(TimeUnit::Minute)).with_options(o),
+        ],
+        &TableOptions::default(),
+    )
+    .unwrap();
+    let first = parse_datetime("2020-01-01", TimeUnit::Day).unwrap();
+    // 1000 days from 2020-01-01; `at` is noon of the day, NaT every 97th row.
+    let day: Vec<i64> = (0..1000).map(|i| first + i).collect();
+    let at: Vec<i64> = (0..1000)
+        .map(|i| {
+            if i % 97 == 5 {
+                NAT
+            } else {
+                (first + i) * 86_400 + 43_200
+            }
+        })
+        .collect();
+    let took: Vec<i64> = (0..1000).map(|i| i % 180).collect();
+    let of = |unit, delta: bool, v: &[i64]| Values::Fixed {
+        dtype: if delta {
+            DType::TimeDelta(unit)
+        } else {
+            DType::DateTime(unit)
+        },
+        data: v.iter().flat_map(|x| x.to_ne_bytes()).collect(),
+    };
+    t.append(&[
+        ("day", of(TimeUnit::Day, false, &day)),
+        ("at", of(TimeUnit::Second, false, &at)),
+        ("took", of(TimeUnit::Minute, true, &took)),
+    ])
+    .unwrap();
+    drop(t);
+    let t = Table::open(&path).unwrap();
+    let rows = |e: &str| t.where_rows(e, &[]).unwrap().rows;
+    let want =
+        |f: &dyn Fn(usize) -> bool| (0..1000u64).filter(|&i| f(i as usize)).collect::<Vec<_>>();
+    // 2020-03-01 is day 60 (2020 is a leap year).
+    assert_eq!(rows("day >= '2020-03-01'"), want(&|i| i >= 60));
+    assert_eq!(rows("day < datetime64('2020-03-01')"), want(&|i| i < 60));
+    // Finer than the column: noon of day 60 lies between days 60 and 61.
+    assert_eq!(rows("day >= '2020-03-01T12:00'"), want(&|i| i >= 61));
+    assert_eq!(
+        rows("day <= datetime64('2020-03-01T12', 'h')"),
+        want(&|i| i <= 60)
+    );
+    assert_eq!(rows("day == '2020-03-01T12:00'"), Vec::<u64>::new());
+    // NaT: false, but for `!=`.
+    let nat = |i: usize| i % 97 == 5;
+    assert_eq!(rows("at > day"), want(&|i| !nat(i)));
+    assert_eq!(rows("at != at"), want(&nat));
+    assert_eq!(rows("~(at == at)"), want(&nat));
+    assert_eq!(rows("at == datetime64('NaT')"), Vec::<u64>::new());
+    assert_eq!(rows("isnull(at)"), want(&nat));
+    assert_eq!(
+        rows("notnull(at) & (day < '2020-01-07')"),
+        want(&|i| i < 6 && !nat(i))
+    );
+    // Arithmetic: date - date is a duration, date + duration a date.
+    assert_eq!(rows("at - day == timedelta64(12, 'h')"), want(&|i| !nat(i)));
+    assert_eq!(
+        rows("day + timedelta64(30, 'D') < '2020-02-01'"),
+        want(&|i| i < 1)
+    );
+    assert_eq!(
+        rows("took >= timedelta64(2, 'h')"),
+        want(&|i| i % 180 >= 120)
+    );
+    assert_eq!(
+        rows("-took < timedelta64(-90, 'm')"),
+        want(&|i| i % 180 > 90)
+    );
+    // Type errors say what is allowed.
+    for bad in [
+        "day > 5",
+        "day > took",
+        "day + day > '2020-01-01'",
+        "day > 'yesterday'",
+        "took > timedelta64(1, 'M')",
+        "day > datetime64('2020-13-01')",
+    ] {
+        assert!(
+            matches!(t.where_rows(bad, &[]), Err(Error::InvalidExpression { .. })),
+            "{bad}"
+        );
+    }
+    drop(t);
+    // Chunk 5 (days 500..600) is entry 1 of file 1: a range the statistics rule out is never
+    // decoded.
+    let files = Table::open(&path).unwrap().column_files("day").unwrap();
+    common::flip_byte_in_chunk(&files[1], 1);
+    let t = Table::open(&path).unwrap();
+    let m = t
+        .where_rows("(day >= '2020-01-10') & (day < '2021-01-01')", &[])
+        .unwrap();
+    assert_eq!(m.rows, (9..366).collect::<Vec<u64>>());
+    assert!(t.where_rows("day == '2021-06-01'", &[]).is_err());
+}

@@ -156,3 +156,59 @@ def test_statistics_skip_reading(tmp_path):
     got = t.where("(k >= 12345) & (k < 54321) & (x > 0)")
     want = data[(data["k"] >= 12345) & (data["k"] < 54321) & (data["x"] > 0)]
     np.testing.assert_array_equal(got, want)
+
+
+_UNITS = ["Y", "M", "W", "D", "h", "m", "s", "ms", "us", "ns"]
+
+
+@given(st.data())
+def test_dates_and_durations_match_numpy(tmp_path_factory, data):
+    """`where` on datetime64/timedelta64 arrays of any unit against literals of any unit,
+    with NaT: numpy's answers (it compares in the finer unit; NaT matches only `!=`)."""
+    unit = data.draw(st.sampled_from(_UNITS))
+    lit_unit = data.draw(st.sampled_from(_UNITS))
+    n = data.draw(st.integers(0, 40))
+    vals = np.array(data.draw(st.lists(st.integers(-100, 100), min_size=n, max_size=n)), "i8")
+    delta = data.draw(st.booleans())
+    kind = "m8" if delta else "M8"
+    a = vals.astype(f"{kind}[{unit}]")
+    if n:
+        a[data.draw(st.integers(0, n - 1))] = np.datetime64("NaT") if not delta else np.timedelta64("NaT")
+    if delta and (unit in "YM") != (lit_unit in "YM"):
+        lit_unit = unit
+    v = data.draw(st.integers(-100, 100))
+    op = data.draw(st.sampled_from(["<", "<=", ">", ">=", "==", "!="]))
+    path = tmp_path_factory.mktemp("t") / "a.blz"
+    arr = blz.create(path, a, chunks=data.draw(st.integers(1, 9)))
+    if delta:
+        lit = np.timedelta64(v, lit_unit)
+        expr = f"x {op} timedelta64({v}, '{lit_unit}')"
+    else:
+        lit = np.datetime64(v, lit_unit)
+        expr = f"x {op} datetime64('{lit}', '{lit_unit}')"
+    want = eval(f"a {op} lit")
+    np.testing.assert_array_equal(arr.where_mask(expr), want, err_msg=expr)
+    np.testing.assert_array_equal(arr.where(expr), a[want], err_msg=expr)
+
+
+def test_table_dates_from_pandas(tmp_path):
+    """A frame's dates (with missing ones) and durations query as pandas' ``query`` does:
+    a date in a string, date arithmetic, durations; a missing date matches nothing."""
+    rng = np.random.default_rng(7)
+    n = 5_000
+    day = pd.Timestamp("2021-01-01") + pd.to_timedelta(rng.integers(0, 700, n), unit="D")
+    took = pd.to_timedelta(rng.integers(0, 300, n), unit="m")
+    df = pd.DataFrame({"day": day, "took": took, "v": rng.normal(size=n)})
+    df.loc[::41, "day"] = pd.NaT
+    t = blz.create(tmp_path / "t.blz", df)
+    for expr, want in [
+        ("day >= '2022-03-01'", df["day"] >= "2022-03-01"),
+        ("(day < '2021-02-01T12:00') & (v > 0)", (df["day"] < "2021-02-01T12:00") & (df["v"] > 0)),
+        ("day + timedelta64(30, 'D') > '2022-12-01'", df["day"] + pd.Timedelta(days=30) > "2022-12-01"),
+        ("took > timedelta64(2, 'h')", df["took"] > pd.Timedelta(hours=2)),
+        ("isnull(day)", df["day"].isna()),
+    ]:
+        got = t.where_rows(expr)
+        np.testing.assert_array_equal(got, np.flatnonzero(want.to_numpy()), err_msg=expr)
+    with pytest.raises(ValueError, match="datetime64"):
+        t.where("day > 5")

@@ -2,6 +2,8 @@
 //! range's chunk statistics prove about it.
 
 use super::expr::{error, BinOp, Expr, Literal};
+use super::time;
+use crate::datetime::{Length, TimeUnit};
 use crate::dtype::DType;
 use crate::error::Result;
 use crate::stats::{ChunkStats, StatValue};
@@ -156,6 +158,11 @@ pub(crate) enum Ty {
     PyInt(i128),
     Float,
     Str,
+    /// A `datetime64` (`delta` false) or `timedelta64` of `unit`.
+    Time {
+        delta: bool,
+        unit: TimeUnit,
+    },
 }
 
 impl Ty {
@@ -165,6 +172,8 @@ impl Ty {
             Ty::Int(_) | Ty::PyInt(_) => "an integer",
             Ty::Float => "a float",
             Ty::Str => "a string",
+            Ty::Time { delta: false, .. } => "a datetime64",
+            Ty::Time { delta: true, .. } => "a timedelta64",
         }
     }
 
@@ -178,7 +187,9 @@ impl Ty {
             DType::Bool => Ty::Bool,
             DType::F16 | DType::F32 | DType::F64 => Ty::Float,
             DType::Bytes(_) | DType::Str(_) => Ty::Str,
-            DType::C64 | DType::C128 | DType::DateTime(_) | DType::TimeDelta(_) => return None,
+            DType::DateTime(unit) => Ty::Time { delta: false, unit },
+            DType::TimeDelta(unit) => Ty::Time { delta: true, unit },
+            DType::C64 | DType::C128 => return None,
             d => Ty::Int(IK::of(d)?),
         })
     }
@@ -258,10 +269,10 @@ fn fixed_value(d: DType, b: &[u8]) -> V<'_> {
                 })
                 .collect(),
         ),
+        DType::DateTime(u) => V::Time(false, u, Cow::Owned(conv!(b, i64, i64))),
+        DType::TimeDelta(u) => V::Time(true, u, Cow::Owned(conv!(b, i64, i64))),
         // Refused by `Ty::of_dtype`: never evaluated.
-        DType::C64 | DType::C128 | DType::DateTime(_) | DType::TimeDelta(_) => {
-            V::Bool(Cow::Owned(Vec::new()))
-        }
+        DType::C64 | DType::C128 => V::Bool(Cow::Owned(Vec::new())),
     }
 }
 
@@ -284,10 +295,13 @@ pub(crate) enum V<'a> {
     UInt(Cow<'a, [u64]>),
     Float(Cow<'a, [f64]>),
     Str(Vec<Cow<'a, [u8]>>),
+    /// Dates (`false`) or durations (`true`) of a unit ([`crate::datetime::NAT`] for NaT).
+    Time(bool, TimeUnit, Cow<'a, [i64]>),
     SBool(bool),
     SInt(i128),
     SFloat(f64),
     SStr(Vec<u8>),
+    STime(bool, TimeUnit, i64),
 }
 
 /// Checks the types of `e` against the columns' types; returns its type.
@@ -297,10 +311,7 @@ pub(crate) fn check(text: &str, e: &Expr, col_ty: &dyn Fn(&str) -> Option<Ty>) -
             error(
                 text,
                 *pos,
-                format!(
-                    "column {name:?} holds values a query cannot compare (complex numbers; \
-                     datetime64 and timedelta64 are not yet in where expressions)"
-                ),
+                format!("column {name:?} holds values a query cannot compare (complex numbers)"),
             )
         })?,
         Expr::Lit { value, .. } => match value {
@@ -308,9 +319,16 @@ pub(crate) fn check(text: &str, e: &Expr, col_ty: &dyn Fn(&str) -> Option<Ty>) -
             Literal::Int(i) => Ty::PyInt(*i),
             Literal::Float(_) => Ty::Float,
             Literal::Str(_) => Ty::Str,
+            Literal::Time { delta, unit, .. } => Ty::Time {
+                delta: *delta,
+                unit: *unit,
+            },
         },
         Expr::Neg { arg, pos } => {
             let t = check(text, arg, col_ty)?;
+            if matches!(t, Ty::Time { delta: true, .. }) {
+                return Ok(t);
+            }
             if !t.numeric() {
                 return Err(error(
                     text,
@@ -353,6 +371,11 @@ pub(crate) fn check(text: &str, e: &Expr, col_ty: &dyn Fn(&str) -> Option<Ty>) -
             pos,
         } => {
             let (a, b) = (check(text, left, col_ty)?, check(text, right, col_ty)?);
+            if let (Ty::Time { .. }, _) | (_, Ty::Time { .. }) = (a, b) {
+                if !matches!(op, BinOp::And | BinOp::Or) {
+                    return time_ty(text, *pos, *op, a, b);
+                }
+            }
             match op {
                 BinOp::And | BinOp::Or => {
                     if a != Ty::Bool || b != Ty::Bool {
@@ -410,6 +433,77 @@ pub(crate) fn check(text: &str, e: &Expr, col_ty: &dyn Fn(&str) -> Option<Ty>) -
             }
         }
     })
+}
+
+/// The type of `a op b` (comparison or arithmetic) where a side is a date or a duration.
+fn time_ty(text: &str, pos: usize, op: BinOp, a: Ty, b: Ty) -> Result<Ty> {
+    let (
+        Ty::Time {
+            delta: da,
+            unit: ua,
+        },
+        Ty::Time {
+            delta: db,
+            unit: ub,
+        },
+    ) = (a, b)
+    else {
+        let hint = if matches!((a, b), (Ty::Str, _) | (_, Ty::Str)) {
+            " (a string compares with a datetime64 column when it is a date: \
+             'YYYY-MM-DD[Thh:mm:ss]'; elsewhere write datetime64('...'))"
+        } else {
+            " (write a date as datetime64('2020-01-31'), a duration as timedelta64(3, 'D'))"
+        };
+        return Err(error(
+            text,
+            pos,
+            format!(
+                "cannot use `{}` on {} and {}{hint}",
+                op.symbol(),
+                a.name(),
+                b.name()
+            ),
+        ));
+    };
+    if !time::compatible(da, ua, db, ub) {
+        return Err(error(
+            text,
+            pos,
+            format!(
+                "durations of years or months meet only years or months (numpy refuses \
+                 datetime64/timedelta64[{}] with [{}])",
+                ua.code(),
+                ub.code()
+            ),
+        ));
+    }
+    if op.is_comparison() {
+        if da != db {
+            return Err(error(
+                text,
+                pos,
+                format!("cannot compare {} with {}", a.name(), b.name()),
+            ));
+        }
+        return Ok(Ty::Bool);
+    }
+    match time::arith_kind(op, da, db) {
+        Some(delta) => Ok(Ty::Time {
+            delta,
+            unit: time::finer(ua, ub),
+        }),
+        None => Err(error(
+            text,
+            pos,
+            format!(
+                "`{}` is not defined on {} and {} (date - date, date ± duration and \
+                 duration ± duration are)",
+                op.symbol(),
+                a.name(),
+                b.name()
+            ),
+        )),
+    }
 }
 
 /// The type of `left op right` (both numbers, `op` arithmetic), by numpy 2's rules (NEP 50):
@@ -531,8 +625,13 @@ fn eval<'a>(e: &Expr, f: &'a Frame) -> V<'a> {
             Literal::Int(i) => V::SInt(*i),
             Literal::Float(x) => V::SFloat(*x),
             Literal::Str(s) => V::SStr(trim_nul(s).to_vec()),
+            Literal::Time { delta, unit, value } => V::STime(*delta, *unit, *value),
         },
         Expr::Neg { arg, .. } => match eval(arg, f) {
+            V::Time(d, u, v) => {
+                V::Time(d, u, Cow::Owned(v.iter().map(|&x| time::neg(x)).collect()))
+            }
+            V::STime(d, u, x) => V::STime(d, u, time::neg(x)),
             // numpy's: wraps in the column's type.
             V::Int(k, v) => V::Int(
                 k,
@@ -548,10 +647,23 @@ fn eval<'a>(e: &Expr, f: &'a Frame) -> V<'a> {
             V::SFloat(x) => V::SFloat(-x),
             v => v,
         },
-        Expr::IsNull { name, negated, .. } => V::Bool(Cow::Owned(match f.valid.get(name) {
-            Some(v) => v.iter().map(|&ok| ok == *negated).collect(),
-            None => vec![*negated; f.n],
-        })),
+        Expr::IsNull { name, negated, .. } => {
+            let mut missing = match f.valid.get(name) {
+                Some(v) => v.iter().map(|&ok| !ok).collect(),
+                None => vec![false; f.n],
+            };
+            // NaT is missing too, as in pandas (`isna`) and SQL (NULL).
+            if let Some(V::Time(_, _, x)) = f.cols.get(name).map(Raw::value) {
+                missing
+                    .iter_mut()
+                    .zip(x.iter())
+                    .for_each(|(m, &v)| *m |= v == crate::datetime::NAT);
+            }
+            if *negated {
+                missing.iter_mut().for_each(|m| *m = !*m);
+            }
+            V::Bool(Cow::Owned(missing))
+        }
         Expr::Not { arg, .. } => match eval(arg, f) {
             V::Bool(v) => V::Bool(Cow::Owned(v.iter().map(|x| !x).collect())),
             V::SBool(b) => V::SBool(!b),
@@ -705,7 +817,75 @@ pub(crate) fn cmp_int_float(op: BinOp, i: i128, f: f64) -> bool {
     }
 }
 
+/// A comparison of dates or of durations (`None`: not of times).
+fn compare_time(op: BinOp, a: &V<'_>, b: &V<'_>) -> Option<V<'static>> {
+    Some(match (a, b) {
+        (V::Time(d, ux, x), V::Time(_, uy, y)) => {
+            V::Bool(Cow::Owned(time::cmp_vectors(op, *d, (*ux, x), (*uy, y))))
+        }
+        (V::Time(d, u, x), V::STime(_, us, s)) => V::Bool(Cow::Owned(time::cmp_scalar(
+            op,
+            *d,
+            *u,
+            x,
+            time::key(*d, *us, *s),
+        ))),
+        (V::STime(_, us, s), V::Time(d, u, x)) => V::Bool(Cow::Owned(time::cmp_scalar(
+            flip(op),
+            *d,
+            *u,
+            x,
+            time::key(*d, *us, *s),
+        ))),
+        (V::STime(d, ua, a), V::STime(_, ub, b)) => V::SBool(time::cmp_keys(
+            op,
+            time::key(*d, *ua, *a),
+            time::key(*d, *ub, *b),
+        )),
+        _ => return None,
+    })
+}
+
+/// `+` or `-` of dates and durations (`None`: not of times): both sides in the finer unit,
+/// then counts of it.
+fn arith_time(op: BinOp, a: &V<'_>, b: &V<'_>) -> Option<V<'static>> {
+    type Parts<'v> = (bool, TimeUnit, std::result::Result<&'v [i64], i64>);
+    fn parts<'v>(v: &'v V<'_>) -> Option<Parts<'v>> {
+        match v {
+            V::Time(d, u, x) => Some((*d, *u, Ok(x))),
+            V::STime(d, u, s) => Some((*d, *u, Err(*s))),
+            _ => None,
+        }
+    }
+    let ((da, ua, x), (db, ub, y)) = (parts(a)?, parts(b)?);
+    let delta = time::arith_kind(op, da, db)?;
+    let unit = time::finer(ua, ub);
+    let to = |d: bool, u: TimeUnit, v: i64| time::convert(d, u, unit, v);
+    let g = |p: i64, q: i64| time::add_sub(op, to(da, ua, p), to(db, ub, q));
+    Some(match (x, y) {
+        (Ok(x), Ok(y)) => V::Time(
+            delta,
+            unit,
+            Cow::Owned(x.iter().zip(y.iter()).map(|(&p, &q)| g(p, q)).collect()),
+        ),
+        (Ok(x), Err(s)) => V::Time(
+            delta,
+            unit,
+            Cow::Owned(x.iter().map(|&p| g(p, s)).collect()),
+        ),
+        (Err(s), Ok(y)) => V::Time(
+            delta,
+            unit,
+            Cow::Owned(y.iter().map(|&q| g(s, q)).collect()),
+        ),
+        (Err(s), Err(t)) => V::STime(delta, unit, g(s, t)),
+    })
+}
+
 fn compare<'a>(op: BinOp, a: V<'a>, b: V<'a>, n: usize) -> V<'a> {
+    if let Some(v) = compare_time(op, &a, &b) {
+        return v;
+    }
     let fits_i64 = |s: i128| i64::try_from(s).is_ok();
     let fits_u64 = |s: i128| u64::try_from(s).is_ok();
     match (a, b) {
@@ -864,6 +1044,9 @@ fn i64s<'v>(v: &'v V<'_>) -> std::result::Result<&'v [i64], i64> {
 /// two literals compute as Python ints ([`py_int`]). uint64 with a signed type, an integer
 /// with a float, and `/` compute in float64.
 fn arith<'a>(op: BinOp, a: V<'a>, b: V<'a>) -> V<'a> {
+    if let Some(v) = arith_time(op, &a, &b) {
+        return v;
+    }
     if op != BinOp::Div && is_int(&a) && is_int(&b) {
         if let (V::SInt(s), V::SInt(t)) = (&a, &b) {
             return match py_int(op, *s, *t) {
@@ -926,6 +1109,12 @@ pub(crate) enum Abs {
     },
     /// Non-NaN values lie in `[lo, hi]` (none when `lo > hi`); `nan`: some may be NaN.
     Float { lo: f64, hi: f64, nan: bool },
+    /// Dates or durations whose keys ([`time::key`]) lie in `range` (`None`: no value but
+    /// NaT); `nat`: some may be NaT.
+    Time {
+        range: Option<(Length, Length)>,
+        nat: bool,
+    },
     /// Nothing known.
     Any,
 }
@@ -1022,6 +1211,25 @@ pub(crate) fn abs_eval(e: &Expr, stats: &dyn Fn(&str) -> Option<(ChunkStats, Ty)
                 _ => ANY_BOOL,
             },
             Some((s, ty @ (Ty::Int(_) | Ty::Float))) => stat_num(&s, ty),
+            Some((s, Ty::Time { delta, unit })) => {
+                let key = |v: Option<StatValue>| match v {
+                    Some(StatValue::Int(i)) => time::key(delta, unit, i),
+                    _ => None,
+                };
+                match (s.min, s.max) {
+                    (None, None) => Abs::Time {
+                        range: None,
+                        nat: s.nan_count > 0,
+                    },
+                    (lo, hi) => match (key(lo), key(hi)) {
+                        (Some(lo), Some(hi)) => Abs::Time {
+                            range: Some((lo, hi)),
+                            nat: s.nan_count > 0,
+                        },
+                        _ => Abs::Any,
+                    },
+                }
+            }
             _ => Abs::Any,
         },
         Expr::Lit { value, .. } => match value {
@@ -1042,6 +1250,13 @@ pub(crate) fn abs_eval(e: &Expr, stats: &dyn Fn(&str) -> Option<(ChunkStats, Ty)
                 nan: false,
             },
             Literal::Str(_) => Abs::Any,
+            Literal::Time { delta, unit, value } => {
+                let k = time::key(*delta, *unit, *value);
+                Abs::Time {
+                    range: k.map(|k| (k, k)),
+                    nat: k.is_none(),
+                }
+            }
         },
         Expr::Neg { arg, .. } => match abs_eval(arg, stats) {
             // Negation wraps in the type: -i64::MIN is i64::MIN, -u of a uint64 2^64 - u.
@@ -1239,6 +1454,22 @@ fn cmp_bounds<T: PartialOrd>(op: BinOp, alo: T, ahi: T, blo: T, bhi: T) -> (bool
 
 fn abs_compare(op: BinOp, a: Abs, b: Abs) -> Abs {
     match (a, b) {
+        // Dates with dates, durations with durations; a NaT makes every comparison false
+        // but `!=`.
+        (Abs::Time { range: ra, nat: na }, Abs::Time { range: rb, nat: nb }) => {
+            let (mut t, mut f) = match (ra, rb) {
+                (Some((alo, ahi)), Some((blo, bhi))) => cmp_bounds(op, alo, ahi, blo, bhi),
+                _ => (false, false),
+            };
+            if na || nb {
+                if op == BinOp::Ne {
+                    t = true;
+                } else {
+                    f = true;
+                }
+            }
+            Abs::Bool { t, f }
+        }
         (Abs::Bool { t: at, f: af }, Abs::Bool { t: bt, f: bf }) => {
             let eq_t = at && bt || af && bf;
             let ne_t = at && bf || af && bt;

@@ -10,6 +10,8 @@
 //! product := unary (('*' | '/' | '%') unary)*
 //! unary   := ('-' | '~') unary | atom
 //! atom    := number | string | True | False | name | `quoted name` | '(' expr ')'
+//!          | isnull '(' name ')' | notnull '(' name ')'
+//!          | datetime64 '(' string [',' string] ')' | timedelta64 '(' ['-'] integer ',' string ')'
 //! cmp_op  := '<' | '<=' | '>' | '>=' | '==' | '!='
 //! ```
 //!
@@ -19,6 +21,12 @@
 //! prefixed `b` (bytes, numexpr's form). Numbers are decimal integers (Python's ints, kept
 //! exactly from -2^127 to 2^127 - 1; larger ones are floats) or floats (`1.5`, `.5`,
 //! `1e-3`, `inf`, `nan`).
+//!
+//! Dates and durations are numpy's: `datetime64('2020-01-31')` (the unit numpy gives the
+//! text, days here, or the one named second: `datetime64('2020-01-31', 'ms')`),
+//! `timedelta64(90, 'm')` and `datetime64('NaT')`. A string compared with a `datetime64`
+//! column is read as a date of the unit its text has (`day >= '2020-01-01'`, as pandas'
+//! `query` reads it).
 //!
 //! # Limits
 //!
@@ -32,6 +40,7 @@
 //! every walk of the tree (checking, evaluation, the statistics' proof, printing, dropping),
 //! each recursing once per level, stays within a small thread stack.
 
+use crate::datetime::{self, TimeUnit, NAT};
 use crate::error::{Error, Result};
 
 /// A literal of the expression.
@@ -46,6 +55,16 @@ pub enum Literal {
     Float(f64),
     /// A string (its UTF-8 bytes) or a `b'...'` byte string.
     Str(Vec<u8>),
+    /// A `datetime64` (`delta` false) or `timedelta64` (`delta` true) value of `unit`
+    /// ([`NAT`] for NaT).
+    Time {
+        /// A duration (`timedelta64`), not a date.
+        delta: bool,
+        /// The unit of `value`.
+        unit: TimeUnit,
+        /// The count of `unit`s.
+        value: i64,
+    },
 }
 
 /// A binary operator.
@@ -139,7 +158,7 @@ pub enum Expr {
         pos: usize,
     },
     /// `isnull(column)` (or, `negated`, `notnull(column)`): whether a row of a nullable
-    /// column is missing.
+    /// column is missing (or holds NaT, as pandas' `isna` and SQL's NULL count it).
     IsNull {
         /// The column's path.
         name: String,
@@ -237,6 +256,22 @@ impl std::fmt::Display for Expr {
                     }
                     write!(f, "'")
                 }
+                Literal::Time {
+                    delta: false,
+                    unit,
+                    value,
+                } => write!(
+                    f,
+                    "datetime64('{}', '{}')",
+                    datetime::format_datetime(*value, *unit),
+                    unit.code()
+                ),
+                Literal::Time { unit, value, .. } if *value == NAT => {
+                    write!(f, "timedelta64('NaT', '{}')", unit.code())
+                }
+                Literal::Time { unit, value, .. } => {
+                    write!(f, "timedelta64({value}, '{}')", unit.code())
+                }
             },
             Expr::Neg { arg, .. } => write!(f, "(-{arg})"),
             Expr::Not { arg, .. } => write!(f, "(~{arg})"),
@@ -316,6 +351,7 @@ impl<'a> Lexer<'a> {
             b'*' => Some("*"),
             b'/' => Some("/"),
             b'%' => Some("%"),
+            b',' => Some(","),
             _ => None,
         };
         if let Some(op) = one {
@@ -784,6 +820,97 @@ impl<'a> Parser<'a> {
         Ok(Sub::leaf(Expr::IsNull { name, negated, pos }))
     }
 
+    /// `datetime64('text'[, 'unit'])` or `timedelta64([-]n, 'unit')` (`n` may be
+    /// `'NaT'`), the function's name read: a literal.
+    fn time_literal(&mut self, pos: usize, delta: bool) -> Result<Sub> {
+        let what = if delta { "timedelta64" } else { "datetime64" };
+        self.bump()?;
+        if self.tok != Tok::LParen {
+            return Err(self.err(self.pos, format!("expected `(` after {what}")));
+        }
+        self.bump()?;
+        let at = self.pos;
+        // The value: a string, or (timedelta64) an integer with its sign.
+        let neg = self.is_op("-");
+        if neg {
+            self.bump()?;
+        }
+        let first = std::mem::replace(&mut self.tok, Tok::End);
+        self.bump()?;
+        let unit = if self.is_op(",") {
+            self.bump()?;
+            let upos = self.pos;
+            let Tok::Lit(Literal::Str(code)) = std::mem::replace(&mut self.tok, Tok::End) else {
+                return Err(self.err(upos, "expected a unit in quotes, e.g. 'D' or 'ms'"));
+            };
+            let code = String::from_utf8_lossy(&code).into_owned();
+            let unit = TimeUnit::from_code(&code).ok_or_else(|| {
+                self.err(
+                    upos,
+                    format!("unknown unit {code:?} (Y M W D h m s ms us ns ps fs as)"),
+                )
+            })?;
+            self.bump()?;
+            Some(unit)
+        } else {
+            None
+        };
+        if self.tok != Tok::RParen {
+            return Err(self.err(self.pos, format!("expected `)` to close {what}(...)")));
+        }
+        let value = match (delta, first, unit) {
+            (false, Tok::Lit(Literal::Str(s)), unit) if !neg => {
+                let text = String::from_utf8_lossy(&s).into_owned();
+                let unit = unit.unwrap_or_else(|| datetime::natural_unit(&text));
+                let v = datetime::parse_datetime(&text, unit)
+                    .map_err(|e| self.err(at, e.to_string()))?;
+                (unit, v)
+            }
+            (false, ..) => {
+                return Err(self.err(at, "datetime64 takes a date in quotes, e.g. '2020-01-31'"))
+            }
+            (true, _, None) => {
+                return Err(self.err(
+                    self.pos,
+                    "timedelta64 needs its unit, e.g. timedelta64(3, 'D')",
+                ))
+            }
+            (true, Tok::Lit(Literal::Str(s)), Some(unit))
+                if !neg && s.eq_ignore_ascii_case(b"nat") =>
+            {
+                (unit, NAT)
+            }
+            (true, Tok::Lit(Literal::Int(n)), Some(unit)) => {
+                let n = if neg { -n } else { n };
+                match i64::try_from(n) {
+                    Ok(v) if v != NAT => (unit, v),
+                    _ => {
+                        return Err(self.err(
+                            at,
+                            format!("{n} {} is out of timedelta64's range", unit.code()),
+                        ))
+                    }
+                }
+            }
+            (true, ..) => {
+                return Err(self.err(
+                    at,
+                    "timedelta64 takes an integer count (or 'NaT') and a unit",
+                ))
+            }
+        };
+        self.count(pos)?;
+        self.bump()?;
+        Ok(Sub::leaf(Expr::Lit {
+            value: Literal::Time {
+                delta,
+                unit: value.0,
+                value: value.1,
+            },
+            pos,
+        }))
+    }
+
     fn atom(&mut self) -> Result<Sub> {
         let pos = self.pos;
         match std::mem::replace(&mut self.tok, Tok::End) {
@@ -792,6 +919,12 @@ impl<'a> Parser<'a> {
                     && !self.lex.names.iter().any(|n| *n == name) =>
             {
                 self.null_test(pos, name == "notnull")
+            }
+            Tok::Name(name)
+                if (name == "datetime64" || name == "timedelta64")
+                    && !self.lex.names.iter().any(|n| *n == name) =>
+            {
+                self.time_literal(pos, name == "timedelta64")
             }
             Tok::Name(name) => {
                 if !self.lex.names.iter().any(|n| *n == name) {

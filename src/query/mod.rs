@@ -14,6 +14,7 @@
 
 mod eval;
 pub mod expr;
+mod time;
 
 pub use expr::{parse, BinOp, Expr, Literal, MAX_DEPTH, MAX_LEN, MAX_NODES, MAX_PARENS};
 
@@ -82,8 +83,10 @@ struct Query<'a> {
 
 impl<'a> Query<'a> {
     fn new(text: &str, names: &[&str], src: Source<'a>) -> Result<Query<'a>> {
-        let expr = parse(text, names)?;
-        let ty = check(text, &expr, &|n| src.tys.get(n).copied())?;
+        let mut expr = parse(text, names)?;
+        let col_ty = |n: &str| src.tys.get(n).copied();
+        dates_from_strings(text, &mut expr, &col_ty)?;
+        let ty = check(text, &expr, &col_ty)?;
         if ty != Ty::Bool {
             return Err(expr::error(
                 text,
@@ -156,6 +159,62 @@ impl<'a> Query<'a> {
             .map(|&(a, b)| self.range(a, b, outputs))
             .collect()
     }
+}
+
+/// Reads each string literal compared with a `datetime64` as a date of the unit its text
+/// has (`day >= '2020-01-01'`, as pandas' `query` reads it), so that the evaluator and the
+/// statistics' proof see a `datetime64` literal.
+fn dates_from_strings(text: &str, e: &mut Expr, col_ty: &dyn Fn(&str) -> Option<Ty>) -> Result<()> {
+    match e {
+        Expr::Neg { arg, .. } | Expr::Not { arg, .. } => dates_from_strings(text, arg, col_ty),
+        Expr::Bin {
+            op, left, right, ..
+        } => {
+            dates_from_strings(text, left, col_ty)?;
+            dates_from_strings(text, right, col_ty)?;
+            if op.is_comparison() {
+                date_literal(text, right, left, col_ty)?;
+                date_literal(text, left, right, col_ty)?;
+            }
+            Ok(())
+        }
+        _ => Ok(()),
+    }
+}
+
+/// `lit` as a `datetime64` literal when it is a string and `other` a date.
+fn date_literal(
+    text: &str,
+    lit: &mut Expr,
+    other: &Expr,
+    col_ty: &dyn Fn(&str) -> Option<Ty>,
+) -> Result<()> {
+    let Expr::Lit {
+        value: Literal::Str(s),
+        pos,
+    } = lit
+    else {
+        return Ok(());
+    };
+    if !matches!(
+        check(text, other, col_ty),
+        Ok(Ty::Time { delta: false, .. })
+    ) {
+        return Ok(());
+    }
+    let date = String::from_utf8_lossy(s).into_owned();
+    let unit = crate::datetime::natural_unit(&date);
+    let value = crate::datetime::parse_datetime(&date, unit)
+        .map_err(|e| expr::error(text, *pos, format!("{e}, compared with a datetime64")))?;
+    *lit = Expr::Lit {
+        value: Literal::Time {
+            delta: false,
+            unit,
+            value,
+        },
+        pos: *pos,
+    };
+    Ok(())
 }
 
 /// The elements of `raw` where `mask` is set.
