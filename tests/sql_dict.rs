@@ -127,3 +127,105 @@ fn a_literal_outside_a_chunks_codes_skips_the_chunk() {
         .collect("SELECT count(*) FROM t WHERE city = 'Lagos'")
         .is_err());
 }
+
+/// Filters on a dictionary column alone are decided on its codes (pushed down "exact":
+/// DataFusion does not apply them again): every shape of filter, with nulls and empty
+/// strings, answers as on the same strings stored plainly, and a range where no code matches
+/// reads no other column (a damaged chunk of `x` there is never decoded, though the codes'
+/// statistics, spanning the literal's code, cannot rule the range out).
+#[test]
+fn filters_on_codes_answer_as_on_strings_and_skip_ranges_without_a_match() {
+    use blz::table::NullableValues;
+    let dir = tempfile::tempdir().unwrap();
+    let p = dir.path().join("t.blz");
+    let small = ColumnOptions {
+        chunklen: Some(100),
+        ..Default::default()
+    };
+    // Codes in first-seen order: Oslo 0, Lima 1, Pune 2, "" 3, Kyiv 4, ...
+    let words = [
+        "Oslo", "Lima", "Pune", "", "Kyiv", "La Paz", "Lagos", "oslo",
+    ];
+    let n = 1000usize;
+    let city: Vec<String> = (0..n)
+        .map(|i| {
+            if i >= 900 {
+                // Rows 900..1000 hold Oslo and Pune only: codes 0 and 2, around Lima's 1.
+                words[if i % 2 == 0 { 0 } else { 2 }].to_string()
+            } else {
+                words[(i * 7 + i / 13) % words.len()].to_string()
+            }
+        })
+        .collect();
+    let valid: Vec<bool> = (0..n).map(|i| i >= 900 || i % 11 != 3).collect();
+    let x: Vec<i64> = (0..n as i64).collect();
+    let mut t = Table::create(
+        &p,
+        vec![
+            Field::varstr("city")
+                .with_options(small.clone())
+                .nullable()
+                .dictionary(),
+            Field::varstr("plain")
+                .with_options(small.clone())
+                .nullable(),
+            Field::new("x", DType::I64).with_options(small),
+        ],
+        &TableOptions::default(),
+    )
+    .unwrap();
+    let strings = || NullableValues::new(Values::strings(&city), Some(valid.clone()));
+    t.append(&[
+        ("city", strings()),
+        ("plain", strings()),
+        ("x", NullableValues::new(Values::from_slice(&x), None)),
+    ])
+    .unwrap();
+    drop(t);
+    let ctx = SqlContext::new().unwrap();
+    ctx.register_path("t", p.to_str().unwrap()).unwrap();
+    let plan = ctx
+        .collect("EXPLAIN SELECT x FROM t WHERE city = 'Lima'")
+        .unwrap();
+    let text = rows(&plan).concat().join("\n");
+    assert!(
+        !text.contains("FilterExec"),
+        "the filter on codes is the scan's:\n{text}"
+    );
+    for q in [
+        "SELECT count(*), sum(x) FROM t WHERE {c} = 'Lima'",
+        "SELECT x FROM t WHERE {c} = 'Lima' ORDER BY x",
+        "SELECT x FROM t WHERE {c} <> 'Lima' AND x > 500 ORDER BY x",
+        "SELECT count(*) FROM t WHERE {c} IN ('Kyiv', 'Pune', 'nowhere')",
+        "SELECT count(*) FROM t WHERE {c} NOT IN ('Kyiv', 'Pune')",
+        "SELECT count(*) FROM t WHERE {c} LIKE 'La%'",
+        "SELECT count(*) FROM t WHERE {c} NOT LIKE '%o%'",
+        "SELECT count(*) FROM t WHERE {c} ILIKE 'OSLO'",
+        "SELECT count(*) FROM t WHERE {c} = ''",
+        "SELECT count(*) FROM t WHERE {c} IS NULL",
+        "SELECT count(*) FROM t WHERE {c} IS NOT NULL AND {c} > 'L'",
+        "SELECT count(*) FROM t WHERE upper({c}) = 'OSLO'",
+        "SELECT count(*) FROM t WHERE coalesce({c}, 'none') = 'none'",
+        "SELECT count(*) FROM t WHERE length({c}) = 4 OR {c} = 'Lagos'",
+        "SELECT x FROM t WHERE {c} = 'Pune' ORDER BY x LIMIT 3",
+        "SELECT {c}, count(*) FROM t WHERE {c} LIKE 'L%' GROUP BY {c} ORDER BY {c}",
+        "SELECT count(*) FROM t AS a JOIN t AS b ON a.x = b.x WHERE a.{c} = 'Lima' AND b.{c} = 'Lima'",
+    ] {
+        let want = rows(&ctx.collect(&q.replace("{c}", "plain")).unwrap());
+        let got = rows(&ctx.collect(&q.replace("{c}", "city")).unwrap());
+        assert_eq!(got, want, "{q}");
+    }
+    // Rows 900..1000: damage `x` there; `city = 'Lima'` matches no code of that range.
+    let files = Table::open(&p).unwrap().column_files("x").unwrap();
+    common::flip_byte_in_chunk(&files[0], 9);
+    let out = ctx
+        .collect("SELECT count(*), sum(x) FROM t WHERE city = 'Lima'")
+        .unwrap();
+    let b = out.iter().find(|b| b.num_rows() > 0).unwrap();
+    let want = (0..900).filter(|&i| valid[i] && city[i] == "Lima").count() as i64;
+    assert_eq!(b.column(0).as_primitive::<Int64Type>().value(0), want);
+    // The plain column must read the range, and meets the damage.
+    assert!(ctx
+        .collect("SELECT sum(x) FROM t WHERE plain = 'Lima'")
+        .is_err());
+}

@@ -25,6 +25,7 @@
 //! per core; and a layer dataset declares its sort order (its columns, ascending), so that
 //! `ORDER BY` on its keys and merge joins need no sort.
 
+mod codes;
 mod layer;
 mod minmax;
 mod table;

@@ -5,9 +5,11 @@
 //! largest `chunklen` among them), drops the ranges whose statistics prove that the query's
 //! filters hold for none of their rows (DataFusion's `PruningPredicate`, fed with each
 //! range's minimum and maximum), and reads the rest in row order, split into one run of
-//! consecutive ranges per partition. The filters stay in the plan (pushdown is "inexact"):
-//! the statistics only say which ranges to skip.
+//! consecutive ranges per partition. Most filters stay in the plan (pushdown is "inexact"):
+//! the statistics only say which ranges to skip. A filter on one dictionary-encoded column
+//! is decided by the scan on the column's codes ([`super::codes`]) and leaves the plan.
 
+use super::codes::{code_column, range_mask, CodeFilter};
 use super::to_datafusion;
 use crate::arrow::Export;
 use crate::dtype::DType;
@@ -84,7 +86,13 @@ impl datafusion::catalog::TableProvider for TableSource {
         &self,
         filters: &[&Expr],
     ) -> DfResult<Vec<TableProviderFilterPushDown>> {
-        Ok(vec![TableProviderFilterPushDown::Inexact; filters.len()])
+        Ok(filters
+            .iter()
+            .map(|f| match code_column(&self.table, f) {
+                Some(_) => TableProviderFilterPushDown::Exact,
+                None => TableProviderFilterPushDown::Inexact,
+            })
+            .collect())
     }
 
     fn statistics(&self) -> Option<Statistics> {
@@ -125,6 +133,14 @@ impl datafusion::catalog::TableProvider for TableSource {
             .max()
             .unwrap_or(ROWS_WITHOUT_COLUMNS)
             .max(1);
+        // The filters decided on dictionary codes (those `supports_filters_pushdown` called
+        // exact, which DataFusion does not apply again).
+        let code_filters = filters
+            .iter()
+            .filter_map(|f| {
+                code_column(&self.table, f).map(|c| CodeFilter::new(state, &table, &c, f))
+            })
+            .collect::<DfResult<Vec<_>>>()?;
         let nrows = table.nrows();
         let mut ranges: Vec<(u64, u64)> = (0..nrows.div_ceil(step))
             .map(|k| (k * step, nrows.min((k + 1) * step)))
@@ -161,6 +177,7 @@ impl datafusion::catalog::TableProvider for TableSource {
                 table: Arc::clone(&table),
                 export: export.clone(),
                 ranges: Vec::new(),
+                filters: Vec::new(),
             })]
         } else {
             ranges
@@ -170,6 +187,7 @@ impl datafusion::catalog::TableProvider for TableSource {
                         table: Arc::clone(&table),
                         export: export.clone(),
                         ranges: run.to_vec(),
+                        filters: code_filters.iter().map(CodeFilter::fork).collect(),
                     }) as Arc<dyn PartitionStream>
                 })
                 .collect()
@@ -295,6 +313,8 @@ pub(super) struct RangeStream {
     pub(super) table: Arc<Table>,
     pub(super) export: Export,
     pub(super) ranges: Vec<(u64, u64)>,
+    /// Filters decided on dictionary codes: rows where one fails are not passed on.
+    pub(super) filters: Vec<CodeFilter>,
 }
 
 impl PartitionStream for RangeStream {
@@ -321,16 +341,16 @@ impl PartitionStream for RangeStream {
         let table = Arc::clone(&self.table);
         let export = self.export.clone();
         let ranges = self.ranges.clone();
+        let mut filters: Vec<CodeFilter> = self.filters.iter().map(CodeFilter::fork).collect();
         // Room for one range's slices: the reader decodes the next range while the engine
         // works on this one (two ranges in memory per partition at most).
         super::blocking_stream(schema, per_range.clamp(1, 1024), move |tx| {
             for (start, end) in ranges {
-                let batch = match export.read(&table, start, end) {
-                    Ok(b) => b,
+                let batch = match read_matching(&table, &export, &mut filters, start, end) {
+                    Ok(Some(b)) => b,
+                    Ok(None) => continue,
                     Err(e) => {
-                        let _ = tx.blocking_send(Err(
-                            datafusion::error::DataFusionError::ArrowError(Box::new(e), None),
-                        ));
+                        let _ = tx.blocking_send(Err(e));
                         return;
                     }
                 };
@@ -346,6 +366,28 @@ impl PartitionStream for RangeStream {
             }
         })
     }
+}
+
+/// The rows of `start..end` where every code filter holds, read (`None`: no row holds them;
+/// no column is read then but the filters' codes).
+fn read_matching(
+    table: &Table,
+    export: &Export,
+    filters: &mut [CodeFilter],
+    start: u64,
+    end: u64,
+) -> DfResult<Option<arrow_array::RecordBatch>> {
+    let mask = range_mask(filters, table, start, end)?;
+    if mask.as_ref().is_some_and(|m| !m.contains(&true)) {
+        return Ok(None);
+    }
+    let batch = export
+        .read(table, start, end)
+        .map_err(|e| datafusion::error::DataFusionError::ArrowError(Box::new(e), None))?;
+    Ok(Some(match mask {
+        Some(m) => datafusion::arrow::compute::filter_record_batch(&batch, &BooleanArray::from(m))?,
+        None => batch,
+    }))
 }
 
 /// One column's statistics: its element type, its chunk length, and each chunk's.
