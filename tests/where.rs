@@ -529,3 +529,64 @@ fn dates_and_durations_compare_as_numpy_and_prune() {
     assert_eq!(m.rows, (9..366).collect::<Vec<u64>>());
     assert!(t.where_rows("day == '2021-06-01'", &[]).is_err());
 }
+
+/// A dictionary-encoded column in `where` is compared by its codes, and answers as the same
+/// strings stored plainly: `==` and `!=` with literals, with another column, with nulls,
+/// the column as an output.
+#[test]
+fn dictionary_columns_answer_as_plain_strings() {
+    use blz::table::NullableValues;
+    let dir = common::Dir::new();
+    let path = dir.p("dict");
+    let o = ColumnOptions {
+        chunklen: Some(64),
+        ..Default::default()
+    };
+    let words = ["Oslo", "Lima", "", "Pune", "Oslo ", "oslo"];
+    let n = 700usize;
+    let city: Vec<String> = (0..n)
+        .map(|i| words[(i * 5 + i / 9) % words.len()].to_string())
+        .collect();
+    let other: Vec<String> = (0..n)
+        .map(|i| words[(i / 3) % words.len()].to_string())
+        .collect();
+    let valid: Vec<bool> = (0..n).map(|i| i % 13 != 4).collect();
+    let mut t = Table::create(
+        &path,
+        vec![
+            Field::varstr("city")
+                .with_options(o.clone())
+                .nullable()
+                .dictionary(),
+            Field::varstr("plain").with_options(o.clone()).nullable(),
+            Field::varstr("other").with_options(o),
+        ],
+        &TableOptions::default(),
+    )
+    .unwrap();
+    let v = |s: &[String], valid: Option<Vec<bool>>| NullableValues::new(Values::strings(s), valid);
+    t.append(&[
+        ("city", v(&city, Some(valid.clone()))),
+        ("plain", v(&city, Some(valid.clone()))),
+        ("other", v(&other, None)),
+    ])
+    .unwrap();
+    for e in [
+        "{c} == 'Oslo'",
+        "{c} != 'Oslo'",
+        "{c} == ''",
+        "{c} == 'nowhere'",
+        "'Lima' == {c}",
+        "{c} == other",
+        "({c} != other) & ~({c} == 'Pune')",
+        "({c} == 'Lima') | isnull({c})",
+        "notnull({c}) & ({c} != 'Oslo ')",
+    ] {
+        let want = t
+            .where_rows(&e.replace("{c}", "plain"), &["plain"])
+            .unwrap();
+        let got = t.where_rows(&e.replace("{c}", "city"), &["city"]).unwrap();
+        assert_eq!(got.rows, want.rows, "{e}");
+        assert_eq!(got.columns[0].1, want.columns[0].1, "{e}");
+    }
+}

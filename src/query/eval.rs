@@ -206,6 +206,9 @@ pub(crate) enum Raw {
     Fixed(DType, Vec<u8>),
     /// Variable-length items.
     Var(Vec<Vec<u8>>),
+    /// A dictionary-encoded column's rows: a code per row into the entries (−1 at a null
+    /// row, whose value the validity hides).
+    Codes(Vec<i32>, Vec<String>),
 }
 
 impl Raw {
@@ -216,6 +219,7 @@ impl Raw {
             Raw::F64(v) => V::Float(Cow::Borrowed(v)),
             Raw::Var(v) => V::Str(v.iter().map(|s| Cow::Borrowed(s.as_slice())).collect()),
             Raw::Fixed(d, b) => fixed_value(*d, b),
+            Raw::Codes(c, d) => V::Dict(Cow::Borrowed(c), d),
         }
     }
 }
@@ -297,6 +301,8 @@ pub(crate) enum V<'a> {
     Str(Vec<Cow<'a, [u8]>>),
     /// Dates (`false`) or durations (`true`) of a unit ([`crate::datetime::NAT`] for NaT).
     Time(bool, TimeUnit, Cow<'a, [i64]>),
+    /// Strings as codes into entries (a dictionary-encoded column; −1 where null).
+    Dict(Cow<'a, [i32]>, &'a [String]),
     SBool(bool),
     SInt(i128),
     SFloat(f64),
@@ -882,10 +888,45 @@ fn arith_time(op: BinOp, a: &V<'_>, b: &V<'_>) -> Option<V<'static>> {
     })
 }
 
+/// A dictionary column's strings, each row's.
+fn dict_strings<'a>(v: V<'a>) -> V<'a> {
+    match v {
+        V::Dict(codes, entries) => V::Str(
+            codes
+                .iter()
+                .map(|&c| {
+                    let e = usize::try_from(c).ok().and_then(|k| entries.get(k));
+                    Cow::Borrowed(e.map_or(&[][..], |e| e.as_bytes()))
+                })
+                .collect(),
+        ),
+        v => v,
+    }
+}
+
+/// `==` or `!=` of a dictionary column with a string: decided once per entry, then each
+/// row by its code.
+fn compare_codes(op: BinOp, codes: &[i32], entries: &[String], s: &[u8]) -> V<'static> {
+    let eq = op == BinOp::Eq;
+    let hit: Vec<bool> = entries.iter().map(|e| (e.as_bytes() == s) == eq).collect();
+    V::Bool(Cow::Owned(
+        codes
+            .iter()
+            .map(|&c| usize::try_from(c).ok().and_then(|k| hit.get(k).copied()) == Some(true))
+            .collect(),
+    ))
+}
+
 fn compare<'a>(op: BinOp, a: V<'a>, b: V<'a>, n: usize) -> V<'a> {
     if let Some(v) = compare_time(op, &a, &b) {
         return v;
     }
+    let (a, b) = match (a, b) {
+        (V::Dict(c, e), V::SStr(s)) | (V::SStr(s), V::Dict(c, e)) => {
+            return compare_codes(op, &c, e, &s)
+        }
+        (a, b) => (dict_strings(a), dict_strings(b)),
+    };
     let fits_i64 = |s: i128| i64::try_from(s).is_ok();
     let fits_u64 = |s: i128| u64::try_from(s).is_ok();
     match (a, b) {

@@ -65,7 +65,11 @@ type StatsFn<'a> = Box<dyn Fn(&str, u64, u64) -> Option<ChunkStats> + Sync + 'a>
 /// units (table rows, or array chunk-rows), and their statistics over it.
 struct Source<'a> {
     tys: HashMap<String, Ty>,
+    /// Reads a column to evaluate the expression with (a dictionary-encoded column as
+    /// codes).
     read: ReadFn<'a>,
+    /// Reads a column's values to return (`None`: as `read`).
+    read_out: Option<ReadFn<'a>>,
     /// The validity of a nullable column (tables only).
     valid: Option<ValidFn<'a>>,
     stats: StatsFn<'a>,
@@ -134,9 +138,11 @@ impl<'a> Query<'a> {
         let mut outs = Vec::with_capacity(outputs.len());
         if !matches!(sel, Sel::None) {
             for name in outputs {
-                let raw = match frame.cols.remove(name) {
-                    Some(r) => r,
-                    None => (self.src.read)(name, a, b)?,
+                let raw = match (frame.cols.remove(name), &self.src.read_out) {
+                    (Some(r), None) => r,
+                    (Some(r @ (Raw::I64(_) | Raw::F64(_) | Raw::Fixed(..) | Raw::Var(_))), _) => r,
+                    (_, Some(out)) => out(name, a, b)?,
+                    (_, None) => (self.src.read)(name, a, b)?,
                 };
                 outs.push(match &sel {
                     Sel::Mask(m) => filter(raw, m),
@@ -244,6 +250,7 @@ fn filter(raw: Raw, mask: &[bool]) -> Raw {
             }
             Raw::Fixed(d, out)
         }
+        Raw::Codes(c, d) => Raw::Codes(pick(&c, mask), d),
     }
 }
 
@@ -356,9 +363,8 @@ impl Table {
             }
         }
         let kinds2 = kinds.clone();
-        let src = Source {
-            tys,
-            read: Box::new(move |name, a, b| match kinds2.get(name) {
+        let read_values =
+            std::sync::Arc::new(move |name: &str, a: u64, b: u64| match kinds2.get(name) {
                 Some(LeafKind::Fixed(d)) => read_fixed(*d, (b - a) as usize, |out| {
                     self.column_rows_into(name, a, b, out)
                 }),
@@ -366,7 +372,25 @@ impl Table {
                     Values::Var(v) => Ok(Raw::Var(v)),
                     Values::Fixed { dtype, data } => Ok(Raw::Fixed(dtype, data)),
                 },
+            });
+        let read_out = std::sync::Arc::clone(&read_values);
+        // A dictionary-encoded column is compared by its codes: a string literal once per
+        // dictionary entry, not once per row.
+        let dicts: Vec<String> = leaves
+            .iter()
+            .filter(|l| l.is_dictionary())
+            .map(|l| l.path.clone())
+            .collect();
+        let src = Source {
+            tys,
+            read: Box::new(move |name, a, b| {
+                if dicts.iter().any(|d| d == name) {
+                    let dv = self.column_codes(name, a, b)?;
+                    return Ok(Raw::Codes(dv.codes, dv.dictionary));
+                }
+                read_values(name, a, b)
             }),
+            read_out: Some(Box::new(move |name, a, b| read_out(name, a, b))),
             stats: Box::new(move |name, a, b| {
                 let (s, cl) = stats.get(name)?;
                 let (first, last) = (a / cl, (b.max(a + 1) - 1) / cl);
@@ -532,6 +556,7 @@ impl Dataset {
         let src = Source {
             tys: HashMap::from([(ARRAY_NAME.to_string(), ty)]),
             valid: None,
+            read_out: None,
             read: Box::new(move |_, a, b| {
                 let n = ((b - a) * c0).min(shape[0] - a * c0);
                 let mut sel: Vec<crate::selection::AxisSel> = shape
