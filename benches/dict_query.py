@@ -1,6 +1,7 @@
 """Low-cardinality string columns stored plain and dictionary-encoded, side by side: size
 on disk and the time of a filter (=, IN, LIKE prefix) and a GROUP BY through `blz.sql`, and
-the same queries by duckdb over the same frame in memory (2 threads). Medians of
+the same queries by duckdb over the same frame in memory (2 threads); then the `=` filter as
+a `where` query (`t.where_rows`). Medians of
 `--repeat` runs, ratios printed.
 
     target/py-venv/bin/python benches/dict_query.py --rows 1e6 --repeat 5 [--chunks 65536]
@@ -76,6 +77,12 @@ def main():
             td = timed(lambda: blz.sql(q, t=enc).to_arrow(), a.repeat)
             tq = timed(lambda: con.execute(q).fetchall(), a.repeat)
             print(f"{name:8} {tp * 1e3:9.1f} {td * 1e3:9.1f} {tq * 1e3:9.1f} {tp / td:11.2f}x {tq / td:13.2f}x")
+        w = "s == 'city17'"
+        assert np.array_equal(plain.where_rows(w), enc.where_rows(w))
+        tp = timed(lambda: plain.where_rows(w), a.repeat)
+        td = timed(lambda: enc.where_rows(w), a.repeat)
+        tq = timed(lambda: np.flatnonzero(df["s"].to_numpy() == "city17"), a.repeat)
+        print(f"{'where':8} {tp * 1e3:9.1f} {td * 1e3:9.1f} {tq * 1e3:9.1f} {tp / td:11.2f}x {tq / td:13.2f}x  (last column: numpy on the frame's object array)")
 
 
 if __name__ == "__main__":
