@@ -7,7 +7,12 @@ backquotes), integer, float (``1.5``, ``1e-3``, ``inf``, ``nan``), bool (``True`
 ``False``) and string literals (``'abc'``, ``b'abc'``); comparisons ``< <= > >= == !=``;
 ``&``, ``|``, ``~`` on booleans; ``+ - * / %`` and unary minus. As in numexpr (and Python),
 comparisons bind looser than ``&`` and ``|``: write ``(g == 7) & (x > 0.5)``. Strings
-compare with ``==`` and ``!=`` on fixed-size and variable-length string columns.
+compare with ``==`` and ``!=`` on fixed-size and variable-length string columns (a
+dictionary-encoded one by its codes). ``isnull(c)`` / ``notnull(c)`` test for missing values
+(and NaT). Dates and durations are numpy's: ``datetime64('2020-01-31'[, 'unit'])``,
+``timedelta64(90, 'm')``, and a string compared with a ``datetime64`` column is a date
+(``day >= '2020-03-01'``); units mix as numpy mixes them, NaT compares false but with ``!=``,
+and ``date - date``, ``date +/- duration`` and ``duration +/- duration`` compute.
 
 The library evaluates it chunk range by chunk range in parallel with the GIL released,
 reading only the columns the expression names, and skips ranges whose per-chunk statistics
