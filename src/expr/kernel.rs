@@ -78,7 +78,7 @@ pub fn from_bytes(bytes: &[u8], dtype: DType) -> Val {
 
 /// Writes the values as native-endian elements of `dtype` into `out` (exactly their size;
 /// a length-1 `v` fills it).
-pub fn to_bytes(v: &Val, dtype: DType, out: &mut [u8]) {
+pub(crate) fn to_bytes(v: &Val, dtype: DType, out: &mut [u8]) {
     let isz = dtype.itemsize();
     macro_rules! put {
         ($src:expr, $t:ty) => {{
@@ -157,7 +157,7 @@ pub fn cast(v: Val, to: DType) -> Val {
 }
 
 /// Brings values of `dtype`'s physical kind into its range: integers wrap, float32 rounds.
-pub fn fix(v: Val, dtype: DType) -> Val {
+pub(crate) fn fix(v: Val, dtype: DType) -> Val {
     fn map<T: Copy>(mut x: Vec<T>, f: impl Fn(T) -> T) -> Vec<T> {
         x.iter_mut().for_each(|a| *a = f(*a));
         x

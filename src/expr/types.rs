@@ -17,7 +17,7 @@ pub struct Ty {
 
 impl Ty {
     /// An array's type.
-    pub fn strong(dtype: DType) -> Ty {
+    pub(crate) fn strong(dtype: DType) -> Ty {
         Ty { dtype, weak: false }
     }
 }
@@ -91,7 +91,7 @@ fn rank(d: DType) -> u8 {
 }
 
 /// numpy 2's `result_type` of two operands.
-pub fn result_type(a: Ty, b: Ty) -> Ty {
+pub(crate) fn result_type(a: Ty, b: Ty) -> Ty {
     match (a.weak, b.weak) {
         (false, false) => Ty::strong(promote(a.dtype, b.dtype)),
         (true, false) => Ty::strong(with_weak(b.dtype, a.dtype)),

@@ -10,7 +10,7 @@ use std::path::{Path, PathBuf};
 /// Writes a C-order `.npy` file from batches of bytes already in the file's byte order. The
 /// writer counts the bytes: [`finish`](Self::finish) refuses a file that lacks some.
 #[derive(Debug)]
-pub struct NpyWriter {
+pub(crate) struct NpyWriter {
     path: PathBuf,
     file: Option<BufWriter<File>>,
     expected: u64,
@@ -60,11 +60,6 @@ impl NpyWriter {
             expected,
             written: 0,
         })
-    }
-
-    /// The file.
-    pub fn path(&self) -> &Path {
-        &self.path
     }
 
     /// Appends element bytes.
