@@ -46,7 +46,7 @@ pub(crate) fn phys(d: DType) -> u8 {
 }
 
 /// Values from `n` native-endian elements of `dtype` in `bytes`.
-pub fn from_bytes(bytes: &[u8], dtype: DType) -> Val {
+pub(crate) fn from_bytes(bytes: &[u8], dtype: DType) -> Val {
     macro_rules! conv {
         ($t:ty, $variant:ident, $as:ty) => {
             Val::$variant(
@@ -134,7 +134,7 @@ pub(crate) fn to_bytes(v: &Val, dtype: DType, out: &mut [u8]) {
 }
 
 /// The values converted to `to`'s physical kind and range (numpy's `astype`).
-pub fn cast(v: Val, to: DType) -> Val {
+pub(crate) fn cast(v: Val, to: DType) -> Val {
     let v = match (phys(to), v) {
         (0, Val::B(x)) => Val::B(x),
         (0, Val::I(x)) => Val::B(x.iter().map(|&a| a != 0).collect()),

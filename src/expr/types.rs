@@ -23,7 +23,7 @@ impl Ty {
 }
 
 /// Whether expressions compute with `dtype`.
-pub fn supported(dtype: DType) -> bool {
+pub(crate) fn supported(dtype: DType) -> bool {
     dtype == DType::Bool || dtype.is_integer() || matches!(dtype, DType::F32 | DType::F64)
 }
 
