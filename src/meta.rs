@@ -597,10 +597,7 @@ pub fn dataset_kind(storage: &dyn Storage, root: &Path) -> Option<Kind> {
 /// # Errors
 /// I/O errors, and [`Error::InvalidMetadata`] naming the file when it is not the expected
 /// JSON.
-pub(crate) fn read_json<T: serde::de::DeserializeOwned>(
-    storage: &dyn Storage,
-    path: &Path,
-) -> Result<T> {
+pub fn read_json<T: serde::de::DeserializeOwned>(storage: &dyn Storage, path: &Path) -> Result<T> {
     let bytes = read_small_file(storage, path, MAX_META_FILE)?;
     serde_json::from_slice(&bytes).map_err(|e| Error::metadata(path, e.to_string()))
 }

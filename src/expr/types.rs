@@ -45,7 +45,8 @@ fn signed(d: DType) -> bool {
     matches!(d, DType::I8 | DType::I16 | DType::I32 | DType::I64)
 }
 
-/// numpy's `promote_types` for two arrays' dtypes (both [`supported`]).
+/// numpy's `promote_types` for two arrays' dtypes (both of those expressions compute with:
+/// bool, the integers, float32 and float64).
 pub fn promote(a: DType, b: DType) -> DType {
     use DType::*;
     if a == b {

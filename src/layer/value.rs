@@ -172,9 +172,9 @@ from_tuple!((A 0, B 1), (A 0, B 1, C 2), (A 0, B 1, C 2, D 3), (A 0, B 1, C 2, D
 
 /// Most fields a tuple type may have, and deepest nesting: bounds on what a schema (or a
 /// damaged `meta/storage`) can ask a reader to build.
-pub(crate) const MAX_TUPLE_FIELDS: usize = 64;
+pub const MAX_TUPLE_FIELDS: usize = 64;
 /// Deepest nesting of tuple types.
-pub(crate) const MAX_TUPLE_DEPTH: usize = 8;
+pub const MAX_TUPLE_DEPTH: usize = 8;
 
 /// The type of a layer column's values: one leaf type, or a tuple of types.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -347,7 +347,7 @@ impl TypeParser<'_> {
 ///
 /// # Errors
 /// [`Error::InvalidArgument`] for bool, complex and fixed-length string dtypes.
-pub(crate) fn check_kind(kind: LeafKind) -> Result<()> {
+pub fn check_kind(kind: LeafKind) -> Result<()> {
     match kind {
         LeafKind::VarStr | LeafKind::VarBytes => Ok(()),
         LeafKind::Fixed(d) if d.is_integer() || matches!(d, DType::F32 | DType::F64) => Ok(()),

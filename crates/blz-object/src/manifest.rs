@@ -134,7 +134,7 @@ impl Manifest {
 /// numeric value (leading zeros ignored: the one with more significant digits is greater,
 /// else the bytes decide), any other pair bytewise; the first unequal pair decides; a name
 /// whose runs end first is less; names whose runs are all equal compare bytewise.
-pub(crate) fn natural_cmp(a: &str, b: &str) -> Ordering {
+pub fn natural_cmp(a: &str, b: &str) -> Ordering {
     fn runs(s: &str) -> impl Iterator<Item = &str> {
         let b = s.as_bytes();
         let mut at = 0;
