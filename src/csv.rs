@@ -94,7 +94,7 @@ fn looks_numeric(s: &str) -> bool {
 ///
 /// # Errors
 /// [`Error::InvalidArgument`] saying why the cell is not a value of `dtype`.
-pub fn parse_cell(s: &str, dtype: DType) -> Result<Scalar<'_>> {
+pub(crate) fn parse_cell(s: &str, dtype: DType) -> Result<Scalar<'_>> {
     let t = s.trim();
     let fail = |m: String| Err(Error::InvalidArgument(m));
     match dtype {

@@ -7,7 +7,6 @@
 //! units. [`NAT`] (`i64::MIN`) is NaT in both, as in numpy.
 
 use crate::error::{Error, Result};
-use std::cmp::Ordering;
 use std::fmt;
 
 /// The unit of a `datetime64` or `timedelta64` element: every unit numpy has. A stored value
@@ -120,7 +119,7 @@ impl fmt::Display for TimeUnit {
 const ATTOS_PER_SECOND: i128 = 1_000_000_000_000_000_000;
 
 /// Days since 1970-01-01 of a proleptic Gregorian date (Howard Hinnant's algorithm).
-pub fn days_from_civil(y: i128, m: u32, d: u32) -> i128 {
+pub(crate) fn days_from_civil(y: i128, m: u32, d: u32) -> i128 {
     let y = if m <= 2 { y - 1 } else { y };
     let era = y.div_euclid(400);
     let yoe = y - era * 400;
@@ -132,7 +131,7 @@ pub fn days_from_civil(y: i128, m: u32, d: u32) -> i128 {
 }
 
 /// The proleptic Gregorian `(year, month, day)` of a count of days since 1970-01-01.
-pub fn civil_from_days(z: i128) -> (i128, u32, u32) {
+pub(crate) fn civil_from_days(z: i128) -> (i128, u32, u32) {
     let z = z + 719_468;
     let era = z.div_euclid(146_097);
     let doe = z - era * 146_097;
@@ -175,7 +174,7 @@ pub fn instant(v: i64, unit: TimeUnit) -> Option<(i128, i64)> {
 
 /// The `datetime64[unit]` value of an instant (seconds, attoseconds past it), rounded down
 /// to the unit as numpy's casts do; `None` when it does not fit (or would be NaT).
-pub fn from_instant(secs: i128, attos: i64, unit: TimeUnit) -> Option<i64> {
+pub(crate) fn from_instant(secs: i128, attos: i64, unit: TimeUnit) -> Option<i64> {
     let v: i128 = match unit {
         TimeUnit::Year | TimeUnit::Month => {
             let (y, m, _) = civil_from_days(secs.div_euclid(86_400));
@@ -205,12 +204,6 @@ pub fn convert_datetime(v: i64, from: TimeUnit, to: TimeUnit) -> Option<i64> {
         None => Some(NAT),
         Some((s, a)) => from_instant(s, a, to),
     }
-}
-
-/// Compares two `datetime64` values of possibly different units by the instants they
-/// stand for; `None` when either is NaT (every comparison with NaT but `!=` is false).
-pub fn compare_datetimes(a: i64, ua: TimeUnit, b: i64, ub: TimeUnit) -> Option<Ordering> {
-    Some(instant(a, ua)?.cmp(&instant(b, ub)?))
 }
 
 /// The length a `timedelta64[unit]` value stands for: months for the `Y` and `M` units,
@@ -462,6 +455,13 @@ pub fn format_timedelta(v: i64, unit: TimeUnit) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::cmp::Ordering;
+
+    /// Compares two `datetime64` values of possibly different units by the instants they
+    /// stand for; `None` when either is NaT (every comparison with NaT but `!=` is false).
+    fn compare_datetimes(a: i64, ua: TimeUnit, b: i64, ub: TimeUnit) -> Option<Ordering> {
+        Some(instant(a, ua)?.cmp(&instant(b, ub)?))
+    }
 
     #[test]
     fn civil_roundtrip() {

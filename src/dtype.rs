@@ -71,7 +71,7 @@ pub enum DType {
 }
 
 /// Largest fixed-length string or bytes element blz accepts (bytes per element).
-pub const MAX_ITEMSIZE: usize = 1 << 20;
+pub(crate) const MAX_ITEMSIZE: usize = 1 << 20;
 
 impl DType {
     /// Bytes per element.

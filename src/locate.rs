@@ -89,7 +89,7 @@ impl std::fmt::Display for LocationKey {
 
 /// One `<POSIX(brick root):host:path on brick>` entry of a `glusterfs.pathinfo` value.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct PathinfoEntry {
+pub(crate) struct PathinfoEntry {
     /// The brick directory.
     pub brick_root: String,
     /// The brick server's host name.

@@ -48,7 +48,7 @@ pub fn shared_dir_at(location: &Path) -> Result<Arc<dyn SharedDir>> {
 }
 
 /// True when `path` names a dataset on an object store (`s3://bucket/key`).
-pub fn is_url(path: &Path) -> bool {
+pub(crate) fn is_url(path: &Path) -> bool {
     path.to_str().is_some_and(|s| s.starts_with("s3://"))
 }
 

@@ -18,8 +18,7 @@ mod fancy;
 pub mod staged;
 
 pub use crate::engine::{
-    default_chunkshape, CreateOptions, Mode, DEFAULT_CHUNK_BYTES, DEFAULT_SUPERCHUNK_BYTES,
-    LIVE_APPLY_WAIT, MIN_DEFAULT_CHUNK_BYTES,
+    CreateOptions, Mode, DEFAULT_CHUNK_BYTES, DEFAULT_SUPERCHUNK_BYTES, MIN_DEFAULT_CHUNK_BYTES,
 };
 
 use crate::dtype::{DType, Element};

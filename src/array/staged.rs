@@ -43,10 +43,10 @@ use serde::{Deserialize, Serialize};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-pub use crate::engine::STAGED_DIR;
+use crate::engine::STAGED_DIR;
 
 /// The file in a session directory that describes the session to its workers.
-pub const SESSION_FILE: &str = "session.json";
+pub(crate) const SESSION_FILE: &str = "session.json";
 
 /// Attempts at removing a session directory that workers still write into (20 ms apart).
 const REMOVE_TRIES: u32 = 250;
@@ -791,7 +791,7 @@ fn check_region(doc: &SessionDoc, place: &Path, first_row: u64, bytes: &[u8]) ->
 ///
 /// # Errors
 /// As [`write_rows`].
-pub fn write_rows_in(
+pub(crate) fn write_rows_in(
     storage: Arc<dyn Storage>,
     session_dir: &Path,
     first_row: u64,

@@ -152,12 +152,7 @@ impl Default for CreateOptions {
 /// the expected rows (rounded up to a power of two) when they are known (non-zero), and
 /// never fewer rows than make [`MIN_DEFAULT_CHUNK_BYTES`]: a dataset created small and then
 /// appended to must not be left with chunks of a few bytes each.
-pub fn default_chunkshape(
-    shape: &[u64],
-    itemsize: u64,
-    expected_rows: u64,
-    target: u64,
-) -> Vec<u64> {
+fn default_chunkshape(shape: &[u64], itemsize: u64, expected_rows: u64, target: u64) -> Vec<u64> {
     let mut cs: Vec<u64> = shape.iter().map(|&n| n.max(1)).collect();
     let budget = (target / itemsize.max(1)).max(1);
     // Shrink inner axes until one row of chunks fits in the budget.

@@ -35,11 +35,11 @@ pub(crate) mod limits {
     pub(crate) use super::layout::{check_fill_chunks, chunk_count, shape_bytes, GROW_STEP_CHUNKS};
 }
 pub use self::layout::{
-    check_shape, default_chunkshape, CreateOptions, DEFAULT_CHUNK_BYTES, DEFAULT_SUPERCHUNK_BYTES,
-    MAX_ARRAY_BYTES, MAX_FILL_CHUNKS, MAX_TABLE_FILL_ROWS, MIN_DEFAULT_CHUNK_BYTES,
+    check_shape, CreateOptions, DEFAULT_CHUNK_BYTES, DEFAULT_SUPERCHUNK_BYTES, MAX_ARRAY_BYTES,
+    MAX_FILL_CHUNKS, MAX_TABLE_FILL_ROWS, MIN_DEFAULT_CHUNK_BYTES,
 };
 pub use self::lock::Mode;
 pub(crate) use self::lock::WriterLock;
+pub(crate) use self::root::STAGED_DIR;
 pub(crate) use self::root::{commit_point, Root};
-pub use self::root::{LIVE_APPLY_WAIT, STAGED_DIR};
 pub(crate) use self::shared::Turn;

@@ -13,7 +13,7 @@ use std::sync::Arc;
 
 /// The directory, under a dataset's root, that holds the sessions of staged writes
 /// (`blz::array::staged`); no reader looks in it.
-pub const STAGED_DIR: &str = "staged";
+pub(crate) const STAGED_DIR: &str = "staged";
 
 /// Refuses a directory that is a dataset still being built (or whose build was killed).
 fn refuse_building(storage: &dyn Storage, root: &Path) -> Result<()> {
@@ -57,7 +57,7 @@ fn remove_meta_leftovers(storage: &dyn Storage, mp: &MetaPaths) -> Result<()> {
 
 /// How long a reader waits for a live writer to finish applying its commit before it gives
 /// up with [`Error::Locked`] (only a writer stopped in the middle of applying takes that long).
-pub const LIVE_APPLY_WAIT: std::time::Duration = std::time::Duration::from_secs(60);
+const LIVE_APPLY_WAIT: std::time::Duration = std::time::Duration::from_secs(60);
 
 /// Brings a dataset to its committed state before it is read: replays a journal left by a
 /// crashed writer (taking the writer lock to do so), or waits for a live writer to finish

@@ -46,7 +46,7 @@ pub(crate) fn phys(d: DType) -> u8 {
 }
 
 /// Values from `n` native-endian elements of `dtype` in `bytes`.
-pub fn from_bytes(bytes: &[u8], dtype: DType) -> Val {
+pub(crate) fn from_bytes(bytes: &[u8], dtype: DType) -> Val {
     macro_rules! conv {
         ($t:ty, $variant:ident, $as:ty) => {
             Val::$variant(
@@ -78,7 +78,7 @@ pub fn from_bytes(bytes: &[u8], dtype: DType) -> Val {
 
 /// Writes the values as native-endian elements of `dtype` into `out` (exactly their size;
 /// a length-1 `v` fills it).
-pub fn to_bytes(v: &Val, dtype: DType, out: &mut [u8]) {
+pub(crate) fn to_bytes(v: &Val, dtype: DType, out: &mut [u8]) {
     let isz = dtype.itemsize();
     macro_rules! put {
         ($src:expr, $t:ty) => {{
@@ -134,7 +134,7 @@ pub fn to_bytes(v: &Val, dtype: DType, out: &mut [u8]) {
 }
 
 /// The values converted to `to`'s physical kind and range (numpy's `astype`).
-pub fn cast(v: Val, to: DType) -> Val {
+pub(crate) fn cast(v: Val, to: DType) -> Val {
     let v = match (phys(to), v) {
         (0, Val::B(x)) => Val::B(x),
         (0, Val::I(x)) => Val::B(x.iter().map(|&a| a != 0).collect()),
@@ -157,7 +157,7 @@ pub fn cast(v: Val, to: DType) -> Val {
 }
 
 /// Brings values of `dtype`'s physical kind into its range: integers wrap, float32 rounds.
-pub fn fix(v: Val, dtype: DType) -> Val {
+pub(crate) fn fix(v: Val, dtype: DType) -> Val {
     fn map<T: Copy>(mut x: Vec<T>, f: impl Fn(T) -> T) -> Vec<T> {
         x.iter_mut().for_each(|a| *a = f(*a));
         x

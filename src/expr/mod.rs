@@ -40,7 +40,7 @@ pub use func::Func;
 pub use kernel::Val;
 pub use parse::{parse, BinOp, Lit, Node, UnOp, MAX_DEPTH, MAX_LEN};
 pub use reduce::{Reduce, Reduced};
-pub use types::{promote, result_type, Ty};
+pub use types::{promote, Ty};
 
 use self::kernel::{from_bytes, to_bytes};
 use self::typed::{check, count_uses, eval, TNode, VarKind, Vars};

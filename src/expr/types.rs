@@ -17,13 +17,13 @@ pub struct Ty {
 
 impl Ty {
     /// An array's type.
-    pub fn strong(dtype: DType) -> Ty {
+    pub(crate) fn strong(dtype: DType) -> Ty {
         Ty { dtype, weak: false }
     }
 }
 
 /// Whether expressions compute with `dtype`.
-pub fn supported(dtype: DType) -> bool {
+pub(crate) fn supported(dtype: DType) -> bool {
     dtype == DType::Bool || dtype.is_integer() || matches!(dtype, DType::F32 | DType::F64)
 }
 
@@ -45,7 +45,8 @@ fn signed(d: DType) -> bool {
     matches!(d, DType::I8 | DType::I16 | DType::I32 | DType::I64)
 }
 
-/// numpy's `promote_types` for two arrays' dtypes (both [`supported`]).
+/// numpy's `promote_types` for two arrays' dtypes (both of those expressions compute with:
+/// bool, the integers, float32 and float64).
 pub fn promote(a: DType, b: DType) -> DType {
     use DType::*;
     if a == b {
@@ -91,7 +92,7 @@ fn rank(d: DType) -> u8 {
 }
 
 /// numpy 2's `result_type` of two operands.
-pub fn result_type(a: Ty, b: Ty) -> Ty {
+pub(crate) fn result_type(a: Ty, b: Ty) -> Ty {
     match (a.weak, b.weak) {
         (false, false) => Ty::strong(promote(a.dtype, b.dtype)),
         (true, false) => Ty::strong(with_weak(b.dtype, a.dtype)),

@@ -310,7 +310,7 @@ pub(crate) fn read_header_text(r: &mut impl Read) -> Result<(Vec<u8>, u64), Stri
 /// # Errors
 /// [`Error::InvalidInput`] naming `path` for a file that is not `.npy`, a malformed or
 /// truncated header, or a dtype blz cannot store (object, datetime, float16, records...).
-pub fn read_header(r: &mut impl Read, path: &Path) -> Result<(NpyHeader, u64)> {
+pub(crate) fn read_header(r: &mut impl Read, path: &Path) -> Result<(NpyHeader, u64)> {
     let (text, at) = read_header_text(r).map_err(|e| Error::input(path, e))?;
     let h = parse_dict(&text).map_err(|e| {
         Error::input(
@@ -327,13 +327,13 @@ pub fn read_header(r: &mut impl Read, path: &Path) -> Result<(NpyHeader, u64)> {
 
 /// The header block (magic to final newline) of a C-order `.npy` file of `shape` elements of
 /// `dtype` in byte order `endian`, padded so that the data starts on a multiple of 64 bytes.
-pub fn header_bytes(dtype: DType, endian: Endianness, shape: &[u64]) -> Vec<u8> {
+pub(crate) fn header_bytes(dtype: DType, endian: Endianness, shape: &[u64]) -> Vec<u8> {
     header_with_descr(&format!("'{}'", dtype.descr(endian)), shape)
 }
 
 /// The Python literal of a record dtype whose leaf fields are `fields`, in order (a path
 /// `a/b` is field `b` of a nested record `a`), packed, in native byte order.
-pub fn record_descr(fields: &[(&str, DType)]) -> String {
+pub(crate) fn record_descr(fields: &[(&str, DType)]) -> String {
     fn quote(name: &str) -> String {
         format!("'{}'", name.replace('\\', "\\\\").replace('\'', "\\'"))
     }

@@ -26,9 +26,9 @@ mod header;
 mod read;
 mod write;
 
-pub use header::{header_bytes, read_header, record_descr, NpyHeader, RecordField};
-pub use read::{read_all, to_native, NpyReader, RecordReader};
-pub use write::NpyWriter;
+pub use header::{NpyHeader, RecordField};
+pub use read::{read_all, NpyReader, RecordReader};
+pub(crate) use write::NpyWriter;
 
 use crate::error::{Error, Result};
 use crate::ingest::{check_rows_fit, fields_from_leaves, reason};

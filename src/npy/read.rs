@@ -13,7 +13,7 @@ use std::path::{Path, PathBuf};
 
 /// Converts elements read from a file in `endian` order to native order, in place (bools are
 /// normalised to 0 or 1).
-pub fn to_native(bytes: &mut [u8], dtype: DType, endian: Endianness) {
+pub(crate) fn to_native(bytes: &mut [u8], dtype: DType, endian: Endianness) {
     if endian != Endianness::native() {
         swap_bytes(bytes, dtype.swap_unit());
     }

@@ -10,7 +10,7 @@ use std::path::{Path, PathBuf};
 /// Writes a C-order `.npy` file from batches of bytes already in the file's byte order. The
 /// writer counts the bytes: [`finish`](Self::finish) refuses a file that lacks some.
 #[derive(Debug)]
-pub struct NpyWriter {
+pub(crate) struct NpyWriter {
     path: PathBuf,
     file: Option<BufWriter<File>>,
     expected: u64,
@@ -23,7 +23,7 @@ impl NpyWriter {
     ///
     /// # Errors
     /// [`Error::Io`] naming the file.
-    pub fn create(
+    pub(crate) fn create(
         path: impl AsRef<Path>,
         dtype: DType,
         endian: Endianness,
@@ -39,7 +39,7 @@ impl NpyWriter {
     ///
     /// # Errors
     /// [`Error::Io`] naming the file.
-    pub fn create_records(
+    pub(crate) fn create_records(
         path: impl AsRef<Path>,
         fields: &[(&str, DType)],
         rows: u64,
@@ -62,16 +62,11 @@ impl NpyWriter {
         })
     }
 
-    /// The file.
-    pub fn path(&self) -> &Path {
-        &self.path
-    }
-
     /// Appends element bytes.
     ///
     /// # Errors
     /// [`Error::Io`] naming the file.
-    pub fn write(&mut self, bytes: &[u8]) -> Result<()> {
+    pub(crate) fn write(&mut self, bytes: &[u8]) -> Result<()> {
         let Some(file) = self.file.as_mut() else {
             return Err(Error::input(&self.path, "writer already finished"));
         };
@@ -85,7 +80,7 @@ impl NpyWriter {
     ///
     /// # Errors
     /// [`Error::InvalidInput`] when bytes are missing; [`Error::Io`] naming the file.
-    pub fn finish(mut self) -> Result<()> {
+    pub(crate) fn finish(mut self) -> Result<()> {
         if self.written != self.expected {
             return Err(Error::input(
                 &self.path,
@@ -104,7 +99,7 @@ impl NpyWriter {
     }
 
     /// Removes a partly written file (after an error).
-    pub fn abandon(mut self) {
+    pub(crate) fn abandon(mut self) {
         self.file.take();
         let _ = std::fs::remove_file(&self.path);
     }

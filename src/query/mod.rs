@@ -532,7 +532,7 @@ pub struct ElementMatches {
 }
 
 /// The name of an array's elements in a query.
-pub const ARRAY_NAME: &str = "x";
+pub(crate) const ARRAY_NAME: &str = "x";
 
 impl Dataset {
     fn plan_where(&self, expr: &str) -> Result<(Query<'_>, Vec<(u64, u64)>)> {

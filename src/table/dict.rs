@@ -21,7 +21,7 @@ use std::path::Path;
 use std::sync::{Arc, Mutex};
 
 /// The most entries a dictionary can hold: codes are non-negative `int32`s.
-pub const MAX_DICTIONARY_LIMIT: u64 = i32::MAX as u64;
+pub(crate) const MAX_DICTIONARY_LIMIT: u64 = i32::MAX as u64;
 
 /// The code a row holds when it holds the column's fill value (rows added without a value,
 /// null rows): it reads as the dictionary's `dflt` string, whether or not that string is an

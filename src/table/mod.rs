@@ -40,10 +40,12 @@ mod zone;
 
 use columns::{build_column, check_sizes};
 pub use create::TableOptions;
-pub use dict::{DictionaryValues, FILL_CODE, MAX_DICTIONARY_LIMIT};
+pub use dict::{DictionaryValues, FILL_CODE};
 pub use nulls::{ColumnValues, NullableValues};
 pub use values::Values;
-pub use zone::{check_timezone, fixed_offset_seconds};
+// CSV type inference checks and parses zones as a column is made with them.
+#[cfg(feature = "csv")]
+pub(crate) use zone::{check_timezone, fixed_offset_seconds};
 
 pub use schema::{
     check_name, ColumnOptions, ColumnStorage, DictionarySpec, Field, FieldKind, FieldSpec,

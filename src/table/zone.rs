@@ -16,7 +16,7 @@ use crate::error::{Error, Result};
 
 /// Whether `tz` is a fixed offset `±HH:MM`, `±HHMM` or `±HH` (hours 0..=23, minutes
 /// 0..=59), as Arrow reads one; its offset east of UTC in seconds.
-pub fn fixed_offset_seconds(tz: &str) -> Option<i32> {
+pub(crate) fn fixed_offset_seconds(tz: &str) -> Option<i32> {
     let b = tz.as_bytes();
     let sign = match b.first()? {
         b'+' => 1,
@@ -42,7 +42,7 @@ pub fn fixed_offset_seconds(tz: &str) -> Option<i32> {
 ///
 /// # Errors
 /// [`Error::InvalidArgument`] naming the zone.
-pub fn check_timezone(tz: &str) -> Result<()> {
+pub(crate) fn check_timezone(tz: &str) -> Result<()> {
     if fixed_offset_seconds(tz).is_some() || tz.parse::<chrono_tz::Tz>().is_ok() {
         return Ok(());
     }

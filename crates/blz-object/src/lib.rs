@@ -58,5 +58,5 @@ pub use keys::{
     ExtentObject, MAX_BLOCK_INDEXES, MAX_EXTENTS, MAX_FRONT, OBJECT_FILE_BYTES, STATE_FORMAT,
     STATE_KEY, STATE_VERSION, STATE_VERSION_EXTENTS, STATE_VERSION_WHOLE,
 };
-pub use shared::{SharedPrefix, STAGED_PREFIX};
+pub use shared::SharedPrefix;
 pub use state::{Retired, State, EARLIER_WRITE_IDS};

@@ -8,7 +8,7 @@
 //! and the list of manifests; loading it fetches the manifests and puts their entries back. A
 //! commit keeps every manifest whose entries it left as they were, turns the others back into tail
 //! entries, seals the tail's unchanged entries into a new manifest once they reach the sealing
-//! size, and merges [`FANOUT`] manifests of one level into one of the next, so that a dataset of
+//! size, and merges `FANOUT` manifests of one level into one of the next, so that a dataset of
 //! `n` files has `O(log n)` manifests and each entry is rewritten `O(log n)` times in its life.
 
 use crate::entry::StateFile;
@@ -20,9 +20,9 @@ use std::collections::BTreeMap;
 use std::collections::HashSet;
 
 /// The `format` value of a manifest object.
-pub const MANIFEST_FORMAT: &str = "blz-object-manifest";
+pub(crate) const MANIFEST_FORMAT: &str = "blz-object-manifest";
 /// The manifest object's layout version.
-pub const MANIFEST_VERSION: u32 = 1;
+pub(crate) const MANIFEST_VERSION: u32 = 1;
 /// Where manifests live, relative to the dataset's prefix: `manifests/<generation>-<tag>.<n>`.
 pub const MANIFEST_DIR: &str = "manifests";
 /// The bytes of unchanged entries (as JSON) a state's tail gathers before they are sealed
@@ -36,24 +36,24 @@ pub const MANIFEST_BYTES: u64 = 256 << 10;
 /// as blz wrote before manifests).
 pub const MANIFEST_BYTES_VAR: &str = "BLZ_S3_MANIFEST_BYTES";
 /// How many manifests of one level are merged into one of the next level.
-pub const FANOUT: usize = 4;
+pub(crate) const FANOUT: usize = 4;
 /// Largest manifest a commit makes (but for one of a single larger entry): sealing makes
 /// several rather than a larger one, and a merge that would make a larger one is not made
 /// (so no manifest nears the 64 MiB a reader reads).
-pub const MAX_MERGED: u64 = 16 << 20;
+pub(crate) const MAX_MERGED: u64 = 16 << 20;
 
 /// Most manifests a state may name: a reader refuses a state naming more (a writer makes
 /// about `log4` of the entries' bytes over the sealing size, a few dozen at most).
-pub const MAX_MANIFESTS: usize = 65_536;
+pub(crate) const MAX_MANIFESTS: usize = 65_536;
 /// Most bytes a state's manifests may take in all: a reader refuses a state whose manifests'
 /// sizes add up to more, before fetching any (4 GiB: the entries of about a million
 /// superchunk files).
-pub const MAX_MANIFEST_BYTES: u64 = 4 << 30;
+pub(crate) const MAX_MANIFEST_BYTES: u64 = 4 << 30;
 
 /// Highest level a manifest may have: a reader refuses a state naming one past it. No
 /// writer makes one: [`level_of`] stays under it for any size at any sealing size
 /// (`FANOUT^32` is `2^64`), and merges reach it only from `FANOUT^32` sealed manifests.
-pub const MAX_LEVEL: u32 = 32;
+pub(crate) const MAX_LEVEL: u32 = 32;
 
 /// A manifest the state names: an immutable object holding some files' entries.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -115,7 +115,7 @@ impl Manifest {
     /// Whether a commit writing `files` (every file's new entry) over the loaded state's
     /// `old` keeps it: it is not loaded (then no change touched a file it may hold: each
     /// loads the manifests first), or every file it holds keeps its entry exactly.
-    pub fn kept(
+    pub(crate) fn kept(
         &self,
         old: &BTreeMap<String, StateFile>,
         files: &BTreeMap<String, StateFile>,
@@ -174,7 +174,7 @@ pub fn natural_cmp(a: &str, b: &str) -> Ordering {
 
 /// The directories the files `paths` lie in ([`Manifest::dirs`]), sorted, and for each the
 /// first and the last name of its files there in natural order ([`Manifest::spans`]).
-pub fn dirs_of(paths: &[String]) -> (Vec<String>, Vec<[String; 2]>) {
+pub(crate) fn dirs_of(paths: &[String]) -> (Vec<String>, Vec<[String; 2]>) {
     let mut by_dir: BTreeMap<&str, (&str, &str)> = BTreeMap::new();
     for p in paths {
         let (d, name) = p.rsplit_once('/').unwrap_or(("", p));
@@ -194,7 +194,7 @@ pub fn dirs_of(paths: &[String]) -> (Vec<String>, Vec<[String; 2]>) {
 
 /// A manifest object's JSON document.
 #[derive(Debug, Serialize, Deserialize)]
-pub struct ManifestDoc {
+pub(crate) struct ManifestDoc {
     /// Always [`MANIFEST_FORMAT`].
     pub format: String,
     /// Always [`MANIFEST_VERSION`].
@@ -205,7 +205,7 @@ pub struct ManifestDoc {
 
 /// What a commit does about manifests ([`plan`]).
 #[derive(Debug, Default)]
-pub struct Plan {
+pub(crate) struct Plan {
     /// The manifests the new state names.
     pub manifests: Vec<Manifest>,
     /// The new manifest objects to upload before the state: key and bytes.
@@ -270,7 +270,7 @@ fn encode(files: &BTreeMap<String, StateFile>, paths: &[String]) -> serde_json::
 ///
 /// # Errors
 /// A message when a manifest does not encode (it always does).
-pub fn plan(
+pub(crate) fn plan(
     old: Option<(&BTreeMap<String, StateFile>, &[Manifest])>,
     files: &BTreeMap<String, StateFile>,
     seal: u64,

@@ -16,7 +16,7 @@ use object_store::ObjectStore;
 use std::path::Path;
 /// The key prefix, below a dataset's, of the sessions of staged writes on it
 /// ([`Storage::shared_dir`](blz_format::storage::Storage::shared_dir)): `staged/<id>/`.
-pub const STAGED_PREFIX: &str = "staged";
+pub(crate) const STAGED_PREFIX: &str = "staged";
 
 /// A shared directory on an object store: the objects below a key prefix, each file one
 /// object ([`SharedDir`]). A staged write's session is `PREFIX/staged/<id>/`.

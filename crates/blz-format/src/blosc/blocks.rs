@@ -38,7 +38,7 @@ impl ChunkBlocks {
     /// The index of the chunk whose compressed bytes are `chunk` (exactly its Blosc
     /// `cbytes`); `None` for an empty chunk, which has no blocks, and for one whose header
     /// is damaged or whose block starts are not ascending inside it.
-    pub fn of_chunk(chunk: &[u8]) -> Option<ChunkBlocks> {
+    pub(crate) fn of_chunk(chunk: &[u8]) -> Option<ChunkBlocks> {
         let header: [u8; HEADER_LEN] = chunk.get(..HEADER_LEN)?.try_into().ok()?;
         let n = Self::block_count(&header, chunk.len())?;
         let starts = match Self::stored_pieces(&header, n) {

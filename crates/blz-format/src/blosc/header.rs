@@ -69,7 +69,7 @@ impl ChunkHeader {
     ///
     /// # Errors
     /// A [`CodecError`] naming the first field that cannot be right.
-    pub fn check_against(&self, len: usize) -> Result<(), CodecError> {
+    pub(crate) fn check_against(&self, len: usize) -> Result<(), CodecError> {
         let bad = |m: String| Err(CodecError(m));
         if self.version != VERSION_FORMAT {
             return bad(format!(

@@ -51,7 +51,7 @@ impl Checksum {
     }
 
     /// The algorithm with bloscpack id `id`.
-    pub fn from_id(id: u8) -> Option<Checksum> {
+    pub(crate) fn from_id(id: u8) -> Option<Checksum> {
         Checksum::ALL.get(usize::from(id)).copied()
     }
 

@@ -22,7 +22,7 @@ pub const OPT_VARLEN: u8 = 0x04;
 /// bloscpack 0.16 refuses files with this bit, so it never misreads one.
 pub const OPT_SCATTERED: u8 = 0x08;
 /// Every option bit blz understands.
-pub const OPT_KNOWN: u8 = OPT_OFFSETS | OPT_METADATA | OPT_VARLEN | OPT_SCATTERED;
+const OPT_KNOWN: u8 = OPT_OFFSETS | OPT_METADATA | OPT_VARLEN | OPT_SCATTERED;
 
 /// The decoded file header. All integers are little-endian on disk.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -66,7 +66,7 @@ pub struct MetadataHeader {
 
 impl MetadataHeader {
     /// Total bytes of the section: header, reserved space and digest.
-    pub fn section_len(&self) -> u64 {
+    pub(crate) fn section_len(&self) -> u64 {
         META_HEADER_LEN as u64 + u64::from(self.max_meta_size) + self.checksum.len() as u64
     }
 

@@ -19,11 +19,11 @@ pub use blocks::{block_index, block_index_of_bytes};
 pub use checksum::{hex, Checksum, DigestBytes, MAX_DIGEST_LEN};
 pub use front::front_ranges;
 pub use header::{
-    FileHeader, FORMAT_VERSION, HEADER_LEN, MAGIC, OPT_KNOWN, OPT_METADATA, OPT_OFFSETS,
-    OPT_SCATTERED, OPT_VARLEN,
+    FileHeader, FORMAT_VERSION, HEADER_LEN, MAGIC, OPT_METADATA, OPT_OFFSETS, OPT_SCATTERED,
+    OPT_VARLEN,
 };
 pub use metadata::{MetaCodec, MetadataHeader, MetadataParams};
 pub use pack::{compact, pack, unpack, PackOptions, PackSummary, DEFAULT_CHUNK_SIZE};
 pub use reader::{ChunkInfo, Layout, SuperchunkReader};
-pub use seal::{offsets_digest, OFFSETS_ALGORITHM, OFFSETS_DIGEST_HEX, OFFSETS_KEY};
+pub use seal::{offsets_digest, OFFSETS_ALGORITHM, OFFSETS_KEY};
 pub use writer::{Placement, SuperchunkFile, SuperchunkWriter, Write, WriterOptions};

@@ -207,11 +207,7 @@ impl SuperchunkWriter {
     ///
     /// # Errors
     /// As [`SuperchunkWriter::open`].
-    pub fn from_layout(
-        file: &dyn StorageFile,
-        layout: Layout,
-        slack: u32,
-    ) -> Result<SuperchunkWriter> {
+    fn from_layout(file: &dyn StorageFile, layout: Layout, slack: u32) -> Result<SuperchunkWriter> {
         let path = file.path().to_path_buf();
         if !layout.header.has(OPT_OFFSETS) {
             return Err(Error::InvalidArgument(format!(
@@ -307,11 +303,6 @@ impl SuperchunkWriter {
         self.chunks.len() as u64
     }
 
-    /// Offsets slots still free for appends.
-    pub fn free_slots(&self) -> u64 {
-        self.header.max_app_chunks as u64
-    }
-
     /// File position after the last allocated byte: new chunks go here, and every byte the
     /// committed layout uses lies before it.
     pub fn alloc_end(&self) -> u64 {
@@ -319,7 +310,7 @@ impl SuperchunkWriter {
     }
 
     /// File position and stored length (chunk + digest) of chunk `k`.
-    pub fn chunk_extent(&self, k: u64) -> Option<(u64, u64)> {
+    fn chunk_extent(&self, k: u64) -> Option<(u64, u64)> {
         self.chunks.get(usize::try_from(k).ok()?).copied()
     }
 
@@ -376,12 +367,6 @@ impl SuperchunkWriter {
                 s.hasher = None;
             }
         }
-    }
-
-    /// Whether the file's metadata document records an offsets digest that this writer keeps
-    /// current.
-    pub fn keeps_offsets_digest(&self) -> bool {
-        self.seal.is_some()
     }
 
     /// The metadata document of a file that records an offsets digest (the one this writer

@@ -158,7 +158,7 @@ impl MemoryStorage {
     /// The bytes of the files at and below `path` (a dataset's root: the memory its files
     /// take, compressed chunks, superchunk headers and meta documents), 0 when nothing is
     /// there.
-    pub fn bytes_below(&self, path: &Path) -> u64 {
+    fn bytes_below(&self, path: &Path) -> u64 {
         let Ok(names) = names(path) else { return 0 };
         let tree = lock(&self.tree);
         find(&tree, &names).map_or(0, Node::bytes)
