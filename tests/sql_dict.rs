@@ -210,6 +210,9 @@ fn filters_on_codes_answer_as_on_strings_and_skip_ranges_without_a_match() {
         "SELECT x FROM t WHERE {c} = 'Pune' ORDER BY x LIMIT 3",
         "SELECT {c}, count(*) FROM t WHERE {c} LIKE 'L%' GROUP BY {c} ORDER BY {c}",
         "SELECT count(*) FROM t AS a JOIN t AS b ON a.x = b.x WHERE a.{c} = 'Lima' AND b.{c} = 'Lima'",
+        "SELECT count(*) FROM t WHERE {c} IN (SELECT plain FROM t WHERE x < 40)",
+        "SELECT count(*) FROM t WHERE {c} = 'Lima' OR now() IS NULL",
+        "SELECT count(*) FROM t WHERE CASE WHEN {c} LIKE 'L%' THEN x ELSE 0 END > 100",
     ] {
         let want = rows(&ctx.collect(&q.replace("{c}", "plain")).unwrap());
         let got = rows(&ctx.collect(&q.replace("{c}", "city")).unwrap());

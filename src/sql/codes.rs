@@ -38,17 +38,42 @@ pub(super) fn code_column(table: &Table, filter: &Expr) -> Option<String> {
         .map(|_| col.name.clone())
 }
 
-/// Whether every function `e` calls is immutable (its answer depends on its arguments
-/// alone: not `now()`, whose answer changes from one query to the next).
+/// Whether `e` is made only of what a value decides alone: columns, literals, operators,
+/// `LIKE`, `IN` lists, `CASE`, casts and immutable functions (not `now()`, whose answer
+/// changes from one query to the next, nor subqueries or placeholders).
 fn stable(e: &Expr) -> bool {
     let mut ok = true;
     let _ = e.apply(|node| {
-        if let Expr::ScalarFunction(f) = node {
-            if f.func.signature().volatility != Volatility::Immutable {
-                ok = false;
-            }
-        }
-        Ok(TreeNodeRecursion::Continue)
+        ok &= match node {
+            Expr::ScalarFunction(f) => f.func.signature().volatility == Volatility::Immutable,
+            Expr::Column(_)
+            | Expr::Literal(..)
+            | Expr::Alias(_)
+            | Expr::BinaryExpr(_)
+            | Expr::Not(_)
+            | Expr::Negative(_)
+            | Expr::IsNull(_)
+            | Expr::IsNotNull(_)
+            | Expr::IsTrue(_)
+            | Expr::IsFalse(_)
+            | Expr::IsUnknown(_)
+            | Expr::IsNotTrue(_)
+            | Expr::IsNotFalse(_)
+            | Expr::IsNotUnknown(_)
+            | Expr::Like(_)
+            | Expr::SimilarTo(_)
+            | Expr::Between(_)
+            | Expr::InList(_)
+            | Expr::Case(_)
+            | Expr::Cast(_)
+            | Expr::TryCast(_) => true,
+            _ => false,
+        };
+        Ok(if ok {
+            TreeNodeRecursion::Continue
+        } else {
+            TreeNodeRecursion::Stop
+        })
     });
     ok
 }
