@@ -302,17 +302,8 @@ pub fn natural_unit(text: &str) -> TimeUnit {
         (1, _) => TimeUnit::Hour,
         (2, _) => TimeUnit::Minute,
         (_, None) => TimeUnit::Second,
-        (_, Some(n)) => {
-            const FINE: [TimeUnit; 6] = [
-                TimeUnit::Millisecond,
-                TimeUnit::Microsecond,
-                TimeUnit::Nanosecond,
-                TimeUnit::Picosecond,
-                TimeUnit::Femtosecond,
-                TimeUnit::Attosecond,
-            ];
-            FINE[(n.max(1) - 1).min(17) / 3]
-        }
+        // Milliseconds (`ALL[7]`) for 1-3 digits, then one unit finer per 3 digits.
+        (_, Some(n)) => TimeUnit::ALL[7 + (n.clamp(1, 18) - 1) / 3],
     }
 }
 
@@ -461,6 +452,28 @@ mod tests {
     /// stand for; `None` when either is NaT (every comparison with NaT but `!=` is false).
     fn compare_datetimes(a: i64, ua: TimeUnit, b: i64, ub: TimeUnit) -> Option<Ordering> {
         Some(instant(a, ua)?.cmp(&instant(b, ub)?))
+    }
+
+    #[test]
+    fn natural_units_are_numpys() {
+        // np.datetime64(text).dtype for each text, numpy 2.
+        let cases = [
+            ("2020", "Y"),
+            ("-0044-03", "M"),
+            ("2020-01-31", "D"),
+            ("2020-01-31T10", "h"),
+            ("2020-01-31 10:30", "m"),
+            ("2020-01-31T10:30:05Z", "s"),
+            ("2020-01-31T10:30:05.1", "ms"),
+            ("2020-01-31T10:30:05.123", "ms"),
+            ("2020-01-31T10:30:05.1234", "us"),
+            ("2020-01-31T10:30:05.123456789", "ns"),
+            ("2020-01-31T10:30:05.1234567890", "ps"),
+            ("2020-01-31T10:30:05.123456789012345678", "as"),
+        ];
+        for (text, unit) in cases {
+            assert_eq!(natural_unit(text).code(), unit, "{text}");
+        }
     }
 
     #[test]
