@@ -14,11 +14,13 @@
 
 mod eval;
 pub mod expr;
+mod proof;
 mod time;
 
 pub use expr::{parse, BinOp, Expr, Literal, MAX_DEPTH, MAX_LEN, MAX_NODES, MAX_PARENS};
 
-use self::eval::{abs_eval, check, eval_mask, merge, Abs, Frame, Raw, Ty};
+use self::eval::{check, eval_mask, Frame, Raw, Ty};
+use self::proof::{abs_eval, merge, Abs};
 use crate::dtype::DType;
 use crate::engine::{as_bytes, as_bytes_mut};
 use crate::error::{Error, Result};
