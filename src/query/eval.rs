@@ -812,14 +812,7 @@ pub(crate) fn cmp_int_float(op: BinOp, i: i128, f: f64) -> bool {
             o => o,
         }
     };
-    match op {
-        BinOp::Lt => ord == Less,
-        BinOp::Le => ord != Greater,
-        BinOp::Gt => ord == Greater,
-        BinOp::Ge => ord != Less,
-        BinOp::Eq => ord == Equal,
-        _ => ord != Equal,
-    }
+    op.holds(ord)
 }
 
 /// A comparison of dates or of durations (`None`: not of times).

@@ -99,6 +99,20 @@ pub enum BinOp {
 }
 
 impl BinOp {
+    /// Whether comparison `self` holds between two values ordered `ord` (`!=` for an
+    /// operator that is not a comparison).
+    pub(crate) fn holds(self, ord: std::cmp::Ordering) -> bool {
+        use std::cmp::Ordering::{Equal, Greater, Less};
+        match self {
+            BinOp::Lt => ord == Less,
+            BinOp::Le => ord != Greater,
+            BinOp::Gt => ord == Greater,
+            BinOp::Ge => ord != Less,
+            BinOp::Eq => ord == Equal,
+            _ => ord != Equal,
+        }
+    }
+
     /// Whether this is a comparison.
     pub fn is_comparison(self) -> bool {
         matches!(

@@ -42,22 +42,10 @@ pub(super) fn compatible(da: bool, ua: TimeUnit, db: bool, ub: TimeUnit) -> bool
     !((da && calendar(ua) && !calendar(ub)) || (db && calendar(ub) && !calendar(ua)))
 }
 
-/// Whether `op` holds for two values ordered `ord`.
-fn holds(op: BinOp, ord: Ordering) -> bool {
-    match op {
-        BinOp::Lt => ord == Ordering::Less,
-        BinOp::Le => ord != Ordering::Greater,
-        BinOp::Gt => ord == Ordering::Greater,
-        BinOp::Ge => ord != Ordering::Less,
-        BinOp::Eq => ord == Ordering::Equal,
-        _ => ord != Ordering::Equal,
-    }
-}
-
 /// `a op b` of two keys (`None`: NaT).
 pub(super) fn cmp_keys(op: BinOp, a: Option<Length>, b: Option<Length>) -> bool {
     match (a, b) {
-        (Some(a), Some(b)) => holds(op, a.cmp(&b)),
+        (Some(a), Some(b)) => op.holds(a.cmp(&b)),
         _ => op == BinOp::Ne,
     }
 }
@@ -89,14 +77,14 @@ pub(super) fn cmp_scalar(
                     Ordering::Equal if !exact => Ordering::Less,
                     o => o,
                 };
-                holds(op, ord)
+                op.holds(ord)
             })
             .collect(),
         // The scalar lies past every value of the unit: below (`Less`) or above them all.
         Err(side) => {
             let ord = side.reverse();
             x.iter()
-                .map(|&v| if v == NAT { nat } else { holds(op, ord) })
+                .map(|&v| if v == NAT { nat } else { op.holds(ord) })
                 .collect()
         }
     }
@@ -147,7 +135,7 @@ pub(super) fn cmp_vectors(
                 if a == NAT || b == NAT {
                     op == BinOp::Ne
                 } else {
-                    holds(op, a.cmp(&b))
+                    op.holds(a.cmp(&b))
                 }
             })
             .collect();
